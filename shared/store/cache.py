@@ -1,0 +1,155 @@
+"""The one cache library of every service: list, then follow the log.
+
+``Cache.sync()`` reads the log tip and the kinds it watches in one atomic step; ``poll()``
+then applies the entries after that position in log order. Applying is idempotent by
+resourceVersion: an entry not newer than the cached object is skipped, so at-least-once
+delivery, overlaps and restarts never double-apply. ``poll`` returns the applied changes
+(with the old object), which is what event handlers need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.model import meta
+from shared.store import codec
+from shared.store.client import Store
+from shared.store.log import LogReader
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One applied log entry: ``old`` is None for ADDED, ``new`` is the object (for DELETED,
+    its last state). DECISION entries carry the record in ``new``."""
+
+    id: str
+    type: str
+    kind: str
+    key: str
+    old: Obj | None
+    new: Obj
+
+
+IndexFn = Callable[[Obj], Iterable[str]]
+
+
+class Cache:
+    """Objects of some kinds, kept current from the log, with optional secondary indexes."""
+
+    def __init__(self, store: Store, kinds: Sequence[str], name: str = "cache",
+                 indexes: dict[str, tuple[str, IndexFn]] | None = None) -> None:
+        self.store = store
+        self.kinds = list(kinds)
+        self.objects: dict[str, dict[str, Obj]] = {k: {} for k in self.kinds}
+        self.reader = LogReader(store.r, store.keys, "0-0", name=name)
+        self._versions: dict[tuple[str, str], tuple[int, int]] = {}
+        # index name -> (kind, fn); values: index name -> index value -> set of keys
+        self._index_defs = indexes or {}
+        self._index: dict[str, dict[str, set[str]]] = {n: {} for n in self._index_defs}
+        self._index_of: dict[tuple[str, str], list[str]] = {}
+        self.synced = False
+
+    @property
+    def position(self) -> str:
+        return self.reader.position
+
+    # ---- building ---------------------------------------------------------------------
+
+    def sync(self) -> str:
+        """(Re)list every watched kind at one log position; returns that position."""
+        tip, objs = self.store.snapshot(self.kinds)
+        self.objects = {k: {} for k in self.kinds}
+        self._versions.clear()
+        self._index = {n: {} for n in self._index_defs}
+        self._index_of.clear()
+        for kind, items in objs.items():
+            for obj in items:
+                self._put(kind, meta.key(obj), obj)
+        self.reader.position = tip
+        self.synced = True
+        return tip
+
+    def poll(self, count: int = 1000, block_ms: int | None = None) -> list[Change]:
+        """Apply the next entries; returns the changes applied (skips other kinds)."""
+        return self.apply(self.reader.read(count=count, block_ms=block_ms))
+
+    def catch_up(self, position: str, on_change: Callable[[list[Change]], None] | None = None,
+                 block_ms: int = 200, max_rounds: int = 10_000) -> None:
+        """Read until the cache has applied everything up to ``position``."""
+        rounds = 0
+        while not codec.id_ge(self.position, position) and rounds < max_rounds:
+            changes = self.poll(count=5000, block_ms=block_ms)
+            if on_change and changes:
+                on_change(changes)
+            rounds += 1
+
+    def apply(self, entries: Iterable[codec.Entry]) -> list[Change]:
+        out: list[Change] = []
+        for e in entries:
+            if e.type == "DECISION":
+                out.append(Change(e.id, e.type, e.kind, e.key, None, e.obj))
+                continue
+            if e.kind not in self.objects:
+                continue
+            vkey = (e.kind, e.key)
+            eid = codec.id_tuple(e.id)
+            have = self._versions.get(vkey)
+            if have is not None and have >= eid:
+                continue  # already applied (overlap or redelivery)
+            old = self.objects[e.kind].get(e.key)
+            if e.type == "DELETED":
+                self._drop(e.kind, e.key)
+                self._versions.pop(vkey, None)
+            else:
+                self._put(e.kind, e.key, e.obj)
+            out.append(Change(e.id, e.type, e.kind, e.key, old, e.obj))
+        return out
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        return self.objects[kind].get(key)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        items = self.objects[kind].values()
+        if namespace is None:
+            return list(items)
+        return [o for o in items if meta.namespace(o) == namespace]
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        kind = self._index_defs[index][0]
+        objs = self.objects[kind]
+        return [objs[k] for k in self._index[index].get(value, ()) if k in objs]
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _put(self, kind: str, key: str, obj: Obj) -> None:
+        self._unindex(kind, key)
+        self.objects[kind][key] = obj
+        self._versions[(kind, key)] = codec.id_tuple(meta.resource_version(obj))
+        names = []
+        for iname, (ikind, fn) in self._index_defs.items():
+            if ikind != kind:
+                continue
+            for value in fn(obj):
+                self._index[iname].setdefault(value, set()).add(key)
+                names.append(iname + "\x00" + value)
+        if names:
+            self._index_of[(kind, key)] = names
+
+    def _drop(self, kind: str, key: str) -> None:
+        self._unindex(kind, key)
+        self.objects[kind].pop(key, None)
+
+    def _unindex(self, kind: str, key: str) -> None:
+        for entry in self._index_of.pop((kind, key), []):
+            iname, _, value = entry.partition("\x00")
+            bucket = self._index[iname].get(value)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self._index[iname][value]

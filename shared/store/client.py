@@ -1,0 +1,501 @@
+"""The store: every write of every process goes through here, as one Lua commit.
+
+A commit validates and defaults the object (in Python, before anything is sent), then the
+``COMMIT`` script checks the resourceVersion precondition, updates the materialised view and
+appends one log entry per object, atomically. The API-server bookkeeping of Kubernetes
+(uid, creationTimestamp, generation, templateGeneration, deletionTimestamp and finalizers)
+is applied here, so every writer gets it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from shared.model import defaults as model_defaults
+from shared.model import kinds as model_kinds
+from shared.model import meta
+from shared.model import validation as model_validation
+from shared.store import codec, errors, scripts
+from shared.store.keys import Keys
+
+Obj = dict[str, Any]
+
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
+CONFLICT_RETRIES = 8
+
+
+def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
+    """A redis-py client for ``url`` (``redis://``, ``rediss://`` with TLS, passwords in the
+    URL), defaulting to ``DAEMONBUS_REDIS_URL``."""
+    url = url or os.environ.get("DAEMONBUS_REDIS_URL")
+    if not url:
+        raise errors.UnavailableError(
+            "no Redis URL: pass --redis-url, set DAEMONBUS_REDIS_URL, or run `daemonbus up`"
+        )
+    kwargs.setdefault("health_check_interval", 15)
+    kwargs.setdefault("socket_keepalive", True)
+    return redis.Redis.from_url(url, **kwargs)
+
+
+@dataclass
+class Op:
+    """One write of a batch. Build with the class methods; ``Store.commit`` sends them."""
+
+    mode: str
+    kind: str
+    key: str
+    payload: bytes
+    expected: str = ""
+    obj: Obj | None = None
+
+    @classmethod
+    def record(cls, kind: str, key: str, record: Obj) -> Op:
+        return cls("record", kind, key, codec.pack(record))
+
+
+@dataclass
+class Result:
+    status: str  # ok | exists | conflict | notfound | skipped
+    value: str  # the new resourceVersion (ok) or the current one
+    op: Op = field(repr=False, default_factory=lambda: Op("", "", "", b""))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _spec_equal(a: Any, b: Any) -> bool:
+    return codec.pack(a) == codec.pack(b)
+
+
+class Store:
+    """The API of daemonbus: get/list/create/update/delete of Kubernetes-shaped objects."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys | None = None,
+        clock: Callable[[], float] = _now,
+        log_maxlen: int = 0,
+    ) -> None:
+        self.r = client
+        self.keys = keys or Keys()
+        self.clock = clock
+        self.log_maxlen = log_maxlen
+        self._commit = client.register_script(scripts.COMMIT)
+        self._snapshot = client.register_script(scripts.SNAPSHOT)
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def get(self, kind: str, key: str) -> Obj:
+        try:
+            pipe = self.r.pipeline(transaction=True)
+            pipe.hget(self.keys.objects(kind), key)
+            pipe.hget(self.keys.versions(kind), key)
+            data, rv = pipe.execute()
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        if data is None:
+            raise errors.NotFoundError(kind, key)
+        return codec.unpack_object(data, rv.decode())
+
+    def try_get(self, kind: str, key: str) -> Obj | None:
+        try:
+            return self.get(kind, key)
+        except errors.NotFoundError:
+            return None
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """All objects of a kind (of one namespace when given), sorted by namespace/name."""
+        tip, objs = self.snapshot([kind])
+        items = objs[kind]
+        if namespace is not None:
+            items = [o for o in items if meta.namespace(o) == namespace]
+        return sorted(items, key=lambda o: (meta.namespace(o), meta.name(o)))
+
+    def snapshot(self, kinds: Sequence[str]) -> tuple[str, dict[str, list[Obj]]]:
+        """The log tip and every object of ``kinds`` at that tip, read atomically."""
+        keys = [self.keys.log]
+        for kind in kinds:
+            keys += [self.keys.objects(kind), self.keys.versions(kind)]
+        try:
+            raw = self._snapshot(keys=keys, args=[])
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        tip = raw[0].decode()
+        out: dict[str, list[Obj]] = {}
+        for i, kind in enumerate(kinds):
+            flat_objs, flat_rvs = raw[1 + 2 * i], raw[2 + 2 * i]
+            rvs = {flat_rvs[j]: flat_rvs[j + 1].decode() for j in range(0, len(flat_rvs), 2)}
+            items = []
+            for j in range(0, len(flat_objs), 2):
+                f = flat_objs[j]
+                try:
+                    items.append(codec.unpack_object(flat_objs[j + 1], rvs.get(f, "0-0")))
+                except errors.CorruptEntryError:
+                    continue  # a corrupt view entry is skipped; readers rebuild from the log
+            out[kind] = items
+        return tip, out
+
+    def log_tip(self) -> str:
+        last = self.r.xrevrange(self.keys.log, count=1)
+        return last[0][0].decode() if last else "0-0"
+
+    # ---- batched commits -----------------------------------------------------------------
+
+    def commit(self, ops: Sequence[Op], atomic: bool = False) -> list[Result]:
+        """Send ``ops`` in one script call. With ``atomic`` a failed precondition of any op
+        writes nothing at all. An object may appear at most once in a batch."""
+        if not ops:
+            return []
+        pairs: dict[str, int] = {}
+        keys = [self.keys.log]
+        args: list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION, self.log_maxlen]
+        for op in ops:
+            if op.kind not in pairs:
+                pairs[op.kind] = len(pairs) + 1
+                keys += [self.keys.objects(op.kind), self.keys.versions(op.kind)]
+            args += [op.mode, pairs[op.kind], op.kind, op.key, op.expected, op.payload]
+        try:
+            raw = self._commit(keys=keys, args=args)
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        return [Result(s.decode(), v.decode(), op) for (s, v), op in zip(raw, ops, strict=True)]
+
+    def _raise_for(self, res: Result) -> None:
+        if res.status == "exists":
+            raise errors.AlreadyExistsError(res.op.kind, res.op.key)
+        if res.status == "notfound":
+            raise errors.NotFoundError(res.op.kind, res.op.key)
+        if res.status == "conflict":
+            raise errors.ConflictError(res.op.kind, res.op.key)
+        if not res.ok:
+            raise errors.StoreError(f"{res.op.kind} {res.op.key}: {res.status}")
+
+    # ---- preparing objects ---------------------------------------------------------------
+
+    def _check(self, obj: Obj, old: Obj | None = None) -> None:
+        problems = model_validation.validate(obj, old)
+        if problems:
+            raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
+
+    def stamp(self, obj: Obj, now: float | None = None) -> Obj:
+        """Stamp a new object built by a controller from validated parts (uid,
+        creationTimestamp, generation) without re-validating it: the hot path of pod
+        creation. ``obj`` is changed in place and returned."""
+        md = obj["metadata"]
+        md["uid"] = str(uuid.uuid4())
+        md["creationTimestamp"] = meta.format_time(self.clock() if now is None else now)
+        md["generation"] = 1
+        return obj
+
+    def prepare_create(self, obj: Obj, now: float | None = None) -> Obj:
+        """Validate, default and stamp a new object (uid, creationTimestamp, generation)."""
+        obj = copy.deepcopy(codec.plain(obj))
+        if not isinstance(obj, dict):
+            raise errors.InvalidError("Object", "", ["object: Invalid value: not a map"])
+        info = model_kinds.by_kind(str(obj.get("kind")))
+        obj.setdefault("apiVersion", info.api_version) if info else None
+        md = obj.setdefault("metadata", {})
+        if isinstance(md, dict) and info is not None:
+            if info.namespaced:
+                md.setdefault("namespace", "default")
+                if not md.get("namespace"):
+                    md["namespace"] = "default"
+            else:
+                md.pop("namespace", None)
+        obj = model_defaults.default(obj)
+        self._check(obj)
+        md = obj["metadata"]
+        for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            md.pop(f, None)
+        self.stamp(obj, now)
+        if obj.get("kind") == "DaemonSet":
+            ann = md.setdefault("annotations", {})
+            ann[TEMPLATE_GENERATION_ANNOTATION] = "1"
+            obj["status"] = {
+                "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+                "numberMisscheduled": 0, "numberReady": 0,
+            }
+        return obj
+
+    def create_op(self, obj: Obj, ensure: bool = False, prepared: bool = False) -> Op:
+        if not prepared:
+            obj = self.prepare_create(obj)
+        return Op("ensure" if ensure else "create", obj["kind"], meta.key(obj),
+                  codec.pack_object(obj), obj=obj)
+
+    def _bookkeep_update(self, new: Obj, old: Obj) -> Obj:
+        """Server-side rules of an update (registry strategy): keep identity and status,
+        bump generation on spec changes, templateGeneration on template changes."""
+        new = copy.deepcopy(codec.plain(new))
+        new = model_defaults.default(new)
+        md, omd = new.setdefault("metadata", {}), old["metadata"]
+        for f in ("uid", "creationTimestamp", "namespace", "name"):
+            if f in omd:
+                md[f] = omd[f]
+            else:
+                md.pop(f, None)
+        for f in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            if f in omd:
+                md[f] = omd[f]
+            else:
+                md.pop(f, None)
+        md["resourceVersion"] = omd.get("resourceVersion")
+        generation = int(omd.get("generation") or 1)
+        if "spec" in old or "spec" in new:
+            if not _spec_equal(new.get("spec"), old.get("spec")):
+                generation += 1
+        md["generation"] = generation
+        if new.get("kind") == "DaemonSet":
+            new["status"] = copy.deepcopy(old.get("status") or {})
+            ann = md.setdefault("annotations", {})
+            old_tg = meta.annotations(old).get(TEMPLATE_GENERATION_ANNOTATION, "1")
+            try:
+                tg = int(old_tg)
+            except ValueError:
+                tg = 1
+            if not _spec_equal(
+                (new.get("spec") or {}).get("template"), (old.get("spec") or {}).get("template")
+            ):
+                tg += 1
+            ann[TEMPLATE_GENERATION_ANNOTATION] = str(tg)
+        self._check(new, old)
+        return new
+
+    def update_op(self, obj: Obj, old: Obj) -> Op:
+        """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
+        else ``old``'s. Removing the last finalizer of a deleted object deletes it."""
+        new = self._bookkeep_update(obj, old)
+        expected = meta.resource_version(obj) or meta.resource_version(old)
+        if meta.is_being_deleted(new) and not meta.finalizers(new):
+            return Op("delete", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
+        return Op("update", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
+
+    def status_op(self, new: Obj, old: Obj) -> Op:
+        """A trusted write by a system component (node agent binding a pod or reporting its
+        status, a node reporting conditions): only ``status`` and ``spec.nodeName`` may
+        differ from ``old``; nothing else is re-validated. Precondition: ``old``'s version."""
+        merged = copy.deepcopy(old)
+        merged["status"] = copy.deepcopy(new.get("status") or {})
+        node_name = (new.get("spec") or {}).get("nodeName")
+        if node_name is not None:
+            merged.setdefault("spec", {})["nodeName"] = node_name
+        return Op("update", merged["kind"], meta.key(merged), codec.pack_object(merged),
+                  meta.resource_version(old), merged)
+
+    def final_delete_op(self, old: Obj) -> Op:
+        """Remove an object whose deletion is due (grace period over, no finalizers left)."""
+        return Op("delete", old["kind"], meta.key(old), codec.pack_object(old),
+                  meta.resource_version(old), old)
+
+    # ---- single-object API --------------------------------------------------------------
+
+    def create(self, obj: Obj) -> Obj:
+        op = self.create_op(obj)
+        res = self.commit([op])[0]
+        self._raise_for(res)
+        assert op.obj is not None
+        op.obj["metadata"]["resourceVersion"] = res.value
+        return op.obj
+
+    def update(self, obj: Obj) -> Obj:
+        """Replace an object; ``metadata.resourceVersion`` must be current (else Conflict)."""
+        kind, key = str(obj.get("kind")), meta.key(obj)
+        old = self.get(kind, key)
+        if meta.resource_version(obj) and meta.resource_version(obj) != meta.resource_version(old):
+            raise errors.ConflictError(kind, key)
+        op = self.update_op(obj, old)
+        res = self.commit([op])[0]
+        self._raise_for(res)
+        assert op.obj is not None
+        op.obj["metadata"]["resourceVersion"] = res.value
+        return op.obj
+
+    def update_status(self, obj: Obj) -> Obj:
+        """The /status subresource: keep the stored spec and metadata, replace status."""
+        kind, key = str(obj.get("kind")), meta.key(obj)
+        old = self.get(kind, key)
+        if meta.resource_version(obj) and meta.resource_version(obj) != meta.resource_version(old):
+            raise errors.ConflictError(kind, key)
+        new = copy.deepcopy(old)
+        new["status"] = copy.deepcopy(obj.get("status") or {})
+        if kind == "DaemonSet":
+            problems = model_validation.validate_daemonset_status(
+                new["status"], old.get("status") or {}
+            )
+            if problems:
+                raise errors.InvalidError(kind, meta.name(old), problems)
+        op = Op("update", kind, key, codec.pack_object(new), meta.resource_version(old), new)
+        res = self.commit([op])[0]
+        self._raise_for(res)
+        new["metadata"]["resourceVersion"] = res.value
+        return new
+
+    def mutate(self, kind: str, key: str, fn: Callable[[Obj], Obj | None],
+               status: bool = False) -> Obj | None:
+        """Read-modify-write with Conflict retries. ``fn`` returns the new object, or None
+        for "no change". Returns the stored object (None if ``fn`` made no change)."""
+        for _ in range(CONFLICT_RETRIES):
+            current = self.get(kind, key)
+            new = fn(copy.deepcopy(current))
+            if new is None:
+                return None
+            new.setdefault("metadata", {})["resourceVersion"] = meta.resource_version(current)
+            try:
+                return self.update_status(new) if status else self.update(new)
+            except errors.ConflictError:
+                continue
+        raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
+
+    def delete_op(self, current: Obj, propagation: str = "background",
+                  grace_seconds: int | None = None) -> Op | None:
+        """The write that deletes ``current`` (as read) the way the API server does.
+
+        Objects with finalizers (or a foreground/orphan propagation, which adds one) get a
+        deletionTimestamp and stay until their finalizers are removed. Pods bound to a node
+        are deleted gracefully: they get a deletionTimestamp and the node agent removes them
+        after their grace period (``grace_seconds=0`` removes them at once). None: nothing to
+        write (already terminating).
+        """
+        kind, key = str(current.get("kind")), meta.key(current)
+        new = copy.deepcopy(current)
+        md = new["metadata"]
+        fins = meta.finalizers(new)
+        if propagation == "foreground" and FOREGROUND not in fins:
+            fins.append(FOREGROUND)
+        elif propagation == "orphan" and ORPHAN not in fins:
+            fins.append(ORPHAN)
+        graceful = False
+        if kind == "Pod":
+            if meta.is_being_deleted(current) and grace_seconds != 0:
+                return None  # already terminating; the node agent finishes it
+            spec = new.get("spec") or {}
+            grace = grace_seconds
+            if grace is None:
+                grace = int(spec.get("terminationGracePeriodSeconds", 30))
+            phase = (new.get("status") or {}).get("phase")
+            graceful = bool(spec.get("nodeName")) and grace > 0 and phase not in (
+                "Succeeded", "Failed")
+            if graceful:
+                md["deletionGracePeriodSeconds"] = grace
+        rv = meta.resource_version(current)
+        if fins or graceful:
+            if fins:
+                md["finalizers"] = fins
+            if not md.get("deletionTimestamp"):
+                md["deletionTimestamp"] = meta.format_time(self.clock())
+            if _spec_equal(new, current):
+                return None
+            return Op("update", kind, key, codec.pack_object(new), rv, new)
+        return Op("delete", kind, key, codec.pack_object(current), rv, current)
+
+    def delete(
+        self,
+        kind: str,
+        key: str,
+        propagation: str = "background",
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> Obj | None:
+        """Delete an object (see ``delete_op``); ``uid`` is a precondition. Returns the
+        object as left in the store, or None when it is gone."""
+        for _ in range(CONFLICT_RETRIES):
+            current = self.get(kind, key)
+            if uid and meta.uid(current) != uid:
+                raise errors.ConflictError(
+                    kind, key, f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {meta.uid(current)}"
+                )
+            op = self.delete_op(current, propagation, grace_seconds)
+            if op is None:
+                return current
+            res = self.commit([op])[0]
+            if res.status == "conflict":
+                continue
+            self._raise_for(res)
+            if op.mode == "delete":
+                return None
+            assert op.obj is not None
+            op.obj["metadata"]["resourceVersion"] = res.value
+            return op.obj
+        raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
+
+    def raw_update_op(self, new: Obj, expected_rv: str) -> Op:
+        """A trusted metadata change by a controller (owner references, labels of its own
+        pods): written as given, with the version precondition, without re-validation."""
+        return Op("update", str(new["kind"]), meta.key(new), codec.pack_object(new),
+                  expected_rv, new)
+
+    # ---- apply (kubectl apply) -----------------------------------------------------------
+
+    def apply(self, obj: Obj) -> tuple[str, Obj]:
+        """Create or update from a manifest: "created", "configured" or "unchanged".
+
+        The manifest's spec, labels and annotations replace the stored ones (a two-way
+        apply); status and server-set metadata are kept.
+        """
+        obj = codec.plain(obj)
+        kind, key = str(obj.get("kind")), self._manifest_key(obj)
+        for _ in range(CONFLICT_RETRIES):
+            current = self.try_get(kind, key)
+            if current is None:
+                try:
+                    return "created", self.create(obj)
+                except errors.AlreadyExistsError:
+                    continue
+            new = copy.deepcopy(current)
+            md = new["metadata"]
+            for f in ("labels", "annotations"):
+                given = (obj.get("metadata") or {}).get(f)
+                if f == "annotations":
+                    keep = {k: v for k, v in (md.get(f) or {}).items()
+                            if k == TEMPLATE_GENERATION_ANNOTATION}
+                    given = {**(given or {}), **keep} if (given or keep) else None
+                if given:
+                    md[f] = given
+                else:
+                    md.pop(f, None)
+            for f, v in obj.items():
+                if f not in ("metadata", "status", "apiVersion", "kind"):
+                    new[f] = v
+            for f in list(new):
+                if f not in obj and f not in ("metadata", "status", "apiVersion", "kind"):
+                    del new[f]
+            try:
+                prepared = self._bookkeep_update(new, current)
+            except errors.InvalidError:
+                raise
+            if _spec_equal(prepared, current):
+                return "unchanged", current
+            try:
+                return "configured", self.update(new)
+            except errors.ConflictError:
+                continue
+        raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
+
+    def _manifest_key(self, obj: Obj) -> str:
+        info = model_kinds.by_kind(str(obj.get("kind")))
+        md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(md, dict)
+        ns = (md.get("namespace") or "default") if (info is None or info.namespaced) else ""
+        return f"{ns}/{md.get('name') or ''}"
+
+    # ---- decisions ------------------------------------------------------------------------
+
+    def record_ops(self, records: Iterable[tuple[str, Obj]]) -> list[Op]:
+        return [Op.record("DaemonSet", k, rec) for k, rec in records]

@@ -1,0 +1,404 @@
+"""Lua scripts of the control-state ports: workqueue, expectations, backoff, leader lease.
+
+Each script starts with a header naming its KEYS and ARGV. Times come from Redis ``TIME``
+inside the script (milliseconds), so every replica shares one clock. Scripts are registered
+once per client (EVALSHA, reloaded by redis-py on NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+# ---- workqueue ---------------------------------------------------------------------------
+#
+# Every workqueue script gets the same KEYS, in this order (``WQ_KEYS`` in workqueue.py):
+#
+#   KEYS[1]  wq:queue       list   FIFO of queued keys (each dirty, none processing)
+#   KEYS[2]  wq:dirty       set    keys needing processing
+#   KEYS[3]  wq:processing  zset   key → lease deadline (ms)
+#   KEYS[4]  wq:owner       hash   key → "<token>:<leased ms>:<worker>"
+#   KEYS[5]  wq:waiting     zset   key → ready time (ms) of a delayed add
+#   KEYS[6]  wq:failures    hash   key → failures counted by the rate limiter
+#   KEYS[7]  wq:bucket      hash   token bucket: tokens, last (ms)
+#   KEYS[8]  wq:signal      list   wake-up tokens for workers blocked in BLPOP
+#   KEYS[9]  wq:stats       hash   counters: adds, retries, gets (= token sequence), done,
+#                                  stale, reclaimed
+#   KEYS[10] wq:enqueued    hash   key → ms it became dirty
+#   KEYS[11] wq:shutdown    string present while shut down
+#   KEYS[12] log            stream the event log (read only: its newest id)
+#
+# Invariant kept by every script: queue == dirty - processing, no duplicates in queue; and
+# the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
+# a worker blocked on it wakes whenever there is work.
+
+_WQ_PRELUDE = r"""
+local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local FAIL, BUCKET, SIGNAL, STATS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local ENQ, SHUT, LOG = KEYS[10], KEYS[11], KEYS[12]
+local SIGNAL_CAP = 64
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function is_down()
+  return redis.call('EXISTS', SHUT) == 1
+end
+
+-- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty
+local function add_one(key, now)
+  if redis.call('SADD', DIRTY, key) == 0 then return 0 end
+  redis.call('HSET', ENQ, key, now)
+  if not redis.call('ZSCORE', PROC, key) then
+    redis.call('RPUSH', Q, key)
+  end
+  return 1
+end
+
+local function count(field, n)
+  if n ~= 0 then redis.call('HINCRBY', STATS, field, n) end
+end
+
+local function sync_signal()
+  local want = math.min(redis.call('LLEN', Q), SIGNAL_CAP)
+  if want == 0 and is_down() then want = 1 end
+  local have = redis.call('LLEN', SIGNAL)
+  if have < want then
+    local tokens = {}
+    for i = 1, want - have do tokens[i] = '1' end
+    redis.call('RPUSH', SIGNAL, unpack(tokens))
+  elseif have > want then
+    if want == 0 then redis.call('DEL', SIGNAL) else redis.call('LTRIM', SIGNAL, 0, want - 1) end
+  end
+end
+
+local function token_of(owner)
+  return string.match(owner, '^(%d+):')
+end
+
+-- AddAfter once the delay is known (shutdown and the retry count are the caller's)
+local function add_after(key, now, delay_ms)
+  if delay_ms <= 0 then
+    count('adds', add_one(key, now))
+    sync_signal()
+    return
+  end
+  local ready = now + delay_ms
+  local first = redis.call('ZRANGE', WAIT, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', WAIT, 'LT', ready, key)
+  if #first == 0 or ready < tonumber(first[2]) then
+    redis.call('RPUSH', SIGNAL, 'w')  -- wake blocked workers to shorten their wait
+  end
+end
+"""
+
+WQ_ADD = r"""
+-- add: client-go Add for a batch of keys (ignored while shut down).
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV: the keys to add
+-- Returns the number of keys newly marked dirty.
+""" + _WQ_PRELUDE + r"""
+if is_down() then return 0 end
+local now = now_ms()
+local n = 0
+for i = 1, #ARGV do n = n + add_one(ARGV[i], now) end
+count('adds', n)
+sync_signal()
+return n
+"""
+
+WQ_GET = r"""
+-- get: promote due delayed keys, reclaim expired leases, then hand out the head of the queue.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] worker id
+-- ARGV[2] lease length (ms)
+-- ARGV[3] at most this many delayed keys promoted / leases reclaimed per call
+-- Returns {key, token, enqueued ms, leased ms, deadline ms, log position} when a key was
+-- handed out, else {shutting down (0|1), ms until the next delayed key or lease deadline
+-- (-1: none)}.
+""" + _WQ_PRELUDE + r"""
+local worker, lease_ms, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local down = is_down()
+if not down then  -- the delaying queue stops promoting at shutdown (its Add is a no-op)
+  local due = redis.call('ZRANGE', WAIT, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  local n = 0
+  for _, key in ipairs(due) do
+    redis.call('ZREM', WAIT, key)
+    n = n + add_one(key, now)
+  end
+  count('adds', n)
+end
+local expired = redis.call('ZRANGE', PROC, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the front
+  local key = expired[i]
+  redis.call('ZREM', PROC, key)
+  redis.call('HDEL', OWNER, key)
+  count('reclaimed', 1)
+  local dirty = redis.call('SISMEMBER', DIRTY, key) == 1
+  if dirty or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
+    if not dirty then
+      redis.call('SADD', DIRTY, key)
+      redis.call('HSET', ENQ, key, now)
+    end
+    redis.call('LPUSH', Q, key)
+  end
+end
+local key = redis.call('LPOP', Q)
+local result
+if key then
+  redis.call('SREM', DIRTY, key)
+  local token = redis.call('HINCRBY', STATS, 'gets', 1)
+  local deadline = now + lease_ms
+  redis.call('ZADD', PROC, deadline, key)
+  redis.call('HSET', OWNER, key, token .. ':' .. string.format('%d', now) .. ':' .. worker)
+  local enq = redis.call('HGET', ENQ, key) or string.format('%d', now)
+  redis.call('HDEL', ENQ, key)
+  local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
+  local position = '0-0'
+  if #tip > 0 then position = tip[1][1] end
+  result = {key, tostring(token), enq, string.format('%d', now),
+            string.format('%d', deadline), position}
+else
+  local next_at = nil
+  if not down then
+    local w = redis.call('ZRANGE', WAIT, 0, 0, 'WITHSCORES')
+    if #w > 0 then next_at = tonumber(w[2]) end
+  end
+  local p = redis.call('ZRANGE', PROC, 0, 0, 'WITHSCORES')
+  if #p > 0 and (next_at == nil or tonumber(p[2]) < next_at) then next_at = tonumber(p[2]) end
+  local hint = -1
+  if next_at then hint = math.max(0, math.ceil(next_at - now)) end
+  result = {down and 1 or 0, hint}
+end
+sync_signal()
+return result
+"""
+
+WQ_DONE = r"""
+-- done: client-go Done for the holder of a current lease; a stale lease changes nothing.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- ARGV[2] lease token
+-- Returns 1 when done, 0 when the lease was stale.
+""" + _WQ_PRELUDE + r"""
+local key, token = ARGV[1], ARGV[2]
+local owner = redis.call('HGET', OWNER, key)
+if not owner or token_of(owner) ~= token then
+  count('stale', 1)
+  return 0
+end
+redis.call('ZREM', PROC, key)
+redis.call('HDEL', OWNER, key)
+count('done', 1)
+if redis.call('SISMEMBER', DIRTY, key) == 1 then
+  redis.call('RPUSH', Q, key)
+end
+sync_signal()
+return 1
+"""
+
+WQ_RENEW = r"""
+-- renew: move the deadline of a current lease to now + lease length.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- ARGV[2] lease token
+-- ARGV[3] lease length (ms)
+-- Returns the new deadline (ms, as a string), or false when the lease is stale.
+""" + _WQ_PRELUDE + r"""
+local owner = redis.call('HGET', OWNER, ARGV[1])
+if not owner or token_of(owner) ~= ARGV[2] then return false end
+local deadline = now_ms() + tonumber(ARGV[3])
+redis.call('ZADD', PROC, 'XX', deadline, ARGV[1])
+return string.format('%d', deadline)
+"""
+
+WQ_ADD_AFTER = r"""
+-- add_after: client-go AddAfter; a key already waiting keeps the earlier ready time.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- ARGV[2] delay (ms, may be fractional; <= 0 adds at once)
+-- Returns 1, or 0 when ignored (shut down).
+""" + _WQ_PRELUDE + r"""
+if is_down() then return 0 end
+count('retries', 1)
+add_after(ARGV[1], now_ms(), tonumber(ARGV[2]))
+return 1
+"""
+
+WQ_ADD_RATE_LIMITED = r"""
+-- add_rate_limited: AddAfter(key, When(key)) with client-go's default controller limiter:
+-- max(base·2^failures capped at max, token-bucket reservation delay); counts one failure.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- ARGV[2] base delay (ms)
+-- ARGV[3] max per-item delay (ms)
+-- ARGV[4] bucket refill rate (tokens per second)
+-- ARGV[5] bucket size (burst)
+-- Returns the chosen delay (ms, as a string).
+""" + _WQ_PRELUDE + r"""
+local key = ARGV[1]
+local base, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
+local qps, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local failures = tonumber(redis.call('HGET', FAIL, key) or '0')
+redis.call('HINCRBY', FAIL, key, 1)
+local item = cap
+if failures < 1024 then item = math.min(base * 2 ^ failures, cap) end
+local b = redis.call('HMGET', BUCKET, 'tokens', 'last')
+local tokens = burst
+if b[1] then
+  local elapsed = math.max(0, now - tonumber(b[2])) / 1000
+  tokens = math.min(burst, tonumber(b[1]) + elapsed * qps)
+end
+tokens = tokens - 1
+redis.call('HSET', BUCKET, 'tokens', string.format('%.17g', tokens), 'last', string.format('%d', now))
+local wait = 0
+if tokens < 0 then wait = -tokens / qps * 1000 end
+local delay = math.max(item, wait)
+if not is_down() then
+  count('retries', 1)
+  add_after(key, now, delay)
+end
+return string.format('%.17g', delay)
+"""
+
+WQ_REMOVE_ALL = r"""
+-- remove_all: drop every trace of a key (queued, dirty, delayed, failures, lease).
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- Returns 1.
+""" + _WQ_PRELUDE + r"""
+local key = ARGV[1]
+redis.call('SREM', DIRTY, key)
+redis.call('LREM', Q, 0, key)
+redis.call('ZREM', WAIT, key)
+redis.call('HDEL', FAIL, key)
+redis.call('ZREM', PROC, key)
+redis.call('HDEL', OWNER, key)
+redis.call('HDEL', ENQ, key)
+sync_signal()
+return 1
+"""
+
+WQ_SHUTDOWN = r"""
+-- shutdown: set (ARGV[1] = "1") or clear ("0") the shutdown flag and wake blocked workers.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] "1" to shut down, "0" to reopen
+-- Returns 1.
+""" + _WQ_PRELUDE + r"""
+if ARGV[1] == '1' then redis.call('SET', SHUT, '1') else redis.call('DEL', SHUT) end
+sync_signal()
+return 1
+"""
+
+WQ_STATS = r"""
+-- stats: sizes, counters and running-work ages, read at one instant.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV: none
+-- Returns {depth, dirty, processing, waiting, shutting down (0|1), unfinished work (ms),
+-- longest running (ms), counter name, value, counter name, value, ...}.
+""" + _WQ_PRELUDE + r"""
+local now = now_ms()
+local unfinished, longest = 0, 0
+for _, owner in ipairs(redis.call('HVALS', OWNER)) do
+  local leased = tonumber(string.match(owner, '^%d+:(%d+):'))
+  if leased then
+    local age = math.max(0, now - leased)
+    unfinished = unfinished + age
+    if age > longest then longest = age end
+  end
+end
+local out = {redis.call('LLEN', Q), redis.call('SCARD', DIRTY), redis.call('ZCARD', PROC),
+             redis.call('ZCARD', WAIT), is_down() and 1 or 0,
+             string.format('%d', unfinished), string.format('%d', longest)}
+for _, v in ipairs(redis.call('HGETALL', STATS)) do out[#out + 1] = v end
+return out
+"""
+
+# ---- expectations ------------------------------------------------------------------------
+
+EXP_OBSERVE = r"""
+-- observe: LowerExpectations for many DaemonSet keys; keys without an entry are skipped.
+-- KEYS[1] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
+-- ARGV    triples: DaemonSet key, creations observed, deletions observed
+-- Returns the number of entries changed.
+local n = 0
+for i = 1, #ARGV, 3 do
+  local raw = redis.call('HGET', KEYS[1], ARGV[i])
+  if raw then
+    local e = cmsgpack.unpack(raw)
+    e[1] = e[1] - tonumber(ARGV[i + 1])
+    e[2] = e[2] - tonumber(ARGV[i + 2])
+    redis.call('HSET', KEYS[1], ARGV[i], cmsgpack.pack(e))
+    n = n + 1
+  end
+end
+return n
+"""
+
+# ---- backoff -----------------------------------------------------------------------------
+
+BACKOFF_GC = r"""
+-- gc: delete the given backoff entries that are still older than the cutoff (an entry
+-- advanced since the caller scanned it is kept).
+-- KEYS[1] backoff hash: backoff key → msgpack [delay, last_update]
+-- ARGV[1] cutoff: entries with last_update < cutoff (epoch seconds) are dropped
+-- ARGV[2..] candidate backoff keys
+-- Returns the number of entries deleted.
+local cutoff = tonumber(ARGV[1])
+local n = 0
+for i = 2, #ARGV do
+  local raw = redis.call('HGET', KEYS[1], ARGV[i])
+  if raw then
+    local e = cmsgpack.unpack(raw)
+    if tonumber(e[2]) < cutoff then
+      redis.call('HDEL', KEYS[1], ARGV[i])
+      n = n + 1
+    end
+  end
+end
+return n
+"""
+
+# ---- leader lease ------------------------------------------------------------------------
+
+LEASE_ACQUIRE = r"""
+-- acquire: take the lease if free, or extend it if ARGV[1] already holds it.
+-- KEYS[1] the lease key (string: holder id, with a TTL)
+-- ARGV[1] holder id
+-- ARGV[2] ttl (ms)
+-- Returns 1 when ARGV[1] holds the lease afterwards, else 0.
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if cur then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+return 1
+"""
+
+LEASE_RENEW = r"""
+-- renew: extend the lease only if ARGV[1] still holds it.
+-- KEYS[1] the lease key
+-- ARGV[1] holder id
+-- ARGV[2] ttl (ms)
+-- Returns 1 when extended, else 0.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+LEASE_RELEASE = r"""
+-- release: delete the lease only if ARGV[1] holds it.
+-- KEYS[1] the lease key
+-- ARGV[1] holder id
+-- Returns 1 when released, else 0.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""

@@ -1,0 +1,67 @@
+"""The errors every store user sees. Each says whether a retry can help (``retryable``)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of all store errors."""
+
+    retryable = False
+    reason = "InternalError"
+
+
+class NotFoundError(StoreError):
+    reason = "NotFound"
+
+    def __init__(self, kind: str, key: str) -> None:
+        self.kind, self.key = kind, key
+        name = key.split("/", 1)[-1]
+        super().__init__(f'{kind.lower()}s "{name}" not found')
+
+
+class AlreadyExistsError(StoreError):
+    reason = "AlreadyExists"
+
+    def __init__(self, kind: str, key: str) -> None:
+        self.kind, self.key = kind, key
+        name = key.split("/", 1)[-1]
+        super().__init__(f'{kind.lower()}s "{name}" already exists')
+
+
+class ConflictError(StoreError):
+    """A write carried a stale resourceVersion or failed a uid precondition."""
+
+    retryable = True
+    reason = "Conflict"
+
+    def __init__(self, kind: str, key: str, detail: str = "") -> None:
+        self.kind, self.key = kind, key
+        name = key.split("/", 1)[-1]
+        super().__init__(
+            f'Operation cannot be fulfilled on {kind.lower()}s "{name}": '
+            + (detail or "the object has been modified; please apply your changes to the latest version and try again")
+        )
+
+
+class InvalidError(StoreError):
+    """Validation failed; ``causes`` are field errors rendered as Kubernetes does."""
+
+    reason = "Invalid"
+
+    def __init__(self, kind: str, name: str, causes: list[str]) -> None:
+        self.kind, self.name, self.causes = kind, name, causes
+        super().__init__(f'{kind}.apps "{name}" is invalid: ' + ", ".join(causes) if kind == "DaemonSet"
+                         else f'{kind} "{name}" is invalid: ' + ", ".join(causes))
+
+
+class UnavailableError(StoreError):
+    """Redis could not be reached or answered with an error; a retry may help."""
+
+    retryable = True
+    reason = "ServiceUnavailable"
+
+
+class CorruptEntryError(StoreError):
+    """A log entry or stored object could not be decoded or failed validation."""
+
+    reason = "CorruptEntry"

@@ -1,0 +1,151 @@
+"""The one home of every Redis name daemonbus uses.
+
+All keys of one cluster share the hash tag ``{<prefix>}`` so every Lua script touches a single
+slot of a Redis Cluster; several clusters (prefixes) can share one Redis.
+
+Layout (``P`` = ``{prefix}``):
+
+=================================  ======  =====================================================
+key                                type    holds
+=================================  ======  =====================================================
+P:log                              stream  the event log (entry id = resourceVersion)
+P:obj:<Kind>                       hash    "<ns>/<name>" → msgpack object (materialised view)
+P:rv:<Kind>                        hash    "<ns>/<name>" → resourceVersion of that object
+P:parked                           hash    log id → why a reader could not decode that entry
+P:status                           stream  computed DaemonSet status from the reconcilers
+P:wq:queue                         list    FIFO of queued keys
+P:wq:dirty                         set     keys waiting to be processed
+P:wq:processing                    zset    key → lease deadline (ms)
+P:wq:owner                         hash    key → "<token>:<leased ms>:<worker id>" of its lease
+P:wq:waiting                       zset    key → ready time (ms) of a delayed add
+P:wq:failures                      hash    key → consecutive failures (rate limiter)
+P:wq:bucket                        hash    overall token bucket (tokens, stamp)
+P:wq:signal                        list    wake-up tokens for blocked workers
+P:wq:stats                         hash    counters for metrics (adds, retries, ...); "gets"
+                                           is also the lease-token sequence
+P:wq:enqueued                      hash    key → ms it became dirty (queue-wait metric)
+P:wq:shutdown                      string  present while the queue is shut down
+P:exp                              hash    DaemonSet key → msgpack [add, del, timestamp]
+P:backoff                          hash    backoff key → msgpack [delay, last_update]
+P:cursor:<reader>                  string  last log id a reader has fully processed
+P:lease:<role>                     string  holder id of a leader lease (with TTL)
+P:meta                             hash    cluster metadata (schema version, created)
+=================================  ======  =====================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "daemonbus"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Every Redis key name of one cluster (one prefix)."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def tag(self) -> str:
+        return "{" + self.prefix + "}"
+
+    def _k(self, *parts: str) -> str:
+        return ":".join((self.tag, *parts))
+
+    # event log and materialised view
+    @property
+    def log(self) -> str:
+        return self._k("log")
+
+    def objects(self, kind: str) -> str:
+        return self._k("obj", kind)
+
+    def versions(self, kind: str) -> str:
+        return self._k("rv", kind)
+
+    @property
+    def parked(self) -> str:
+        return self._k("parked")
+
+    @property
+    def status_stream(self) -> str:
+        return self._k("status")
+
+    @property
+    def meta(self) -> str:
+        return self._k("meta")
+
+    # workqueue
+    @property
+    def wq_queue(self) -> str:
+        return self._k("wq", "queue")
+
+    @property
+    def wq_dirty(self) -> str:
+        return self._k("wq", "dirty")
+
+    @property
+    def wq_processing(self) -> str:
+        return self._k("wq", "processing")
+
+    @property
+    def wq_owner(self) -> str:
+        return self._k("wq", "owner")
+
+    @property
+    def wq_waiting(self) -> str:
+        return self._k("wq", "waiting")
+
+    @property
+    def wq_failures(self) -> str:
+        return self._k("wq", "failures")
+
+    @property
+    def wq_bucket(self) -> str:
+        return self._k("wq", "bucket")
+
+    @property
+    def wq_signal(self) -> str:
+        return self._k("wq", "signal")
+
+    @property
+    def wq_stats(self) -> str:
+        return self._k("wq", "stats")
+
+    @property
+    def wq_enqueued(self) -> str:
+        return self._k("wq", "enqueued")
+
+    @property
+    def wq_shutdown(self) -> str:
+        return self._k("wq", "shutdown")
+
+    # controller state
+    @property
+    def expectations(self) -> str:
+        return self._k("exp")
+
+    @property
+    def backoff(self) -> str:
+        return self._k("backoff")
+
+    def cursor(self, reader: str) -> str:
+        return self._k("cursor", reader)
+
+    def lease(self, role: str) -> str:
+        return self._k("lease", role)
+
+    # RQ (its own names, kept under our prefix so clusters do not share queues)
+    @property
+    def rq_queue_name(self) -> str:
+        return f"daemonbus-{self.prefix}"
+
+    def all_patterns(self) -> list[str]:
+        """Glob patterns matching every key of this cluster (for cleanup and checks)."""
+        return [self.tag + ":*"]
+
+
+def from_env() -> Keys:
+    return Keys(os.environ.get("DAEMONBUS_PREFIX", DEFAULT_PREFIX))

