@@ -1,0 +1,135 @@
+"""Claiming (adopt / release) pods and ControllerRevisions, and grouping pods by node
+(spec §c.3, ``ControllerRefManager.ClaimObject`` and ``getNodesToDaemonPods``). Pure: decides.
+
+The pure planner cannot call the API, so adoptions and releases are returned as
+:class:`PatchOwner` actions and adopted objects are treated as claimed. The executor runs the
+adoption preconditions (fresh GET of the DaemonSet, object uid) and aborts the sync's creates
+and deletes if any patch fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shared.daemonset import dsutil
+from shared.daemonset.types import PatchOwner
+from shared.model import labels, meta, podutil
+
+Obj = dict[str, Any]
+
+
+def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], list[PatchOwner]]:
+    """Claim ``objects`` (all of ``kind`` in the DaemonSet's namespace) for ``ds``.
+
+    * owned by another controller → ignored;
+    * owned by ``ds`` and matching the selector → claimed (even if either is being deleted);
+    * owned by ``ds`` but not matching → released, unless ``ds`` is being deleted;
+    * orphan → adopted (and claimed) when ``ds`` is not being deleted, the selector matches,
+      the object is not being deleted and is in the DaemonSet's namespace.
+
+    Returns (claimed objects in input order, PatchOwner actions in input order).
+    """
+    ds_uid = meta.uid(ds)
+    ds_namespace = meta.namespace(ds)
+    ds_deleting = meta.is_being_deleted(ds)
+    matches = selector_matcher(dsutil.selector(ds))
+    claimed: list[Obj] = []
+    actions: list[PatchOwner] = []
+    adopt_ref: Obj | None = None
+    for obj in objects:
+        md = meta.metadata(obj)
+        obj_labels = md.get("labels")
+        if not isinstance(obj_labels, dict):
+            obj_labels = {}
+        ref = _controller_ref(md)
+        if ref is not None:
+            if str(ref.get("uid") or "") != ds_uid:
+                continue
+            if matches(obj_labels):
+                claimed.append(obj)
+            elif not ds_deleting:
+                actions.append(_patch(kind, obj, adopt=False, owner_ref=dict(ref)))
+            continue
+        if ds_deleting or not matches(obj_labels):
+            continue
+        if md.get("deletionTimestamp"):
+            continue
+        if ds_namespace and meta.namespace(obj) != ds_namespace:
+            continue
+        if adopt_ref is None:
+            adopt_ref = meta.controller_owner_ref(ds)
+        actions.append(_patch(kind, obj, adopt=True, owner_ref=dict(adopt_ref)))
+        claimed.append(obj)
+    return claimed, actions
+
+
+def _controller_ref(md: Obj) -> Obj | None:
+    """``meta.controller_ref`` on an object's metadata."""
+    refs = md.get("ownerReferences")
+    if not refs or not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def selector_matcher(selector: Any) -> Callable[[dict[str, str]], bool]:
+    """``labels.selector_matches`` with ``selector`` bound; matchLabels-only selectors (the
+    usual DaemonSet selector) take a fast path."""
+    if isinstance(selector, dict) and not selector.get("matchExpressions"):
+        match_labels = selector.get("matchLabels") or {}
+        if isinstance(match_labels, dict):
+            wanted = tuple(match_labels.items())
+
+            def match(obj_labels: dict[str, str]) -> bool:
+                for k, v in wanted:
+                    if obj_labels.get(k) != v:
+                        return False
+                return True
+
+            return match
+
+    def general(obj_labels: dict[str, str]) -> bool:
+        return labels.selector_matches(selector, obj_labels)
+
+    return general
+
+
+def _patch(kind: str, obj: Obj, *, adopt: bool, owner_ref: Obj) -> PatchOwner:
+    return PatchOwner(
+        kind=kind,
+        namespace=meta.namespace(obj),
+        name=meta.name(obj),
+        uid=meta.uid(obj),
+        adopt=adopt,
+        owner_ref=owner_ref,
+    )
+
+
+def nodes_to_daemon_pods(
+    claimed: list[Obj], include_deleted_terminal: bool = False
+) -> dict[str, list[Obj]]:
+    """Group claimed pods by target node (``getNodesToDaemonPods`` after the claim).
+
+    Terminal pods with a deletionTimestamp are dropped unless ``include_deleted_terminal``;
+    pods with no determinable node are skipped. Input order is kept within each node.
+    """
+    result: dict[str, list[Obj]] = {}
+    for pod in claimed:
+        if (
+            not include_deleted_terminal
+            and meta.metadata(pod).get("deletionTimestamp")
+            and podutil.is_terminal(pod)
+        ):
+            continue
+        node = podutil.target_node(pod)
+        if node is None:
+            continue
+        bucket = result.get(node)
+        if bucket is None:
+            result[node] = [pod]
+        else:
+            bucket.append(pod)
+    return result

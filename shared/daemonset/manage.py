@@ -1,0 +1,220 @@
+"""``manage`` (spec §c.2, §c.4, §c.6 step 1): which nodes need a daemon pod and which pods to
+delete, with failed-pod backoff. Pure: decides; events, backoff updates and requeues are
+returned, not performed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.daemonset import dsutil, rollout
+from shared.daemonset.placement import Decision
+from shared.daemonset.types import AdvanceBackoff, BackoffEntry, EmitEvent
+from shared.model import meta, podutil
+
+Obj = dict[str, Any]
+
+BURST_REPLICAS = 250
+BACKOFF_INITIAL = 1.0  # seconds
+BACKOFF_MAX = 900.0  # seconds (15 min)
+
+
+def backoff_key(ds: Obj, node: str) -> str:
+    """``failedPodsBackoffKey``: ``<ds uid>/<status.observedGeneration>/<node>``."""
+    return f"{meta.uid(ds)}/{dsutil.observed_generation(ds)}/{node}"
+
+
+def _expired(entry: BackoffEntry, now: float) -> bool:
+    return now - entry.last_update > 2 * BACKOFF_MAX
+
+
+def in_backoff(entry: BackoffEntry | None, now: float) -> bool:
+    """``IsInBackOffSinceUpdate``: the entry exists, is not expired, and
+    ``now - last_update < delay``."""
+    if entry is None or _expired(entry, now):
+        return False
+    return now - entry.last_update < entry.delay
+
+
+def next_backoff(entry: BackoffEntry | None, now: float) -> BackoffEntry:
+    """``Backoff.Next``: 1 s when missing or expired, else double (capped at 15 min)."""
+    if entry is None or _expired(entry, now):
+        return BackoffEntry(delay=BACKOFF_INITIAL, last_update=now)
+    return BackoffEntry(delay=min(entry.delay * 2, BACKOFF_MAX), last_update=now)
+
+
+@dataclass
+class NodeResult:
+    """What ``podsShouldBeOnNode`` decided for one node."""
+
+    create: bool = False
+    deletes: list[Obj] = field(default_factory=list)
+    events: list[EmitEvent] = field(default_factory=list)
+    backoff: list[AdvanceBackoff] = field(default_factory=list)
+    requeue_after: float | None = None  # a failed pod waits for its backoff
+    backoff_until: float | None = None
+
+
+def pods_should_be_on_node(
+    ds: Obj,
+    node: str,
+    decision: Decision,
+    pods: list[Obj] | None,
+    hash: str,
+    now: float,
+    backoff: dict[str, BackoffEntry],
+    surge: bool,
+) -> NodeResult:
+    """``podsShouldBeOnNode`` (§c.4), branches in upstream order. ``pods`` is None when the
+    node has no entry. ``backoff`` is the working backoff state: advancing it here updates it,
+    so a second failed pod on the same node in one sync waits. ``surge`` = ``AllowsSurge``."""
+    result = NodeResult()
+    if decision.should_run and pods is None:
+        result.create = True
+        return result
+    if decision.should_continue_running:
+        running: list[Obj] = []
+        for pod in pods or []:
+            if meta.is_being_deleted(pod):
+                continue
+            if podutil.is_failed(pod):
+                key = backoff_key(ds, node)
+                entry = backoff.get(key)
+                if in_backoff(entry, now):
+                    assert entry is not None
+                    delay = entry.delay
+                    result.requeue_after = _min(result.requeue_after, delay)
+                    result.backoff_until = entry.last_update + delay
+                    continue
+                entry = next_backoff(entry, now)
+                backoff[key] = entry
+                result.backoff.append(AdvanceBackoff(key=key, entry=entry))
+                result.events.append(
+                    EmitEvent(
+                        "Warning",
+                        "FailedDaemonPod",
+                        f"Found failed daemon pod {meta.namespace(pod)}/{meta.name(pod)} "
+                        f"on node {node}, will try to kill it",
+                    )
+                )
+                result.deletes.append(pod)
+            elif podutil.is_succeeded(pod):
+                result.events.append(
+                    EmitEvent(
+                        "Normal",
+                        "SucceededDaemonPod",
+                        f"Found succeeded daemon pod {meta.namespace(pod)}/{meta.name(pod)} "
+                        f"on node {node}, will try to delete it",
+                    )
+                )
+                result.deletes.append(pod)
+            else:
+                running.append(pod)
+        if not surge:
+            if len(running) > 1:
+                result.deletes.extend(podutil.sorted_pods(running)[1:])
+            return result
+        if len(running) <= 1:
+            if not running and decision.should_run:
+                result.create = True
+            return result
+        oldest_new: Obj | None = None
+        oldest_old: Obj | None = None
+        for pod in podutil.sorted_pods(running):
+            if meta.labels(pod).get(dsutil.HASH_LABEL, "") == hash:
+                if oldest_new is None:
+                    oldest_new = pod
+                    continue
+            elif oldest_old is None:
+                oldest_old = pod
+                continue
+            result.deletes.append(pod)
+        if oldest_new is not None and oldest_old is not None:
+            if not podutil.is_ready(oldest_old) or podutil.is_available(
+                oldest_new, dsutil.min_ready_seconds(ds), now
+            ):
+                result.deletes.append(oldest_old)
+        return result
+    if pods is not None:
+        result.deletes.extend(p for p in pods if not meta.is_being_deleted(p))
+    return result
+
+
+def _running(pod: Obj) -> bool:
+    return not meta.is_being_deleted(pod) and not podutil.is_terminal(pod)
+
+
+def _min(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
+
+def unscheduled_pods_on_missing_nodes(
+    node_names: set[str] | frozenset[str], node_pods: Mapping[str, list[Obj]]
+) -> list[Obj]:
+    """``getUnscheduledPodsWithoutNode`` (§c.2.3): pods of nodes missing from the node list
+    that have no ``spec.nodeName`` (bound only through affinity). Nodes in name order."""
+    return [
+        pod
+        for node in sorted(node_pods)
+        if node not in node_names
+        for pod in node_pods[node]
+        if not podutil.node_name(pod)
+    ]
+
+
+@dataclass
+class Manage:
+    """What ``manage`` decided; ``creates`` and ``deletes`` are capped at burstReplicas."""
+
+    creates: list[str] = field(default_factory=list)  # node names
+    deletes: list[Obj] = field(default_factory=list)  # pods
+    deferred: list[str] = field(default_factory=list)  # nodes needing a pod beyond the cap
+    events: list[EmitEvent] = field(default_factory=list)
+    backoff: list[AdvanceBackoff] = field(default_factory=list)
+    requeue_after: float | None = None
+    backoff_until: dict[str, float] = field(default_factory=dict)  # node → epoch seconds
+
+
+def manage(
+    ds: Obj,
+    node_names: Sequence[str],
+    decisions: Mapping[str, Decision],
+    node_pods: Mapping[str, list[Obj]],
+    hash: str,
+    now: float,
+    backoff: Mapping[str, BackoffEntry],
+) -> Manage:
+    """``manage`` without the claim (§c.2 steps 2-4): podsShouldBeOnNode for every listed
+    node in ``node_names`` order, then unscheduled pods on missing nodes, then the
+    burstReplicas cap (first 250 creates, first 250 deletes)."""
+    surge = rollout.allows_surge(ds)
+    work = dict(backoff)
+    result = Manage()
+    needing: list[str] = []
+    deletes: list[Obj] = []
+    for name in node_names:
+        decision = decisions[name]
+        pods = node_pods.get(name)
+        if pods is None:
+            if decision.should_run:
+                needing.append(name)
+            continue
+        if decision.should_continue_running and len(pods) == 1 and _running(pods[0]):
+            continue  # the common case: exactly one running pod, nothing to do (§c.4)
+        node_result = pods_should_be_on_node(ds, name, decision, pods, hash, now, work, surge)
+        if node_result.create:
+            needing.append(name)
+        deletes.extend(node_result.deletes)
+        result.events.extend(node_result.events)
+        result.backoff.extend(node_result.backoff)
+        if node_result.requeue_after is not None:
+            result.requeue_after = _min(result.requeue_after, node_result.requeue_after)
+        if node_result.backoff_until is not None:
+            result.backoff_until[name] = node_result.backoff_until
+    deletes.extend(unscheduled_pods_on_missing_nodes(frozenset(node_names), node_pods))
+    result.creates = needing[:BURST_REPLICAS]
+    result.deferred = needing[BURST_REPLICAS:]
+    result.deletes = deletes[:BURST_REPLICAS]
+    return result

@@ -1,0 +1,217 @@
+"""``plan(snapshot) -> Plan``: one ``syncDaemonSet`` pass (spec §c.1). Pure: decides.
+
+Order of decisions, as upstream: NotFound → drop expectations; empty selector → one
+SelectingAll warning; DaemonSet being deleted → nothing; constructHistory; expectations
+pending → status only (observedGeneration kept); else manage, then rollingUpdate only when
+manage planned no creates and no deletes (upstream's re-check of expectations), then
+cleanupHistory; status always, computed from the snapshot (before the actions), as upstream
+computes it from its cache.
+
+Nodes, pods and revisions are taken in name order (upstream: lister order), pods are indexed
+by node once, so a plan is O(nodes + pods) apart from those sorts, and the same snapshot in any
+order gives the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.daemonset import claim, dsutil, history, manage, podtemplate, rollout, status
+from shared.daemonset.placement import Decision, Placement
+from shared.daemonset.types import (
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    Plan,
+    Snapshot,
+    SyncNodes,
+)
+from shared.model import labels, meta, podutil
+
+Obj = dict[str, Any]
+
+SELECTING_ALL_MESSAGE = "This daemon set is selecting all pods. A non-empty selector is required."
+
+REASON_EXPECTATIONS = "waiting for earlier pod creates/deletes to be observed"
+REASON_CREATE = "pod creation planned"
+REASON_BURST = f"burst limit: at most {manage.BURST_REPLICAS} pod creates per sync"
+REASON_TERMINATING = "waiting for the terminating pod to go away"
+REASON_NO_POD = "no pod yet"
+
+
+def plan(snapshot: Snapshot) -> Plan:
+    """Decide one sync of ``snapshot.key`` from ``snapshot`` alone."""
+    result = Plan(key=snapshot.key)
+    ds = snapshot.ds
+    if ds is None:
+        result.delete_expectations = True
+        return result
+    if labels.is_empty_selector(dsutil.selector(ds)):
+        result.events.append(EmitEvent("Warning", "SelectingAll", SELECTING_ALL_MESSAGE))
+        return result
+    if meta.is_being_deleted(ds):
+        return result
+
+    now = snapshot.now
+    nodes = sorted(snapshot.nodes, key=meta.name)
+    node_names = [meta.name(n) for n in nodes]
+    placement = Placement(ds)
+    decisions = {meta.name(n): placement.decide(n) for n in nodes}
+
+    # Input order must not matter (store listings are unordered): sort once by name.
+    pods = sorted(snapshot.pods, key=meta.name)
+    revisions = sorted(snapshot.revisions, key=meta.name)
+    claimed, pod_claims = claim.claim(ds, pods, "Pod")
+    result.claims = pod_claims
+    node_pods = claim.nodes_to_daemon_pods(claimed)
+
+    hist = history.construct_history(ds, revisions, claimed)
+    result.history = list(hist.actions)
+    result.hash = hist.hash
+
+    if not snapshot.expectations_satisfied:
+        result.update_observed_generation = False
+        _finish(result, ds, node_names, decisions, node_pods, now, update_observed_gen=False)
+        result.reasons = _reasons(
+            node_names, decisions, node_pods, result, waiting_expectations=True
+        )
+        return result
+
+    managed = manage.manage(
+        ds, node_names, decisions, node_pods, result.hash, now, snapshot.backoff
+    )
+    result.events.extend(managed.events)
+    result.backoff = list(managed.backoff)
+    result.requeue_after = managed.requeue_after
+    create_nodes, delete_pods = managed.creates, managed.deletes
+    deferred = list(managed.deferred)
+    waiting: list[str] = []
+
+    strategy = dsutil.update_strategy(ds)
+    if not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE:
+        rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, result.hash, now)
+        if rolled.error:
+            result.error = rolled.error
+        else:
+            create_nodes = rolled.creates[: manage.BURST_REPLICAS]
+            deferred = rolled.creates[manage.BURST_REPLICAS :]
+            delete_pods = rolled.deletes[: manage.BURST_REPLICAS]
+            waiting = rolled.waiting
+
+    result.sync_nodes = _sync_nodes(ds, pods, create_nodes, delete_pods, result)
+    if not result.error:
+        result.cleanup = history.cleanup_history(ds, hist.old, claimed)
+    _finish(result, ds, node_names, decisions, node_pods, now, update_observed_gen=True)
+    result.reasons = _reasons(
+        node_names,
+        decisions,
+        node_pods,
+        result,
+        backoff_until=managed.backoff_until,
+        deferred=set(deferred),
+        waiting=set(waiting),
+    )
+    return result
+
+
+def _sync_nodes(
+    ds: Obj, pods: list[Obj], create_nodes: list[str], delete_pods: list[Obj], result: Plan
+) -> SyncNodes:
+    """The SyncNodes action: pods built from ``CreatePodTemplate`` with names free in the
+    snapshot and in this plan (lowest salt)."""
+    creates: list[CreatePod] = []
+    if create_nodes:
+        template = podtemplate.create_pod_template(ds, result.hash)
+        taken = {meta.name(p) for p in pods}
+        try:
+            for node in create_nodes:
+                salt = 0
+                while podtemplate.pod_name(ds, node, result.hash, salt) in taken:
+                    salt += 1
+                pod = podtemplate.new_pod(ds, template, node, result.hash, salt)
+                taken.add(meta.name(pod))
+                creates.append(CreatePod(node=node, pod=pod, salt=salt))
+        except podtemplate.NoLabelsError as err:
+            # Pod control refuses every create; upstream stops after the first failed batch.
+            creates = []
+            result.events.append(EmitEvent("Warning", "FailedCreate", f"Error creating: {err}"))
+    deletes = [
+        DeletePod(
+            namespace=meta.namespace(p),
+            name=meta.name(p),
+            uid=meta.uid(p),
+            node=podutil.target_node(p) or "",
+        )
+        for p in delete_pods
+    ]
+    return SyncNodes(creates=creates, deletes=deletes)
+
+
+def _finish(
+    result: Plan,
+    ds: Obj,
+    node_names: Sequence[str],
+    decisions: Mapping[str, Decision],
+    node_pods: Mapping[str, list[Obj]],
+    now: float,
+    *,
+    update_observed_gen: bool,
+) -> None:
+    """Status and its requeue."""
+    new_status = status.compute_status(
+        ds, node_names, decisions, node_pods, result.hash, now, update_observed_gen
+    )
+    result.status = new_status
+    again = status.requeue_after(ds, new_status)
+    if again is not None:
+        result.requeue_after = (
+            again if result.requeue_after is None else min(result.requeue_after, again)
+        )
+
+
+def _reasons(
+    node_names: Sequence[str],
+    decisions: Mapping[str, Decision],
+    node_pods: Mapping[str, list[Obj]],
+    result: Plan,
+    *,
+    waiting_expectations: bool = False,
+    backoff_until: Mapping[str, float] | None = None,
+    deferred: set[str] | None = None,
+    waiting: set[str] | None = None,
+) -> dict[str, str]:
+    """Why each node has no (up-to-date) daemon pod; nodes that should run and have a pod are
+    left out, except those whose old pod waits for rolling-update budget."""
+    creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
+    reasons: dict[str, str] = {}
+    for name in node_names:
+        decision = decisions[name]
+        pods = node_pods.get(name) or []
+        if (
+            decision.should_run
+            and len(pods) == 1
+            and not (waiting and name in waiting)
+            and not (backoff_until and name in backoff_until)
+            and not meta.is_being_deleted(pods[0])
+        ):
+            continue  # the common case: should run, has a pod
+        live = [p for p in pods if not meta.is_being_deleted(p)]
+        if not decision.should_run:
+            reasons[name] = decision.reason
+        elif backoff_until and name in backoff_until:
+            reasons[name] = f"failed-pod backoff until {meta.format_time(backoff_until[name])}"
+        elif not live:
+            if name in creating:
+                reasons[name] = REASON_CREATE
+            elif waiting_expectations:
+                reasons[name] = REASON_EXPECTATIONS
+            elif deferred and name in deferred:
+                reasons[name] = REASON_BURST
+            elif pods:
+                reasons[name] = REASON_TERMINATING
+            else:
+                reasons[name] = REASON_NO_POD
+        elif waiting and name in waiting:
+            reasons[name] = rollout.REASON_BUDGET
+    return reasons

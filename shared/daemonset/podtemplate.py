@@ -1,0 +1,141 @@
+"""The pods a DaemonSet creates (spec §c.6 steps 3-4). Pure: builds objects, no effects.
+
+:func:`create_pod_template` is ``CreatePodTemplate``; :func:`new_pod` is one pod of a
+``syncNodes`` batch (``GetPodFromTemplate`` plus the node-name affinity). The result is a
+function of its inputs only: no uid, creationTimestamp or resourceVersion (the store assigns
+them), and the name is derived, not random — :func:`pod_name` hashes (DaemonSet uid, node,
+revision hash, salt); on a name collision with a different pod the executor retries with the
+next salt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from shared.daemonset import dsutil, placement
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+RANDOM_LENGTH = 5
+MAX_GENERATED_NAME_LENGTH = 58  # 63 - RANDOM_LENGTH
+
+_DNS1123_SUBDOMAIN_RE = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+class NoLabelsError(ValueError):
+    """The pod template has no labels (pod control refuses to create such pods)."""
+
+    def __init__(self) -> None:
+        super().__init__("unable to create pods, no labels")
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars); faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def create_pod_template(ds: Obj, hash: str) -> Obj:
+    """``CreatePodTemplate``: a copy of the DaemonSet's pod template with the default daemon
+    tolerations, ``pod-template-generation`` (from the parseable generation annotation) and
+    ``controller-revision-hash`` (when ``hash`` is non-empty) labels."""
+    tmpl: Obj = clone(dsutil.template(ds))
+    md = tmpl.get("metadata")
+    if not isinstance(md, dict):
+        md = tmpl["metadata"] = {}
+    spec = tmpl.get("spec")
+    if not isinstance(spec, dict):
+        spec = tmpl["spec"] = {}
+    spec["tolerations"] = placement.daemon_tolerations(spec)
+    labels = md.get("labels")
+    if not isinstance(labels, dict):
+        labels = md["labels"] = {}
+    generation = dsutil.template_generation(ds)
+    if generation is not None:
+        labels[dsutil.GENERATION_LABEL] = str(generation)
+    if hash:
+        labels[dsutil.HASH_LABEL] = hash
+    return tmpl
+
+
+def name_prefix(ds: Obj) -> str:
+    """``getPodsPrefix``: ``<name>-`` when that is a valid name prefix, else the name."""
+    name = meta.name(ds)
+    prefix = f"{name}-"
+    masked = prefix[:-1] + "a"  # a generateName prefix may end with a dash
+    if len(masked) <= 253 and _DNS1123_SUBDOMAIN_RE.match(masked):
+        return prefix
+    return name
+
+
+def pod_name(ds: Obj, node: str, hash: str, salt: int = 0) -> str:
+    """The deterministic name of the pod for ``node`` and revision ``hash``: the name prefix
+    (truncated to 58 characters) plus 5 characters of ``bcdfghjklmnpqrstvwxz2456789``."""
+    seed = f"{meta.uid(ds)}\x00{node}\x00{hash}\x00{salt}".encode()
+    digest = hashlib.sha256(seed).digest()
+    suffix = "".join(POD_NAME_ALPHABET[b % len(POD_NAME_ALPHABET)] for b in digest[:RANDOM_LENGTH])
+    return name_prefix(ds)[:MAX_GENERATED_NAME_LENGTH] + suffix
+
+
+def node_name_affinity(node: str) -> Obj:
+    """The required node selector naming exactly ``node``."""
+    return {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+
+
+def replace_node_affinity(affinity: Any, node: str) -> Obj:
+    """``ReplaceDaemonSetPodNodeNameNodeAffinity`` on a copy: the required node affinity becomes
+    exactly one term ``metadata.name In [node]``; preferred terms and pod (anti-)affinity stay."""
+    result: Obj = clone(affinity) if isinstance(affinity, dict) else {}
+    node_affinity = result.get("nodeAffinity")
+    if not isinstance(node_affinity, dict):
+        node_affinity = result["nodeAffinity"] = {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(required, dict):
+        required["nodeSelectorTerms"] = node_name_affinity(node)["nodeSelectorTerms"]
+    else:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = node_name_affinity(node)
+    return result
+
+
+def new_pod(ds: Obj, template: Obj, node: str, hash: str, salt: int = 0) -> Obj:
+    """The pod to create for ``node`` from ``template`` (a :func:`create_pod_template` result):
+    the template's labels, annotations and finalizers, a copy of its spec with the node-name
+    affinity, the DaemonSet's namespace and a controller ownerReference.
+
+    Raises :class:`NoLabelsError` when the template has no labels.
+    """
+    tmeta = template.get("metadata")
+    tmeta = tmeta if isinstance(tmeta, dict) else {}
+    labels = tmeta.get("labels")
+    if not isinstance(labels, dict) or not labels:
+        raise NoLabelsError()
+    spec = template.get("spec")
+    pod_spec: Obj = clone(spec) if isinstance(spec, dict) else {}
+    pod_spec["affinity"] = replace_node_affinity(pod_spec.get("affinity"), node)
+    md: Obj = {
+        "name": pod_name(ds, node, hash, salt),
+        "generateName": name_prefix(ds),
+        "namespace": meta.namespace(ds),
+        "labels": dict(labels),
+    }
+    annotations = tmeta.get("annotations")
+    if isinstance(annotations, dict) and annotations:
+        md["annotations"] = dict(annotations)
+    finalizers = tmeta.get("finalizers")
+    if isinstance(finalizers, list) and finalizers:
+        md["finalizers"] = list(finalizers)
+    md["ownerReferences"] = [meta.controller_owner_ref(ds)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": pod_spec}

@@ -1,0 +1,222 @@
+"""The RollingUpdate strategy (spec §d): budget, the maxSurge == 0 path (delete, then manage
+creates) and the maxSurge > 0 path (create, then delete). Pure: decides.
+
+Upstream iterates a Go map; here nodes are visited in name order so plans are reproducible.
+Only *which* candidates are chosen depends on the order, never how many.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.daemonset import dsutil, status
+from shared.daemonset.placement import Decision
+from shared.model import meta, podutil
+
+Obj = dict[str, Any]
+
+REASON_BUDGET = "rolling update budget exhausted"
+
+_PERCENT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _scaled(value: Any, total: int) -> int:
+    """``GetScaledValueFromIntOrPercent(value, total, roundUp=true)``: an int as is, ``"N%"`` →
+    ceil(N·total/100). Raises ValueError for None, a string without ``%`` or a bad number."""
+    if value is None:
+        raise ValueError("nil value for IntOrString")
+    if isinstance(value, bool):
+        raise ValueError("invalid type: neither int nor percentage")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        if not value.endswith("%"):
+            raise ValueError("invalid type: string is not a percentage")
+        number = value[:-1]
+        if not _PERCENT_RE.match(number):
+            raise ValueError(f"invalid value {value!r}")
+        return -(-int(number) * total // 100)  # ceil
+    raise ValueError("invalid type: neither int nor percentage")
+
+
+def allows_surge(ds: Obj) -> bool:
+    """``AllowsSurge``: RollingUpdate with a maxSurge that scales to > 0 against 1."""
+    strategy = dsutil.update_strategy(ds)
+    if strategy.type != dsutil.ROLLING_UPDATE or not strategy.rolling_update:
+        return False
+    if strategy.max_surge is None:
+        return False
+    try:
+        return _scaled(strategy.max_surge, 1) > 0
+    except ValueError:
+        return False
+
+
+def budget(ds: Obj, desired: int) -> tuple[int, int]:
+    """``updatedDesiredNodeCounts`` (§d.1) → (maxSurge, maxUnavailable) scaled against
+    ``desired``; both 0 with desired > 0 falls back to maxUnavailable 1.
+    Raises ValueError("invalid value for MaxUnavailable/MaxSurge: …")."""
+    strategy = dsutil.update_strategy(ds)
+    max_unavailable = max_surge = 0
+    if strategy.type == dsutil.ROLLING_UPDATE and strategy.rolling_update:
+        try:
+            max_unavailable = _scaled(strategy.max_unavailable, desired)
+        except ValueError as err:
+            raise ValueError(f"invalid value for MaxUnavailable: {err}") from err
+        if strategy.max_surge is not None:
+            try:
+                max_surge = _scaled(strategy.max_surge, desired)
+            except ValueError as err:
+                raise ValueError(f"invalid value for MaxSurge: {err}") from err
+    if desired > 0 and max_unavailable == 0 and max_surge == 0:
+        max_unavailable = 1
+    return max_surge, max_unavailable
+
+
+def find_updated_pods_on_node(
+    pods: list[Obj], hash: str, template_generation: int | None
+) -> tuple[Obj | None, Obj | None, bool]:
+    """``findUpdatedPodsOnNode`` → (newPod, oldPod, ok); terminating pods are ignored, and more
+    than one new or more than one old pod is not ok."""
+    return _find_updated(pods, status.updated_check(hash, template_generation))
+
+
+def _find_updated(
+    pods: list[Obj], is_updated: Callable[[Obj], bool]
+) -> tuple[Obj | None, Obj | None, bool]:
+    if len(pods) == 1:  # the common case, without the loop
+        pod = pods[0]
+        if meta.is_being_deleted(pod):
+            return None, None, True
+        return (pod, None, True) if is_updated(pod) else (None, pod, True)
+    new: Obj | None = None
+    old: Obj | None = None
+    for pod in pods:
+        if meta.is_being_deleted(pod):
+            continue
+        if is_updated(pod):
+            if new is not None:
+                return None, None, False
+            new = pod
+        else:
+            if old is not None:
+                return None, None, False
+            old = pod
+    return new, old, True
+
+
+@dataclass
+class Rollout:
+    """What one ``rollingUpdate`` pass decided (one ``syncNodes`` call)."""
+
+    creates: list[str] = field(default_factory=list)  # node names
+    deletes: list[Obj] = field(default_factory=list)  # pods
+    waiting: list[str] = field(default_factory=list)  # nodes with an old pod, out of budget
+    max_surge: int = 0
+    max_unavailable: int = 0
+    error: str = ""  # the sync fails with this (no actions)
+
+
+def rolling_update(
+    ds: Obj,
+    node_names: Sequence[str],
+    decisions: Mapping[str, Decision],
+    node_pods: Mapping[str, list[Obj]],
+    hash: str,
+    now: float,
+) -> Rollout:
+    """``rollingUpdate`` (§d.2/§d.3). ``node_names`` is the node list, ``decisions`` the
+    placement of each listed node, ``node_pods`` the claimed pods by target node (deleted
+    terminal pods left out; may include nodes missing from the node list)."""
+    entries: dict[str, list[Obj]] = dict(node_pods)
+    desired = 0
+    for name in node_names:
+        if decisions[name].should_run:
+            desired += 1
+            entries.setdefault(name, [])
+    try:
+        max_surge, max_unavailable = budget(ds, desired)
+    except ValueError as err:
+        return Rollout(error=f"couldn't get unavailable numbers: {err}")
+    min_ready = dsutil.min_ready_seconds(ds)
+    is_updated = status.updated_check(hash, dsutil.template_generation(ds))
+    order = sorted(entries)
+
+    def available(pod: Obj) -> bool:
+        return podutil.is_available(pod, min_ready, now)
+
+    result = Rollout(max_surge=max_surge, max_unavailable=max_unavailable)
+    if max_surge == 0:
+        num_unavailable = 0
+        allowed: list[Obj] = []
+        candidates: list[Obj] = []
+        candidate_nodes: list[str] = []
+        for name in order:
+            new, old, ok = _find_updated(entries[name], is_updated)
+            if not ok or (new is None) == (old is None):
+                num_unavailable += 1
+            elif new is not None:
+                if not available(new):
+                    num_unavailable += 1
+            elif old is not None:
+                if not available(old):
+                    allowed.append(old)
+                    num_unavailable += 1
+                elif num_unavailable >= max_unavailable:
+                    result.waiting.append(name)
+                else:
+                    candidates.append(old)
+                    candidate_nodes.append(name)
+        remaining = max(0, min(max_unavailable - num_unavailable, len(candidates)))
+        result.deletes = allowed + candidates[:remaining]
+        result.waiting.extend(candidate_nodes[remaining:])
+        return result
+
+    old_to_delete: list[Obj] = []
+    should_not_run_to_delete: list[Obj] = []
+    candidate_new: list[str] = []
+    allowed_new: list[str] = []
+    num_surge = num_available = 0
+    for name in order:
+        new, old, ok = _find_updated(entries[name], is_updated)
+        if not ok:
+            num_surge += 1
+            continue
+        if old is None:
+            if new is not None and available(new):
+                num_available += 1
+            continue
+        old_available = available(old)
+        num_available += old_available
+        if new is None:
+            decision = decisions.get(name)
+            if decision is None:
+                return Rollout(
+                    error=f'couldn\'t get node for nodeName "{name}": node "{name}" not found'
+                )
+            if not old_available:
+                if not decision.should_run:
+                    old_to_delete.append(old)
+                else:
+                    allowed_new.append(name)
+            elif not decision.should_run:
+                should_not_run_to_delete.append(old)
+            elif num_surge >= max_surge:
+                result.waiting.append(name)
+            else:
+                candidate_new.append(name)
+        elif not available(new):
+            num_surge += 1
+        else:
+            old_to_delete.append(old)
+    extra = num_available - desired
+    if extra > 0:
+        old_to_delete.extend(should_not_run_to_delete[:extra])
+    remaining = max(0, min(max_surge - num_surge, len(candidate_new)))
+    result.creates = allowed_new + candidate_new[:remaining]
+    result.deletes = old_to_delete
+    result.waiting.extend(candidate_new[remaining:])
+    return result

@@ -1,0 +1,116 @@
+"""DaemonSet status (spec §f): the counters, when to write them, when to requeue. Pure.
+
+Computed from the node list and the claimed pods grouped by node; pods on nodes missing from
+the node list are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from shared.daemonset import dsutil
+from shared.daemonset.placement import Decision
+from shared.model import meta, podutil
+
+Obj = dict[str, Any]
+
+COUNTERS = (
+    "desiredNumberScheduled",
+    "currentNumberScheduled",
+    "numberMisscheduled",
+    "numberReady",
+    "updatedNumberScheduled",
+    "numberAvailable",
+    "numberUnavailable",
+)
+
+
+def is_pod_updated(pod: Obj, hash: str, template_generation: int | None) -> bool:
+    """``IsPodUpdated``: the hash label equals ``hash`` (non-empty), or the
+    ``pod-template-generation`` label equals the template generation (when known)."""
+    return updated_check(hash, template_generation)(pod)
+
+
+def updated_check(hash: str, template_generation: int | None) -> Callable[[Obj], bool]:
+    """:func:`is_pod_updated` with ``hash`` and the generation bound (for many pods)."""
+    generation = None if template_generation is None else str(template_generation)
+
+    def check(pod: Obj) -> bool:
+        labels = meta.labels(pod)
+        if hash and labels.get(dsutil.HASH_LABEL, "") == hash:
+            return True
+        return generation is not None and labels.get(dsutil.GENERATION_LABEL, "") == generation
+
+    return check
+
+
+def compute_status(
+    ds: Obj,
+    node_names: Sequence[str],
+    decisions: Mapping[str, Decision],
+    node_pods: Mapping[str, list[Obj]],
+    hash: str,
+    now: float,
+    update_observed_generation: bool,
+) -> Obj:
+    """``updateDaemonSetStatus``: a copy of the cached status with the seven counters and
+    observedGeneration (``metadata.generation`` if ``update_observed_generation``, else kept);
+    collisionCount and conditions are kept.
+
+    ``decisions[n]`` is the placement decision for node ``n``; ``node_pods`` the claimed pods by
+    target node with deleted terminal pods left out.
+    """
+    min_ready = dsutil.min_ready_seconds(ds)
+    is_updated = updated_check(hash, dsutil.template_generation(ds))
+    desired = current = misscheduled = ready = updated = available = 0
+    for name in node_names:
+        pods = node_pods.get(name)
+        scheduled = bool(pods)
+        if decisions[name].should_run:
+            desired += 1
+            if not pods:
+                continue
+            current += 1
+            pod = pods[0] if len(pods) == 1 else min(pods, key=podutil.sort_key)
+            is_ready, is_available = podutil.readiness(pod, min_ready, now)
+            ready += is_ready
+            available += is_available
+            updated += is_updated(pod)
+        elif scheduled:
+            misscheduled += 1
+    new: Obj = dict(dsutil.status(ds))
+    new.update(
+        {
+            "desiredNumberScheduled": desired,
+            "currentNumberScheduled": current,
+            "numberMisscheduled": misscheduled,
+            "numberReady": ready,
+            "updatedNumberScheduled": updated,
+            "numberAvailable": available,
+            "numberUnavailable": desired - available,
+        }
+    )
+    if update_observed_generation:
+        new["observedGeneration"] = dsutil.generation(ds)
+    elif "observedGeneration" not in new:
+        new["observedGeneration"] = 0
+    return new
+
+
+def status_changed(old_status: Obj | None, new_status: Obj, generation: int) -> bool:
+    """Whether ``storeDaemonSetStatus`` writes: not if all seven counters equal the cached
+    ones and the cached observedGeneration ≥ ``generation`` (``metadata.generation``)."""
+    old = old_status or {}
+    if any(int(old.get(c) or 0) != int(new_status.get(c) or 0) for c in COUNTERS):
+        return True
+    return int(old.get("observedGeneration") or 0) < generation
+
+
+def requeue_after(ds: Obj, status: Obj) -> float | None:
+    """Seconds after which to sync again: minReadySeconds when it is > 0 and some ready pods
+    are not yet available; else None."""
+    min_ready = dsutil.min_ready_seconds(ds)
+    if min_ready > 0 and status.get("numberReady") != status.get("numberAvailable"):
+        return float(min_ready)
+    return None

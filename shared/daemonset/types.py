@@ -1,0 +1,178 @@
+"""The contract of the pure DaemonSet core: what a sync reads and what it decides.
+
+Objects are plain Kubernetes-shaped dicts (the JSON of apps/v1 DaemonSet, core/v1 Node and
+Pod, apps/v1 ControllerRevision), exactly as the store holds them. Nothing here does IO or
+reads a clock: ``now`` (seconds since the epoch, float) is part of the snapshot.
+
+``plan(snapshot) -> Plan`` (shared.daemonset.planner) turns one snapshot into the actions of
+one ``syncDaemonSet`` pass (spec §c.1). The reconciler executes them in this order:
+
+1. ``history``   — ControllerRevision claims, creates, updates and pod relabels
+                   (constructHistory); an error here ends the sync.
+2. if ``expectations_satisfied`` was false: only ``claims`` (upstream's status pass claims
+   too; may be skipped, the next sync claims again) and ``status`` (observedGeneration kept).
+3. ``claims``    — adopt/release pods (an error here aborts all pod creates/deletes).
+4. ``sync_nodes``— set expectations, then create pods in slow-start batches, then delete.
+5. ``cleanup``   — delete old ControllerRevisions (cleanupHistory).
+6. ``status``    — always, unless None (empty selector, DaemonSet being deleted).
+
+``events``, ``backoff`` and ``requeue_after`` are applied whatever happens to the rest.
+``error`` non-empty means the sync itself failed after the actions above (e.g. an invalid
+maxSurge, or a rolling update meeting a pod on a missing node, §d.3): the executor applies
+the plan as given (it holds no rolling-update or cleanup actions) and then reports failure, so
+the key is requeued rate-limited.
+
+Pod names in ``sync_nodes`` are already unique within the plan and distinct from every pod
+name in the snapshot (``shared.daemonset.podtemplate.pod_name`` with the lowest free salt);
+the executor retries with the next salt only on a collision its snapshot did not show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.control import backoff as _backoff
+
+Obj = dict[str, Any]
+
+SCHEMA_VERSION = 1
+
+
+# The failed-pod backoff state of one key (``<ds uid>/<observedGeneration>/<node>``).
+BackoffEntry = _backoff.BackoffEntry
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one sync of one DaemonSet may read. ``position`` is the log id read through."""
+
+    key: str  # "namespace/name"
+    ds: Obj | None  # None: not found
+    nodes: list[Obj]
+    pods: list[Obj]  # all pods in the DaemonSet's namespace
+    revisions: list[Obj]  # all ControllerRevisions in the DaemonSet's namespace
+    backoff: dict[str, BackoffEntry]
+    expectations_satisfied: bool
+    now: float
+    position: str = "0-0"
+
+
+# ---- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    """Create ``pod`` (a full object, named deterministically) for ``node``. Its name is
+    ``podtemplate.pod_name(ds, node, hash, salt)``; on a collision retry from ``salt + 1``."""
+
+    node: str
+    pod: Obj
+    salt: int = 0
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete pod ``namespace/name`` whose uid is ``uid`` (precondition)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class PatchOwner:
+    """Adopt (``adopt=True``: add the controller ref) or release (remove the ref with
+    the DaemonSet's uid) a Pod or ControllerRevision, with the object's uid as precondition."""
+
+    kind: str  # "Pod" | "ControllerRevision"
+    namespace: str
+    name: str
+    uid: str
+    adopt: bool
+    owner_ref: Obj
+
+
+@dataclass(frozen=True)
+class CreateRevision:
+    """Create ``revision``; on AlreadyExists the executor runs the collision rules of §e.3."""
+
+    revision: Obj
+
+
+@dataclass(frozen=True)
+class UpdateRevision:
+    """Replace labels and/or revision number of an existing ControllerRevision."""
+
+    namespace: str
+    name: str
+    uid: str
+    revision: int | None = None
+    labels: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class DeleteRevision:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class RelabelPod:
+    """Merge-patch ``labels`` into a pod's labels (duplicate-revision dedup, §e.3 step 6)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """An Event about the DaemonSet (spec §i)."""
+
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AdvanceBackoff:
+    """flowcontrol.Backoff.Next(key, now): the executor stores the returned entry."""
+
+    key: str
+    entry: BackoffEntry
+
+
+@dataclass(frozen=True)
+class SyncNodes:
+    """One ``syncNodes`` call (§c.6): set expectations to (len(creates), len(deletes)) —
+    already capped at burstReplicas — then create and delete."""
+
+    creates: list[CreatePod]
+    deletes: list[DeletePod]
+
+
+@dataclass
+class Plan:
+    """What one sync decided. ``reasons`` maps node name → why it has no pod, or why its old
+    pod is not replaced yet (for `why`); nodes that should run and have a pod are left out."""
+
+    key: str
+    history: list[CreateRevision | UpdateRevision | DeleteRevision | RelabelPod | PatchOwner] = (
+        field(default_factory=list)
+    )
+    claims: list[PatchOwner] = field(default_factory=list)
+    sync_nodes: SyncNodes | None = None
+    cleanup: list[DeleteRevision] = field(default_factory=list)
+    events: list[EmitEvent] = field(default_factory=list)
+    backoff: list[AdvanceBackoff] = field(default_factory=list)
+    requeue_after: float | None = None
+    status: Obj | None = None
+    update_observed_generation: bool = True
+    delete_expectations: bool = False  # DaemonSet not found
+    hash: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
+    error: str = ""  # the sync fails with this message (see the module docstring)

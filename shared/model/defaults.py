@@ -1,0 +1,230 @@
+"""API defaults of the stored kinds (``SetDefaults_*`` of apps/v1 and core/v1). Pure.
+
+Every function returns a defaulted deep copy and leaves its argument alone. Defaults fill
+only absent (or null / empty-string) fields, so defaulting is idempotent, and a field of the
+wrong type is left as it is for validation to report. No function raises.
+
+Besides upstream's defaulters, a namespaced object without a namespace gets ``"default"``
+(what kubectl does for a manifest without one), and a Pod without ``status.phase`` gets
+``Pending`` (what the registry does on create).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from shared.model import kinds
+
+Obj = dict[str, Any]
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_SCHEDULER = "default-scheduler"
+DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
+DEFAULT_REVISION_HISTORY_LIMIT = 10
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+
+# The docker reference grammar (distribution/reference), enough to find an image's tag.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_REFERENCE_RE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    re.ASCII,
+)
+_IDENTIFIER_RE = re.compile(r"[a-f0-9]{64}")
+
+
+def image_tag(image: str) -> str:
+    """The tag ``parsers.ParseImageName`` finds: the explicit tag, ``latest`` when there is
+    neither tag nor digest, ``""`` with only a digest or when the reference does not parse
+    (``ParseNormalizedNamed``: a 64-hex id, an upper-case repository, a bad grammar)."""
+    if not image or _IDENTIFIER_RE.fullmatch(image):
+        return ""
+    i = image.find("/")
+    first = image[:i] if i >= 0 else ""
+    if i < 0 or (
+        "." not in first and ":" not in first and first != "localhost" and first.lower() == first
+    ):
+        domain, remainder = "docker.io", image
+    else:
+        domain, remainder = first, image[i + 1 :]
+    remote = remainder.split(":", 1)[0]
+    if remote.lower() != remote:
+        return ""
+    m = _REFERENCE_RE.fullmatch(f"{domain}/{remainder}")
+    if m is None or len(m.group("name")) > 255:
+        return ""
+    if m.group("tag"):
+        return m.group("tag")
+    return "" if m.group("digest") else "latest"
+
+
+def _absent(d: dict[Any, Any], key: str) -> bool:
+    """Absent, null or "" — what Go decodes to a zero value a defaulter fills in."""
+    v = d.get(key)
+    return v is None or (isinstance(v, str) and v == "")
+
+
+def _default_container(ctr: Any) -> None:
+    """``SetDefaults_Container`` (+ ``SetDefaults_ContainerPort``), in place."""
+    if not isinstance(ctr, dict):
+        return
+    if _absent(ctr, "imagePullPolicy"):
+        image = ctr.get("image")
+        tag = image_tag(image) if isinstance(image, str) else ""
+        ctr["imagePullPolicy"] = "Always" if tag == "latest" else "IfNotPresent"
+    if _absent(ctr, "terminationMessagePath"):
+        ctr["terminationMessagePath"] = TERMINATION_MESSAGE_PATH
+    if _absent(ctr, "terminationMessagePolicy"):
+        ctr["terminationMessagePolicy"] = "File"
+    ports = ctr.get("ports")
+    for port in ports if isinstance(ports, list) else []:
+        if isinstance(port, dict) and _absent(port, "protocol"):
+            port["protocol"] = "TCP"
+
+
+def _default_pod_spec(spec: Any) -> None:
+    """``SetDefaults_PodSpec`` and its containers, in place."""
+    if not isinstance(spec, dict):
+        return
+    if _absent(spec, "dnsPolicy"):
+        spec["dnsPolicy"] = "ClusterFirst"
+    if _absent(spec, "restartPolicy"):
+        spec["restartPolicy"] = "Always"
+    if spec.get("securityContext") is None:
+        spec["securityContext"] = {}
+    if spec.get("terminationGracePeriodSeconds") is None:
+        spec["terminationGracePeriodSeconds"] = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+    if _absent(spec, "schedulerName"):
+        spec["schedulerName"] = DEFAULT_SCHEDULER
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field)
+        for ctr in containers if isinstance(containers, list) else []:
+            _default_container(ctr)
+
+
+def _default_namespace(obj: Obj) -> None:
+    md = obj.get("metadata")
+    if md is None:
+        md = obj["metadata"] = {}
+    if isinstance(md, dict) and _absent(md, "namespace"):
+        md["namespace"] = DEFAULT_NAMESPACE
+
+
+def default_daemonset(obj: Any) -> Any:
+    """``SetDefaults_DaemonSet`` (spec §a.4) plus the pod-template defaults. Decides only.
+
+    ``updateStrategy.type`` → RollingUpdate; with RollingUpdate, ``rollingUpdate`` → {},
+    ``maxUnavailable`` → 1, ``maxSurge`` → 0 (nothing inside ``rollingUpdate`` with OnDelete);
+    ``revisionHistoryLimit`` → 10; template: restartPolicy Always, dnsPolicy ClusterFirst,
+    schedulerName, terminationGracePeriodSeconds 30, securityContext {}, and per container
+    terminationMessagePath/Policy and imagePullPolicy (Always for ``:latest`` or no tag).
+    """
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    _default_namespace(out)
+    if out.get("spec") is None:
+        out["spec"] = {}
+    spec = out["spec"]
+    if not isinstance(spec, dict):
+        return out
+    if spec.get("updateStrategy") is None:
+        spec["updateStrategy"] = {}
+    strategy = spec["updateStrategy"]
+    if isinstance(strategy, dict):
+        if _absent(strategy, "type"):
+            strategy["type"] = "RollingUpdate"
+        if strategy.get("type") == "RollingUpdate":
+            if strategy.get("rollingUpdate") is None:
+                strategy["rollingUpdate"] = {}
+            ru = strategy["rollingUpdate"]
+            if isinstance(ru, dict):
+                if ru.get("maxUnavailable") is None:
+                    ru["maxUnavailable"] = 1
+                if ru.get("maxSurge") is None:
+                    ru["maxSurge"] = 0
+    if spec.get("revisionHistoryLimit") is None:
+        spec["revisionHistoryLimit"] = DEFAULT_REVISION_HISTORY_LIMIT
+    if spec.get("template") is None:
+        spec["template"] = {}
+    template = spec["template"]
+    if isinstance(template, dict):
+        if template.get("spec") is None:
+            template["spec"] = {}
+        _default_pod_spec(template["spec"])
+    return out
+
+
+def default_pod(obj: Any) -> Any:
+    """``SetDefaults_Pod``: the pod-spec defaults, requests copied from limits where unset,
+    hostPort = containerPort with hostNetwork; plus ``status.phase`` Pending. Decides only."""
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    _default_namespace(out)
+    if out.get("spec") is None:
+        out["spec"] = {}
+    spec = out["spec"]
+    if isinstance(spec, dict):
+        _default_pod_spec(spec)
+        host_network = spec.get("hostNetwork") is True
+        for field in ("initContainers", "containers"):
+            containers = spec.get(field)
+            for ctr in containers if isinstance(containers, list) else []:
+                if not isinstance(ctr, dict):
+                    continue
+                resources = ctr.get("resources")
+                if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+                    if resources.get("requests") is None:
+                        resources["requests"] = {}
+                    requests = resources["requests"]
+                    if isinstance(requests, dict):
+                        for name, quantity in resources["limits"].items():
+                            requests.setdefault(name, copy.deepcopy(quantity))
+                ports = ctr.get("ports")
+                for port in ports if isinstance(ports, list) and host_network else []:
+                    if isinstance(port, dict) and not port.get("hostPort"):
+                        if port.get("containerPort") is not None:
+                            port["hostPort"] = port["containerPort"]
+    if out.get("status") is None:
+        out["status"] = {}
+    status = out["status"]
+    if isinstance(status, dict) and _absent(status, "phase"):
+        status["phase"] = "Pending"
+    return out
+
+
+def default_node(obj: Any) -> Any:
+    """``SetDefaults_NodeStatus``: ``status.allocatable`` = ``status.capacity`` when unset.
+    Decides only."""
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    status = out.get("status")
+    if isinstance(status, dict) and status.get("allocatable") is None:
+        capacity = status.get("capacity")
+        if isinstance(capacity, dict):
+            status["allocatable"] = copy.deepcopy(capacity)
+    return out
+
+
+def default(obj: Any) -> Any:
+    """Default any stored object by its kind (a deep copy; unknown kinds are only copied).
+    Decides only."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind == kinds.DAEMONSET.kind:
+        return default_daemonset(obj)
+    if kind == kinds.POD.kind:
+        return default_pod(obj)
+    if kind == kinds.NODE.kind:
+        return default_node(obj)
+    out = copy.deepcopy(obj)
+    if isinstance(out, dict) and kind in (kinds.CONTROLLER_REVISION.kind, kinds.EVENT.kind):
+        _default_namespace(out)
+    return out

@@ -1,0 +1,115 @@
+"""The five kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
+
+``resolve`` maps what a user types after ``kubectl get`` (``ds``, ``daemonsets.apps``,
+``Pods``, ``daemonsets.v1.apps``) to a :class:`KindInfo`, like kubectl's RESTMapper with its
+short-name expander: case-insensitive, plural, singular or short name, optionally qualified
+by ``.group`` or ``.version.group``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class UnknownResourceError(LookupError):
+    """A resource name kubectl would not resolve. ``str(err)`` is kubectl's message.
+    Retrying cannot help."""
+
+    def __init__(self, resource: str) -> None:
+        self.resource = resource
+        super().__init__(f'error: the server doesn\'t have a resource type "{resource}"')
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class NoKindMatchError(LookupError):
+    """A kind/apiVersion pair no stored kind has (``no matches for kind "Foo" in version "v9"``).
+    Retrying cannot help."""
+
+    def __init__(self, kind: str, api_version: str) -> None:
+        self.kind = kind
+        self.api_version = api_version
+        super().__init__(f'no matches for kind "{kind}" in version "{api_version}"')
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    api_version: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        """The API group ("" for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    @property
+    def qualified_name(self) -> str:
+        """How kubectl names the type in output: ``daemonset.apps``, ``pod``."""
+        return f"{self.singular}.{self.group}" if self.group else self.singular
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every unqualified name kubectl accepts: plural, singular, short names."""
+        return (self.plural, self.singular, *self.short_names)
+
+    @property
+    def aliases(self) -> frozenset[str]:
+        """Every name :func:`resolve` accepts (lowercase), qualified ones included."""
+        out = set(self.names)
+        for n in self.names:
+            if self.group:
+                out.add(f"{n}.{self.group}")
+                out.add(f"{n}.{self.version}.{self.group}")
+        return frozenset(out)
+
+
+NODE = KindInfo("Node", "v1", "nodes", "node", ("no",), namespaced=False)
+POD = KindInfo("Pod", "v1", "pods", "pod", ("po",), namespaced=True)
+DAEMONSET = KindInfo("DaemonSet", "apps/v1", "daemonsets", "daemonset", ("ds",), namespaced=True)
+CONTROLLER_REVISION = KindInfo(
+    "ControllerRevision",
+    "apps/v1",
+    "controllerrevisions",
+    "controllerrevision",
+    (),
+    namespaced=True,
+)
+EVENT = KindInfo("Event", "v1", "events", "event", ("ev",), namespaced=True)
+
+ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT)
+
+_BY_KIND = {k.kind: k for k in ALL}
+_BY_ALIAS = {alias: k for k in ALL for alias in k.aliases}
+
+
+def resolve(resource: str) -> KindInfo:
+    """The kind a kubectl resource argument names. Raises :class:`UnknownResourceError`."""
+    info = _BY_ALIAS.get(resource.lower()) if isinstance(resource, str) else None
+    if info is None:
+        raise UnknownResourceError(str(resource))
+    return info
+
+
+def by_kind(kind: str) -> KindInfo | None:
+    """The registered kind named exactly ``kind`` (``"DaemonSet"``), else None."""
+    return _BY_KIND.get(kind) if isinstance(kind, str) else None
+
+
+def lookup(api_version: str, kind: str) -> KindInfo:
+    """The kind for an object's ``apiVersion``/``kind``. Raises :class:`NoKindMatchError`."""
+    info = by_kind(kind)
+    if info is None or info.api_version != api_version:
+        raise NoKindMatchError(str(kind), str(api_version))
+    return info

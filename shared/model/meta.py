@@ -1,0 +1,111 @@
+"""Accessors for Kubernetes object metadata on plain dicts, and RFC 3339 timestamps. Pure."""
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def metadata(obj: Obj) -> Obj:
+    md = obj.get("metadata")
+    return md if isinstance(md, dict) else {}
+
+
+def name(obj: Obj) -> str:
+    return str(metadata(obj).get("name") or "")
+
+
+def namespace(obj: Obj) -> str:
+    return str(metadata(obj).get("namespace") or "")
+
+
+def key(obj: Obj) -> str:
+    """The store/queue key: "namespace/name" ("/name" style is never used: cluster-scoped
+    objects have an empty namespace, so their key is "/name")."""
+    return f"{namespace(obj)}/{name(obj)}"
+
+
+def split_key(k: str) -> tuple[str, str]:
+    ns, _, n = k.partition("/")
+    return ns, n
+
+
+def uid(obj: Obj) -> str:
+    return str(metadata(obj).get("uid") or "")
+
+
+def resource_version(obj: Obj) -> str:
+    return str(metadata(obj).get("resourceVersion") or "")
+
+
+def labels(obj: Obj) -> dict[str, str]:
+    lb = metadata(obj).get("labels")
+    return lb if isinstance(lb, dict) else {}
+
+
+def annotations(obj: Obj) -> dict[str, str]:
+    an = metadata(obj).get("annotations")
+    return an if isinstance(an, dict) else {}
+
+
+def owner_references(obj: Obj) -> list[Obj]:
+    refs = metadata(obj).get("ownerReferences")
+    return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+
+
+def controller_ref(obj: Obj) -> Obj | None:
+    """The first ownerReference with ``controller: true``, else None."""
+    for ref in owner_references(obj):
+        if ref.get("controller") is True:
+            return ref
+    return None
+
+
+def deletion_timestamp(obj: Obj) -> str | None:
+    ts = metadata(obj).get("deletionTimestamp")
+    return str(ts) if ts else None
+
+
+def is_being_deleted(obj: Obj) -> bool:
+    return deletion_timestamp(obj) is not None
+
+
+def finalizers(obj: Obj) -> list[str]:
+    f = metadata(obj).get("finalizers")
+    return [str(x) for x in f] if isinstance(f, list) else []
+
+
+def creation_timestamp(obj: Obj) -> str:
+    return str(metadata(obj).get("creationTimestamp") or "")
+
+
+def format_time(epoch: float) -> str:
+    """Epoch seconds → RFC 3339 in UTC with second precision, as Kubernetes prints it."""
+    return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 → epoch seconds; None for empty or unparsable values."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def deep_copy(obj: Obj) -> Obj:
+    return copy.deepcopy(obj)
+
+
+def controller_owner_ref(owner: Obj, kind: str = "DaemonSet", api_version: str = "apps/v1") -> Obj:
+    """The controller ownerReference pointing at ``owner`` (blockOwnerDeletion set)."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name(owner),
+        "uid": uid(owner),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

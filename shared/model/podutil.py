@@ -1,0 +1,140 @@
+"""Pod helpers on plain dicts: readiness, availability, phase, target node, ordering. Pure.
+
+Spec §d.4 (Ready / Available), §c.3 step 4 (target node), §c.4 (ordering).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+_ZERO_TIME = float("-inf")  # a missing creationTimestamp sorts first, like Go's zero time
+
+
+def spec(pod: Obj) -> Obj:
+    s = pod.get("spec")
+    return s if isinstance(s, dict) else {}
+
+
+def status(pod: Obj) -> Obj:
+    s = pod.get("status")
+    return s if isinstance(s, dict) else {}
+
+
+def phase(pod: Obj) -> str:
+    return str(status(pod).get("phase") or "")
+
+
+def is_failed(pod: Obj) -> bool:
+    return phase(pod) == FAILED
+
+
+def is_succeeded(pod: Obj) -> bool:
+    return phase(pod) == SUCCEEDED
+
+
+def is_terminal(pod: Obj) -> bool:
+    """Phase Succeeded or Failed."""
+    return phase(pod) in (SUCCEEDED, FAILED)
+
+
+def node_name(pod: Obj) -> str:
+    return str(spec(pod).get("nodeName") or "")
+
+
+def is_scheduled(pod: Obj) -> bool:
+    return bool(node_name(pod))
+
+
+def ready_condition(pod: Obj) -> Obj | None:
+    """The first condition of type Ready, else None."""
+    conditions = status(pod).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond
+    return None
+
+
+def is_ready(pod: Obj) -> bool:
+    """The pod's Ready condition has status ``True``."""
+    cond = ready_condition(pod)
+    return cond is not None and cond.get("status") == "True"
+
+
+def _available(cond: Obj, min_ready_seconds: int | float, now: float) -> bool:
+    if not min_ready_seconds:
+        return True
+    ltt = meta.parse_time(cond.get("lastTransitionTime"))
+    return ltt is not None and ltt + min_ready_seconds < now
+
+
+def is_available(pod: Obj, min_ready_seconds: int | float, now: float) -> bool:
+    """Ready, and either ``min_ready_seconds == 0`` or the Ready condition's
+    lastTransitionTime is set and ``LTT + min_ready_seconds < now`` (strict, the baseline)."""
+    cond = ready_condition(pod)
+    if cond is None or cond.get("status") != "True":
+        return False
+    return _available(cond, min_ready_seconds, now)
+
+
+def readiness(pod: Obj, min_ready_seconds: int | float, now: float) -> tuple[bool, bool]:
+    """(:func:`is_ready`, :func:`is_available`) in one look at the conditions."""
+    cond = ready_condition(pod)
+    if cond is None or cond.get("status") != "True":
+        return False, False
+    return True, _available(cond, min_ready_seconds, now)
+
+
+def target_node(pod: Obj) -> str | None:
+    """The node a daemon pod is for (``GetTargetNodeName``): ``spec.nodeName`` if set, else the
+    single value of the first required-affinity matchFields ``metadata.name In [x]``.
+
+    None when there is none, or when that first requirement has more than one value.
+    """
+    name = node_name(pod)
+    if name:
+        return name
+    affinity = spec(pod).get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    for term in terms if isinstance(terms, list) else []:
+        fields = term.get("matchFields") if isinstance(term, dict) else None
+        for req in fields if isinstance(fields, list) else []:
+            if (
+                isinstance(req, dict)
+                and req.get("key") == "metadata.name"
+                and req.get("operator") == "In"
+            ):
+                values = req.get("values")
+                if isinstance(values, list) and len(values) == 1:
+                    return str(values[0])
+                return None
+    return None
+
+
+def creation_time(pod: Obj) -> float:
+    t = meta.parse_time(meta.creation_timestamp(pod))
+    return _ZERO_TIME if t is None else t
+
+
+def sort_key(pod: Obj) -> tuple[int, float, str]:
+    """``podByCreationTimestampAndPhase``: scheduled first, then older creationTimestamp,
+    then name ascending."""
+    return (0 if is_scheduled(pod) else 1, creation_time(pod), meta.name(pod))
+
+
+def sorted_pods(pods: list[Obj]) -> list[Obj]:
+    return sorted(pods, key=sort_key)

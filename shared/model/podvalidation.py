@@ -1,0 +1,548 @@
+"""Validation of Pod specs and pod templates (core ``ValidatePodSpec``, a subset). Pure.
+
+The checks kept are those that matter to a DaemonSet controller and its simulated kubelet:
+containers (names, images, ports, mounts, policies), volumes, restart/DNS policy, node
+selector, node affinity, tolerations and the name-like fields. Messages and paths follow
+upstream. Fields the Pod defaulter always fills (restartPolicy, dnsPolicy, imagePullPolicy,
+terminationMessagePolicy, port protocol) are accepted when absent: validation is meant for
+defaulted objects, and an absent value would be defaulted to a valid one.
+
+Functions append to ``errs`` and never raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.model import fielderr, metavalidation, syntax, typed
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+VOLUME_SOURCES = (
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "ephemeral",
+    "image",
+)
+_FILE_MODE_ERROR = "must be a number between 0 and 0777 (octal), both inclusive"
+_MAX_INT32 = syntax.MAX_INT32
+
+C = fielderr.child
+
+
+def _absent(value: Any) -> bool:
+    """None or "" (what Go decodes to a zero string, which a defaulter would fill)."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def _check_enum(value: Any, path: str, allowed: tuple[str, ...], errs: list[str]) -> None:
+    """A defaulted enum field: absent is fine, a present value must be supported."""
+    s = typed.as_str(value, path, errs)
+    if s and s not in allowed:
+        errs.append(fielderr.not_supported(path, s, allowed))
+
+
+def _check_name(value: Any, path: str, errs: list[str], fn: Any) -> None:
+    """An optional name-like string field checked with ``fn`` when non-empty."""
+    s = typed.as_str(value, path, errs)
+    if s:
+        errs.extend(fielderr.invalid(path, s, m) for m in fn(s))
+
+
+# ---- volumes -------------------------------------------------------------------------------
+
+
+def _validate_volumes(value: Any, path: str, errs: list[str]) -> set[str]:
+    """``ValidateVolumes``; returns the names of the volumes without errors."""
+    names: set[str] = set()
+    for i, vol in typed.maps(value, path, errs):
+        vpath = fielderr.index(path, i)
+        el: list[str] = []
+        sources = [k for k in VOLUME_SOURCES if vol.get(k) is not None]
+        if not sources:
+            el.append(fielderr.required(vpath, "must specify a volume type"))
+        for extra in sources[1:]:
+            el.append(
+                fielderr.forbidden(C(vpath, extra), "may not specify more than 1 volume type")
+            )
+        for src in sources:
+            body = typed.as_map(vol.get(src), C(vpath, src), el)
+            if body is None:
+                continue
+            if src == "hostPath":
+                hp = typed.as_str(body.get("path"), C(vpath, src, "path"), el)
+                if not hp and body.get("path") in (None, ""):
+                    el.append(fielderr.required(C(vpath, src, "path")))
+                typed.as_str(body.get("type"), C(vpath, src, "type"), el)
+            if src in ("secret", "configMap", "downwardAPI", "projected"):
+                mode = typed.as_int(body.get("defaultMode"), C(vpath, src, "defaultMode"), el)
+                if mode is not None and not 0 <= mode <= 0o777:
+                    el.append(
+                        fielderr.invalid(C(vpath, src, "defaultMode"), mode, _FILE_MODE_ERROR)
+                    )
+        raw_name = vol.get("name")
+        name = typed.as_str(raw_name, C(vpath, "name"), el)
+        if not name:
+            if _absent(raw_name):
+                el.append(fielderr.required(C(vpath, "name")))
+        else:
+            el.extend(
+                fielderr.invalid(C(vpath, "name"), name, m) for m in syntax.is_dns1123_label(name)
+            )
+        if name is not None and name in names:
+            el.append(fielderr.duplicate(C(vpath, "name"), name))
+        if el:
+            errs.extend(el)
+        elif name is not None:
+            names.add(name)
+    return names
+
+
+# ---- containers ------------------------------------------------------------------------
+
+
+def _validate_ports(value: Any, path: str, errs: list[str]) -> list[tuple[int, int, int]]:
+    """``validateContainerPorts``; returns (index, containerPort, hostPort) of each port."""
+    seen: set[str] = set()
+    out: list[tuple[int, int, int]] = []
+    for i, port in typed.maps(value, path, errs):
+        ppath = fielderr.index(path, i)
+        name = typed.as_str(port.get("name"), C(ppath, "name"), errs)
+        if name:
+            msgs = syntax.is_valid_port_name(name)
+            if msgs:
+                errs.extend(fielderr.invalid(C(ppath, "name"), name, m) for m in msgs)
+            elif name in seen:
+                errs.append(fielderr.duplicate(C(ppath, "name"), name))
+            else:
+                seen.add(name)
+        cport = typed.as_int(port.get("containerPort"), C(ppath, "containerPort"), errs)
+        if not cport:
+            if port.get("containerPort") in (None, 0):
+                errs.append(fielderr.required(C(ppath, "containerPort")))
+        else:
+            errs.extend(
+                fielderr.invalid(C(ppath, "containerPort"), cport, m)
+                for m in syntax.is_valid_port_num(cport)
+            )
+        hport = typed.as_int(port.get("hostPort"), C(ppath, "hostPort"), errs)
+        if hport:
+            errs.extend(
+                fielderr.invalid(C(ppath, "hostPort"), hport, m)
+                for m in syntax.is_valid_port_num(hport)
+            )
+        _check_enum(port.get("protocol"), C(ppath, "protocol"), PROTOCOLS, errs)
+        typed.as_str(port.get("hostIP"), C(ppath, "hostIP"), errs)
+        out.append((i, cport or 0, hport or 0))
+    return out
+
+
+def _validate_env(value: Any, path: str, errs: list[str]) -> None:
+    for i, env in typed.maps(value, path, errs):
+        epath = fielderr.index(path, i)
+        name = typed.as_str(env.get("name"), C(epath, "name"), errs)
+        if not name and _absent(env.get("name")):
+            errs.append(fielderr.required(C(epath, "name")))
+        typed.as_str(env.get("value"), C(epath, "value"), errs)
+        typed.as_map(env.get("valueFrom"), C(epath, "valueFrom"), errs)
+
+
+def _validate_volume_mounts(value: Any, path: str, volumes: set[str], errs: list[str]) -> None:
+    """``ValidateVolumeMounts``: a known volume name, a unique mountPath."""
+    mount_points: set[str] = set()
+    for i, mnt in typed.maps(value, path, errs):
+        mpath = fielderr.index(path, i)
+        name = typed.as_str(mnt.get("name"), C(mpath, "name"), errs)
+        if name is not None or _absent(mnt.get("name")):
+            if not name:
+                errs.append(fielderr.required(C(mpath, "name")))
+            if (name or "") not in volumes:
+                errs.append(fielderr.not_found(C(mpath, "name"), name or ""))
+        mount_path = typed.as_str(mnt.get("mountPath"), C(mpath, "mountPath"), errs)
+        if mount_path is not None or _absent(mnt.get("mountPath")):
+            if not mount_path:
+                errs.append(fielderr.required(C(mpath, "mountPath")))
+            if (mount_path or "") in mount_points:
+                errs.append(
+                    fielderr.invalid(C(mpath, "mountPath"), mount_path or "", "must be unique")
+                )
+            mount_points.add(mount_path or "")
+        typed.as_bool(mnt.get("readOnly"), C(mpath, "readOnly"), errs)
+        typed.as_str(mnt.get("subPath"), C(mpath, "subPath"), errs)
+
+
+def _validate_resources(value: Any, path: str, errs: list[str]) -> None:
+    res = typed.as_map(value, path, errs)
+    if res is None:
+        return
+    for part in ("limits", "requests"):
+        quantities = typed.as_map(res.get(part), C(path, part), errs) or {}
+        for name, q in quantities.items():
+            if not (isinstance(q, str) or (typed.is_int(q)) or isinstance(q, float)):
+                errs.append(fielderr.type_error(fielderr.key(C(path, part), name), q, "quantity"))
+
+
+def _validate_container_common(
+    ctr: dict[Any, Any], path: str, volumes: set[str], errs: list[str]
+) -> None:
+    """``validateContainerCommon``."""
+    raw_name = ctr.get("name")
+    name = typed.as_str(raw_name, C(path, "name"), errs)
+    if not name:
+        if _absent(raw_name):
+            errs.append(fielderr.required(C(path, "name")))
+    else:
+        errs.extend(
+            fielderr.invalid(C(path, "name"), name, m) for m in syntax.is_dns1123_label(name)
+        )
+    image = typed.as_str(ctr.get("image"), C(path, "image"), errs)
+    if not image and _absent(ctr.get("image")):
+        errs.append(fielderr.required(C(path, "image")))
+    _check_enum(
+        ctr.get("terminationMessagePolicy"),
+        C(path, "terminationMessagePolicy"),
+        TERMINATION_MESSAGE_POLICIES,
+        errs,
+    )
+    typed.as_str(ctr.get("terminationMessagePath"), C(path, "terminationMessagePath"), errs)
+    _validate_ports(ctr.get("ports"), C(path, "ports"), errs)
+    _validate_env(ctr.get("env"), C(path, "env"), errs)
+    typed.maps(ctr.get("envFrom"), C(path, "envFrom"), errs)
+    _validate_volume_mounts(ctr.get("volumeMounts"), C(path, "volumeMounts"), volumes, errs)
+    _check_enum(ctr.get("imagePullPolicy"), C(path, "imagePullPolicy"), PULL_POLICIES, errs)
+    _validate_resources(ctr.get("resources"), C(path, "resources"), errs)
+    typed.as_map(ctr.get("securityContext"), C(path, "securityContext"), errs)
+    for f in ("command", "args"):
+        typed.as_str_list(ctr.get(f), C(path, f), errs)
+    for f in ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
+        typed.as_map(ctr.get(f), C(path, f), errs)
+    typed.as_str(ctr.get("workingDir"), C(path, "workingDir"), errs)
+
+
+def _validate_containers(
+    value: Any, path: str, volumes: set[str], errs: list[str], *, others: set[str] | None = None
+) -> list[tuple[int, dict[Any, Any]]]:
+    """``validateContainers`` (``others``: for init containers, the regular names, which
+    init container names must not repeat). Regular containers: at least one is required."""
+    items = typed.maps(value, path, errs)
+    if others is None and not items and (value is None or value == []):
+        errs.append(fielderr.required(path))
+        return items
+    names = set(others or ())
+    for i, ctr in items:
+        cpath = fielderr.index(path, i)
+        _validate_container_common(ctr, cpath, volumes, errs)
+        name = ctr.get("name")
+        if isinstance(name, str) or name is None:
+            name = name or ""
+            if name in names:
+                errs.append(fielderr.duplicate(C(cpath, "name"), name))
+            elif name or others is None:
+                names.add(name)
+    return items
+
+
+# ---- scheduling ------------------------------------------------------------------------
+
+
+def toleration_literal(t: dict[Any, Any]) -> fielderr.GoLiteral:
+    """A toleration as ``%#v`` prints ``core.Toleration`` (the seconds shown as ``&N``)."""
+
+    def q(k: str) -> str:
+        v = t.get(k)
+        return fielderr.go_quote(v if isinstance(v, str) else "")
+
+    secs = t.get("tolerationSeconds")
+    secs_text = f"&{secs}" if typed.is_int(secs) else "(*int64)(nil)"
+    return fielderr.GoLiteral(
+        f"core.Toleration{{Key:{q('key')}, Operator:{q('operator')}, Value:{q('value')}, "
+        f"Effect:{q('effect')}, TolerationSeconds:{secs_text}}}"
+    )
+
+
+def validate_tolerations(value: Any, path: str, errs: list[str]) -> None:
+    """``ValidateTolerations``."""
+    for i, t in typed.maps(value, path, errs):
+        tpath = fielderr.index(path, i)
+        el: list[str] = []
+        key = typed.as_str(t.get("key"), C(tpath, "key"), el) or ""
+        op = typed.as_str(t.get("operator"), C(tpath, "operator"), el) or ""
+        val = typed.as_str(t.get("value"), C(tpath, "value"), el) or ""
+        effect = typed.as_str(t.get("effect"), C(tpath, "effect"), el) or ""
+        secs = typed.as_int(t.get("tolerationSeconds"), C(tpath, "tolerationSeconds"), el, 64)
+        if el:  # wrong types: reported; the rules below would only add noise
+            errs.extend(el)
+            continue
+        if key:
+            metavalidation.validate_label_name(key, C(tpath, "key"), errs)
+        if not key and op != "Exists":
+            errs.append(
+                fielderr.invalid(
+                    C(tpath, "operator"),
+                    op,
+                    'operator must be Exists when `key` is empty, which means "match all values '
+                    'and all keys"',
+                )
+            )
+        if secs is not None and effect != "NoExecute":
+            errs.append(
+                fielderr.invalid(
+                    C(tpath, "effect"),
+                    effect,
+                    "effect must be 'NoExecute' when `tolerationSeconds` is set",
+                )
+            )
+        if op in ("Equal", ""):
+            msgs = syntax.is_valid_label_value(val)
+            if msgs:
+                errs.append(fielderr.invalid(C(tpath, "operator"), val, ";".join(msgs)))
+        elif op == "Exists":
+            if val:
+                errs.append(
+                    fielderr.invalid(
+                        C(tpath, "operator"),
+                        toleration_literal(t),
+                        "value must be empty when `operator` is 'Exists'",
+                    )
+                )
+        else:
+            errs.append(fielderr.not_supported(C(tpath, "operator"), op, TOLERATION_OPERATORS))
+        if effect and effect not in TAINT_EFFECTS:
+            errs.append(fielderr.not_supported(C(tpath, "effect"), effect, TAINT_EFFECTS))
+
+
+def _validate_node_selector_term(term: dict[Any, Any], path: str, errs: list[str]) -> None:
+    for j, req in typed.maps(term.get("matchExpressions"), C(path, "matchExpressions"), errs):
+        rpath = fielderr.index(C(path, "matchExpressions"), j)
+        op = typed.as_str(req.get("operator"), C(rpath, "operator"), errs)
+        values = typed.as_str_list(req.get("values"), C(rpath, "values"), errs) or []
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(
+                    fielderr.required(
+                        C(rpath, "values"), "must be specified when `operator` is 'In' or 'NotIn'"
+                    )
+                )
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(
+                    fielderr.forbidden(
+                        C(rpath, "values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    )
+                )
+        elif op in ("Gt", "Lt"):
+            if len(values) != 1:
+                errs.append(
+                    fielderr.required(
+                        C(rpath, "values"),
+                        "must be specified single value when `operator` is 'Lt' or 'Gt'",
+                    )
+                )
+        elif op is not None or req.get("operator") is None:
+            errs.append(
+                fielderr.invalid(C(rpath, "operator"), op or "", "not a valid selector operator")
+            )
+        key = typed.as_str(req.get("key"), C(rpath, "key"), errs)
+        if key is not None or req.get("key") is None:
+            metavalidation.validate_label_name(key or "", C(rpath, "key"), errs)
+    for j, req in typed.maps(term.get("matchFields"), C(path, "matchFields"), errs):
+        rpath = fielderr.index(C(path, "matchFields"), j)
+        op = typed.as_str(req.get("operator"), C(rpath, "operator"), errs)
+        values = typed.as_str_list(req.get("values"), C(rpath, "values"), errs) or []
+        if op in ("In", "NotIn"):
+            if len(values) != 1:
+                errs.append(
+                    fielderr.required(
+                        C(rpath, "values"),
+                        "must be only one value when `operator` is 'In' or 'NotIn' for node "
+                        "field selector",
+                    )
+                )
+        elif op is not None or req.get("operator") is None:
+            errs.append(
+                fielderr.invalid(C(rpath, "operator"), op or "", "not a valid selector operator")
+            )
+        key = typed.as_str(req.get("key"), C(rpath, "key"), errs)
+        if key != "metadata.name":
+            if key is not None or req.get("key") is None:
+                errs.append(
+                    fielderr.invalid(C(rpath, "key"), key or "", "not a valid field selector key")
+                )
+        else:
+            for k, v in enumerate(values):
+                errs.extend(
+                    fielderr.invalid(fielderr.index(C(rpath, "values"), k), v, m)
+                    for m in syntax.name_is_dns_subdomain(v)
+                )
+
+
+def validate_affinity(value: Any, path: str, errs: list[str]) -> None:
+    """``validateAffinity``: node affinity in full, pod (anti-)affinity by type only."""
+    aff = typed.as_map(value, path, errs)
+    if aff is None:
+        return
+    na_path = C(path, "nodeAffinity")
+    na = typed.as_map(aff.get("nodeAffinity"), na_path, errs)
+    if na is not None:
+        req_path = C(na_path, "requiredDuringSchedulingIgnoredDuringExecution")
+        req = typed.as_map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path, errs)
+        if req is not None:
+            terms_path = C(req_path, "nodeSelectorTerms")
+            terms = typed.maps(req.get("nodeSelectorTerms"), terms_path, errs)
+            if not terms and req.get("nodeSelectorTerms") in (None, []):
+                errs.append(
+                    fielderr.required(terms_path, "must have at least one node selector term")
+                )
+            for i, term in terms:
+                _validate_node_selector_term(term, fielderr.index(terms_path, i), errs)
+        pref_path = C(na_path, "preferredDuringSchedulingIgnoredDuringExecution")
+        for i, pref in typed.maps(
+            na.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path, errs
+        ):
+            ppath = fielderr.index(pref_path, i)
+            weight = typed.as_int(pref.get("weight"), C(ppath, "weight"), errs)
+            if (weight is not None or pref.get("weight") is None) and not 1 <= (weight or 0) <= 100:
+                errs.append(
+                    fielderr.invalid(C(ppath, "weight"), weight or 0, "must be in the range 1-100")
+                )
+            preference = typed.as_map(pref.get("preference"), C(ppath, "preference"), errs)
+            _validate_node_selector_term(preference or {}, C(ppath, "preference"), errs)
+    for f in ("podAffinity", "podAntiAffinity"):
+        typed.as_map(aff.get(f), C(path, f), errs)
+
+
+# ---- pod spec and template -------------------------------------------------------------
+
+
+def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
+    """``ValidatePodSpec`` (subset), in upstream's order."""
+    spec = typed.as_map(value, path, errs)
+    if spec is None:
+        if value is not None:
+            return
+        spec = {}
+    volumes = _validate_volumes(spec.get("volumes"), C(path, "volumes"), errs)
+    containers = _validate_containers(spec.get("containers"), C(path, "containers"), volumes, errs)
+    regular = {str(c["name"]) for _, c in containers if isinstance(c.get("name"), str)}
+    _validate_containers(
+        spec.get("initContainers"), C(path, "initContainers"), volumes, errs, others=regular
+    )
+    host_network = typed.as_bool(spec.get("hostNetwork"), C(path, "hostNetwork"), errs)
+    if host_network:
+        for i, ctr in containers:
+            ports = ctr.get("ports")
+            for j, port in enumerate(ports if isinstance(ports, list) else []):
+                if not isinstance(port, dict):
+                    continue
+                cport, hport = port.get("containerPort"), port.get("hostPort")
+                if typed.is_int(hport) and hport != 0 and hport != cport:
+                    ppath = fielderr.index(C(fielderr.index(C(path, "containers"), i), "ports"), j)
+                    errs.append(
+                        fielderr.invalid(
+                            C(ppath, "containerPort"),
+                            cport if typed.is_int(cport) else 0,
+                            "must match `hostPort` when `hostNetwork` is true",
+                        )
+                    )
+    _check_enum(spec.get("restartPolicy"), C(path, "restartPolicy"), RESTART_POLICIES, errs)
+    _check_enum(spec.get("dnsPolicy"), C(path, "dnsPolicy"), DNS_POLICIES, errs)
+    metavalidation.validate_labels(spec.get("nodeSelector"), C(path, "nodeSelector"), errs)
+    typed.as_map(spec.get("securityContext"), C(path, "securityContext"), errs)
+    typed.maps(spec.get("imagePullSecrets"), C(path, "imagePullSecrets"), errs)
+    validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
+    _check_name(
+        spec.get("serviceAccountName"),
+        C(path, "serviceAccountName"),
+        errs,
+        syntax.name_is_dns_subdomain,
+    )
+    typed.as_str(spec.get("serviceAccount"), C(path, "serviceAccount"), errs)
+    _check_name(spec.get("nodeName"), C(path, "nodeName"), errs, syntax.name_is_dns_subdomain)
+    ads = typed.as_int(
+        spec.get("activeDeadlineSeconds"), C(path, "activeDeadlineSeconds"), errs, 64
+    )
+    if ads is not None and not 1 <= ads <= _MAX_INT32:
+        errs.append(
+            fielderr.invalid(
+                C(path, "activeDeadlineSeconds"), ads, syntax.inclusive_range_error(1, _MAX_INT32)
+            )
+        )
+    _check_name(spec.get("hostname"), C(path, "hostname"), errs, syntax.is_dns1123_label)
+    _check_name(spec.get("subdomain"), C(path, "subdomain"), errs, syntax.is_dns1123_label)
+    validate_tolerations(spec.get("tolerations"), C(path, "tolerations"), errs)
+    _check_name(
+        spec.get("priorityClassName"),
+        C(path, "priorityClassName"),
+        errs,
+        syntax.name_is_dns_subdomain,
+    )
+    typed.as_int(
+        spec.get("terminationGracePeriodSeconds"),
+        C(path, "terminationGracePeriodSeconds"),
+        errs,
+        64,
+    )
+    typed.as_str(spec.get("schedulerName"), C(path, "schedulerName"), errs)
+    typed.as_int(spec.get("priority"), C(path, "priority"), errs)
+    for f in ("hostPID", "hostIPC", "automountServiceAccountToken", "enableServiceLinks"):
+        typed.as_bool(spec.get(f), C(path, f), errs)
+
+
+def validate_pod_template_spec(value: Any, path: str, errs: list[str]) -> None:
+    """``ValidatePodTemplateSpec``. Upstream reports template label and annotation errors at
+    ``<path>.labels`` / ``<path>.annotations`` (no ``metadata``), and so do we; a wrong JSON
+    type is reported at its real place (``<path>.metadata...``)."""
+    tmpl = typed.as_map(value, path, errs)
+    if tmpl is None:
+        if value is not None:
+            return
+        tmpl = {}
+    md = typed.as_map(tmpl.get("metadata"), C(path, "metadata"), errs) or {}
+    type_errs: list[str] = []
+    labels = typed.as_map(md.get("labels"), C(path, "metadata", "labels"), type_errs)
+    annotations = typed.as_map(md.get("annotations"), C(path, "metadata", "annotations"), type_errs)
+    errs.extend(type_errs)
+    metavalidation.validate_labels(labels, C(path, "labels"), errs)
+    metavalidation.validate_annotations(annotations, C(path, "annotations"), errs)
+    validate_pod_spec(tmpl.get("spec"), C(path, "spec"), errs)
+    if tmpl.get("spec") is not None and isinstance(tmpl.get("spec"), dict):
+        if tmpl["spec"].get("ephemeralContainers"):
+            errs.append(
+                fielderr.forbidden(
+                    C(path, "spec", "ephemeralContainers"),
+                    "ephemeral containers not allowed in pod template",
+                )
+            )

@@ -1,0 +1,199 @@
+"""Name and value syntax checks of apimachinery's ``util/validation`` package. Pure.
+
+Each ``is_*`` function returns the list of problems with a value, worded exactly as upstream
+(an empty list means valid). Lengths are in UTF-8 bytes, like Go's ``len``.
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS1123_LABEL_MAX_LENGTH = 63
+DNS1123_SUBDOMAIN_MAX_LENGTH = 253
+QUALIFIED_NAME_MAX_LENGTH = 63
+LABEL_VALUE_MAX_LENGTH = 63
+PORT_NAME_MAX_LENGTH = 15
+MAX_INT32 = 2**31 - 1
+
+_QNAME_CHAR_FMT = "[A-Za-z0-9]"
+_QNAME_EXT_CHAR_FMT = "[-A-Za-z0-9_.]"
+QUALIFIED_NAME_FMT = "(" + _QNAME_CHAR_FMT + _QNAME_EXT_CHAR_FMT + "*)?" + _QNAME_CHAR_FMT
+_QUALIFIED_NAME_ERR_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+LABEL_VALUE_FMT = "(" + QUALIFIED_NAME_FMT + ")?"
+_LABEL_VALUE_ERR_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, "
+    "'-', '_' or '.', and must start and end with an alphanumeric character"
+)
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL_ERR_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character"
+)
+DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
+_DNS1123_SUBDOMAIN_ERR_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+    "'-' or '.', and must start and end with an alphanumeric character"
+)
+PERCENT_FMT = "[0-9]+%"
+_PERCENT_ERR_MSG = "a valid percent string must be a numeric string followed by an ending '%'"
+
+_QUALIFIED_NAME_RE = re.compile(QUALIFIED_NAME_FMT)
+_LABEL_VALUE_RE = re.compile(LABEL_VALUE_FMT)
+_DNS1123_LABEL_RE = re.compile(DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN_FMT)
+_PERCENT_RE = re.compile(PERCENT_FMT)
+_PORT_NAME_CHARSET_RE = re.compile("[-a-z0-9]+")
+_PORT_NAME_ONE_LETTER_RE = re.compile("[a-z]")
+
+
+def byte_len(s: str) -> int:
+    """Go's ``len(s)``: the UTF-8 length (lone surrogates count as 3 bytes)."""
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """``validation.RegexError``, including its double space before "or" with 2+ examples."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    msg += " (e.g. "
+    for i, ex in enumerate(examples):
+        if i > 0:
+            msg += " or "
+        msg += f"'{ex}', "
+    return msg + f"regex used for validation is '{fmt}')"
+
+
+def max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def empty_error() -> str:
+    return "must be non-empty"
+
+
+def inclusive_range_error(lo: int, hi: int) -> str:
+    return f"must be between {lo} and {hi}, inclusive"
+
+
+def is_qualified_name(value: str) -> list[str]:
+    """A label key / annotation key: ``[prefix/]name``, prefix a DNS-1123 subdomain."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part " + empty_error())
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return [
+            "a qualified name "
+            + regex_error(
+                _QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc"
+            )
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part " + empty_error())
+    elif byte_len(name) > QUALIFIED_NAME_MAX_LENGTH:
+        errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX_LENGTH))
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        errs.append(
+            "name part "
+            + regex_error(
+                _QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc"
+            )
+        )
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errs: list[str] = []
+    if byte_len(value) > LABEL_VALUE_MAX_LENGTH:
+        errs.append(max_len_error(LABEL_VALUE_MAX_LENGTH))
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errs.append(
+            regex_error(_LABEL_VALUE_ERR_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
+        )
+    return errs
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_LABEL_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_LABEL_MAX_LENGTH))
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            # a valid subdomain but not a valid label: length is checked, so it must be dots
+            errs.append("must not contain dots")
+        else:
+            errs.append(
+                regex_error(_DNS1123_LABEL_ERR_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc")
+            )
+    return errs
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def _mask_trailing_dash(name: str) -> str:
+    """A generateName prefix may end in '-': upstream swaps its last two bytes for 'a'."""
+    if len(name) > 1 and name.endswith("-"):
+        return name[:-2] + "a"
+    return name
+
+
+def name_is_dns_subdomain(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNSSubdomain``: object names of most kinds (prefix: a generateName)."""
+    return is_dns1123_subdomain(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns_label(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNSLabel``: namespace names."""
+    return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
+
+
+def is_valid_path_segment_name(name: str, prefix: bool = False) -> list[str]:
+    """``ValidatePathSegmentName``: the minimal rule every object name must satisfy."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
+
+
+def is_valid_percent(value: str) -> list[str]:
+    if not _PERCENT_RE.fullmatch(value):
+        return [regex_error(_PERCENT_ERR_MSG, PERCENT_FMT, "1%", "93%")]
+    return []
+
+
+def is_valid_port_num(port: int) -> list[str]:
+    if 1 <= port <= 65535:
+        return []
+    return [inclusive_range_error(1, 65535)]
+
+
+def is_valid_port_name(port: str) -> list[str]:
+    """An IANA_SVC_NAME (container port names)."""
+    errs: list[str] = []
+    if byte_len(port) > PORT_NAME_MAX_LENGTH:
+        errs.append(max_len_error(PORT_NAME_MAX_LENGTH))
+    if not _PORT_NAME_CHARSET_RE.fullmatch(port):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not _PORT_NAME_ONE_LETTER_RE.search(port):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in port:
+        errs.append("must not contain consecutive hyphens")
+    if port and (port[0] == "-" or port[-1] == "-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs

@@ -1,0 +1,104 @@
+"""syncDaemonSet (§c.1) through ``plan``: guards, expectations, determinism, reasons."""
+
+from __future__ import annotations
+
+import copy
+
+from shared.daemonset import planner
+from shared.daemonset.types import EmitEvent, Plan
+from tests.unit.daemonset_fixtures import (
+    NOW,
+    daemon_pod,
+    make_ds,
+    make_node,
+    make_nodes,
+    make_pod,
+    rolling,
+    snapshot,
+)
+
+
+def test_daemonset_not_found_deletes_expectations() -> None:
+    plan = planner.plan(snapshot(None, make_nodes(2)))
+    assert plan == Plan(key="default/foo", delete_expectations=True)
+
+
+def test_empty_selector_selecting_all_does_nothing() -> None:
+    ds = make_ds(selector={})
+    plan = planner.plan(snapshot(ds, make_nodes(2), [make_pod("p", "node-0")]))
+    assert plan.events == [
+        EmitEvent(
+            "Warning",
+            "SelectingAll",
+            "This daemon set is selecting all pods. A non-empty selector is required.",
+        )
+    ]
+    assert plan.status is None and plan.sync_nodes is None
+    assert plan.history == [] and plan.claims == []
+
+
+def test_dont_do_anything_if_being_deleted() -> None:
+    ds = make_ds()
+    ds["metadata"]["deletionTimestamp"] = "2023-01-01T00:00:00Z"
+    plan = planner.plan(snapshot(ds, make_nodes(2), [make_pod("orphan", "node-0")]))
+    assert plan == Plan(key="default/foo")
+
+
+def test_expectations_pending_only_status() -> None:
+    ds = make_ds()
+    orphan = make_pod("orphan", "node-0")
+    plan = planner.plan(snapshot(ds, make_nodes(3), [orphan], expectations_satisfied=False))
+    assert plan.sync_nodes is None and plan.cleanup == [] and plan.events == []
+    assert plan.status is not None and plan.status["desiredNumberScheduled"] == 3
+    assert plan.update_observed_generation is False
+    assert [c.name for c in plan.claims] == ["orphan"]  # the status pass claims too
+    assert plan.reasons == {
+        "node-1": "waiting for earlier pod creates/deletes to be observed",
+        "node-2": "waiting for earlier pod creates/deletes to be observed",
+    }
+
+
+def test_plan_is_deterministic_and_does_not_modify_the_snapshot() -> None:
+    ds = make_ds(strategy=rolling(0, 2))
+    nodes = make_nodes(6)
+    pods = [make_pod(f"old-{i}", f"node-{i}", ds=ds, hash="old") for i in range(4)]
+    pods += [make_pod(f"orphan-{i}", f"node-{i}") for i in (4, 5)]
+    snap = snapshot(ds, nodes, pods)
+    before = copy.deepcopy((snap.ds, snap.nodes, snap.pods, snap.revisions))
+    first = planner.plan(snap)
+    second = planner.plan(snapshot(copy.deepcopy(ds), list(reversed(nodes)), list(reversed(pods))))
+    assert first == second
+    assert [c.name for c in first.claims] == ["orphan-4", "orphan-5"]
+    assert (snap.ds, snap.nodes, snap.pods, snap.revisions) == before
+
+
+def test_reasons_for_nodes_without_pods() -> None:
+    ds = make_ds(pod_spec={"containers": [], "nodeSelector": {"color": "blue"}})
+    nodes = [
+        make_node("has-pod"),
+        make_node("red", {"color": "red"}),
+        make_node("terminating"),
+        make_node("new"),
+    ]
+    pods = [daemon_pod(ds, "has-pod"), daemon_pod(ds, "terminating", deleting=True)]
+    plan = planner.plan(snapshot(ds, nodes, pods))
+    assert plan.reasons == {
+        "red": "node selector does not match",
+        "terminating": "waiting for the terminating pod to go away",
+        "new": "pod creation planned",
+    }
+
+
+def test_requeue_after_is_the_earliest_of_backoff_and_min_ready() -> None:
+    ds = make_ds(min_ready_seconds=30)
+    from shared.daemonset.types import BackoffEntry
+
+    key = f"{ds['metadata']['uid']}/0/node-0"
+    pods = [
+        daemon_pod(ds, "node-0", phase="Failed"),
+        daemon_pod(ds, "node-1", ready_since=NOW - 1),
+    ]
+    plan = planner.plan(
+        snapshot(ds, make_nodes(2), pods, backoff={key: BackoffEntry(4.0, NOW - 1)})
+    )
+    assert plan.requeue_after == 4.0

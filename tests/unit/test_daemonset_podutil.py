@@ -1,0 +1,59 @@
+"""Pod helpers: readiness, availability boundary, target node, ordering (§c.3.4, §c.4, §d.4)."""
+
+from __future__ import annotations
+
+from shared.model import podutil
+from tests.unit.daemonset_fixtures import NOW, make_pod, ts
+
+
+def test_is_ready_needs_ready_condition_true() -> None:
+    assert podutil.is_ready(make_pod("p", "n"))
+    assert not podutil.is_ready(make_pod("p", "n", ready=False))
+    pod = make_pod("p", "n")
+    pod["status"]["conditions"][0]["status"] = "False"
+    assert not podutil.is_ready(pod)
+
+
+def test_is_available_strict_boundary() -> None:
+    pod = make_pod("p", "n", ready_since=NOW - 10)
+    assert podutil.is_available(pod, 0, NOW)
+    assert podutil.is_available(pod, 9, NOW)
+    assert not podutil.is_available(pod, 10, NOW)  # LTT + 10 == now: not yet (strict <)
+    assert not podutil.is_available(make_pod("p", "n", ready=False), 0, NOW)
+
+
+def test_is_available_without_transition_time_needs_zero_min_ready() -> None:
+    pod = make_pod("p", "n")
+    del pod["status"]["conditions"][0]["lastTransitionTime"]
+    assert podutil.is_available(pod, 0, NOW)
+    assert not podutil.is_available(pod, 1, NOW)
+
+
+def test_target_node_prefers_node_name_then_first_match_fields() -> None:
+    assert podutil.target_node(make_pod("p", "n1", affinity_node="n2")) == "n1"
+    assert podutil.target_node(make_pod("p", None, affinity_node="n2")) == "n2"
+    assert podutil.target_node(make_pod("p", None)) is None
+    pod = make_pod("p", None, affinity_node="n2")
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] = ["a", "b"]
+    assert podutil.target_node(pod) is None  # not unique
+
+
+def test_sort_key_scheduled_first_then_oldest_then_name() -> None:
+    unscheduled_old = make_pod("a", None, affinity_node="n", created=NOW - 100)
+    scheduled_new = make_pod("z", "n", created=NOW - 10)
+    scheduled_old_b = make_pod("b", "n", created=NOW - 50)
+    scheduled_old_a = make_pod("a", "n", created=NOW - 50)
+    ordered = podutil.sorted_pods(
+        [unscheduled_old, scheduled_new, scheduled_old_b, scheduled_old_a]
+    )
+    assert ordered == [scheduled_old_a, scheduled_old_b, scheduled_new, unscheduled_old]
+
+
+def test_phase_helpers() -> None:
+    assert podutil.is_terminal(make_pod("p", "n", phase="Failed"))
+    assert podutil.is_terminal(make_pod("p", "n", phase="Succeeded"))
+    assert not podutil.is_terminal(make_pod("p", "n", phase="Running"))
+    assert ts(0) == "1970-01-01T00:00:00Z"
