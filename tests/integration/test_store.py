@@ -1,0 +1,215 @@
+"""The store against a real redis-server: commits, conflicts, bookkeeping, the log."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from shared.model import meta
+from shared.store import codec, errors
+from shared.store.cache import Cache
+from shared.store.client import Store, connect
+from shared.store.keys import Keys
+from shared.store.log import LogReader, parked_entries
+
+DS = yaml.safe_load("""
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: "agent:1"}]
+""")
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str) -> Store:
+    return Store(connect(redis_url), Keys(prefix))
+
+
+def log_len(store: Store) -> int:
+    return int(store.r.xlen(store.keys.log))
+
+
+def test_create_assigns_identity_defaults_and_logs_one_entry(store: Store) -> None:
+    ds = store.create(DS)
+    md = ds["metadata"]
+    assert md["uid"] and md["creationTimestamp"] and md["generation"] == 1
+    assert md["annotations"]["deprecated.daemonset.template.generation"] == "1"
+    assert ds["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    assert ds["spec"]["revisionHistoryLimit"] == 10
+    assert log_len(store) == 1
+    entry = LogReader(store.r, store.keys).read()[0]
+    assert (entry.type, entry.kind, entry.key) == ("ADDED", "DaemonSet", "default/agent")
+    assert entry.id == md["resourceVersion"] == store.get("DaemonSet", "default/agent")[
+        "metadata"]["resourceVersion"]
+
+
+def test_create_twice_is_already_exists_and_writes_nothing(store: Store) -> None:
+    store.create(DS)
+    with pytest.raises(errors.AlreadyExistsError):
+        store.create(DS)
+    assert log_len(store) == 1
+
+
+def test_stale_resource_version_is_a_conflict_and_changes_nothing(store: Store) -> None:
+    ds = store.create(DS)
+    stale = copy.deepcopy(ds)
+    ds["spec"]["minReadySeconds"] = 5
+    store.update(ds)
+    stale["spec"]["minReadySeconds"] = 9
+    with pytest.raises(errors.ConflictError) as exc:
+        store.update(stale)
+    assert exc.value.retryable
+    assert store.get("DaemonSet", "default/agent")["spec"]["minReadySeconds"] == 5
+    assert log_len(store) == 2
+
+
+def test_generation_rises_on_spec_changes_only(store: Store) -> None:
+    ds = store.create(DS)
+    ds["metadata"]["labels"] = {"team": "infra"}
+    ds = store.update(ds)
+    assert ds["metadata"]["generation"] == 1
+    ds["spec"]["minReadySeconds"] = 3
+    ds = store.update(ds)
+    assert ds["metadata"]["generation"] == 2
+    assert ds["metadata"]["annotations"]["deprecated.daemonset.template.generation"] == "1"
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
+    ds = store.update(ds)
+    assert ds["metadata"]["generation"] == 3
+    assert ds["metadata"]["annotations"]["deprecated.daemonset.template.generation"] == "2"
+    ds["status"] = {"numberReady": 7}
+    ds = store.update(ds)
+    assert ds["metadata"]["generation"] == 3
+    assert ds["status"].get("numberReady", 0) == 0  # spec updates discard status changes
+
+
+def test_status_update_keeps_spec(store: Store) -> None:
+    ds = store.create(DS)
+    ds["spec"]["minReadySeconds"] = 30
+    ds["status"] = {"currentNumberScheduled": 1, "desiredNumberScheduled": 1,
+                    "numberMisscheduled": 0, "numberReady": 1, "observedGeneration": 1}
+    out = store.update_status(ds)
+    assert out["spec"].get("minReadySeconds", 0) == 0
+    assert out["status"]["numberReady"] == 1
+
+
+def test_invalid_update_is_refused_and_nothing_written(store: Store) -> None:
+    ds = store.create(DS)
+    ds["spec"]["selector"] = {"matchLabels": {"app": "other"}}
+    ds["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(errors.InvalidError) as exc:
+        store.update(ds)
+    assert any("spec.selector" in c and "field is immutable" in c for c in exc.value.causes)
+    assert log_len(store) == 1
+
+
+def test_finalizers_hold_deletion_until_removed(store: Store) -> None:
+    obj = copy.deepcopy(DS)
+    obj["metadata"]["finalizers"] = ["example.com/hold"]
+    store.create(obj)
+    left = store.delete("DaemonSet", "default/agent")
+    assert left is not None and left["metadata"]["deletionTimestamp"]
+    assert store.try_get("DaemonSet", "default/agent") is not None
+
+    def drop(o: dict) -> dict:
+        o["metadata"]["finalizers"] = []
+        return o
+
+    store.mutate("DaemonSet", "default/agent", drop)
+    assert store.try_get("DaemonSet", "default/agent") is None
+    types = [e.type for e in LogReader(store.r, store.keys).read()]
+    assert types == ["ADDED", "MODIFIED", "DELETED"]
+
+
+def test_foreground_and_orphan_deletes_set_their_finalizer(store: Store) -> None:
+    store.create(DS)
+    left = store.delete("DaemonSet", "default/agent", propagation="foreground")
+    assert left is not None and meta.finalizers(left) == ["foregroundDeletion"]
+    other = copy.deepcopy(DS)
+    other["metadata"]["name"] = "agent2"
+    store.create(other)
+    left = store.delete("DaemonSet", "default/agent2", propagation="orphan")
+    assert left is not None and meta.finalizers(left) == ["orphan"]
+
+
+def test_delete_with_wrong_uid_precondition_is_a_conflict(store: Store) -> None:
+    store.create(DS)
+    with pytest.raises(errors.ConflictError):
+        store.delete("DaemonSet", "default/agent", uid="not-the-uid")
+    assert store.try_get("DaemonSet", "default/agent") is not None
+
+
+def test_batched_ensure_is_create_if_absent(store: Store) -> None:
+    objs = []
+    for i in range(3):
+        o = copy.deepcopy(DS)
+        o["metadata"]["name"] = f"ds{i}"
+        objs.append(o)
+    first = store.commit([store.create_op(o, ensure=True) for o in objs])
+    assert [r.status for r in first] == ["ok", "ok", "ok"]
+    again = store.commit([store.create_op(o, ensure=True) for o in objs])
+    assert [r.status for r in again] == ["exists", "exists", "exists"]
+    assert log_len(store) == 3
+
+
+def test_atomic_batch_writes_nothing_when_one_op_fails(store: Store) -> None:
+    store.create(DS)
+    fresh = copy.deepcopy(DS)
+    fresh["metadata"]["name"] = "fresh"
+    ops = [store.create_op(fresh), store.create_op(DS)]
+    results = store.commit(ops, atomic=True)
+    assert [r.status for r in results] == ["skipped", "exists"]
+    assert store.try_get("DaemonSet", "default/fresh") is None
+    assert log_len(store) == 1
+
+
+def test_cache_lists_then_follows_idempotently(store: Store) -> None:
+    store.create(DS)
+    cache = Cache(store, ["DaemonSet"])
+    pos = cache.sync()
+    assert cache.get("DaemonSet", "default/agent") is not None
+    ds = store.get("DaemonSet", "default/agent")
+    ds["spec"]["minReadySeconds"] = 4
+    store.update(ds)
+    changes = cache.poll()
+    assert [c.type for c in changes] == ["MODIFIED"]
+    assert changes[0].old is not None and changes[0].old["spec"].get("minReadySeconds", 0) == 0
+    # re-applying the same entries (redelivery) changes nothing
+    entries = LogReader(store.r, store.keys, "0-0").read()
+    assert cache.apply(entries) == []
+    assert codec.id_ge(cache.position, pos)
+
+
+def test_watch_resumes_from_any_position(store: Store) -> None:
+    for i in range(5):
+        o = copy.deepcopy(DS)
+        o["metadata"]["name"] = f"ds{i}"
+        store.create(o)
+    ids = [e.id for e in LogReader(store.r, store.keys).read()]
+    reader = LogReader(store.r, store.keys, ids[2])
+    assert [e.key for e in reader.read()] == ["default/ds3", "default/ds4"]
+
+
+def test_corrupt_log_entries_are_parked_not_fatal(store: Store) -> None:
+    store.create(DS)
+    store.r.xadd(store.keys.log, {"v": "1", "t": "ADDED", "k": "DaemonSet", "n": "default/x",
+                                  "o": b"\xc1not msgpack"})
+    store.r.xadd(store.keys.log, {"v": "99", "t": "ADDED", "k": "DaemonSet", "n": "default/y",
+                                  "o": codec.pack({})})
+    store.r.xadd(store.keys.log, {"garbage": "yes"})
+    other = copy.deepcopy(DS)
+    other["metadata"]["name"] = "after"
+    store.create(other)
+    reader = LogReader(store.r, store.keys)
+    good = reader.read()
+    assert [e.key for e in good] == ["default/agent", "default/after"]
+    parked = parked_entries(store.r, store.keys)
+    assert len(parked) == 3
+    assert any("schema version" in p["error"] for p in parked.values())
