@@ -1,0 +1,95 @@
+"""What every CLI command shares: the store (connected on first use), the clock, and the
+translation of store and Redis errors into kubectl's one-line messages.
+
+Commands get it with ``@context.pass_env`` and use ``env.store``; commands registered by
+other modules (``up``, ``rollout``, ...) do the same.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+import redis
+
+from services import config
+from services.cli import errors, resources
+from shared.model import kinds
+from shared.store import client as store_client
+from shared.store import errors as store_errors
+from shared.store.keys import Keys
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONNECT_TIMEOUT = 5.0
+
+
+def redact(url: str) -> str:
+    """The URL without its password (``redis://:***@host``)."""
+    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+@dataclass
+class CliEnv:
+    """Per-invocation state. ``clock`` and ``store`` may be injected (tests)."""
+
+    redis_url: str | None = None
+    prefix: str | None = None
+    clock: Callable[[], float] | None = None
+    _store: store_client.Store | None = field(default=None, repr=False)
+
+    def now(self) -> float:
+        return self.clock() if self.clock is not None else time.time()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Dict-style access to the global options (``ctx.find_root().obj.get("redis_url")``),
+        for commands that read them that way."""
+        return getattr(self, name, default) if name in ("redis_url", "prefix") else default
+
+    @property
+    def store(self) -> store_client.Store:
+        """The store, connected (and checked with a PING) on first use."""
+        if self._store is None:
+            url = config.redis_url(self.redis_url)
+            if not url:
+                raise errors.CliError(
+                    "error: no Redis configured: pass --redis-url, set DAEMONBUS_REDIS_URL, "
+                    "or start a local cluster with `daemonbus up`")
+            try:
+                client = store_client.connect(url, socket_connect_timeout=CONNECT_TIMEOUT)
+                client.ping()
+            except (redis.RedisError, ValueError) as err:
+                raise errors.CliError(
+                    f"error: cannot reach Redis at {redact(url)}: {err}") from err
+            keys = Keys(config.prefix(self.prefix))
+            if self.clock is not None:
+                self._store = store_client.Store(client, keys, clock=self.clock)
+            else:
+                self._store = store_client.Store(client, keys)
+        return self._store
+
+
+pass_env = click.make_pass_decorator(CliEnv, ensure=True)
+
+
+def store_error_message(err: store_errors.StoreError) -> str:
+    """kubectl's message for a store error, naming the resource (``daemonsets.apps``)."""
+    info = kinds.by_kind(getattr(err, "kind", ""))
+    return errors.server_message(err, resources.qualified_plural(info) if info else None)
+
+
+class Group(click.Group):
+    """A click group that turns store and Redis errors escaping any command into one line
+    on stderr and exit code 1 (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except store_errors.StoreError as err:
+            raise errors.CliError(store_error_message(err)) from err
+        except redis.RedisError as err:
+            raise errors.CliError(f"error: redis: {err}") from err

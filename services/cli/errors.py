@@ -1,0 +1,47 @@
+"""The CLI's errors and how store errors read on the terminal (kubectl's wording).
+
+Every expected failure ends as one ``CliError``: its message goes to stderr as it is, the
+exit code is 1, and no traceback is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from shared.store import errors as store_errors
+
+
+class CliError(click.ClickException):
+    """An expected failure; ``message`` is printed verbatim (it carries its own prefix,
+    ``error:`` or ``Error from server (Reason):``)."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True)
+
+
+def invalid_message(err: store_errors.InvalidError) -> str:
+    """``The DaemonSet "x" is invalid: <cause>``, or one ``* <cause>`` line per cause when
+    there are several (kubectl's ``MultilineError``)."""
+    head = f'The {err.kind} "{err.name}" is invalid: '
+    causes = list(err.causes)
+    if len(causes) == 1:
+        return head + causes[0]
+    return head.rstrip() + "\n" + "\n".join(f"* {c}" for c in causes)
+
+
+def server_message(err: store_errors.StoreError, resource: str | None = None) -> str:
+    """A store error as kubectl prints an API error. ``resource`` (``daemonsets.apps``)
+    names the resource in NotFound/AlreadyExists messages."""
+    if isinstance(err, store_errors.InvalidError):
+        return invalid_message(err)
+    if isinstance(err, store_errors.UnavailableError):
+        return f"error: {err}"
+    if isinstance(err, store_errors.NotFoundError | store_errors.AlreadyExistsError) and resource:
+        name = err.key.split("/", 1)[-1]
+        verb = "not found" if isinstance(err, store_errors.NotFoundError) else "already exists"
+        return f'Error from server ({err.reason}): {resource} "{name}" {verb}'
+    return f"Error from server ({err.reason}): {err}"

@@ -1,0 +1,316 @@
+"""The ``daemonbus`` command line: kubectl's verbs and output for daemonbus objects.
+
+This module holds the group and the read/apply/delete verbs; label, taint, cordon and
+``node`` are in ``edits`` and ``nodes``; output formatting is in ``printers`` and
+``describe``, manifest parsing in ``manifests``. Every store or Redis error ends as one
+line on stderr and exit code 1 (``context.Group``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from services.cli import apply as apply_cmd
+from services.cli import context, describe, edits, nodes, ops, printers, resources
+from services.cli.errors import CliError
+from shared.model import kinds, labels, meta
+from shared.store import errors as store_errors
+
+Obj = dict[str, Any]
+
+RESOURCE_HELP = ("Resource types: daemonsets (ds), pods (po), nodes (no), controllerrevisions, "
+                 "events (ev); also TYPE/NAME.")
+
+
+@click.group(cls=context.Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--redis-url", metavar="URL",
+              help="Redis of the cluster (else $DAEMONBUS_REDIS_URL, else the one `daemonbus "
+                   "up` recorded).")
+@click.option("--prefix", metavar="P", help="Key prefix of the cluster (else $DAEMONBUS_PREFIX).")
+@click.pass_context
+def cli(ctx: click.Context, redis_url: str | None, prefix: str | None) -> None:
+    """daemonbus controls a daemonbus cluster: the Kubernetes DaemonSet controller running
+    as an event-sourced system on Redis. Its verbs and output follow kubectl.
+
+    \b
+    Examples:
+      daemonbus node add --count 3
+      daemonbus apply -f fluentd.yaml
+      daemonbus get ds -A
+    """
+    env = ctx.ensure_object(context.CliEnv)
+    env.redis_url = redis_url or env.redis_url
+    env.prefix = prefix or env.prefix
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="daemonbus")
+
+
+# ---- shared by the verbs ------------------------------------------------------------------
+
+
+def _namespace_option(f: Any) -> Any:
+    return click.option("-n", "--namespace", default=None,
+                        help="Namespace of the objects (default: default).")(f)
+
+
+def _selected(objs: list[Obj], selector: labels.Selector | None) -> list[Obj]:
+    if selector is None:
+        return objs
+    return [o for o in objs if selector.matches(meta.labels(o))]
+
+
+def _list(env: context.CliEnv, info: kinds.KindInfo, namespace: str | None,
+          selector: labels.Selector | None) -> list[Obj]:
+    """Objects of a kind, in ``namespace`` (all when None or cluster-scoped), matching."""
+    ns = namespace if info.namespaced else None
+    return printers.sort_objects(info.kind, _selected(env.store.list(info.kind, ns), selector))
+
+
+def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: str,
+           all_namespaces: bool, selector: labels.Selector | None,
+           ) -> tuple[list[tuple[kinds.KindInfo, list[Obj]]], list[str]]:
+    """The objects the targets name, grouped by type in argument order, and the NotFound
+    messages of the named ones that do not exist."""
+    groups: list[tuple[kinds.KindInfo, list[Obj]]] = []
+    problems: list[str] = []
+    for t in targets:
+        if t.name is None:
+            objs = _list(env, t.info, None if all_namespaces else namespace, selector)
+        else:
+            obj = env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, namespace))
+            if obj is None:
+                problems.append(f"Error from server (NotFound): "
+                                f'{resources.qualified_plural(t.info)} "{t.name}" not found')
+            objs = [obj] if obj is not None else []
+        if groups and groups[-1][0] == t.info:
+            groups[-1][1].extend(objs)
+        else:
+            groups.append((t.info, objs))
+    return groups, problems
+
+
+def _no_resources(namespace: str, all_namespaces: bool, infos: list[kinds.KindInfo]) -> str:
+    if all_namespaces or not any(i.namespaced for i in infos):
+        return "No resources found"
+    return f"No resources found in {namespace} namespace."
+
+
+def _check_selector_with_names(targets: Sequence[resources.Target], selector: str | None) -> None:
+    if selector and any(t.name for t in targets):
+        raise CliError("error: selectors and the all flag cannot be used when passing "
+                       "resource/name arguments")
+
+
+# ---- get ----------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Display one or many resources.")
+@click.argument("args", nargs=-1, metavar="TYPE[,TYPE...] [NAME...] | TYPE/NAME...")
+@click.option("-o", "--output", type=click.Choice(["json", "yaml", "wide", "name"]),
+              help="Output format.")
+@_namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
+@click.option("-l", "--selector", help="Label selector, e.g. -l 'app=x,tier in (a,b),!legacy'.")
+@click.option("--no-headers", is_flag=True, help="Leave out the table header.")
+@click.option("--show-labels", is_flag=True, help="Add a LABELS column.")
+@click.option("-L", "--label-columns", multiple=True, metavar="KEY",
+              help="Add a column with the value of this label (repeatable, or comma-separated).")
+@click.option("--show-kind", is_flag=True, help="Prefix names with their type.")
+@context.pass_env
+def get(env: context.CliEnv, args: tuple[str, ...], output: str | None, namespace: str | None,
+        all_namespaces: bool, selector: str | None, no_headers: bool, show_labels: bool,
+        label_columns: tuple[str, ...], show_kind: bool) -> None:
+    """Display one or many resources as a table (like kubectl get), or as JSON, YAML or
+    TYPE/NAME lines with -o. Without NAME, lists every object of the type in the namespace
+    (-n, default "default"; -A for all), optionally filtered by a label selector (-l).
+
+    \b
+    Examples:
+      daemonbus get ds -A -o wide
+      daemonbus get pods -n kube-system -l name=fluentd-elasticsearch
+      daemonbus get ds fluentd -n kube-system -o yaml
+      daemonbus get nodes -L kubernetes.io/os
+    """
+    targets = resources.parse_targets(args, "get")
+    _check_selector_with_names(targets, selector)
+    ns = namespace or "default"
+    groups, problems = _fetch(env, targets, ns, all_namespaces,
+                              resources.parse_selector(selector))
+    found = [o for _, objs in groups for o in objs]
+    single = len(targets) == 1 and targets[0].name is not None
+    if output in ("json", "yaml"):
+        if found or not problems:
+            doc = found[0] if single and found else printers.as_list(found)
+            click.echo(printers.to_json(doc) if output == "json" else printers.to_yaml(doc),
+                       nl=False)
+    elif output == "name":
+        for info, objs in groups:
+            for o in objs:
+                click.echo(resources.ref(info, meta.name(o)))
+    else:
+        columns = [c for spec in label_columns for c in spec.split(",") if c]
+        kinds_shown = show_kind or len({info.kind for info, _ in groups}) > 1
+        tables = [printers.get_table(
+            info, objs, env.now(), wide=output == "wide", all_namespaces=all_namespaces,
+            show_kind=kinds_shown, headers=not no_headers, show_labels=show_labels,
+            label_columns=columns) for info, objs in groups if objs]
+        click.echo("\n".join(tables), nl=False)
+    if not found and not problems and output not in ("json", "yaml"):
+        click.echo(_no_resources(ns, all_namespaces, [i for i, _ in groups]), err=True)
+    if problems:
+        raise CliError("\n".join(problems))
+
+
+# ---- describe -----------------------------------------------------------------------------
+
+
+@cli.command("describe", short_help="Show details of a resource or group of resources.")
+@click.argument("args", nargs=-1, metavar="TYPE [NAME...] | TYPE/NAME...")
+@_namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True, help="Describe across all namespaces.")
+@click.option("-l", "--selector", help="Label selector.")
+@context.pass_env
+def describe_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
+                 all_namespaces: bool, selector: str | None) -> None:
+    """Show the details of objects, with their recent Events, as kubectl describe does:
+    for a DaemonSet its selector, node selector, scheduling counts, pod status tallies,
+    pod template and Events; for a Node its taints, conditions and pods; for a Pod its
+    containers, conditions and volumes. Without NAME, describes every object of the type.
+
+    \b
+    Examples:
+      daemonbus describe ds fluentd-elasticsearch -n kube-system
+      daemonbus describe node/node-1
+    """
+    targets = resources.parse_targets(args, "describe")
+    _check_selector_with_names(targets, selector)
+    ns = namespace or "default"
+    groups, problems = _fetch(env, targets, ns, all_namespaces,
+                              resources.parse_selector(selector))
+    _, related = env.store.snapshot(["Pod", "Event"])
+    now = env.now()
+    texts = []
+    for _info, objs in groups:
+        for obj in objs:
+            evs = describe.events_for(obj, related["Event"])
+            if obj.get("kind") == "DaemonSet":
+                pods = [p for p in related["Pod"] if meta.namespace(p) == meta.namespace(obj)]
+                texts.append(describe.daemonset(obj, pods, evs, now))
+            elif obj.get("kind") == "Pod":
+                texts.append(describe.pod(obj, evs, now))
+            elif obj.get("kind") == "Node":
+                texts.append(describe.node(obj, related["Pod"], evs, now))
+            else:
+                texts.append(describe.generic(obj, evs, now))
+    click.echo("\n\n".join(texts), nl=False)
+    if not texts and not problems:
+        click.echo(_no_resources(ns, all_namespaces, [i for i, _ in groups]), err=True)
+    if problems:
+        raise CliError("\n".join(problems))
+
+
+# ---- delete -------------------------------------------------------------------------------
+
+CASCADE_BOOL = {"true": "background", "false": "orphan"}
+
+
+def _cascade(value: str) -> str:
+    if value in CASCADE_BOOL:
+        click.echo(f"warning: --cascade={value} is deprecated (boolean value) and can be "
+                   f"replaced with --cascade={CASCADE_BOOL[value]}.", err=True)
+        return CASCADE_BOOL[value]
+    if value not in ("background", "foreground", "orphan"):
+        raise CliError(f'error: invalid cascade value ({value}). Must be "background", '
+                       f'"foreground", or "orphan".')
+    return value
+
+
+@cli.command(short_help="Delete resources by names or label selector.")
+@click.argument("args", nargs=-1, metavar="TYPE NAME... | TYPE/NAME...")
+@_namespace_option
+@click.option("-l", "--selector", help="Delete the objects this label selector matches.")
+@click.option("--all", "all_", is_flag=True, help="Delete every object of the type.")
+@click.option("--cascade", default="background", is_flag=False, flag_value="background",
+              show_default=True, metavar="background|foreground|orphan",
+              help="What happens to dependents (pods of a DaemonSet): deleted in the "
+                   "background, before the owner (foreground), or left alone (orphan).")
+@click.option("--grace-period", type=int, default=-1,
+              help="Seconds a pod may take to terminate (-1: its own setting).")
+@click.option("--now", is_flag=True, help="Terminate pods at once (grace period 1).")
+@click.option("--force", is_flag=True, help="Remove pods at once (grace period 0).")
+@click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
+@context.pass_env
+def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
+           selector: str | None, all_: bool, cascade: str, grace_period: int, now: bool,
+           force: bool, ignore_not_found: bool) -> None:
+    """Delete objects by TYPE and NAME, TYPE/NAME, label selector (-l) or --all, the way the
+    API server does: a DaemonSet's pods are deleted after it (background, the default),
+    before it (foreground), or kept (orphan); pods on a node terminate gracefully unless
+    --now or --force.
+
+    \b
+    Examples:
+      daemonbus delete ds fluentd-elasticsearch -n kube-system
+      daemonbus delete ds/fluentd-elasticsearch -n kube-system --cascade=orphan
+      daemonbus delete pods -l name=fluentd-elasticsearch -n kube-system --force
+    """
+    propagation = _cascade(cascade)
+    if now:
+        if grace_period != -1:
+            raise CliError("error: --now and --grace-period cannot be specified together")
+        grace_period = 1
+    if grace_period == 0 and not force:
+        grace_period = 1  # as kubectl: --grace-period=0 without --force means 1
+    if force and grace_period < 0:
+        grace_period = 0
+    if force and grace_period == 0:
+        click.echo("Warning: Immediate deletion does not wait for confirmation that the running "
+                   "resource has been terminated. The resource may continue to run on the "
+                   "cluster indefinitely.", err=True)
+    targets = resources.parse_targets(args, "delete")
+    _check_selector_with_names(targets, selector)
+    if any(t.name is None for t in targets) and not (selector or all_):
+        raise CliError("error: resource(s) were provided, but no name was specified")
+    ns = namespace or "default"
+    groups, problems = _fetch(env, targets, ns, False, resources.parse_selector(selector))
+    if ignore_not_found:
+        problems = []
+    deleted = 0
+    for info, objs in groups:
+        for obj in objs:
+            try:
+                env.store.delete(info.kind, meta.key(obj), propagation=propagation,
+                                 grace_seconds=None if grace_period < 0 else grace_period)
+            except store_errors.NotFoundError as err:
+                if not ignore_not_found:
+                    problems.append(context.store_error_message(err))
+                continue
+            verb = "force deleted" if force and grace_period == 0 else "deleted"
+            click.echo(f'{info.qualified_name} "{meta.name(obj)}" {verb}')
+            deleted += 1
+    if not deleted and not problems and not any(t.name for t in targets):
+        click.echo(_no_resources(ns, False, [i for i, _ in groups]), err=True)
+    if problems:
+        raise CliError("\n".join(problems))
+
+
+cli.add_command(apply_cmd.apply)
+edits.register(cli)
+nodes.register(cli)
+
+# ---- commands registered by other modules ---------------------------------------------------
+# Register further command modules here (``up``, ``run``, ``rollout``, ``set image``, ``log``,
+# ``replay``, ``why``): each module exposes ``register(cli)`` and its commands take the store
+# from ``@context.pass_env`` (``env.store``); store errors they let escape are printed as
+# kubectl does by ``context.Group``.
+
+ops.register(cli)  # up, run
+
+if __name__ == "__main__":  # python -m services.cli.main (the supervisor starts processes so)
+    main()

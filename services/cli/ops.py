@@ -1,0 +1,237 @@
+"""Commands that run daemonbus: ``up`` (the local stack) and ``run <process>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from services import config
+
+
+def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
+    obj = ctx.find_root().obj or {}
+    return obj.get("redis_url"), obj.get("prefix")
+
+
+@click.command("up")
+@click.option("--nodes", type=int, default=3, show_default=True,
+              help="Simulated nodes the node agent registers (named node-00001, …).")
+@click.option("--workers", type=int, default=2, show_default=True,
+              help="Reconciler-worker processes (RQ workers).")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Where the embedded Redis keeps its append-only file "
+                   "(default: $DAEMONBUS_HOME/data).")
+@click.option("--ready-delay", type=float, default=0.0, show_default=True,
+              help="Seconds a pod takes from bound to Running and Ready.")
+@click.option("--grace", type=float, default=1.0, show_default=True,
+              help="Seconds a deleted pod takes to terminate.")
+@click.option("--fail-image", "fail_images", multiple=True, metavar="GLOB",
+              help="Pods with a matching image go Failed.")
+@click.option("--never-ready", "never_ready", multiple=True, metavar="GLOB",
+              help="Pods with a matching image run but never become Ready.")
+@click.option("--metrics-base-port", type=int, default=None,
+              help="Serve Prometheus metrics on consecutive ports from this one.")
+@click.option("--log-dir", type=click.Path(path_type=Path), default=None,
+              help="Write each process's log to a file here instead of this terminal.")
+@click.option("--demo", is_flag=True,
+              help="Apply the fluentd-elasticsearch example DaemonSet once the stack runs.")
+@click.pass_context
+def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
+       ready_delay: float, grace: float, fail_images: tuple[str, ...],
+       never_ready: tuple[str, ...], metrics_base_port: int | None,
+       log_dir: Path | None, demo: bool) -> None:
+    """Run the whole stack on this machine until Ctrl-C.
+
+    Without --redis-url (or DAEMONBUS_REDIS_URL) a private Redis is started (the
+    redis-server on PATH, else one shipped in a Python wheel) with its append-only file on,
+    and its URL is recorded so `daemonbus` commands in other shells find it. Then the
+    watcher, the reconciler-workers, the status-writer, the garbage collector and a node
+    agent serving --nodes simulated nodes start as child processes. Children that die are
+    restarted. Ctrl-C or SIGTERM stops all of them, then Redis.
+
+    \b
+    Examples:
+      daemonbus up --nodes 5 --demo
+      daemonbus up --redis-url redis://:secret@10.0.0.5:6379/0 --workers 4
+    """
+    from services import supervisor
+
+    redis_url, prefix = _ctx_opts(ctx)
+    if redis_url is None:
+        import os
+
+        redis_url = os.environ.get("DAEMONBUS_REDIS_URL")
+    opts = supervisor.StackOptions(
+        redis_url=redis_url, prefix=prefix, nodes=nodes, workers=workers, data_dir=data_dir,
+        ready_delay=ready_delay, grace=grace, fail_images=fail_images, never_ready=never_ready,
+        metrics_base_port=metrics_base_port, log_dir=log_dir,
+    )
+
+    def ready(stack: Any) -> None:
+        click.echo(f"\nexport DAEMONBUS_REDIS_URL={stack.url}   # for other shells "
+                   "(already recorded for this user)" if stack.redis else "")
+        if demo:
+            _apply_demo(stack.url, prefix)
+
+    supervisor.run(opts, echo=click.echo, ready=ready)
+
+
+DEMO = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: fluentd-elasticsearch
+  namespace: kube-system
+  labels:
+    k8s-app: fluentd-logging
+spec:
+  selector:
+    matchLabels:
+      name: fluentd-elasticsearch
+  template:
+    metadata:
+      labels:
+        name: fluentd-elasticsearch
+    spec:
+      tolerations:
+      - key: node-role.kubernetes.io/control-plane
+        operator: Exists
+        effect: NoSchedule
+      containers:
+      - name: fluentd-elasticsearch
+        image: quay.io/fluentd_elasticsearch/fluentd:v2.5.2
+"""
+
+
+def _apply_demo(url: str, prefix: str | None) -> None:
+    import yaml
+
+    from services import common
+
+    store = common.open_store(url, prefix)
+    result, _obj = store.apply(yaml.safe_load(DEMO))
+    click.echo(f"daemonset.apps/fluentd-elasticsearch {result}  (try: daemonbus get ds -A)")
+
+
+@click.group("run")
+def run() -> None:
+    """Run one daemonbus process in the foreground (what `daemonbus up` and compose start).
+
+    Every process finds Redis through --redis-url / DAEMONBUS_REDIS_URL, stops cleanly on
+    SIGTERM, and may be killed and restarted at any moment.
+    """
+
+
+def _metrics_opt(f: Any) -> Any:
+    return click.option("--metrics-port", type=int, default=None,
+                        help="Serve Prometheus metrics on this port.")(f)
+
+
+@run.command("watcher")
+@_metrics_opt
+@click.pass_context
+def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
+    """Tail the event log and feed DaemonSet keys to the workqueue.
+
+    One watcher is active; start more and they stand by on a Redis lease, taking over
+    within 10 s when the active one dies. A restarted watcher resumes from its stored
+    position.
+    """
+    from services import runner
+
+    runner.run_watcher(*_ctx_opts(ctx), metrics_port)
+
+
+@run.command("reconciler")
+@_metrics_opt
+@click.option("--name", default=None, help="Worker name (as `rq info` shows it).")
+@click.option("--burst", is_flag=True, help="Exit when the workqueue is empty.")
+@click.pass_context
+def run_reconciler(ctx: click.Context, metrics_port: int | None, name: str | None,
+                   burst: bool) -> None:
+    """Run one reconciler-worker (an RQ worker) syncing DaemonSets from the workqueue.
+
+    Start as many as you like, on any host: the workqueue hands each key to one worker at
+    a time, and a key held by a worker that dies is handed out again within 10 s.
+    """
+    from services import runner
+
+    runner.run_reconciler(*_ctx_opts(ctx), metrics_port, name=name, burst=burst)
+
+
+@run.command("status-writer")
+@_metrics_opt
+@click.pass_context
+def run_status_writer(ctx: click.Context, metrics_port: int | None) -> None:
+    """Write DaemonSet .status from the reconcilers' computed status (only on change)."""
+    from services import runner
+
+    runner.run_status_writer(*_ctx_opts(ctx), metrics_port)
+
+
+@run.command("gc")
+@_metrics_opt
+@click.pass_context
+def run_gc(ctx: click.Context, metrics_port: int | None) -> None:
+    """Run the garbage collector: cascading deletes, orphaning, pod GC, event TTL."""
+    from services import runner
+
+    runner.run_gc(*_ctx_opts(ctx), metrics_port)
+
+
+@run.command("node-agent")
+@_metrics_opt
+@click.option("--nodes", type=int, default=0, help="Register this many simulated nodes first.")
+@click.option("--name-prefix", default="node-", show_default=True,
+              help="Name prefix of the nodes --nodes registers.")
+@click.option("--ready-delay", type=float, default=0.0, show_default=True,
+              help="Seconds from bound to Running and Ready.")
+@click.option("--grace", type=float, default=1.0, show_default=True,
+              help="Seconds a deleted pod takes to terminate (at most its own grace period).")
+@click.option("--fail-image", "fail_images", multiple=True, metavar="GLOB",
+              help="Pods whose image matches go Failed (repeatable).")
+@click.option("--never-ready", "never_ready", multiple=True, metavar="GLOB",
+              help="Pods whose image matches run but never become Ready (repeatable).")
+@click.option("--heartbeat", type=float, default=300.0, show_default=True,
+              help="Seconds between node heartbeats.")
+@click.option("--shard", default="0/1", show_default=True, metavar="I/N",
+              help="Serve only the nodes whose name hashes to shard I of N.")
+@click.option("--serve-prefix", default="", help="Serve only nodes whose name starts with this.")
+@click.pass_context
+def run_node_agent(ctx: click.Context, metrics_port: int | None, nodes: int, name_prefix: str,
+                   ready_delay: float, grace: float, fail_images: tuple[str, ...],
+                   never_ready: tuple[str, ...], heartbeat: float, shard: str,
+                   serve_prefix: str) -> None:
+    """Run a simulated kubelet for many nodes (in the spirit of KWOK).
+
+    It reports its nodes Ready with a heartbeat, binds the daemon pods aimed at them, runs
+    them Pending → Running → Ready after --ready-delay, and removes deleted pods after
+    --grace. By default it serves every Node in the store; one process serves thousands.
+
+    \b
+    Example:
+      daemonbus run node-agent --nodes 100 --ready-delay 2 --fail-image '*:broken'
+    """
+    from services import runner
+    from services.node_agent.lifecycle import AgentConfig
+
+    try:
+        i, n = (int(x) for x in shard.split("/", 1))
+        if not 0 <= i < n:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter("use I/N with 0 <= I < N, e.g. 0/2", param_hint="--shard")
+    cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
+                      never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
+                      heartbeat=heartbeat)
+    runner.run_node_agent(*_ctx_opts(ctx), metrics_port, nodes, name_prefix, cfg)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(up)
+    cli.add_command(run)
+
+
+__all__ = ["config", "register"]

@@ -1,0 +1,47 @@
+"""What every daemonbus process shares: logging, signal handling, metrics endpoint, and
+connecting to the store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from types import FrameType
+
+from shared.store import client as store_client
+from shared.store.keys import Keys
+from services import config
+
+
+def setup_logging(name: str, level: str | None = None) -> logging.Logger:
+    logging.basicConfig(
+        level=(level or os.environ.get("DAEMONBUS_LOG_LEVEL") or "INFO").upper(),
+        format=f"%(asctime)s {name} %(levelname)s %(message)s",
+    )
+    return logging.getLogger(name)
+
+
+def stop_event() -> threading.Event:
+    """An event set on SIGTERM or SIGINT, so loops can finish their batch and exit."""
+    ev = threading.Event()
+
+    def _handler(_sig: int, _frame: FrameType | None) -> None:
+        ev.set()
+
+    signal.signal(signal.SIGTERM, _handler)
+    signal.signal(signal.SIGINT, _handler)
+    return ev
+
+
+def open_store(redis_url: str | None = None, prefix: str | None = None) -> store_client.Store:
+    url = config.redis_url(redis_url)
+    client = store_client.connect(url)
+    return store_client.Store(client, Keys(config.prefix(prefix)))
+
+
+def serve_metrics(port: int | None) -> None:
+    if port:
+        from prometheus_client import start_http_server
+
+        start_http_server(port)

@@ -1,0 +1,121 @@
+"""The node agent process: serves simulated nodes (heartbeat, Ready) and runs the pods bound
+to them through their lifecycle (see ``lifecycle``). One process serves thousands of nodes:
+it keeps one cache of Nodes and Pods, wakes on log entries or timers, and writes every
+change of one round as a batched commit."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from shared.model import meta
+from shared.store import errors
+from shared.store.cache import Cache
+from shared.store.client import Op, Store
+from services.node_agent import lifecycle
+from services.node_agent.lifecycle import AgentConfig
+
+log = logging.getLogger("node-agent")
+BATCH = 500
+
+
+class NodeAgent:
+    def __init__(self, store: Store, cfg: AgentConfig,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.clock = clock
+        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
+            "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
+        })
+        self._timers: list[tuple[float, str, str]] = []
+        self.writes = 0
+
+    # ---- setup ----------------------------------------------------------------------------
+
+    def ensure_nodes(self, count: int, prefix: str = "node-") -> int:
+        """Create ``count`` nodes named <prefix>00001… if they do not exist (one commit per
+        thousand). Returns how many were created."""
+        created = 0
+        names = [f"{prefix}{i:05d}" for i in range(1, count + 1)]
+        for i in range(0, len(names), 1000):
+            ops = [self.store.create_op(lifecycle.new_node(n), ensure=True)
+                   for n in names[i:i + 1000]]
+            created += sum(1 for r in self.store.commit(ops) if r.ok)
+        return created
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.cache.sync()
+        self._round({("Node", k) for k in self.cache.objects["Node"]} |
+                    {("Pod", k) for k in self.cache.objects["Pod"]})
+        while not stop.is_set():
+            self.step()
+
+    def step(self, max_block: float = 0.5) -> None:
+        now = self.clock()
+        wait = max_block
+        if self._timers:
+            wait = max(0.0, min(wait, self._timers[0][0] - now))
+        try:
+            changes = self.cache.poll(count=5000, block_ms=max(1, int(wait * 1000)))
+        except errors.UnavailableError as err:
+            log.warning("redis unavailable: %s", err)
+            time.sleep(0.5)
+            return
+        dirty: set[tuple[str, str]] = set()
+        for ch in changes:
+            if ch.kind == "Pod":
+                dirty.add(("Pod", ch.key))
+            elif ch.kind == "Node":
+                dirty.add(("Node", ch.key))
+                if ch.type == "ADDED":
+                    name = ch.key.split("/", 1)[1]
+                    dirty.update(("Pod", meta.key(p)) for p in self.cache.by_index("node", name))
+        now = self.clock()
+        while self._timers and self._timers[0][0] <= now:
+            _, kind, key = heapq.heappop(self._timers)
+            dirty.add((kind, key))
+        if dirty:
+            self._round(dirty)
+
+    def _round(self, dirty: set[tuple[str, str]]) -> None:
+        now = self.clock()
+        ops: list[Op] = []
+        for kind, key in sorted(dirty):
+            obj = self.cache.get(kind, key)
+            if obj is None:
+                continue
+            if kind == "Node":
+                if not lifecycle.serves(self.cfg, meta.name(obj)):
+                    continue
+                new = lifecycle.node_step(self.cfg, obj, now)
+                if new is not None:
+                    ops.append(self.store.status_op(new, obj))
+                heapq.heappush(self._timers, (now + self.cfg.heartbeat, "Node", key))
+                continue
+            node = lifecycle.target_node(obj)
+            if not node or not lifecycle.serves(self.cfg, node):
+                continue
+            node_exists = self.cache.get("Node", "/" + node) is not None
+            step = lifecycle.pod_step(self.cfg, obj, node_exists, now)
+            if step.delete:
+                ops.append(self.store.final_delete_op(obj))
+            elif step.update is not None:
+                ops.append(self.store.status_op(step.update, obj))
+            if step.wake_at is not None:
+                heapq.heappush(self._timers, (step.wake_at, kind, key))
+        for i in range(0, len(ops), BATCH):
+            try:
+                results = self.store.commit(ops[i:i + BATCH])
+            except errors.UnavailableError as err:
+                log.warning("redis unavailable: %s", err)
+                for op in ops[i:]:
+                    heapq.heappush(self._timers, (now + 0.5, op.kind, op.key))
+                return
+            self.writes += sum(1 for r in results if r.ok)
+            # a conflict means a newer version is already in the log: its entry wakes us

@@ -1,0 +1,203 @@
+"""The simulated kubelet's decisions (pure): what happens next to a pod or a node.
+
+Stages, in the spirit of KWOK:
+
+* an unbound pod whose node affinity names a served node is bound to it (the scheduler's
+  job: ``spec.nodeName`` is set) and becomes Pending;
+* ``ready_delay`` seconds after binding it becomes Running and Ready — unless its image
+  matches a ``fail_images`` glob (it goes Failed) or a ``never_ready`` glob (Running, not
+  Ready);
+* a pod with a deletionTimestamp is removed ``grace`` seconds later (at most its own
+  deletionGracePeriodSeconds), once it has no finalizers.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    ready_delay: float = 0.0
+    grace: float = 1.0
+    fail_images: tuple[str, ...] = ()
+    never_ready: tuple[str, ...] = ()
+    shard: int = 0
+    shards: int = 1
+    node_prefix: str = ""  # serve only nodes whose name starts with this
+    heartbeat: float = 300.0
+
+
+def serves(cfg: AgentConfig, node_name: str) -> bool:
+    if cfg.node_prefix and not node_name.startswith(cfg.node_prefix):
+        return False
+    if cfg.shards <= 1:
+        return True
+    digest = hashlib.blake2b(node_name.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % cfg.shards == cfg.shard
+
+
+def target_node(pod: Obj) -> str:
+    """spec.nodeName, else the node named by the injected affinity (metadata.name In [x])."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for req in (term or {}).get("matchFields") or []:
+            if req.get("key") == "metadata.name" and req.get("operator") == "In":
+                values = req.get("values") or []
+                return str(values[0]) if len(values) == 1 else ""
+    return ""
+
+
+def _images(pod: Obj) -> list[str]:
+    spec = pod.get("spec") or {}
+    return [str(c.get("image") or "") for c in (spec.get("containers") or [])]
+
+
+def _matches(globs: tuple[str, ...], images: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(img, g) for g in globs for img in images)
+
+
+def _condition(type_: str, status: str, now: str) -> Obj:
+    return {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+
+
+def _set_condition(status: Obj, cond: Obj) -> None:
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != cond["type"]]
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == cond["type"]), None)
+    if old is not None and old.get("status") == cond["status"]:
+        cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
+    conds.append(cond)
+    status["conditions"] = sorted(conds, key=lambda c: str(c.get("type")))
+
+
+@dataclass
+class Step:
+    """What to do with one pod now: ``update`` (new object), ``delete`` or nothing; and when
+    to look at it again (``wake_at``, epoch seconds; None = only on its next change)."""
+
+    update: Obj | None = None
+    delete: bool = False
+    wake_at: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
+    """Decide the next stage of ``pod`` on a served node at ``now``."""
+    md = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    stamp = meta.format_time(now)
+    if md.get("deletionTimestamp"):
+        if meta.finalizers(pod):
+            return Step()
+        started = meta.parse_time(md.get("deletionTimestamp")) or now
+        grace = min(cfg.grace, float(md.get("deletionGracePeriodSeconds") or cfg.grace))
+        if status.get("phase") in ("Failed", "Succeeded") or now >= started + grace:
+            return Step(delete=True)
+        # deletionTimestamp is stamped at whole seconds: wake a little after the boundary
+        return Step(wake_at=started + grace + 0.001)
+    if not node_exists:
+        return Step()
+    phase = status.get("phase") or "Pending"
+    if not spec.get("nodeName"):
+        new = copy.deepcopy(pod)
+        new.setdefault("spec", {})["nodeName"] = target_node(pod)
+        st = new.setdefault("status", {})
+        st["phase"] = "Pending"
+        _set_condition(st, _condition("PodScheduled", "True", stamp))
+        st.setdefault("startTime", stamp)
+        if cfg.ready_delay <= 0:
+            _run(cfg, new, stamp)
+            return Step(update=new)
+        return Step(update=new, wake_at=now + cfg.ready_delay)
+    if phase == "Pending":
+        bound_at = meta.parse_time(status.get("startTime")) or now
+        if now < bound_at + cfg.ready_delay:
+            return Step(wake_at=bound_at + cfg.ready_delay)
+        new = copy.deepcopy(pod)
+        _run(cfg, new, stamp)
+        return Step(update=new)
+    return Step()
+
+
+def _run(cfg: AgentConfig, pod: Obj, stamp: str) -> None:
+    """Move a bound pod to Running (Ready or not) or Failed, per the image globs."""
+    st = pod.setdefault("status", {})
+    images = _images(pod)
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if _matches(cfg.fail_images, images):
+        st["phase"] = "Failed"
+        st["reason"] = "Error"
+        st["message"] = "simulated failure (--fail-image)"
+        _set_condition(st, _condition("Ready", "False", stamp))
+        st["containerStatuses"] = [
+            {"name": c.get("name"), "image": c.get("image"), "ready": False, "restartCount": 0,
+             "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+            for c in containers
+        ]
+        return
+    ready = not _matches(cfg.never_ready, images)
+    st["phase"] = "Running"
+    _set_condition(st, _condition("Initialized", "True", stamp))
+    _set_condition(st, _condition("ContainersReady", "True" if ready else "False", stamp))
+    _set_condition(st, _condition("Ready", "True" if ready else "False", stamp))
+    st["containerStatuses"] = [
+        {"name": c.get("name"), "image": c.get("image"), "ready": ready, "restartCount": 0,
+         "started": True, "state": {"running": {"startedAt": stamp}}}
+        for c in containers
+    ]
+
+
+def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
+    """Report the node Ready (and refresh the heartbeat when it is due); None = no change."""
+    status = node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    last = meta.parse_time((ready or {}).get("lastHeartbeatTime"))
+    if ready is not None and ready.get("status") == "True" and last is not None \
+            and now < last + cfg.heartbeat:
+        return None
+    new = copy.deepcopy(node)
+    st = new.setdefault("status", {})
+    stamp = meta.format_time(now)
+    cond = {"type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "kubelet is posting ready status (simulated by daemonbus node-agent)",
+            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+    if ready is not None and ready.get("status") == "True":
+        cond["lastTransitionTime"] = ready.get("lastTransitionTime") or stamp
+    st["conditions"] = [c for c in st.get("conditions") or [] if c.get("type") != "Ready"] + [cond]
+    return new
+
+
+def new_node(name: str, labels: dict[str, str] | None = None,
+             taints: list[Obj] | None = None) -> Obj:
+    """A Node object as a kubelet registers it."""
+    lb = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+          "kubernetes.io/arch": "amd64", **(labels or {})}
+    node: Obj = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": lb},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                            "message": "waiting for a node agent"}],
+            "nodeInfo": {"kubeletVersion": "v1.30.0-daemonbus", "operatingSystem": "linux",
+                         "architecture": "amd64"},
+        },
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    return node

@@ -1,0 +1,412 @@
+"""Carry out a Plan: the one place the controller's decisions touch the store.
+
+Order and error rules follow ``syncDaemonSet`` (spec §c.1, §c.6): history first (an error ends
+the sync); then claims (an error means no creates or deletes anywhere); then expectations,
+slow-start creates and deletes; then history cleanup; status is published always (unless the
+plan has none). Pod creation is create-if-absent with deterministic names, so a retried or
+replayed sync cannot put a second pod of one revision on one node.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
+from shared.daemonset import history as ds_history
+from shared.daemonset import podtemplate
+from shared.daemonset import types as t
+from shared.model import meta
+from shared.model import podutil
+from shared.store import codec, errors
+from shared.store.cache import Cache
+from shared.store.client import Op, Result, Store
+
+log = logging.getLogger("reconciler")
+
+Obj = dict[str, Any]
+MAX_NAME_SALT = 8
+EVENT_AGGREGATE_AFTER = 10
+
+
+class SyncError(Exception):
+    """A sync step failed; the key is retried with backoff."""
+
+
+@dataclass
+class Outcome:
+    errors: list[str] = field(default_factory=list)
+    created: int = 0
+    deleted: int = 0
+    ops: int = 0  # objects written
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class Executor:
+    def __init__(self, store: Store, cache: Cache, expectations: ExpectationsStore,
+                 backoff: BackoffStore, queue: WorkQueue,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.cache = cache
+        self.expectations = expectations
+        self.backoff = backoff
+        self.queue = queue
+        self.clock = clock
+
+    # ---- entry point ------------------------------------------------------------------------
+
+    def execute(self, plan: t.Plan, snap: t.Snapshot) -> Outcome:
+        out = Outcome()
+        key = plan.key
+        if plan.delete_expectations:
+            self.expectations.delete(key)
+        events = list(plan.events)
+        if plan.backoff:
+            self.backoff.put_many({b.key: b.entry for b in plan.backoff})
+        try:
+            self._history(plan, snap, out)
+        except SyncError as err:
+            out.errors.append(str(err))
+            self._events(snap, events, out)
+            return out
+        sync_error: str | None = None
+        if snap.expectations_satisfied:
+            try:
+                self._claims(plan, snap, out)
+                if plan.sync_nodes is not None:
+                    self._sync_nodes(key, snap, plan, plan.sync_nodes, events, out)
+                self._cleanup(plan, out)
+            except SyncError as err:
+                sync_error = str(err)
+        if sync_error:
+            out.errors.append(sync_error)
+        if plan.error:
+            out.errors.append(plan.error)
+        self._events(snap, events, out)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after)
+        return out
+
+    # ---- history (§e.3) ------------------------------------------------------------------------
+
+    def _history(self, plan: t.Plan, snap: t.Snapshot, out: Outcome) -> None:
+        ds = snap.ds
+        for action in plan.history:
+            if isinstance(action, t.CreateRevision):
+                self._create_revision(action.revision, ds or {}, out)
+            elif isinstance(action, t.UpdateRevision):
+                self._patch("ControllerRevision", action.namespace, action.name, action.uid,
+                            lambda o, a=action: _update_revision(o, a), out)
+            elif isinstance(action, t.DeleteRevision):
+                self._delete_object("ControllerRevision", action.namespace, action.name,
+                                    action.uid, out)
+            elif isinstance(action, t.RelabelPod):
+                self._patch("Pod", action.namespace, action.name, action.uid,
+                            lambda o, a=action: _relabel(o, a.labels), out)
+            elif isinstance(action, t.PatchOwner):
+                self._claim_batch([action], snap, out)
+
+    def _create_revision(self, rev: Obj, ds: Obj, out: Outcome) -> None:
+        op = self.store.create_op(rev)
+        res = self.store.commit([op])[0]
+        out.ops += 1
+        if res.ok:
+            return
+        if res.status != "exists":
+            raise SyncError(f"creating revision {meta.name(rev)}: {res.status}")
+        existing = self.store.try_get("ControllerRevision", meta.key(rev))
+        if existing is not None and ds_history.matches(ds, existing):
+            return  # we created it before
+        # a hash collision: bump status.collisionCount and retry the sync (§e.3 step 5)
+        fresh = self.store.try_get("DaemonSet", meta.key(ds))
+        if fresh is None:
+            raise SyncError("DaemonSet disappeared while resolving a revision name collision")
+        cached = (ds.get("status") or {}).get("collisionCount")
+        current = (fresh.get("status") or {}).get("collisionCount")
+        if cached != current:
+            raise SyncError("found a stale collision count "
+                            f"({cached} != {current}), will retry until it is updated")
+        status = dict(fresh.get("status") or {})
+        status["collisionCount"] = int(current or 0) + 1
+        fresh["status"] = status
+        try:
+            self.store.update_status(fresh)
+        except errors.StoreError as err:
+            raise SyncError(f"updating collisionCount: {err}") from err
+        raise SyncError(f'controllerrevisions.apps "{meta.name(rev)}" already exists')
+
+    def _patch(self, kind: str, ns: str, name: str, uid: str,
+               fn: Callable[[Obj], Obj | None], out: Outcome) -> None:
+        def guarded(obj: Obj) -> Obj | None:
+            if uid and meta.uid(obj) != uid:
+                return None
+            return fn(obj)
+
+        try:
+            self.store.mutate(kind, f"{ns}/{name}", guarded)
+            out.ops += 1
+        except errors.NotFoundError:
+            return
+        except errors.StoreError as err:
+            raise SyncError(f"updating {kind} {name}: {err}") from err
+
+    def _delete_object(self, kind: str, ns: str, name: str, uid: str, out: Outcome) -> None:
+        try:
+            self.store.delete(kind, f"{ns}/{name}", uid=uid or None)
+            out.ops += 1
+        except errors.NotFoundError:
+            return
+        except errors.StoreError as err:
+            raise SyncError(f"deleting {kind} {name}: {err}") from err
+
+    # ---- claims (§c.3) -----------------------------------------------------------------------
+
+    def _claims(self, plan: t.Plan, snap: t.Snapshot, out: Outcome) -> None:
+        if plan.claims:
+            self._claim_batch(plan.claims, snap, out)
+
+    def _claim_batch(self, claims: list[t.PatchOwner], snap: t.Snapshot, out: Outcome) -> None:
+        ds = snap.ds or {}
+        if any(c.adopt for c in claims):
+            # one fresh read per pass: adoption only for the very DaemonSet, not being deleted
+            fresh = self.store.try_get("DaemonSet", meta.key(ds))
+            if fresh is None or meta.uid(fresh) != meta.uid(ds):
+                raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
+                                f'"{meta.name(ds)}": original DaemonSet is gone')
+            if meta.is_being_deleted(fresh):
+                raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
+                                f'"{meta.name(ds)}": DaemonSet is being deleted')
+        ops: list[Op] = []
+        for c in claims:
+            obj = self.cache.get(c.kind, f"{c.namespace}/{c.name}")
+            if obj is None or meta.uid(obj) != c.uid:
+                continue
+            new = copy.deepcopy(obj)
+            refs = [r for r in meta.owner_references(new) if r.get("uid") != meta.uid(ds)]
+            if c.adopt:
+                refs.append(dict(c.owner_ref))
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            ops.append(self.store.raw_update_op(new, meta.resource_version(obj)))
+        problems = [f"{r.op.kind} {r.op.key}: {r.status}"
+                    for r in self._commit(ops, out) if r.status not in ("ok", "notfound")]
+        if problems:
+            raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
+                            f'"{meta.name(ds)}": ' + "; ".join(problems))
+
+    # ---- syncNodes (§c.6) --------------------------------------------------------------------
+
+    def _sync_nodes(self, key: str, snap: t.Snapshot, plan: t.Plan, sn: t.SyncNodes,
+                    events: list[t.EmitEvent], out: Outcome) -> None:
+        now = self.clock()
+        self.expectations.set(key, len(sn.creates), len(sn.deletes), now)
+        problems: list[str] = []
+        remaining = list(sn.creates)
+        batch = 1
+        while remaining:
+            chunk, remaining = remaining[:batch], remaining[batch:]
+            batch_errors = self._create_batch(key, snap, plan.hash, chunk, events, out)
+            problems += batch_errors
+            if batch_errors and remaining:
+                self.expectations.lower(key, len(remaining), 0)
+                break
+            batch *= 2
+        if sn.deletes:
+            problems += self._delete_pods(key, sn.deletes, events, out)
+        if problems:
+            raise SyncError("; ".join(problems))
+
+    def _create_batch(self, key: str, snap: t.Snapshot, hash_: str, chunk: list[t.CreatePod],
+                      events: list[t.EmitEvent], out: Outcome) -> list[str]:
+        ds = snap.ds or {}
+        pending = [(c, c.salt) for c in chunk]
+        problems: list[str] = []
+        while pending:
+            ops = []
+            for c, salt in pending:
+                pod = copy.deepcopy(c.pod)
+                if salt != c.salt:
+                    pod["metadata"]["name"] = podtemplate.pod_name(ds, c.node, hash_, salt)
+                ops.append(self.store.create_op(self.store.stamp(pod), ensure=True,
+                                                prepared=True))
+            results = self._commit(ops, out)
+            retry: list[tuple[t.CreatePod, int]] = []
+            for (c, salt), res in zip(pending, results, strict=True):
+                name = res.op.key.split("/", 1)[1]
+                if res.ok:
+                    out.created += 1
+                    events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
+                    continue
+                if res.status == "exists":
+                    existing = self.store.try_get("Pod", res.op.key)
+                    if existing is not None and _same_daemon_pod(existing, ds, c.node, hash_):
+                        # created by an earlier attempt: its creation was observed before the
+                        # expectations were set again, so lower them ourselves
+                        self.expectations.lower(key, 1, 0)
+                        continue
+                    if salt + 1 < MAX_NAME_SALT:
+                        retry.append((c, salt + 1))
+                        continue
+                self.expectations.lower(key, 1, 0)
+                msg = f"Error creating: pods \"{name}\": {res.status}"
+                events.append(t.EmitEvent("Warning", "FailedCreate", msg))
+                problems.append(msg)
+            pending = retry
+        return problems
+
+    def _delete_pods(self, key: str, deletes: list[t.DeletePod], events: list[t.EmitEvent],
+                     out: Outcome) -> list[str]:
+        ops: list[Op] = []
+        problems: list[str] = []
+        for d in deletes:
+            pod = self.cache.get("Pod", f"{d.namespace}/{d.name}")
+            if pod is None or (d.uid and meta.uid(pod) != d.uid):
+                self.expectations.lower(key, 0, 1)  # NotFound: observed, not an error
+                continue
+            op = self.store.delete_op(pod)
+            if op is None:
+                self.expectations.lower(key, 0, 1)
+                continue
+            ops.append(op)
+        for res in self._commit(ops, out):
+            name = res.op.key.split("/", 1)[1]
+            if res.ok:
+                out.deleted += 1
+                events.append(t.EmitEvent("Normal", "SuccessfulDelete", f"Deleted pod: {name}"))
+                continue
+            if res.status == "conflict":
+                try:  # changed since our read (e.g. status): delete the current version
+                    self.store.delete("Pod", res.op.key, uid=meta.uid(res.op.obj or {}) or None)
+                    out.deleted += 1
+                    events.append(t.EmitEvent("Normal", "SuccessfulDelete",
+                                              f"Deleted pod: {name}"))
+                    continue
+                except errors.NotFoundError:
+                    self.expectations.lower(key, 0, 1)
+                    continue
+                except errors.StoreError as err:
+                    msg = f"Error deleting: {err}"
+            elif res.status == "notfound":
+                self.expectations.lower(key, 0, 1)
+                continue
+            else:
+                msg = f"Error deleting: pods \"{name}\": {res.status}"
+            self.expectations.lower(key, 0, 1)
+            events.append(t.EmitEvent("Warning", "FailedDelete", msg))
+            problems.append(msg)
+        return problems
+
+    # ---- cleanupHistory (§e.5) ---------------------------------------------------------------
+
+    def _cleanup(self, plan: t.Plan, out: Outcome) -> None:
+        for c in plan.cleanup:
+            try:
+                self._delete_object("ControllerRevision", c.namespace, c.name, c.uid, out)
+            except SyncError as err:
+                raise SyncError(f"failed to clean up revisions of DaemonSet: {err}") from err
+
+    # ---- events (§i) ---------------------------------------------------------------------------
+
+    def _events(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> None:
+        """Write Events about the DaemonSet. More than ten of one reason in one sync are
+        combined into one Event with a count, as the event correlator does."""
+        ds = snap.ds
+        if not events or ds is None:
+            return
+        now = self.clock()
+        groups: dict[tuple[str, str], list[t.EmitEvent]] = {}
+        for e in events:
+            groups.setdefault((e.type, e.reason), []).append(e)
+        ops = []
+        for (etype, reason), evs in groups.items():
+            if len(evs) > EVENT_AGGREGATE_AFTER:
+                last = evs[-1]
+                evs = [t.EmitEvent(etype, reason,
+                                   f"(combined from similar events): {last.message}")]
+                count = len(groups[(etype, reason)])
+            else:
+                count = 1
+            for e in evs:
+                ops.append(self.store.create_op(
+                    self.store.stamp(_event(ds, e, count, now, snap.position)),
+                    ensure=True, prepared=True))
+        self._commit(ops, out)
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def _commit(self, ops: list[Op], out: Outcome) -> list[Result]:
+        results: list[Result] = []
+        for i in range(0, len(ops), 500):
+            results += self.store.commit(ops[i:i + 500])
+        out.ops += sum(1 for r in results if r.ok)
+        return results
+
+
+def _same_daemon_pod(pod: Obj, ds: Obj, node: str, hash_: str) -> bool:
+    ref = meta.controller_ref(pod)
+    return (ref is not None and ref.get("uid") == meta.uid(ds)
+            and podutil.target_node(pod) == node
+            and meta.labels(pod).get("controller-revision-hash") == hash_)
+
+
+def _update_revision(obj: Obj, a: t.UpdateRevision) -> Obj | None:
+    changed = False
+    if a.revision is not None and obj.get("revision") != a.revision:
+        obj["revision"] = a.revision
+        changed = True
+    if a.labels is not None:
+        labels = {**meta.labels(obj), **a.labels}
+        if labels != meta.labels(obj):
+            obj["metadata"]["labels"] = labels
+            changed = True
+    return obj if changed else None
+
+
+def _relabel(obj: Obj, labels: dict[str, str]) -> Obj | None:
+    merged = {**meta.labels(obj), **labels}
+    if merged == meta.labels(obj):
+        return None
+    obj["metadata"]["labels"] = merged
+    return obj
+
+
+def _event(ds: Obj, e: t.EmitEvent, count: int, now: float, position: str) -> Obj:
+    digest = hashlib.sha256(
+        f"{meta.uid(ds)}|{e.reason}|{e.message}|{position}|{now}".encode()).hexdigest()[:16]
+    stamp = meta.format_time(now)
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta.name(ds)}.{digest}", "namespace": meta.namespace(ds)},
+        "involvedObject": {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                           "namespace": meta.namespace(ds), "name": meta.name(ds),
+                           "uid": meta.uid(ds), "resourceVersion": meta.resource_version(ds)},
+        "reason": e.reason, "message": e.message, "type": e.type, "count": count,
+        "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "source": {"component": "daemonset-controller"},
+        "reportingComponent": "daemonset-controller", "reportingInstance": "daemonbus",
+    }
+
+
+def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:
+    """What the status-writer receives for one sync."""
+    ds = snap.ds or {}
+    return {
+        "key": plan.key, "uid": meta.uid(ds),
+        "generation": int((ds.get("metadata") or {}).get("generation") or 0),
+        "status": plan.status, "observe": plan.update_observed_generation,
+        "position": snap.position,
+    }
+
+
+def pack_status(msg: dict[str, Any]) -> bytes:
+    return codec.pack(msg)

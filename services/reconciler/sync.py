@@ -1,0 +1,132 @@
+"""One sync of one DaemonSet key: read a consistent snapshot → plan → execute → publish.
+
+The worker's cache may lag the watcher's, so a sync first catches the cache up to the log
+position at which its key was handed out (``Lease.position``) — never deciding on older state
+than the event that caused it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Histogram
+
+from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
+from shared.daemonset import planner
+from shared.daemonset import record as ds_record
+from shared.daemonset import types as t
+from shared.model import meta
+from shared.model import podutil
+from shared.store import codec
+from shared.store.cache import Cache
+from shared.store.client import Op, Store
+from services.reconciler.executor import Executor, Outcome, status_message
+
+log = logging.getLogger("reconciler")
+
+SYNCS = Counter("daemonbus_reconcile_total", "DaemonSet syncs", ["result"])
+SYNC_SECONDS = Histogram("daemonbus_reconcile_duration_seconds", "Duration of one sync",
+                         buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+PODS_CREATED = Counter("daemonbus_pods_created_total", "Daemon pods created")
+PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
+
+KINDS = ["DaemonSet", "Node", "Pod", "ControllerRevision"]
+STATUS_STREAM_MAXLEN = 100_000
+
+
+def _ns_index(obj: dict) -> list[str]:  # type: ignore[type-arg]
+    return [meta.namespace(obj)]
+
+
+@dataclass
+class SyncResult:
+    key: str
+    ok: bool
+    error: str = ""
+    created: int = 0
+    deleted: int = 0
+    seconds: float = 0.0
+
+
+class Reconciler:
+    """Holds the worker's cache and performs syncs; one instance per worker process."""
+
+    def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
+                 backoff: BackoffStore, clock: Callable[[], float] = time.time,
+                 worker: str = "") -> None:
+        self.store = store
+        self.queue = queue
+        self.expectations = expectations
+        self.backoff = backoff
+        self.clock = clock
+        self.worker = worker
+        self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", indexes={
+            "pods-ns": ("Pod", _ns_index),
+            "revisions-ns": ("ControllerRevision", _ns_index),
+        })
+        self.executor = Executor(store, self.cache, expectations, backoff, queue, clock)
+
+    def snapshot(self, key: str, position: str) -> t.Snapshot:
+        if not self.cache.synced:
+            self.cache.sync()
+        self.cache.catch_up(position)
+        ds = self.cache.get("DaemonSet", key)
+        now = self.clock()
+        if ds is None:
+            return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
+                              expectations_satisfied=True, now=now,
+                              position=self.cache.position)
+        ns = meta.namespace(ds)
+        pods = self.cache.by_index("pods-ns", ns)
+        revisions = self.cache.by_index("revisions-ns", ns)
+        nodes = list(self.cache.objects["Node"].values())
+        # failed-pod backoff: only nodes with a failed pod of this DaemonSet can need it
+        generation = (ds.get("status") or {}).get("observedGeneration") or 0
+        wanted = []
+        for p in pods:
+            ref = meta.controller_ref(p)
+            if ref and ref.get("uid") == meta.uid(ds) and \
+                    (p.get("status") or {}).get("phase") == "Failed":
+                wanted.append(f"{meta.uid(ds)}/{generation}/{podutil.target_node(p)}")
+        backoff = self.backoff.get_many(wanted) if wanted else {}
+        satisfied = self.expectations.satisfied(key, now)
+        return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
+                          backoff=backoff, expectations_satisfied=satisfied, now=now,
+                          position=self.cache.position)
+
+    def sync(self, key: str, position: str) -> SyncResult:
+        started = time.monotonic()
+        snap = self.snapshot(key, position)
+        plan = planner.plan(snap)
+        outcome: Outcome = self.executor.execute(plan, snap)
+        self._publish(snap, plan)
+        self._record(snap, plan, outcome)
+        seconds = time.monotonic() - started
+        SYNC_SECONDS.observe(seconds)
+        SYNCS.labels("success" if outcome.ok else "error").inc()
+        PODS_CREATED.inc(outcome.created)
+        PODS_DELETED.inc(outcome.deleted)
+        return SyncResult(key, outcome.ok, "; ".join(outcome.errors), outcome.created,
+                          outcome.deleted, seconds)
+
+    def _publish(self, snap: t.Snapshot, plan: t.Plan) -> None:
+        if plan.status is None or snap.ds is None:
+            return
+        self.store.r.xadd(self.store.keys.status_stream,
+                          {"m": codec.pack(status_message(snap, plan))},
+                          maxlen=STATUS_STREAM_MAXLEN, approximate=True)
+
+    def _record(self, snap: t.Snapshot, plan: t.Plan, outcome: Outcome) -> None:
+        """Log the decision (with what it read and when) so replay can recompute it. Syncs
+        that decided nothing but a status are not recorded: their status is the record."""
+        summary = ds_record.summarize(plan)
+        if not (summary["creates"] or summary["deletes"] or summary["claims"]
+                or summary["history"] or summary["cleanup"] or summary["events"]
+                or summary["backoff"]):
+            return
+        rec = ds_record.make_record(snap, plan, self.worker)
+        rec["errors"] = outcome.errors
+        self.store.commit([Op.record("DaemonSet", snap.key, rec)])

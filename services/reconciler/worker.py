@@ -1,0 +1,159 @@
+"""The reconciler-worker process: an RQ worker whose jobs come from the dedup workqueue.
+
+RQ is the worker runtime: workers register with RQ (``rq info`` lists them), every sync runs as
+an RQ job with RQ's registries, results and failure handling. Jobs are not taken from an RQ
+list, though: the worker's dequeue asks the client-go-style workqueue (dedup, one worker per
+key, leases) for the next key and wraps it in a job. So:
+
+* jobs carry only a DaemonSet key and a lease token (job id ``sync_<base64url key>_<token>``);
+* the serializer is msgpack, never pickle, and a job may only name a function on
+  ``ALLOWED_FUNCTIONS`` (anything else fails before it is imported);
+* a job put on the RQ queue by someone else is never run: this worker does not read RQ lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from typing import Any
+
+import msgpack
+from rq import Queue, SimpleWorker
+from rq.exceptions import DeserializationError
+from rq.job import Job
+from rq.worker import WorkerStatus
+
+from shared.control.protocols import Lease, WorkQueue
+from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
+from services.reconciler.sync import Reconciler, SyncResult
+
+log = logging.getLogger("reconciler")
+
+SYNC_FUNCTION = "services.reconciler.worker.sync_job"
+ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
+RENEW_EVERY = 3.0
+
+
+class MsgpackSerializer:
+    """RQ serializer for job payloads and results: msgpack only (no code execution)."""
+
+    @staticmethod
+    def dumps(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        return msgpack.packb(obj, use_bin_type=True, default=str)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def loads(data: bytes, *args: Any, **kwargs: Any) -> Any:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+class AllowListedJob(Job):  # type: ignore[misc]
+    """A Job that refuses to import any function not on the allow-list."""
+
+    @property
+    def func(self) -> Any:
+        name = self.func_name
+        if name not in ALLOWED_FUNCTIONS:
+            raise DeserializationError(f"job {self.id}: function {name!r} is not allowed")
+        return super().func
+
+
+def job_id(lease: Lease) -> str:
+    encoded = base64.urlsafe_b64encode(lease.key.encode()).decode().rstrip("=")
+    return f"sync_{encoded}_{lease.token}".replace("=", "")
+
+
+# The worker process runs jobs in its own thread (SimpleWorker): the job function finds the
+# process's reconciler and the lease it was handed here.
+_CONTEXT: dict[str, Any] = {}
+
+
+def sync_job(key: str, token: str) -> dict[str, Any]:
+    """RQ job: sync one key under its lease, then Forget/AddRateLimited and Done."""
+    reconciler: Reconciler = _CONTEXT["reconciler"]
+    queue: WorkQueue = _CONTEXT["queue"]
+    lease: Lease = _CONTEXT["leases"].pop(token)
+    stop = threading.Event()
+    holder = {"lease": lease}
+
+    def keep_alive() -> None:
+        while not stop.wait(RENEW_EVERY):
+            renewed = queue.renew(holder["lease"])
+            if renewed is None:
+                log.warning("lost the lease of %s while syncing", key)
+                return
+            holder["lease"] = renewed
+
+    renewer = threading.Thread(target=keep_alive, daemon=True)
+    renewer.start()
+    QUEUE_DURATION.labels(QUEUE_NAME).observe(lease.queue_seconds)
+    started = time.monotonic()
+    try:
+        result: SyncResult = reconciler.sync(key, lease.position)
+        if result.ok:
+            queue.forget(key)
+        else:
+            delay = queue.add_rate_limited(key)
+            log.warning("sync of %s failed (retry in %.3fs): %s", key, delay, result.error)
+        return {"key": key, "ok": result.ok, "error": result.error,
+                "created": result.created, "deleted": result.deleted,
+                "seconds": round(result.seconds, 4)}
+    except Exception as err:
+        queue.add_rate_limited(key)
+        log.exception("sync of %s raised: %s", key, err)
+        raise
+    finally:
+        stop.set()
+        WORK_DURATION.labels(QUEUE_NAME).observe(time.monotonic() - started)
+        queue.done(holder["lease"])
+
+
+class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
+    """An RQ SimpleWorker that dequeues keys from the dedup workqueue."""
+
+    job_class = AllowListedJob
+
+    def __init__(self, *args: Any, workqueue: WorkQueue, reconciler: Reconciler,
+                 block_seconds: float = 1.0, **kwargs: Any) -> None:
+        kwargs.setdefault("serializer", MsgpackSerializer)
+        kwargs.setdefault("job_class", AllowListedJob)
+        super().__init__(*args, **kwargs)
+        self.workqueue = workqueue
+        self.reconciler = reconciler
+        self.block_seconds = block_seconds
+        _CONTEXT.update(reconciler=reconciler, queue=workqueue, leases={})
+
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None,
+                                     max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
+        self.set_state(WorkerStatus.IDLE)
+        self.procline("Waiting for DaemonSet keys")
+        idle_since = time.monotonic()
+        while True:
+            self.heartbeat()
+            if self._stop_requested:
+                return None
+            if self.should_run_maintenance_tasks:
+                self.run_maintenance_tasks()
+            try:
+                lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
+            except Exception as err:  # redis down: keep trying, as RQ does
+                self.log.error("workqueue unavailable: %s; retrying", err)
+                time.sleep(1.0)
+                continue
+            if lease is not None:
+                break
+            if timeout is None:  # burst mode: the queue is empty, stop
+                return None
+            if max_idle_time is not None and time.monotonic() - idle_since > max_idle_time:
+                return None
+        _CONTEXT["leases"][lease.token] = lease
+        queue = self.queues[0]
+        job = self.job_class.create(
+            SYNC_FUNCTION, args=[lease.key, lease.token], connection=self.connection,
+            id=job_id(lease), origin=queue.name, serializer=self.serializer,
+            description=f"sync daemonset {lease.key}", result_ttl=60, failure_ttl=3600,
+            timeout=600,
+        )
+        job.save()
+        return job, queue

@@ -1,0 +1,99 @@
+"""Entry points of the long-running processes (``daemonbus run <process>``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from shared.store.backoff import RedisBackoff
+from shared.store.client import Store
+from shared.store.expectations import RedisExpectations
+from shared.store.lease import RedisLeaderLease
+from shared.store.workqueue import RedisWorkQueue
+from services import common
+
+
+def instance_id(role: str) -> str:
+    return f"{role}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class Parts:
+    store: Store
+    queue: RedisWorkQueue
+    expectations: RedisExpectations
+    backoff: RedisBackoff
+
+
+def parts(redis_url: str | None, prefix: str | None) -> Parts:
+    store = common.open_store(redis_url, prefix)
+    return Parts(store, RedisWorkQueue(store.r, store.keys), RedisExpectations(store.r, store.keys),
+                 RedisBackoff(store.r, store.keys))
+
+
+def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | None) -> None:
+    from services.watcher.watcher import Watcher
+
+    common.setup_logging("watcher")
+    common.serve_metrics(metrics_port)
+    p = parts(redis_url, prefix)
+    lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
+                             ttl_seconds=10.0)
+    Watcher(p.store, p.queue, p.expectations, lease).run(common.stop_event())
+
+
+def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+                   name: str | None = None, burst: bool = False) -> None:
+    from rq import Queue
+
+    from services.reconciler.metrics import start_queue_metrics
+    from services.reconciler.sync import Reconciler
+    from services.reconciler.worker import MsgpackSerializer, ReconcilerWorker
+
+    log = common.setup_logging("reconciler")
+    common.serve_metrics(metrics_port)
+    p = parts(redis_url, prefix)
+    worker_name = name or instance_id("reconciler")
+    reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
+    queue = Queue(p.store.keys.rq_queue_name, connection=p.store.r, serializer=MsgpackSerializer)
+    if metrics_port:
+        start_queue_metrics(p.queue)
+    worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,
+                              workqueue=p.queue, reconciler=reconciler)
+    log.info("reconciler-worker %s ready", worker_name)
+    worker.work(burst=burst, logging_level=os.environ.get("DAEMONBUS_LOG_LEVEL", "WARNING"))
+
+
+def run_status_writer(redis_url: str | None, prefix: str | None,
+                      metrics_port: int | None) -> None:
+    from services.status_writer.writer import StatusWriter
+
+    common.setup_logging("status-writer")
+    common.serve_metrics(metrics_port)
+    store = common.open_store(redis_url, prefix)
+    StatusWriter(store, instance_id("status-writer")).run(common.stop_event())
+
+
+def run_gc(redis_url: str | None, prefix: str | None, metrics_port: int | None) -> None:
+    from services.gc.collector import Collector
+
+    common.setup_logging("gc")
+    common.serve_metrics(metrics_port)
+    Collector(common.open_store(redis_url, prefix)).run(common.stop_event())
+
+
+def run_node_agent(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+                   nodes: int, name_prefix: str, cfg: object) -> None:
+    from services.node_agent.agent import NodeAgent
+    from services.node_agent.lifecycle import AgentConfig
+
+    log = common.setup_logging("node-agent")
+    common.serve_metrics(metrics_port)
+    assert isinstance(cfg, AgentConfig)
+    agent = NodeAgent(common.open_store(redis_url, prefix), cfg)
+    if nodes:
+        created = agent.ensure_nodes(nodes, name_prefix)
+        log.info("registered %d new nodes (%d requested)", created, nodes)
+    agent.run(common.stop_event())

@@ -1,0 +1,156 @@
+"""The status-writer process: consume computed DaemonSet status, write `.status` on change.
+
+Reconcilers publish one message per sync on the status stream; writers read it through a
+consumer group (any number of replicas; a dead consumer's pending messages are claimed by the
+others). Per batch only the newest message of each DaemonSet counts. A write happens only when
+the counters differ or observedGeneration is behind (spec §f, storeDaemonSetStatus), and on a
+Conflict it reads the DaemonSet again and tries once more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+from prometheus_client import Counter, Gauge
+
+from shared.daemonset import status as ds_status
+from shared.model import meta
+from shared.store import codec, errors
+from shared.store.client import Store
+
+log = logging.getLogger("status-writer")
+
+GROUP = "status-writers"
+WRITES = Counter("daemonbus_status_writes_total", "DaemonSet status updates", ["result"])
+GAUGES = {
+    name: Gauge(f"kube_daemonset_status_{metric}", help_, ["namespace", "daemonset"])
+    for name, metric, help_ in [
+        ("currentNumberScheduled", "current_number_scheduled",
+         "The number of nodes running at least one daemon pod and are supposed to."),
+        ("desiredNumberScheduled", "desired_number_scheduled",
+         "The number of nodes that should be running the daemon pod."),
+        ("numberAvailable", "number_available",
+         "The number of nodes that should be running the daemon pod and have one or more "
+         "of the daemon pod running and available"),
+        ("numberMisscheduled", "number_misscheduled",
+         "The number of nodes running a daemon pod but are not supposed to."),
+        ("numberReady", "number_ready",
+         "The number of nodes that should be running the daemon pod and have one or more "
+         "of the daemon pod running and ready."),
+        ("numberUnavailable", "number_unavailable",
+         "The number of nodes that should be running the daemon pod and have none of the "
+         "daemon pod running and available"),
+        ("updatedNumberScheduled", "updated_number_scheduled",
+         "The total number of nodes that are running updated daemon pod"),
+        ("observedGeneration", "observed_generation",
+         "The most recent generation observed by the daemon set controller."),
+    ]
+}
+
+
+class StatusWriter:
+    def __init__(self, store: Store, consumer: str, claim_idle_ms: int = 10_000) -> None:
+        self.store = store
+        self.consumer = consumer
+        self.claim_idle_ms = claim_idle_ms
+        self.stream = store.keys.status_stream
+        self.written = 0
+
+    def ensure_group(self) -> None:
+        try:
+            self.store.r.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as err:
+            if "BUSYGROUP" not in str(err):
+                raise
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.ensure_group()
+                while not stop.is_set():
+                    self.step(block_ms=1000)
+            except (redis.RedisError, errors.UnavailableError) as err:
+                log.warning("redis unavailable: %s; retrying", err)
+                stop.wait(1.0)
+
+    def step(self, block_ms: int = 1000, count: int = 1000) -> int:
+        r = self.store.r
+        claimed = r.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
+                               start_id="0-0", count=count)
+        messages = list(claimed[1]) if claimed and len(claimed) > 1 else []
+        resp = r.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=count,
+                            block=None if messages else block_ms)
+        for _stream, entries in resp or []:
+            messages += entries
+        if not messages:
+            return 0
+        latest: dict[str, dict[str, Any]] = {}
+        ids = []
+        for mid, fields in messages:
+            if mid is None or fields is None:
+                continue
+            ids.append(mid)
+            try:
+                msg = codec.unpack(fields[b"m"])
+                if not isinstance(msg, dict) or not isinstance(msg.get("status"), dict):
+                    raise errors.CorruptEntryError("status message is not a map with a status")
+            except (KeyError, errors.CorruptEntryError) as err:
+                log.error("dropping unreadable status message %s: %s", mid, err)
+                continue
+            latest[str(msg.get("key"))] = msg
+        for key, msg in latest.items():
+            self.write(key, msg)
+        if ids:
+            r.xack(self.stream, GROUP, *ids)
+            r.xdel(self.stream, *ids)
+        return len(ids)
+
+    def write(self, key: str, msg: dict[str, Any]) -> bool:
+        """storeDaemonSetStatus: skip when nothing changed; at most two updates."""
+        for attempt in range(2):
+            ds = self.store.try_get("DaemonSet", key)
+            if ds is None or meta.uid(ds) != msg.get("uid"):
+                return False
+            new = dict(msg["status"])
+            old = ds.get("status") or {}
+            generation = int(msg.get("generation") or 0)
+            if msg.get("observe"):
+                new["observedGeneration"] = int(msg.get("generation") or 0)
+            else:
+                new["observedGeneration"] = old.get("observedGeneration", 0)
+            if "collisionCount" in old:
+                new["collisionCount"] = old["collisionCount"]
+            if not ds_status.status_changed(old, new, generation):
+                self._gauges(ds, old)
+                return False
+            ds["status"] = {**old, **new}
+            try:
+                self.store.update_status(ds)
+                WRITES.labels("ok").inc()
+                self.written += 1
+                self._gauges(ds, ds["status"])
+                return True
+            except errors.ConflictError:
+                WRITES.labels("conflict").inc()
+                continue
+            except errors.InvalidError as err:
+                log.error("status of %s refused: %s", key, err)
+                WRITES.labels("invalid").inc()
+                return False
+        return False
+
+    def _gauges(self, ds: dict[str, Any], status: dict[str, Any]) -> None:
+        ns, name = meta.namespace(ds), meta.name(ds)
+        for field_name, gauge in GAUGES.items():
+            gauge.labels(ns, name).set(int(status.get(field_name) or 0))
+
+
+def consumer_name() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"

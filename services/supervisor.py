@@ -1,0 +1,188 @@
+"""``daemonbus up``: the whole stack on one machine, as child processes of one command.
+
+Starts a private Redis (append-only file on, in a data directory) unless a URL is given,
+records its URL so commands in other shells find it, then runs the watcher, N
+reconciler-workers, the status-writer, the garbage collector and a node agent. A child that
+dies is restarted (with a growing delay). Ctrl-C or SIGTERM stops every child, then Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.store.server import RedisServer
+from services import config
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    log_path: Path | None = None
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class StackOptions:
+    redis_url: str | None = None
+    prefix: str | None = None
+    nodes: int = 3
+    workers: int = 2
+    data_dir: Path | None = None
+    ready_delay: float = 0.0
+    grace: float = 1.0
+    fail_images: tuple[str, ...] = ()
+    never_ready: tuple[str, ...] = ()
+    metrics_base_port: int | None = None
+    log_dir: Path | None = None
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "services.cli.main", *args]
+
+
+def children(opts: StackOptions) -> list[Child]:
+    port = opts.metrics_base_port
+
+    def metrics(i: int) -> list[str]:
+        return ["--metrics-port", str(port + i)] if port else []
+
+    out = [Child("watcher", _cmd("run", "watcher", *metrics(0)))]
+    for i in range(opts.workers):
+        out.append(Child(f"reconciler-{i + 1}",
+                         _cmd("run", "reconciler", "--name", f"reconciler-{i + 1}-{os.getpid()}",
+                              *metrics(1 + i))))
+    out.append(Child("status-writer", _cmd("run", "status-writer",
+                                            *metrics(1 + opts.workers))))
+    out.append(Child("gc", _cmd("run", "gc")))
+    agent = ["run", "node-agent", "--nodes", str(opts.nodes), "--ready-delay",
+             str(opts.ready_delay), "--grace", str(opts.grace)]
+    for g in opts.fail_images:
+        agent += ["--fail-image", g]
+    for g in opts.never_ready:
+        agent += ["--never-ready", g]
+    out.append(Child("node-agent", _cmd(*agent, *metrics(2 + opts.workers))))
+    return out
+
+
+class Stack:
+    def __init__(self, opts: StackOptions, echo: Callable[[str], None] = print) -> None:
+        self.opts = opts
+        self.echo = echo
+        self.redis: RedisServer | None = None
+        self.url = ""
+        self.children = children(opts)
+        self.stopping = threading.Event()
+
+    def start_redis(self) -> str:
+        if self.opts.redis_url:
+            self.url = self.opts.redis_url
+            return self.url
+        data = self.opts.data_dir or config.home() / "data"
+        self.redis = RedisServer(data_dir=str(data), appendonly=True).start()
+        self.url = self.redis.url
+        config.record_url(self.url)
+        return self.url
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["DAEMONBUS_REDIS_URL"] = self.url
+        if self.opts.prefix:
+            env["DAEMONBUS_PREFIX"] = self.opts.prefix
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def spawn(self, child: Child) -> None:
+        out = None
+        if self.opts.log_dir:
+            self.opts.log_dir.mkdir(parents=True, exist_ok=True)
+            child.log_path = self.opts.log_dir / f"{child.name}.log"
+            out = open(child.log_path, "ab")  # noqa: SIM115 - owned by the child
+        child.proc = subprocess.Popen(child.argv, env=self._env(), stdout=out or None,
+                                      stderr=subprocess.STDOUT if out else None,
+                                      start_new_session=True)
+        child.started_at = time.time()
+
+    def start(self) -> None:
+        url = self.start_redis()
+        self.echo(f"redis      {url}" + ("  (embedded, append-only file on)" if self.redis else ""))
+        for child in self.children:
+            self.spawn(child)
+        self.echo(self.table())
+
+    def table(self) -> str:
+        lines = [f"{'PROCESS':<16} {'PID':>8}  STATUS"]
+        for c in self.children:
+            alive = c.proc is not None and c.proc.poll() is None
+            status = "running" if alive else f"exited ({c.proc.returncode if c.proc else '-'})"
+            if c.restarts:
+                status += f", restarted {c.restarts}x"
+            lines.append(f"{c.name:<16} {c.proc.pid if c.proc else '-':>8}  {status}")
+        return "\n".join(lines)
+
+    def watch(self) -> None:
+        """Restart children that exit, until asked to stop."""
+        while not self.stopping.wait(0.5):
+            now = time.time()
+            for c in self.children:
+                if c.proc is None or c.proc.poll() is None:
+                    continue
+                if c.next_start == 0.0:
+                    delay = min(30.0, 0.5 * 2 ** min(c.restarts, 6))
+                    self.echo(f"{c.name} exited with {c.proc.returncode}; restarting in {delay:.1f}s")
+                    c.next_start = now + delay
+                elif now >= c.next_start:
+                    c.restarts += 1
+                    c.next_start = 0.0
+                    self.spawn(c)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for c in self.children:
+            if c.proc is not None and c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        for c in self.children:
+            if c.proc is None:
+                continue
+            try:
+                c.proc.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+        if self.redis is not None:
+            self.redis.stop()
+            config.forget_url(self.url)
+        self.echo("stopped")
+
+
+def run(opts: StackOptions, echo: Callable[[str], None] = print,
+        ready: Callable[[Stack], None] | None = None) -> None:
+    stack = Stack(opts, echo)
+    done = threading.Event()
+
+    def _stop(_sig: int, _frame: object) -> None:
+        done.set()
+        stack.stopping.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    stack.start()
+    try:
+        if ready is not None:
+            ready(stack)
+        echo("Ctrl-C stops everything.")
+        stack.watch()
+    finally:
+        stack.stop()

@@ -1,0 +1,152 @@
+"""The watcher process: tail the event log, run the event handlers, feed the workqueue.
+
+One watcher is active at a time (a Redis leader lease); others stand by and take over when
+the lease lapses. The active one stores its log position (the cursor) after each batch, so a
+restarted or new watcher resumes where the last one stopped: entries between the cursor and
+the tip are replayed through the handlers with their previous state unknown (handlers then
+enqueue conservatively and never observe an expectation twice), and every DaemonSet is
+enqueued once, as an informer's initial list does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge
+
+from shared.control.protocols import ExpectationsStore, LeaderLease, WorkQueue
+from shared.model import meta
+from shared.store import codec, errors
+from shared.store.cache import Cache, Change
+from shared.store.client import Store
+from shared.store.log import LogReader
+from services.watcher import handlers
+
+log = logging.getLogger("watcher")
+
+EVENTS = Counter("daemonbus_watcher_events_total", "Log entries handled", ["kind", "type"])
+ENQUEUED = Counter("daemonbus_watcher_enqueued_total", "DaemonSet keys added to the workqueue")
+POSITION_LAG = Gauge("daemonbus_watcher_lag_entries", "Entries read in the last batch")
+LEADER = Gauge("daemonbus_watcher_leader", "1 while this watcher holds the lease")
+
+KINDS = ["DaemonSet", "Node", "Pod", "ControllerRevision"]
+
+
+def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
+    return [meta.namespace(obj)]
+
+
+class Watcher:
+    def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
+                 lease: LeaderLease, clock: Callable[[], float] = time.time,
+                 renew_every: float = 3.0) -> None:
+        self.store = store
+        self.queue = queue
+        self.expectations = expectations
+        self.lease = lease
+        self.clock = clock
+        self.renew_every = renew_every
+        self.cache = Cache(store, KINDS, name="watcher",
+                           indexes={"ns": ("DaemonSet", _ds_by_namespace)})
+        self.dss = handlers.DaemonSets(
+            get=lambda k: self.cache.get("DaemonSet", k),
+            in_namespace=lambda ns: self.cache.by_index("ns", ns),
+            all_=lambda: self.cache.objects["DaemonSet"].values(),
+        )
+        self.cursor_key = store.keys.cursor("watcher")
+
+    # ---- the process ---------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                if not self.lease.acquire():
+                    LEADER.set(0)
+                    stop.wait(1.0)
+                    continue
+                LEADER.set(1)
+                log.info("holding the watcher lease as %s", self.lease.holder)
+                self.lead(stop)
+            except errors.UnavailableError as err:
+                log.warning("redis unavailable: %s; retrying", err)
+                stop.wait(1.0)
+            except Exception as err:  # the redis client raises its own errors too
+                log.exception("watcher loop failed: %s; restarting it", err)
+                stop.wait(1.0)
+        LEADER.set(0)
+        try:
+            self.lease.release()
+        except Exception:
+            pass
+
+    def lead(self, stop: threading.Event) -> None:
+        """Process the log while we hold the lease."""
+        self.start()
+        renewed = time.monotonic()
+        while not stop.is_set():
+            if time.monotonic() - renewed >= self.renew_every:
+                if not self.lease.renew():
+                    log.warning("lost the watcher lease; standing by")
+                    LEADER.set(0)
+                    return
+                renewed = time.monotonic()
+            self.step(block_ms=500)
+
+    def start(self) -> None:
+        """Sync the cache and catch up from the stored cursor."""
+        tip = self.cache.sync()
+        raw = self.store.r.get(self.cursor_key)
+        cursor = raw.decode() if raw else None
+        reaction = handlers.Reaction()
+        if cursor is not None and not codec.id_ge(cursor, tip):
+            reader = LogReader(self.store.r, self.store.keys, cursor, name="watcher-replay")
+            while not codec.id_ge(reader.position, tip):
+                entries = reader.read(count=5000)
+                if not entries and not codec.id_ge(reader.position, tip):
+                    if reader.position == cursor:
+                        break  # the log was trimmed below the cursor; the relist covers it
+                for e in entries:
+                    if codec.id_tuple(e.id) > codec.id_tuple(tip):
+                        break
+                    if e.type != "DECISION":
+                        handlers.react(reaction, self.dss, e.kind, e.type, None, e.obj)
+            log.info("replayed log from %s to %s", cursor, tip)
+        reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
+        self.apply(reaction, tip)
+
+    def step(self, block_ms: int = 500) -> int:
+        changes = self.cache.poll(count=5000, block_ms=block_ms)
+        if not changes:
+            return 0
+        self.handle(changes)
+        return len(changes)
+
+    def handle(self, changes: list[Change]) -> None:
+        reaction = handlers.Reaction()
+        for ch in changes:
+            if ch.type == "DECISION":
+                continue
+            EVENTS.labels(ch.kind, ch.type).inc()
+            handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
+        POSITION_LAG.set(len(changes))
+        self.apply(reaction, self.cache.position)
+
+    def apply(self, reaction: handlers.Reaction, position: str) -> None:
+        """Expectations first (so a sync handed the key sees them), then the queue, then the
+        cursor. A crash in between replays the batch: keys are enqueued again (harmless) and
+        a creation or deletion may be observed twice, which can only satisfy expectations
+        early — safe, because a sync reads state at least as new as its hand-out position and
+        pod creation is idempotent."""
+        for key in reaction.delete_expectations:
+            self.expectations.delete(key)
+        if reaction.observe:
+            self.expectations.observe(reaction.observe)
+        if reaction.enqueue:
+            self.queue.add(sorted(reaction.enqueue))
+            ENQUEUED.inc(len(reaction.enqueue))
+        for key, delay in reaction.enqueue_after.items():
+            self.queue.add_after(key, delay)
+        self.store.r.set(self.cursor_key, position)
