@@ -9,9 +9,9 @@ import signal
 import threading
 from types import FrameType
 
+from services import config
 from shared.store import client as store_client
 from shared.store.keys import Keys
-from services import config
 
 
 def setup_logging(name: str, level: str | None = None) -> logging.Logger:

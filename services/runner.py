@@ -7,12 +7,12 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from services import common
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
 from shared.store.lease import RedisLeaderLease
 from shared.store.workqueue import RedisWorkQueue
-from services import common
 
 
 def instance_id(role: str) -> str:

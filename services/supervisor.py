@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.store.server import RedisServer
 from services import config
+from shared.store.server import RedisServer
 
 
 @dataclass
@@ -108,7 +108,7 @@ class Stack:
         if self.opts.log_dir:
             self.opts.log_dir.mkdir(parents=True, exist_ok=True)
             child.log_path = self.opts.log_dir / f"{child.name}.log"
-            out = open(child.log_path, "ab")  # noqa: SIM115 - owned by the child
+            out = open(child.log_path, "ab")
         child.proc = subprocess.Popen(child.argv, env=self._env(), stdout=out or None,
                                       stderr=subprocess.STDOUT if out else None,
                                       start_new_session=True)

@@ -11,19 +11,19 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import redis
 
 from services import config
 from services.cli import errors, resources
-from shared.model import kinds
+from shared.model import kinds, labels, meta
 from shared.store import client as store_client
 from shared.store import errors as store_errors
 from shared.store.keys import Keys
 
-F = TypeVar("F", bound=Callable[..., Any])
+Obj = dict[str, Any]
 
 CONNECT_TIMEOUT = 5.0
 
@@ -74,6 +74,14 @@ class CliEnv:
 
 
 pass_env = click.make_pass_decorator(CliEnv, ensure=True)
+
+
+def list_matching(env: CliEnv, info: kinds.KindInfo, namespace: str | None,
+                  selector: labels.Selector | None) -> list[Obj]:
+    """Objects of a kind in ``namespace`` (every namespace when None, and always for
+    cluster-scoped kinds) whose labels match ``selector`` (all when None)."""
+    objs = env.store.list(info.kind, namespace if info.namespaced else None)
+    return objs if selector is None else [o for o in objs if selector.matches(meta.labels(o))]
 
 
 def store_error_message(err: store_errors.StoreError) -> str:

@@ -27,7 +27,7 @@ def _split_args(args: tuple[str, ...], is_change: Callable[[str], bool],
     """Resource arguments first, then the changes (the first argument that looks like one)."""
     for i, a in enumerate(args):
         if is_change(a):
-            if not args[i:] or not all(is_change(x) for x in args[i:]):
+            if not all(is_change(x) for x in args[i:]):
                 raise CliError(f"error: all resources must be specified before {what} changes: "
                                f"{' '.join(args[i:])}")
             return list(args[:i]), list(args[i:])
@@ -47,8 +47,7 @@ def _targets(env: context.CliEnv, res_args: list[str], namespace: str | None,
         sel = resources.parse_selector(selector)
         if sel is None:
             raise CliError("error: resource(s) were provided, but no name was specified")
-        objs = env.store.list(t.info.kind, ns if t.info.namespaced else None)
-        out += [(t.info, meta.key(o)) for o in objs if sel.matches(meta.labels(o))]
+        out += [(t.info, meta.key(o)) for o in context.list_matching(env, t.info, ns, sel)]
     return out
 
 

@@ -33,6 +33,11 @@ def invalid_message(err: store_errors.InvalidError) -> str:
     return head.rstrip() + "\n" + "\n".join(f"* {c}" for c in causes)
 
 
+def not_found(resource: str, name: str) -> str:
+    """``Error from server (NotFound): daemonsets.apps "x" not found``."""
+    return f'Error from server (NotFound): {resource} "{name}" not found'
+
+
 def server_message(err: store_errors.StoreError, resource: str | None = None) -> str:
     """A store error as kubectl prints an API error. ``resource`` (``daemonsets.apps``)
     names the resource in NotFound/AlreadyExists messages."""
@@ -40,8 +45,9 @@ def server_message(err: store_errors.StoreError, resource: str | None = None) ->
         return invalid_message(err)
     if isinstance(err, store_errors.UnavailableError):
         return f"error: {err}"
-    if isinstance(err, store_errors.NotFoundError | store_errors.AlreadyExistsError) and resource:
-        name = err.key.split("/", 1)[-1]
-        verb = "not found" if isinstance(err, store_errors.NotFoundError) else "already exists"
-        return f'Error from server ({err.reason}): {resource} "{name}" {verb}'
+    if isinstance(err, store_errors.NotFoundError) and resource:
+        return not_found(resource, err.key.split("/", 1)[-1])
+    if isinstance(err, store_errors.AlreadyExistsError) and resource:
+        return f'Error from server (AlreadyExists): {resource} "{err.key.split("/", 1)[-1]}" ' \
+               "already exists"
     return f"Error from server ({err.reason}): {err}"

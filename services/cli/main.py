@@ -1,8 +1,8 @@
 """The ``daemonbus`` command line: kubectl's verbs and output for daemonbus objects.
 
-This module holds the group and the read/apply/delete verbs; label, taint, cordon and
-``node`` are in ``edits`` and ``nodes``; output formatting is in ``printers`` and
-``describe``, manifest parsing in ``manifests``. Every store or Redis error ends as one
+This module holds the group and the get/describe/delete verbs; ``apply`` is in ``apply``,
+label, taint, cordon and ``node`` in ``edits`` and ``nodes``; output formatting is in
+``printers``, ``describe`` and ``sections``, manifest parsing in ``manifests``. Every store or Redis error ends as one
 line on stderr and exit code 1 (``context.Group``).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from services.cli import apply as apply_cmd
-from services.cli import context, describe, edits, nodes, ops, printers, resources
+from services.cli import context, describe, edits, errors, nodes, ops, printers, resources
 from services.cli.errors import CliError
 from shared.model import kinds, labels, meta
 from shared.store import errors as store_errors
@@ -59,19 +59,6 @@ def _namespace_option(f: Any) -> Any:
                         help="Namespace of the objects (default: default).")(f)
 
 
-def _selected(objs: list[Obj], selector: labels.Selector | None) -> list[Obj]:
-    if selector is None:
-        return objs
-    return [o for o in objs if selector.matches(meta.labels(o))]
-
-
-def _list(env: context.CliEnv, info: kinds.KindInfo, namespace: str | None,
-          selector: labels.Selector | None) -> list[Obj]:
-    """Objects of a kind, in ``namespace`` (all when None or cluster-scoped), matching."""
-    ns = namespace if info.namespaced else None
-    return printers.sort_objects(info.kind, _selected(env.store.list(info.kind, ns), selector))
-
-
 def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: str,
            all_namespaces: bool, selector: labels.Selector | None,
            ) -> tuple[list[tuple[kinds.KindInfo, list[Obj]]], list[str]]:
@@ -81,12 +68,12 @@ def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: 
     problems: list[str] = []
     for t in targets:
         if t.name is None:
-            objs = _list(env, t.info, None if all_namespaces else namespace, selector)
+            objs = printers.sort_objects(t.info.kind, context.list_matching(
+                env, t.info, None if all_namespaces else namespace, selector))
         else:
             obj = env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, namespace))
             if obj is None:
-                problems.append(f"Error from server (NotFound): "
-                                f'{resources.qualified_plural(t.info)} "{t.name}" not found')
+                problems.append(errors.not_found(resources.qualified_plural(t.info), t.name))
             objs = [obj] if obj is not None else []
         if groups and groups[-1][0] == t.info:
             groups[-1][1].extend(objs)
@@ -101,16 +88,22 @@ def _no_resources(namespace: str, all_namespaces: bool, infos: list[kinds.KindIn
     return f"No resources found in {namespace} namespace."
 
 
-def _check_selector_with_names(targets: Sequence[resources.Target], selector: str | None) -> None:
-    if selector and any(t.name for t in targets):
+def _check_names(targets: Sequence[resources.Target], selector: str | None,
+                 all_namespaces: bool = False) -> None:
+    """Named objects exclude -l and -A, as in kubectl."""
+    if not any(t.name for t in targets):
+        return
+    if selector:
         raise CliError("error: selectors and the all flag cannot be used when passing "
                        "resource/name arguments")
+    if all_namespaces:
+        raise CliError("error: a resource cannot be retrieved by name across all namespaces")
 
 
 # ---- get ----------------------------------------------------------------------------------
 
 
-@cli.command(short_help="Display one or many resources.")
+@cli.command(short_help="Display one or many resources.", epilog=RESOURCE_HELP)
 @click.argument("args", nargs=-1, metavar="TYPE[,TYPE...] [NAME...] | TYPE/NAME...")
 @click.option("-o", "--output", type=click.Choice(["json", "yaml", "wide", "name"]),
               help="Output format.")
@@ -138,7 +131,7 @@ def get(env: context.CliEnv, args: tuple[str, ...], output: str | None, namespac
       daemonbus get nodes -L kubernetes.io/os
     """
     targets = resources.parse_targets(args, "get")
-    _check_selector_with_names(targets, selector)
+    _check_names(targets, selector, all_namespaces)
     ns = namespace or "default"
     groups, problems = _fetch(env, targets, ns, all_namespaces,
                               resources.parse_selector(selector))
@@ -170,7 +163,8 @@ def get(env: context.CliEnv, args: tuple[str, ...], output: str | None, namespac
 # ---- describe -----------------------------------------------------------------------------
 
 
-@cli.command("describe", short_help="Show details of a resource or group of resources.")
+@cli.command("describe", short_help="Show details of a resource or group of resources.",
+             epilog=RESOURCE_HELP)
 @click.argument("args", nargs=-1, metavar="TYPE [NAME...] | TYPE/NAME...")
 @_namespace_option
 @click.option("-A", "--all-namespaces", is_flag=True, help="Describe across all namespaces.")
@@ -189,25 +183,14 @@ def describe_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | No
       daemonbus describe node/node-1
     """
     targets = resources.parse_targets(args, "describe")
-    _check_selector_with_names(targets, selector)
+    _check_names(targets, selector, all_namespaces)
     ns = namespace or "default"
     groups, problems = _fetch(env, targets, ns, all_namespaces,
                               resources.parse_selector(selector))
     _, related = env.store.snapshot(["Pod", "Event"])
     now = env.now()
-    texts = []
-    for _info, objs in groups:
-        for obj in objs:
-            evs = describe.events_for(obj, related["Event"])
-            if obj.get("kind") == "DaemonSet":
-                pods = [p for p in related["Pod"] if meta.namespace(p) == meta.namespace(obj)]
-                texts.append(describe.daemonset(obj, pods, evs, now))
-            elif obj.get("kind") == "Pod":
-                texts.append(describe.pod(obj, evs, now))
-            elif obj.get("kind") == "Node":
-                texts.append(describe.node(obj, related["Pod"], evs, now))
-            else:
-                texts.append(describe.generic(obj, evs, now))
+    texts = [describe.describe(obj, related["Pod"], related["Event"], now)
+             for _, objs in groups for obj in objs]
     click.echo("\n\n".join(texts), nl=False)
     if not texts and not problems:
         click.echo(_no_resources(ns, all_namespaces, [i for i, _ in groups]), err=True)
@@ -231,7 +214,7 @@ def _cascade(value: str) -> str:
     return value
 
 
-@cli.command(short_help="Delete resources by names or label selector.")
+@cli.command(short_help="Delete resources by names or label selector.", epilog=RESOURCE_HELP)
 @click.argument("args", nargs=-1, metavar="TYPE NAME... | TYPE/NAME...")
 @_namespace_option
 @click.option("-l", "--selector", help="Delete the objects this label selector matches.")
@@ -274,7 +257,7 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
                    "resource has been terminated. The resource may continue to run on the "
                    "cluster indefinitely.", err=True)
     targets = resources.parse_targets(args, "delete")
-    _check_selector_with_names(targets, selector)
+    _check_names(targets, selector)
     if any(t.name is None for t in targets) and not (selector or all_):
         raise CliError("error: resource(s) were provided, but no name was specified")
     ns = namespace or "default"

@@ -11,7 +11,7 @@ import re
 
 import click
 
-from services.cli import context, edits
+from services.cli import context, edits, errors
 from services.cli.errors import CliError
 from services.node_agent import lifecycle
 from shared.model import meta, syntax
@@ -64,7 +64,7 @@ def add(env: context.CliEnv, names: tuple[str, ...], count: int | None, name_pre
       daemonbus node add --count 1000
     """
     if bool(names) == bool(count):
-        raise CliError("error: give node NAMEs or --count N (not both)")
+        raise CliError("error: name the nodes to add, or give --count N (not both)")
     extra_labels, removals = edits.parse_labels(list(label_specs))
     if removals:
         raise CliError(f"error: invalid label spec: {removals[0]}-")
@@ -109,7 +109,7 @@ def remove(env: context.CliEnv, names: tuple[str, ...]) -> None:
         try:
             env.store.delete("Node", f"/{n}")
         except store_errors.NotFoundError:
-            problems.append(f'Error from server (NotFound): nodes "{n}" not found')
+            problems.append(errors.not_found("nodes", n))
             continue
         click.echo(f'node "{n}" deleted')
     if problems:

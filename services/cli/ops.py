@@ -222,7 +222,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, nodes: int, nam
         if not 0 <= i < n:
             raise ValueError
     except ValueError:
-        raise click.BadParameter("use I/N with 0 <= I < N, e.g. 0/2", param_hint="--shard")
+        raise click.BadParameter("use I/N with 0 <= I < N, e.g. 0/2",
+                                 param_hint="--shard") from None
     cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
                       never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
                       heartbeat=heartbeat)

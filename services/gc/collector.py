@@ -145,7 +145,7 @@ class Collector:
         verified: dict[tuple[str, str, str], bool] = {}
         for dep in deps:
             refs = [r for r in meta.owner_references(dep) if r.get("kind") == "DaemonSet"]
-            if not refs or meta.is_being_deleted(dep) and dep.get("kind") != "Pod":
+            if not refs or (meta.is_being_deleted(dep) and dep.get("kind") != "Pod"):
                 continue
             if all(self._owner_gone(dep, r, verified) for r in refs) and \
                     len(refs) == len(meta.owner_references(dep)):

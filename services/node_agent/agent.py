@@ -11,12 +11,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from services.node_agent import lifecycle
+from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
 from shared.store import errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
-from services.node_agent import lifecycle
-from services.node_agent.lifecycle import AgentConfig
 
 log = logging.getLogger("node-agent")
 BATCH = 500

@@ -10,6 +10,7 @@ replayed sync cannot put a second pod of one revision on one node.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import logging
 import time
@@ -21,8 +22,7 @@ from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import history as ds_history
 from shared.daemonset import podtemplate
 from shared.daemonset import types as t
-from shared.model import meta
-from shared.model import podutil
+from shared.model import meta, podutil
 from shared.store import codec, errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
@@ -104,13 +104,13 @@ class Executor:
                 self._create_revision(action.revision, ds or {}, out)
             elif isinstance(action, t.UpdateRevision):
                 self._patch("ControllerRevision", action.namespace, action.name, action.uid,
-                            lambda o, a=action: _update_revision(o, a), out)
+                            functools.partial(_update_revision, a=action), out)
             elif isinstance(action, t.DeleteRevision):
                 self._delete_object("ControllerRevision", action.namespace, action.name,
                                     action.uid, out)
             elif isinstance(action, t.RelabelPod):
                 self._patch("Pod", action.namespace, action.name, action.uid,
-                            lambda o, a=action: _relabel(o, a.labels), out)
+                            functools.partial(_relabel, labels=action.labels), out)
             elif isinstance(action, t.PatchOwner):
                 self._claim_batch([action], snap, out)
 

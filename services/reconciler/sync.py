@@ -14,16 +14,15 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
+from services.reconciler.executor import Executor, Outcome, status_message
 from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
-from shared.model import meta
-from shared.model import podutil
+from shared.model import meta, podutil
 from shared.store import codec
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
-from services.reconciler.executor import Executor, Outcome, status_message
 
 log = logging.getLogger("reconciler")
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import msgpack
 from rq import Queue, SimpleWorker
-from rq.exceptions import DeserializationError
+from rq.exceptions import DeserializationError, StopRequested
 from rq.job import Job
 from rq.worker import WorkerStatus
 
-from shared.control.protocols import Lease, WorkQueue
 from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
 from services.reconciler.sync import Reconciler, SyncResult
+from shared.control.protocols import Lease, WorkQueue
 
 log = logging.getLogger("reconciler")
 
@@ -127,18 +127,20 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
     def dequeue_job_and_maintain_ttl(self, timeout: int | None,
                                      max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
         self.set_state(WorkerStatus.IDLE)
-        self.procline("Waiting for DaemonSet keys")
+        self.procline("Waiting for DaemonSet keys")  # type: ignore[no-untyped-call]
         idle_since = time.monotonic()
         while True:
             self.heartbeat()
             if self._stop_requested:
                 return None
             if self.should_run_maintenance_tasks:
-                self.run_maintenance_tasks()
+                self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
             try:
                 lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
+            except StopRequested:
+                raise  # raised by RQ's signal handler while we wait: a warm shutdown
             except Exception as err:  # redis down: keep trying, as RQ does
-                self.log.error("workqueue unavailable: %s; retrying", err)
+                self.log.error("workqueue unavailable: %r; retrying", err)
                 time.sleep(1.0)
                 continue
             if lease is not None:

@@ -79,10 +79,10 @@ class StatusWriter:
 
     def step(self, block_ms: int = 1000, count: int = 1000) -> int:
         r = self.store.r
-        claimed = r.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
+        claimed: Any = r.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
                                start_id="0-0", count=count)
         messages = list(claimed[1]) if claimed and len(claimed) > 1 else []
-        resp = r.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=count,
+        resp: Any = r.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=count,
                             block=None if messages else block_ms)
         for _stream, entries in resp or []:
             messages += entries
@@ -111,7 +111,7 @@ class StatusWriter:
 
     def write(self, key: str, msg: dict[str, Any]) -> bool:
         """storeDaemonSetStatus: skip when nothing changed; at most two updates."""
-        for attempt in range(2):
+        for _attempt in range(2):
             ds = self.store.try_get("DaemonSet", key)
             if ds is None or meta.uid(ds) != msg.get("uid"):
                 return False

@@ -10,8 +10,7 @@ from typing import Any
 
 from shared.daemonset import placement
 from shared.model import labels as model_labels
-from shared.model import meta
-from shared.model import podutil
+from shared.model import meta, podutil
 
 Obj = dict[str, Any]
 
@@ -22,7 +21,7 @@ class Reaction:
 
     enqueue: set[str] = field(default_factory=set)
     enqueue_after: dict[str, float] = field(default_factory=dict)  # key -> delay seconds
-    observe: list[tuple[str, int, int]] = field(default_factory=list)  # key, d_add, d_del
+    observe: list[tuple[str, int, int]] = field(default_factory=list)  # key, created, deleted seen
     delete_expectations: set[str] = field(default_factory=set)
 
     def after(self, key: str, delay: float) -> None:
@@ -88,7 +87,7 @@ def _pod_deleted(r: Reaction, dss: DaemonSets, pod: Obj) -> None:
     if ds is None:
         return
     key = meta.key(ds)
-    r.observe.append((key, 0, -1))
+    r.observe.append((key, 0, 1))
     r.enqueue.add(key)
 
 
@@ -106,7 +105,7 @@ def on_pod(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) 
             ds = dss.resolve(ns, ref)
             if ds is not None:
                 if etype == "ADDED":
-                    r.observe.append((meta.key(ds), -1, 0))
+                    r.observe.append((meta.key(ds), 1, 0))
                 r.enqueue.add(meta.key(ds))
             return
         r.enqueue.update(meta.key(d) for d in dss.matching(new))
@@ -147,7 +146,7 @@ def on_node(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj)
         return  # no handler: noticed on the next sync of each DaemonSet
     if etype == "ADDED" or old is None:
         for ds in dss.all():
-            if placement.node_should_run(new, ds)[0] or old is None and etype != "ADDED":
+            if placement.node_should_run(new, ds)[0] or (old is None and etype != "ADDED"):
                 r.enqueue.add(meta.key(ds))
         return
     if meta.labels(old) == meta.labels(new) and _taints(old) == _taints(new):

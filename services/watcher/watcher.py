@@ -14,16 +14,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from services.watcher import handlers
 from shared.control.protocols import ExpectationsStore, LeaderLease, WorkQueue
 from shared.model import meta
 from shared.store import codec, errors
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
 from shared.store.log import LogReader
-from services.watcher import handlers
 
 log = logging.getLogger("watcher")
 
@@ -98,7 +99,7 @@ class Watcher:
     def start(self) -> None:
         """Sync the cache and catch up from the stored cursor."""
         tip = self.cache.sync()
-        raw = self.store.r.get(self.cursor_key)
+        raw: Any = self.store.r.get(self.cursor_key)
         cursor = raw.decode() if raw else None
         reaction = handlers.Reaction()
         if cursor is not None and not codec.id_ge(cursor, tip):

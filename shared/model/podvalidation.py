@@ -2,7 +2,8 @@
 
 The checks kept are those that matter to a DaemonSet controller and its simulated kubelet:
 containers (names, images, ports, mounts, policies), volumes, restart/DNS policy, node
-selector, node affinity, tolerations and the name-like fields. Messages and paths follow
+selector, node affinity and tolerations (:mod:`shared.model.schedvalidation`), and the
+name-like fields. Messages and paths follow
 upstream. Fields the Pod defaulter always fills (restartPolicy, dnsPolicy, imagePullPolicy,
 terminationMessagePolicy, port protocol) are accepted when absent: validation is meant for
 defaulted objects, and an absent value would be defaulted to a valid one.
@@ -14,16 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.model import fielderr, metavalidation, syntax, typed
+from shared.model import fielderr, metavalidation, schedvalidation, syntax, typed
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-TOLERATION_OPERATORS = ("Equal", "Exists")
-NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 VOLUME_SOURCES = (
     "hostPath",
     "emptyDir",
@@ -274,176 +272,6 @@ def _validate_containers(
     return items
 
 
-# ---- scheduling ------------------------------------------------------------------------
-
-
-def toleration_literal(t: dict[Any, Any]) -> fielderr.GoLiteral:
-    """A toleration as ``%#v`` prints ``core.Toleration`` (the seconds shown as ``&N``)."""
-
-    def q(k: str) -> str:
-        v = t.get(k)
-        return fielderr.go_quote(v if isinstance(v, str) else "")
-
-    secs = t.get("tolerationSeconds")
-    secs_text = f"&{secs}" if typed.is_int(secs) else "(*int64)(nil)"
-    return fielderr.GoLiteral(
-        f"core.Toleration{{Key:{q('key')}, Operator:{q('operator')}, Value:{q('value')}, "
-        f"Effect:{q('effect')}, TolerationSeconds:{secs_text}}}"
-    )
-
-
-def validate_tolerations(value: Any, path: str, errs: list[str]) -> None:
-    """``ValidateTolerations``."""
-    for i, t in typed.maps(value, path, errs):
-        tpath = fielderr.index(path, i)
-        el: list[str] = []
-        key = typed.as_str(t.get("key"), C(tpath, "key"), el) or ""
-        op = typed.as_str(t.get("operator"), C(tpath, "operator"), el) or ""
-        val = typed.as_str(t.get("value"), C(tpath, "value"), el) or ""
-        effect = typed.as_str(t.get("effect"), C(tpath, "effect"), el) or ""
-        secs = typed.as_int(t.get("tolerationSeconds"), C(tpath, "tolerationSeconds"), el, 64)
-        if el:  # wrong types: reported; the rules below would only add noise
-            errs.extend(el)
-            continue
-        if key:
-            metavalidation.validate_label_name(key, C(tpath, "key"), errs)
-        if not key and op != "Exists":
-            errs.append(
-                fielderr.invalid(
-                    C(tpath, "operator"),
-                    op,
-                    'operator must be Exists when `key` is empty, which means "match all values '
-                    'and all keys"',
-                )
-            )
-        if secs is not None and effect != "NoExecute":
-            errs.append(
-                fielderr.invalid(
-                    C(tpath, "effect"),
-                    effect,
-                    "effect must be 'NoExecute' when `tolerationSeconds` is set",
-                )
-            )
-        if op in ("Equal", ""):
-            msgs = syntax.is_valid_label_value(val)
-            if msgs:
-                errs.append(fielderr.invalid(C(tpath, "operator"), val, ";".join(msgs)))
-        elif op == "Exists":
-            if val:
-                errs.append(
-                    fielderr.invalid(
-                        C(tpath, "operator"),
-                        toleration_literal(t),
-                        "value must be empty when `operator` is 'Exists'",
-                    )
-                )
-        else:
-            errs.append(fielderr.not_supported(C(tpath, "operator"), op, TOLERATION_OPERATORS))
-        if effect and effect not in TAINT_EFFECTS:
-            errs.append(fielderr.not_supported(C(tpath, "effect"), effect, TAINT_EFFECTS))
-
-
-def _validate_node_selector_term(term: dict[Any, Any], path: str, errs: list[str]) -> None:
-    for j, req in typed.maps(term.get("matchExpressions"), C(path, "matchExpressions"), errs):
-        rpath = fielderr.index(C(path, "matchExpressions"), j)
-        op = typed.as_str(req.get("operator"), C(rpath, "operator"), errs)
-        values = typed.as_str_list(req.get("values"), C(rpath, "values"), errs) or []
-        if op in ("In", "NotIn"):
-            if not values:
-                errs.append(
-                    fielderr.required(
-                        C(rpath, "values"), "must be specified when `operator` is 'In' or 'NotIn'"
-                    )
-                )
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                errs.append(
-                    fielderr.forbidden(
-                        C(rpath, "values"),
-                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                    )
-                )
-        elif op in ("Gt", "Lt"):
-            if len(values) != 1:
-                errs.append(
-                    fielderr.required(
-                        C(rpath, "values"),
-                        "must be specified single value when `operator` is 'Lt' or 'Gt'",
-                    )
-                )
-        elif op is not None or req.get("operator") is None:
-            errs.append(
-                fielderr.invalid(C(rpath, "operator"), op or "", "not a valid selector operator")
-            )
-        key = typed.as_str(req.get("key"), C(rpath, "key"), errs)
-        if key is not None or req.get("key") is None:
-            metavalidation.validate_label_name(key or "", C(rpath, "key"), errs)
-    for j, req in typed.maps(term.get("matchFields"), C(path, "matchFields"), errs):
-        rpath = fielderr.index(C(path, "matchFields"), j)
-        op = typed.as_str(req.get("operator"), C(rpath, "operator"), errs)
-        values = typed.as_str_list(req.get("values"), C(rpath, "values"), errs) or []
-        if op in ("In", "NotIn"):
-            if len(values) != 1:
-                errs.append(
-                    fielderr.required(
-                        C(rpath, "values"),
-                        "must be only one value when `operator` is 'In' or 'NotIn' for node "
-                        "field selector",
-                    )
-                )
-        elif op is not None or req.get("operator") is None:
-            errs.append(
-                fielderr.invalid(C(rpath, "operator"), op or "", "not a valid selector operator")
-            )
-        key = typed.as_str(req.get("key"), C(rpath, "key"), errs)
-        if key != "metadata.name":
-            if key is not None or req.get("key") is None:
-                errs.append(
-                    fielderr.invalid(C(rpath, "key"), key or "", "not a valid field selector key")
-                )
-        else:
-            for k, v in enumerate(values):
-                errs.extend(
-                    fielderr.invalid(fielderr.index(C(rpath, "values"), k), v, m)
-                    for m in syntax.name_is_dns_subdomain(v)
-                )
-
-
-def validate_affinity(value: Any, path: str, errs: list[str]) -> None:
-    """``validateAffinity``: node affinity in full, pod (anti-)affinity by type only."""
-    aff = typed.as_map(value, path, errs)
-    if aff is None:
-        return
-    na_path = C(path, "nodeAffinity")
-    na = typed.as_map(aff.get("nodeAffinity"), na_path, errs)
-    if na is not None:
-        req_path = C(na_path, "requiredDuringSchedulingIgnoredDuringExecution")
-        req = typed.as_map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path, errs)
-        if req is not None:
-            terms_path = C(req_path, "nodeSelectorTerms")
-            terms = typed.maps(req.get("nodeSelectorTerms"), terms_path, errs)
-            if not terms and req.get("nodeSelectorTerms") in (None, []):
-                errs.append(
-                    fielderr.required(terms_path, "must have at least one node selector term")
-                )
-            for i, term in terms:
-                _validate_node_selector_term(term, fielderr.index(terms_path, i), errs)
-        pref_path = C(na_path, "preferredDuringSchedulingIgnoredDuringExecution")
-        for i, pref in typed.maps(
-            na.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path, errs
-        ):
-            ppath = fielderr.index(pref_path, i)
-            weight = typed.as_int(pref.get("weight"), C(ppath, "weight"), errs)
-            if (weight is not None or pref.get("weight") is None) and not 1 <= (weight or 0) <= 100:
-                errs.append(
-                    fielderr.invalid(C(ppath, "weight"), weight or 0, "must be in the range 1-100")
-                )
-            preference = typed.as_map(pref.get("preference"), C(ppath, "preference"), errs)
-            _validate_node_selector_term(preference or {}, C(ppath, "preference"), errs)
-    for f in ("podAffinity", "podAntiAffinity"):
-        typed.as_map(aff.get(f), C(path, f), errs)
-
-
 # ---- pod spec and template -------------------------------------------------------------
 
 
@@ -482,7 +310,7 @@ def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
     metavalidation.validate_labels(spec.get("nodeSelector"), C(path, "nodeSelector"), errs)
     typed.as_map(spec.get("securityContext"), C(path, "securityContext"), errs)
     typed.maps(spec.get("imagePullSecrets"), C(path, "imagePullSecrets"), errs)
-    validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
+    schedvalidation.validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
     _check_name(
         spec.get("serviceAccountName"),
         C(path, "serviceAccountName"),
@@ -502,7 +330,7 @@ def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
         )
     _check_name(spec.get("hostname"), C(path, "hostname"), errs, syntax.is_dns1123_label)
     _check_name(spec.get("subdomain"), C(path, "subdomain"), errs, syntax.is_dns1123_label)
-    validate_tolerations(spec.get("tolerations"), C(path, "tolerations"), errs)
+    schedvalidation.validate_tolerations(spec.get("tolerations"), C(path, "tolerations"), errs)
     _check_name(
         spec.get("priorityClassName"),
         C(path, "priorityClassName"),

@@ -26,6 +26,7 @@ from shared.model import (
     labels,
     metavalidation,
     podvalidation,
+    schedvalidation,
     syntax,
     typed,
 )
@@ -293,9 +294,9 @@ def _validate_taints(value: Any, path: str, errs: list[str]) -> None:
             errs.append(fielderr.invalid(C(tpath, "value"), val or "", ";".join(msgs)))
         if not effect:
             errs.append(fielderr.required(C(tpath, "effect")))
-        elif effect not in podvalidation.TAINT_EFFECTS:
+        elif effect not in schedvalidation.TAINT_EFFECTS:
             errs.append(
-                fielderr.not_supported(C(tpath, "effect"), effect, podvalidation.TAINT_EFFECTS)
+                fielderr.not_supported(C(tpath, "effect"), effect, schedvalidation.TAINT_EFFECTS)
             )
         pair = (key or "", effect or "")
         if pair in seen:

@@ -9,6 +9,7 @@ delivery, overlaps and restarts never double-apply. ``poll`` returns the applied
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,7 @@ class Cache:
         # index name -> (kind, fn); values: index name -> index value -> set of keys
         self._index_defs = indexes or {}
         self._index: dict[str, dict[str, set[str]]] = {n: {} for n in self._index_defs}
-        self._index_of: dict[tuple[str, str], list[str]] = {}
+        self._index_of: dict[tuple[str, str], builtins.list[str]] = {}
         self.synced = False
 
     @property
@@ -73,11 +74,11 @@ class Cache:
         self.synced = True
         return tip
 
-    def poll(self, count: int = 1000, block_ms: int | None = None) -> list[Change]:
+    def poll(self, count: int = 1000, block_ms: int | None = None) -> builtins.list[Change]:
         """Apply the next entries; returns the changes applied (skips other kinds)."""
         return self.apply(self.reader.read(count=count, block_ms=block_ms))
 
-    def catch_up(self, position: str, on_change: Callable[[list[Change]], None] | None = None,
+    def catch_up(self, position: str, on_change: Callable[[builtins.list[Change]], None] | None = None,
                  block_ms: int = 200, max_rounds: int = 10_000) -> None:
         """Read until the cache has applied everything up to ``position``."""
         rounds = 0
@@ -87,8 +88,8 @@ class Cache:
                 on_change(changes)
             rounds += 1
 
-    def apply(self, entries: Iterable[codec.Entry]) -> list[Change]:
-        out: list[Change] = []
+    def apply(self, entries: Iterable[codec.Entry]) -> builtins.list[Change]:
+        out: builtins.list[Change] = []
         for e in entries:
             if e.type == "DECISION":
                 out.append(Change(e.id, e.type, e.kind, e.key, None, e.obj))
@@ -114,13 +115,13 @@ class Cache:
     def get(self, kind: str, key: str) -> Obj | None:
         return self.objects[kind].get(key)
 
-    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
         items = self.objects[kind].values()
         if namespace is None:
             return list(items)
         return [o for o in items if meta.namespace(o) == namespace]
 
-    def by_index(self, index: str, value: str) -> list[Obj]:
+    def by_index(self, index: str, value: str) -> builtins.list[Obj]:
         kind = self._index_defs[index][0]
         objs = self.objects[kind]
         return [objs[k] for k in self._index[index].get(value, ()) if k in objs]

@@ -9,6 +9,7 @@ is applied here, so every writer gets it.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import os
 import time
@@ -119,15 +120,15 @@ class Store:
         except errors.NotFoundError:
             return None
 
-    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
         """All objects of a kind (of one namespace when given), sorted by namespace/name."""
-        tip, objs = self.snapshot([kind])
+        _tip, objs = self.snapshot([kind])
         items = objs[kind]
         if namespace is not None:
             items = [o for o in items if meta.namespace(o) == namespace]
         return sorted(items, key=lambda o: (meta.namespace(o), meta.name(o)))
 
-    def snapshot(self, kinds: Sequence[str]) -> tuple[str, dict[str, list[Obj]]]:
+    def snapshot(self, kinds: Sequence[str]) -> tuple[str, dict[str, builtins.list[Obj]]]:
         """The log tip and every object of ``kinds`` at that tip, read atomically."""
         keys = [self.keys.log]
         for kind in kinds:
@@ -137,7 +138,7 @@ class Store:
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         tip = raw[0].decode()
-        out: dict[str, list[Obj]] = {}
+        out: dict[str, builtins.list[Obj]] = {}
         for i, kind in enumerate(kinds):
             flat_objs, flat_rvs = raw[1 + 2 * i], raw[2 + 2 * i]
             rvs = {flat_rvs[j]: flat_rvs[j + 1].decode() for j in range(0, len(flat_rvs), 2)}
@@ -152,19 +153,19 @@ class Store:
         return tip, out
 
     def log_tip(self) -> str:
-        last = self.r.xrevrange(self.keys.log, count=1)
-        return last[0][0].decode() if last else "0-0"
+        last: Any = self.r.xrevrange(self.keys.log, count=1)
+        return str(last[0][0].decode()) if last else "0-0"
 
     # ---- batched commits -----------------------------------------------------------------
 
-    def commit(self, ops: Sequence[Op], atomic: bool = False) -> list[Result]:
+    def commit(self, ops: Sequence[Op], atomic: bool = False) -> builtins.list[Result]:
         """Send ``ops`` in one script call. With ``atomic`` a failed precondition of any op
         writes nothing at all. An object may appear at most once in a batch."""
         if not ops:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
-        args: list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION, self.log_maxlen]
+        args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION, self.log_maxlen]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
@@ -497,5 +498,5 @@ class Store:
 
     # ---- decisions ------------------------------------------------------------------------
 
-    def record_ops(self, records: Iterable[tuple[str, Obj]]) -> list[Op]:
+    def record_ops(self, records: Iterable[tuple[str, Obj]]) -> builtins.list[Op]:
         return [Op.record("DaemonSet", k, rec) for k, rec in records]

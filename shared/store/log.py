@@ -32,6 +32,8 @@ class LogReader:
         when there are none (None: do not wait). Advances ``position`` past every entry
         read, including parked ones."""
         try:
+            raw: Any
+            resp: Any
             if block_ms is None:
                 raw = self.r.xrange(self.keys.log, min="(" + self.position, count=count) \
                     if self.position != "0-0" else self.r.xrange(self.keys.log, count=count)
@@ -69,8 +71,9 @@ class LogReader:
 
 
 def parked_entries(client: redis.Redis, keys: Keys) -> dict[str, Any]:
-    out = {}
-    for eid, raw in client.hgetall(keys.parked).items():
+    out: dict[str, Any] = {}
+    parked: Any = client.hgetall(keys.parked)
+    for eid, raw in parked.items():
         try:
             out[eid.decode()] = codec.unpack(raw)
         except errors.CorruptEntryError:

@@ -34,7 +34,7 @@ def find_server_binary() -> str | None:
         for root, _dirs, files in os.walk(base):
             for f in files:
                 if f in ("valkey-server", "redis-server"):
-                    return os.path.join(root, f)
+                    return str(os.path.join(root, f))
     except ImportError:
         pass
     try:

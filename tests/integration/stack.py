@@ -48,7 +48,7 @@ class Stack:
         return env
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115
+        log = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "run", *args],
                                 env=self.env(), stdout=log, stderr=subprocess.STDOUT,
                                 cwd=str(ROOT))

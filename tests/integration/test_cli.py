@@ -196,6 +196,13 @@ def test_apply_rejects_unknown_kinds_before_writing(run: Run, store: store_clien
     assert log_length(store) == 0
 
 
+def test_apply_dry_run_writes_nothing(run: Run, store: store_client.Store) -> None:
+    result = run("apply", "-f", str(FLUENTD), "--dry-run=server")
+
+    assert result.stdout == "daemonset.apps/fluentd-elasticsearch created (server dry run)\n"
+    assert log_length(store) == 0
+
+
 # ---- get ------------------------------------------------------------------------------------
 
 
@@ -289,6 +296,60 @@ def test_get_unknown_resource_type_is_an_error(run: Run) -> None:
 
     assert result.exit_code == 1
     assert result.stderr == 'error: the server doesn\'t have a resource type "deployments"\n'
+
+
+@pytest.fixture
+def dependents(store: store_client.Store, clock: FakeClock, cluster: None) -> None:
+    """A running daemon pod, a ControllerRevision and two Events of fluentd; 60s pass."""
+    ds = store.get("DaemonSet", "kube-system/fluentd-elasticsearch")
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fluentd-elasticsearch",
+             "uid": ds["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    store.create({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "fluentd-elasticsearch-abcde", "namespace": "kube-system",
+                     "ownerReferences": [owner]},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "f", "image": "fluentd"}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [
+            {"name": "f", "ready": True, "restartCount": 0, "state": {"running": {}}}]},
+    })
+    store.create({
+        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "fluentd-elasticsearch-5d67f59cd6", "namespace": "kube-system",
+                     "ownerReferences": [owner]},
+        "data": {"spec": {"template": {}}}, "revision": 1,
+    })
+    for i, reason in enumerate(["Second", "First"]):
+        stamp = f"2023-11-14T22:1{5 - i}:00Z"
+        store.create({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"ev{i}", "namespace": "kube-system"},
+            "involvedObject": {"kind": "DaemonSet", "name": "fluentd-elasticsearch",
+                               "namespace": "kube-system"},
+            "type": "Normal", "reason": reason, "message": reason.lower(),
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        })
+    clock.advance(60)
+
+
+def test_get_pods_shows_ready_status_and_wide_columns(run: Run, dependents: None) -> None:
+    pods = run("get", "pods", "-n", "kube-system", "-o", "wide").stdout.splitlines()
+    assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE",
+                               "NOMINATED", "NODE", "READINESS", "GATES"]
+    assert pods[1].split() == ["fluentd-elasticsearch-abcde", "1/1", "Running", "0", "60s",
+                               "10.0.0.7", "node-1", "<none>", "<none>"]
+
+
+def test_get_controllerrevisions_names_the_controller(run: Run, dependents: None) -> None:
+    revisions = run("get", "controllerrevisions", "-n", "kube-system").stdout.splitlines()
+    assert revisions[1].split() == ["fluentd-elasticsearch-5d67f59cd6",
+                                    "daemonset.apps/fluentd-elasticsearch", "1", "60s"]
+
+
+def test_get_events_sorted_by_time(run: Run, dependents: None) -> None:
+    events = run("get", "ev", "-n", "kube-system").stdout.splitlines()
+    assert events[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert [e.split()[2] for e in events[1:]] == ["First", "Second"]
+    assert events[1].split()[3] == "daemonset/fluentd-elasticsearch"
 
 
 # ---- describe -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from services.cli import describe, printers
+from services.cli import printers, sections
 from services.cli.main import cli
 
 Obj = dict[str, Any]
@@ -74,8 +74,8 @@ def test_node_status_column() -> None:
 
 
 def test_describe_events_table_counts_repeats() -> None:
-    w = describe.Writer()
-    describe.events(w, [{"type": "Warning", "reason": "FailedDaemonPod", "count": 3,
+    w = sections.Writer()
+    sections.events(w, [{"type": "Warning", "reason": "FailedDaemonPod", "count": 3,
                          "firstTimestamp": "1970-01-01T00:00:00Z",
                          "lastTimestamp": "1970-01-01T00:01:00Z",
                          "source": {"component": "daemonset-controller"},

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from services.node_agent.lifecycle import new_node, target_node
 from shared.model import meta
 from shared.model.podutil import is_ready
-from services.node_agent.lifecycle import new_node, target_node
 from tests.integration.stack import Stack, wait_for
 
 TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
@@ -44,7 +44,7 @@ def _daemon_pods(stack: Stack, ds_key: str) -> list[dict]:
 def test_simple_daemonset_launches_pods_and_counts_status(stack: Stack) -> None:
     stack.start_all(workers=1, nodes=5)
     wait_for(lambda: len(stack.store.list("Node")) == 5, what="5 nodes registered")
-    result, ds = stack.store.apply(yaml.safe_load(FLUENTD))
+    result, _ds = stack.store.apply(yaml.safe_load(FLUENTD))
     assert result == "created"
     key = "kube-system/fluentd-elasticsearch"
 
@@ -113,3 +113,29 @@ def test_real_manifests_land_exactly_where_placement_allows(stack: Stack) -> Non
     for fname in EXPECTED:
         pods = _daemon_pods(stack, keys[fname])
         assert len(pods) == len(EXPECTED[fname]), f"{fname}: one pod per node"
+
+
+def test_no_execute_taint_evicts_and_untaint_restores(stack: Stack) -> None:
+    stack.start_all(workers=1, nodes=3)
+    wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes registered")
+    stack.store.apply(yaml.safe_load(FLUENTD))
+    key = "kube-system/fluentd-elasticsearch"
+    wait_for(lambda: stack.status(key).get("numberReady") == 3, what="3 ready")
+
+    def taint(node: dict) -> dict:
+        node["spec"]["taints"] = [{"key": "evict", "value": "now", "effect": "NoExecute"}]
+        return node
+
+    stack.store.mutate("Node", "/node-00002", taint)
+    wait_for(lambda: sorted(target_node(p) for p in _daemon_pods(stack, key))
+             == ["node-00001", "node-00003"], what="pod on node-00002 evicted")
+    wait_for(lambda: stack.status(key).get("desiredNumberScheduled") == 2
+             and stack.status(key).get("numberMisscheduled") == 0, what="status after eviction")
+
+    def untaint(node: dict) -> dict:
+        node["spec"].pop("taints", None)
+        return node
+
+    stack.store.mutate("Node", "/node-00002", untaint)
+    wait_for(lambda: len(_daemon_pods(stack, key)) == 3, what="pod back on node-00002")
+    wait_for(lambda: stack.status(key).get("numberReady") == 3, what="3 ready again")

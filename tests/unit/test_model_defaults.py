@@ -35,9 +35,7 @@ def test_missing_update_strategy_defaults_to_rolling_update_1_0() -> None:
 
 
 def test_rolling_update_fills_only_nil_budget_fields() -> None:
-    ds = minimal_ds(
-        updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "10%"}}
-    )
+    ds = minimal_ds(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "10%"}})
     out = defaults.default_daemonset(ds)
     assert out["spec"]["updateStrategy"]["rollingUpdate"] == {
         "maxSurge": "10%",
@@ -131,7 +129,10 @@ def test_init_containers_and_ports_are_defaulted() -> None:
 
 def test_toleration_operators_are_left_as_given() -> None:
     ds = minimal_ds()
-    tols = [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}, {"operator": "Exists"}]
+    tols = [
+        {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"},
+        {"operator": "Exists"},
+    ]
     ds["spec"]["template"]["spec"]["tolerations"] = copy.deepcopy(tols)
     assert defaults.default_daemonset(ds)["spec"]["template"]["spec"]["tolerations"] == tols
 
@@ -152,8 +153,12 @@ def test_defaulting_is_idempotent_and_does_not_touch_its_argument() -> None:
 
 
 def test_default_pod_sets_pending_phase_and_pod_spec_defaults() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
-           "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }
     out = defaults.default_pod(pod)
     assert out["status"] == {"phase": "Pending"}
     assert out["spec"]["restartPolicy"] == "Always"
@@ -167,16 +172,35 @@ def test_default_pod_keeps_an_existing_phase() -> None:
 
 
 def test_default_pod_copies_limits_into_missing_requests() -> None:
-    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "image": "x:1", "resources": {"limits": {"cpu": "1", "memory": "1Gi"},
-                                                     "requests": {"cpu": "500m"}}}]}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x:1",
+                    "resources": {
+                        "limits": {"cpu": "1", "memory": "1Gi"},
+                        "requests": {"cpu": "500m"},
+                    },
+                }
+            ]
+        },
+    }
     res = defaults.default_pod(pod)["spec"]["containers"][0]["resources"]
     assert res["requests"] == {"cpu": "500m", "memory": "1Gi"}
 
 
 def test_default_pod_sets_host_ports_with_host_network() -> None:
-    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"hostNetwork": True, "containers": [
-        {"name": "c", "image": "x:1", "ports": [{"containerPort": 9100}]}]}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "hostNetwork": True,
+            "containers": [{"name": "c", "image": "x:1", "ports": [{"containerPort": 9100}]}],
+        },
+    }
     port = defaults.default_pod(pod)["spec"]["containers"][0]["ports"][0]
     assert port == {"containerPort": 9100, "hostPort": 9100, "protocol": "TCP"}
 
@@ -197,7 +221,11 @@ def test_default_dispatches_on_kind_and_copies_other_objects() -> None:
 
 @pytest.mark.parametrize("value", [None, 1, "x", [1, 2], {"spec": "x"}, {"spec": {"template": 3}}])
 def test_defaulters_accept_malformed_input(value: Any) -> None:
-    for fn in (defaults.default_daemonset, defaults.default_pod, defaults.default_node,
-               defaults.default):
+    for fn in (
+        defaults.default_daemonset,
+        defaults.default_pod,
+        defaults.default_node,
+        defaults.default,
+    ):
         out = fn(value)
         assert fn(out) == out

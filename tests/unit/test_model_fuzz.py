@@ -4,11 +4,15 @@ Thousands of malformed objects: random JSON-like trees, objects of each kind wit
 contents, and mutations of a valid DaemonSet and Pod (random fields deleted or replaced by
 random values of random types, at any depth). Every result must be a list of strings in
 ``field.Error`` shape, and never the validator's own "internal error" safety net.
+
+Each test runs 300 examples (the file takes ~12 s); set ``DAEMONBUS_FUZZ_EXAMPLES`` to dig
+deeper.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import re
 from typing import Any
 
@@ -18,7 +22,7 @@ from hypothesis import strategies as st
 from shared.model import defaults, labels, validation
 
 FUZZ = settings(
-    max_examples=400,
+    max_examples=int(os.environ.get("DAEMONBUS_FUZZ_EXAMPLES", "300")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -29,13 +33,53 @@ _ERROR_SHAPE = re.compile(
 )
 
 _FIELD_NAMES = [
-    "metadata", "spec", "status", "name", "namespace", "labels", "annotations", "selector",
-    "matchLabels", "matchExpressions", "key", "operator", "values", "template", "containers",
-    "initContainers", "image", "ports", "containerPort", "hostPort", "protocol",
-    "updateStrategy", "type", "rollingUpdate", "maxUnavailable", "maxSurge", "tolerations",
-    "effect", "value", "volumes", "volumeMounts", "mountPath", "affinity", "nodeAffinity",
-    "restartPolicy", "hostNetwork", "taints", "revision", "data", "involvedObject", "phase",
-    "collisionCount", "ownerReferences", "finalizers", "generateName", "env", "resources",
+    "metadata",
+    "spec",
+    "status",
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "selector",
+    "matchLabels",
+    "matchExpressions",
+    "key",
+    "operator",
+    "values",
+    "template",
+    "containers",
+    "initContainers",
+    "image",
+    "ports",
+    "containerPort",
+    "hostPort",
+    "protocol",
+    "updateStrategy",
+    "type",
+    "rollingUpdate",
+    "maxUnavailable",
+    "maxSurge",
+    "tolerations",
+    "effect",
+    "value",
+    "volumes",
+    "volumeMounts",
+    "mountPath",
+    "affinity",
+    "nodeAffinity",
+    "restartPolicy",
+    "hostNetwork",
+    "taints",
+    "revision",
+    "data",
+    "involvedObject",
+    "phase",
+    "collisionCount",
+    "ownerReferences",
+    "finalizers",
+    "generateName",
+    "env",
+    "resources",
 ]
 
 scalars = (
@@ -44,8 +88,25 @@ scalars = (
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=12)
-    | st.sampled_from(["", "x", "In", "Exists", "RollingUpdate", "OnDelete", "10%", "101%",
-                       "NoSchedule", "Always", "app", "a/b", "-", "\ud800", "kube-system"])
+    | st.sampled_from(
+        [
+            "",
+            "x",
+            "In",
+            "Exists",
+            "RollingUpdate",
+            "OnDelete",
+            "10%",
+            "101%",
+            "NoSchedule",
+            "Always",
+            "app",
+            "a/b",
+            "-",
+            "\ud800",
+            "kube-system",
+        ]
+    )
 )
 keys = st.text(max_size=10) | st.sampled_from(_FIELD_NAMES)
 json_values = st.recursive(
@@ -81,52 +142,78 @@ kinded_objects = st.builds(
 
 
 def valid_daemonset() -> dict[str, Any]:
-    return defaults.default_daemonset(
+    out: dict[str, Any] = defaults.default_daemonset(
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
-            "metadata": {"name": "ds", "namespace": "d", "labels": {"app": "x"},
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o",
-                                              "uid": "u", "controller": True}]},
+            "metadata": {
+                "name": "ds",
+                "namespace": "d",
+                "labels": {"app": "x"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u", "controller": True}
+                ],
+            },
             "spec": {
-                "selector": {"matchLabels": {"app": "x"},
-                             "matchExpressions": [{"key": "tier", "operator": "NotIn",
-                                                   "values": ["db"]}]},
+                "selector": {
+                    "matchLabels": {"app": "x"},
+                    "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}],
+                },
                 "minReadySeconds": 5,
                 "template": {
                     "metadata": {"labels": {"app": "x"}, "annotations": {"a": "b"}},
                     "spec": {
-                        "containers": [{"name": "c", "image": "x:1",
-                                        "ports": [{"containerPort": 80, "name": "http"}],
-                                        "env": [{"name": "A", "value": "b"}],
-                                        "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "x:1",
+                                "ports": [{"containerPort": 80, "name": "http"}],
+                                "env": [{"name": "A", "value": "b"}],
+                                "volumeMounts": [{"name": "v", "mountPath": "/v"}],
+                            }
+                        ],
                         "initContainers": [{"name": "i", "image": "x:1"}],
                         "volumes": [{"name": "v", "hostPath": {"path": "/v"}}],
-                        "tolerations": [{"key": "k", "operator": "Exists",
-                                         "effect": "NoSchedule"}],
+                        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
                         "nodeSelector": {"kubernetes.io/os": "linux"},
-                        "affinity": {"nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [{"matchExpressions": [
-                                    {"key": "a", "operator": "In", "values": ["b"]}]}]}}},
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [
+                                        {
+                                            "matchExpressions": [
+                                                {"key": "a", "operator": "In", "values": ["b"]}
+                                            ]
+                                        }
+                                    ]
+                                }
+                            }
+                        },
                     },
                 },
-                "updateStrategy": {"type": "RollingUpdate",
-                                   "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": 0}},
+                "updateStrategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": 0},
+                },
             },
             "status": {"numberReady": 1, "collisionCount": 1},
         }
     )
+    return out
 
 
 def valid_pod() -> dict[str, Any]:
     ds = valid_daemonset()
-    return defaults.default_pod(
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": "ds-abcde", "namespace": "d", "labels": {"app": "x"}},
-         "spec": copy.deepcopy(ds["spec"]["template"]["spec"]),
-         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    out: dict[str, Any] = defaults.default_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "ds-abcde", "namespace": "d", "labels": {"app": "x"}},
+            "spec": copy.deepcopy(ds["spec"]["template"]["spec"]),
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
     )
+    return out
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -212,7 +299,10 @@ def test_validate_never_raises_on_mutated_daemonsets(obj: dict[str, Any]) -> Non
         _check(fn(base, obj))
     _check(validation.validate(defaults.default_daemonset(obj)))
     _check(validation.validate_daemonset_status(obj.get("status"), base["status"]))
-    labels.format_selector(obj.get("spec", {}).get("selector") if isinstance(obj.get("spec"), dict) else None)
+    spec = obj.get("spec")
+    assert isinstance(
+        labels.format_selector(spec.get("selector") if isinstance(spec, dict) else None), str
+    )
 
 
 @FUZZ
@@ -227,8 +317,12 @@ def test_validate_never_raises_on_mutated_pods(obj: dict[str, Any]) -> None:
 @given(json_values | kinded_objects | mutated(valid_daemonset()))
 def test_defaulters_never_raise_and_leave_their_input_alone(value: Any) -> None:
     before = repr(value)
-    for fn in (defaults.default, defaults.default_daemonset, defaults.default_pod,
-               defaults.default_node):
+    for fn in (
+        defaults.default,
+        defaults.default_daemonset,
+        defaults.default_pod,
+        defaults.default_node,
+    ):
         fn(value)
     assert repr(value) == before
 
@@ -236,13 +330,20 @@ def test_defaulters_never_raise_and_leave_their_input_alone(value: Any) -> None:
 @FUZZ
 @given(
     comparable_values
-    | st.builds(_typed_object, st.sampled_from(KINDS),
-                st.dictionaries(st.sampled_from(_FIELD_NAMES), comparable_values, max_size=6))
+    | st.builds(
+        _typed_object,
+        st.sampled_from(KINDS),
+        st.dictionaries(st.sampled_from(_FIELD_NAMES), comparable_values, max_size=6),
+    )
     | mutated(valid_daemonset())
 )
 def test_defaulting_is_idempotent(value: Any) -> None:
-    for fn in (defaults.default, defaults.default_daemonset, defaults.default_pod,
-               defaults.default_node):
+    for fn in (
+        defaults.default,
+        defaults.default_daemonset,
+        defaults.default_pod,
+        defaults.default_node,
+    ):
         once = fn(value)
         assert fn(once) == once
 

@@ -85,7 +85,7 @@ def test_parse_selector_accepts_kubectl_syntax(text: str, rendered: str) -> None
         ("a in (x y)", "unable to parse requirement: found 'y', expected: ',' or ')'"),
         (
             "a>x",
-            "unable to parse requirement: values[0]: Invalid value: \"x\": "
+            'unable to parse requirement: values[0]: Invalid value: "x": '
             "for 'Gt', 'Lt' operators, the value must be an integer",
         ),
     ],
@@ -97,7 +97,9 @@ def test_parse_selector_rejects_bad_syntax_with_upstreams_message(text: str, mes
 
 
 def test_parse_selector_rejects_an_invalid_key() -> None:
-    with pytest.raises(ValueError, match=r'^unable to parse requirement: <nil>: Invalid value: "-a"'):
+    with pytest.raises(
+        ValueError, match=r'^unable to parse requirement: <nil>: Invalid value: "-a"'
+    ):
         labels.parse_selector("-a=b")
 
 
@@ -143,7 +145,9 @@ def test_format_selector_renders_like_kubectls_selector_column() -> None:
 def test_format_selector_none_and_error() -> None:
     assert labels.format_selector({}) == "<none>"
     assert labels.format_selector(None) == "<none>"
-    assert labels.format_selector({"matchExpressions": [{"key": "a", "operator": "X"}]}) == "<error>"
+    assert (
+        labels.format_selector({"matchExpressions": [{"key": "a", "operator": "X"}]}) == "<error>"
+    )
 
 
 def test_format_node_selector() -> None:

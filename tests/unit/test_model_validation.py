@@ -39,7 +39,7 @@ PERCENT_MSG = (
 
 def daemonset() -> Obj:
     """A valid, defaulted DaemonSet."""
-    return defaults.default_daemonset(
+    ds: Obj = defaults.default_daemonset(
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
@@ -53,6 +53,7 @@ def daemonset() -> Obj:
             },
         }
     )
+    return ds
 
 
 def pod_spec(ds: Obj) -> Obj:
@@ -297,8 +298,9 @@ def test_rule4_keyless_toleration_needs_exists() -> None:
 
 def test_rule4_empty_toleration_operator_means_equal() -> None:
     ds = daemonset()
-    pod_spec(ds)["tolerations"] = [{"key": "k", "value": "v", "effect": "NoExecute",
-                                    "tolerationSeconds": 30}]
+    pod_spec(ds)["tolerations"] = [
+        {"key": "k", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30}
+    ]
     assert validation.validate(ds) == []
 
 
@@ -312,8 +314,13 @@ def test_rule4_volume_mounts_must_name_a_volume() -> None:
 
 def test_rule4_node_affinity_operator_must_be_known() -> None:
     ds = daemonset()
-    pod_spec(ds)["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Is"}]}]}}}
+    pod_spec(ds)["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Is"}]}]
+            }
+        }
+    }
     assert validation.validate(ds) == [
         "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         '.nodeSelectorTerms[0].matchExpressions[0].operator: Invalid value: "Is": not a valid '
@@ -567,8 +574,13 @@ def test_node_is_cluster_scoped_and_taints_are_checked() -> None:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": "node-1", "namespace": "x"},
-        "spec": {"taints": [{"key": "a", "effect": "NoSchedule"},
-                            {"key": "a", "effect": "NoSchedule"}, {"key": "b"}]},
+        "spec": {
+            "taints": [
+                {"key": "a", "effect": "NoSchedule"},
+                {"key": "a", "effect": "NoSchedule"},
+                {"key": "b"},
+            ]
+        },
     }
     assert validation.validate(node) == [
         "metadata.namespace: Forbidden: not allowed on this type",
@@ -579,33 +591,63 @@ def test_node_is_cluster_scoped_and_taints_are_checked() -> None:
 
 
 def test_valid_node() -> None:
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
-            "status": {"capacity": {"pods": "110", "cpu": 4}}}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-1"},
+        "status": {"capacity": {"pods": "110", "cpu": 4}},
+    }
     assert validation.validate(defaults.default(node)) == []
 
 
 def test_pod_needs_containers_with_images() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
-           "spec": {"containers": [{"name": "c"}]}}
-    assert validation.validate(defaults.default(pod)) == ["spec.containers[0].image: Required value"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    assert validation.validate(defaults.default(pod)) == [
+        "spec.containers[0].image: Required value"
+    ]
     pod["spec"] = {}
     assert validation.validate(defaults.default(pod)) == ["spec.containers: Required value"]
 
 
 def test_pod_with_daemonset_node_affinity_is_valid() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"generateName": "fluentd-", "name": "fluentd-abcde", "namespace": "d"},
-           "spec": {"containers": [{"name": "c", "image": "x:1"}], "affinity": {"nodeAffinity": {
-               "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                   "matchFields": [{"key": "metadata.name", "operator": "In",
-                                    "values": ["node-1"]}]}]}}}},
-           "status": {"phase": "Running"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "fluentd-", "name": "fluentd-abcde", "namespace": "d"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x:1"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+        "status": {"phase": "Running"},
+    }
     assert validation.validate(defaults.default(pod)) == []
 
 
 def test_pod_phase_must_be_known() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
-           "spec": {"containers": [{"name": "c", "image": "x:1"}]}, "status": {"phase": "Done"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"containers": [{"name": "c", "image": "x:1"}]},
+        "status": {"phase": "Done"},
+    }
     assert validation.validate(defaults.default(pod)) == [
         'status.phase: Unsupported value: "Done": supported values: "Pending", "Running", '
         '"Succeeded", "Failed", "Unknown"'
@@ -613,8 +655,12 @@ def test_pod_phase_must_be_known() -> None:
 
 
 def test_controller_revision_needs_data_and_non_negative_revision() -> None:
-    cr = {"apiVersion": "apps/v1", "kind": "ControllerRevision",
-          "metadata": {"name": "fluentd-5d4f8", "namespace": "d"}, "revision": -1}
+    cr = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {"name": "fluentd-5d4f8", "namespace": "d"},
+        "revision": -1,
+    }
     assert validation.validate(cr) == [
         "data: Required value: data is mandatory",
         "revision: Invalid value: -1: must be greater than or equal to 0",
@@ -624,8 +670,13 @@ def test_controller_revision_needs_data_and_non_negative_revision() -> None:
 
 
 def test_controller_revision_data_is_immutable() -> None:
-    cr = {"apiVersion": "apps/v1", "kind": "ControllerRevision",
-          "metadata": {"name": "r", "namespace": "d"}, "revision": 1, "data": {"a": "b"}}
+    cr = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {"name": "r", "namespace": "d"},
+        "revision": 1,
+        "data": {"a": "b"},
+    }
     new = copy.deepcopy(cr)
     new["data"] = {"a": "c"}
     assert validation.validate(new, cr) == [
@@ -634,9 +685,15 @@ def test_controller_revision_data_is_immutable() -> None:
 
 
 def test_event_involved_object_namespace_must_match() -> None:
-    ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "fluentd.17a", "namespace": "d"},
-          "involvedObject": {"kind": "DaemonSet", "namespace": "other", "name": "fluentd"},
-          "reason": "SuccessfulCreate", "type": "Normal", "count": 1}
+    ev: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "fluentd.17a", "namespace": "d"},
+        "involvedObject": {"kind": "DaemonSet", "namespace": "other", "name": "fluentd"},
+        "reason": "SuccessfulCreate",
+        "type": "Normal",
+        "count": 1,
+    }
     assert validation.validate(ev) == [
         'involvedObject.namespace: Invalid value: "other": does not match event.namespace'
     ]
