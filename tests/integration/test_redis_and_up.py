@@ -1,0 +1,118 @@
+"""Finding Redis: password and TLS URLs, the embedded server of `daemonbus up`, and the local
+stack's lifecycle (children started, shown, and all stopped on SIGTERM)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from services.cli.main import cli
+from shared.store.server import RedisServer
+from tests.integration.stack import ROOT, wait_for
+
+
+@pytest.fixture
+def password_server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    server = RedisServer(data_dir=str(tmp_path / "pw"), password="s3cret-pw").start()
+    yield server
+    server.stop()
+
+
+def test_password_in_the_url_is_used(password_server: RedisServer, prefix: str) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["--redis-url", password_server.url, "--prefix", prefix,
+                             "node", "add", "n1"])
+    assert ok.exit_code == 0, ok.output
+    got = runner.invoke(cli, ["--redis-url", password_server.url, "--prefix", prefix,
+                              "get", "nodes", "-o", "name"])
+    assert got.output.strip() == "node/n1"
+
+
+def test_wrong_password_is_a_clear_error_without_traceback(password_server: RedisServer,
+                                                           prefix: str) -> None:
+    bad = password_server.url.replace("s3cret-pw", "wrong")
+    res = CliRunner().invoke(cli, ["--redis-url", bad, "--prefix", prefix, "get", "nodes"])
+    assert res.exit_code == 1
+    assert "Traceback" not in res.output
+    assert "wrong" not in res.output  # the password is never echoed
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a cert")
+def test_rediss_url_connects_over_tls(tmp_path: Path, prefix: str) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    from shared.store.server import find_server_binary, free_port
+
+    port = free_port()
+    proc = subprocess.Popen([str(find_server_binary()), "--port", "0", "--tls-port", str(port),
+                             "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+                             "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no",
+                             "--save", "", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={cert}"
+        runner = CliRunner()
+
+        def added() -> bool:
+            res = runner.invoke(cli, ["--redis-url", url, "--prefix", prefix,
+                                      "node", "add", "tls-node"])
+            return res.exit_code == 0 or "already exists" in res.output
+
+        wait_for(added, timeout=10, what="the TLS server to accept a write")
+        got = runner.invoke(cli, ["--redis-url", url, "--prefix", prefix, "get", "nodes",
+                                  "-o", "name"])
+        assert got.output.strip() == "node/tls-node"
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = dict(os.environ, DAEMONBUS_HOME=str(home), PYTHONPATH=str(ROOT))
+    env.pop("DAEMONBUS_REDIS_URL", None)
+    env.pop("DAEMONBUS_PREFIX", None)
+    log = open(tmp_path / "up.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "up", "--nodes", "3",
+                             "--workers", "1", "--demo"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, cwd=str(ROOT))
+    try:
+        url_file = home / "redis-url"
+        wait_for(url_file.exists, timeout=20, what="the recorded Redis URL")
+        url = url_file.read_text().strip()
+        runner = CliRunner(env={"DAEMONBUS_HOME": str(home)})
+
+        def demo_ready() -> bool:
+            res = runner.invoke(cli, ["get", "ds", "-n", "kube-system", "--no-headers"])
+            cols = res.output.split()
+            return res.exit_code == 0 and cols[1:6] == ["3", "3", "3", "3", "3"]
+
+        wait_for(demo_ready, timeout=30, what="the demo DaemonSet ready on 3 nodes")
+        assert (home / "data" / "appendonlydir").exists() or any(
+            p.name.startswith("appendonly") for p in (home / "data").iterdir())
+        out = (tmp_path / "up.log").read_text()
+        for name in ("watcher", "reconciler-1", "status-writer", "gc", "node-agent"):
+            assert name in out
+        assert url in out
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        assert len(children) >= 6  # five processes and redis-server
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        log.close()
+    assert proc.returncode == 0
+    assert "stopped" in (tmp_path / "up.log").read_text()
+    assert not (home / "redis-url").exists()
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
