@@ -62,6 +62,19 @@ def target_node(pod: Obj) -> str:
     return ""
 
 
+def node_ip(node_name: str) -> str:
+    """A stable simulated InternalIP for a node (data only; nothing listens there)."""
+    h = hashlib.blake2b(node_name.encode(), digest_size=2).digest()
+    return f"10.{h[0] % 250}.{h[1]}.{1 + len(node_name) % 250}"
+
+
+def pod_ip(node_name: str, pod_name: str) -> str:
+    """A stable simulated pod IP from the node's /24 pod range."""
+    n = hashlib.blake2b(node_name.encode(), digest_size=2).digest()
+    p = hashlib.blake2b(pod_name.encode(), digest_size=1).digest()
+    return f"10.{100 + n[0] % 150}.{n[1]}.{2 + p[0] % 250}"
+
+
 def _images(pod: Obj) -> list[str]:
     spec = pod.get("spec") or {}
     return [str(c.get("image") or "") for c in (spec.get("containers") or [])]
@@ -120,6 +133,10 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
         st["phase"] = "Pending"
         _set_condition(st, _condition("PodScheduled", "True", stamp))
         st.setdefault("startTime", stamp)
+        node = new["spec"]["nodeName"]
+        st["hostIP"] = node_ip(node)
+        st["podIP"] = st["hostIP"] if spec.get("hostNetwork") else pod_ip(node, meta.name(pod))
+        st["podIPs"] = [{"ip": st["podIP"]}]
         if cfg.ready_delay <= 0:
             _run(cfg, new, stamp)
             return Step(update=new)
@@ -168,10 +185,12 @@ def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     last = meta.parse_time((ready or {}).get("lastHeartbeatTime"))
     if ready is not None and ready.get("status") == "True" and last is not None \
-            and now < last + cfg.heartbeat:
+            and now < last + cfg.heartbeat and status.get("addresses"):
         return None
     new = copy.deepcopy(node)
     st = new.setdefault("status", {})
+    st.setdefault("addresses", [{"type": "InternalIP", "address": node_ip(meta.name(node))},
+                                {"type": "Hostname", "address": meta.name(node)}])
     stamp = meta.format_time(now)
     cond = {"type": "Ready", "status": "True", "reason": "KubeletReady",
             "message": "kubelet is posting ready status (simulated by daemonbus node-agent)",
@@ -196,6 +215,8 @@ def new_node(name: str, labels: dict[str, str] | None = None,
                             "message": "waiting for a node agent"}],
             "nodeInfo": {"kubeletVersion": "v1.30.0-daemonbus", "operatingSystem": "linux",
                          "architecture": "amd64"},
+            "addresses": [{"type": "InternalIP", "address": node_ip(name)},
+                          {"type": "Hostname", "address": name}],
         },
     }
     if taints:

@@ -1,0 +1,79 @@
+"""The node agent as a real process: many nodes in one process, stages, termination."""
+
+from __future__ import annotations
+
+import yaml
+
+from shared.model import meta
+from shared.model.podutil import is_ready
+from tests.integration.stack import Stack, wait_for
+
+DS = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      terminationGracePeriodSeconds: 30
+      containers: [{name: agent, image: "%s"}]
+"""
+
+
+def test_one_agent_process_serves_two_thousand_nodes(stack: Stack) -> None:
+    stack.start_all(workers=2, nodes=2000)
+    wait_for(lambda: stack.store.r.hlen(stack.store.keys.objects("Node")) == 2000,
+             what="2000 nodes registered")
+
+    def all_nodes_ready() -> bool:
+        return all(any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (n.get("status") or {}).get("conditions", []))
+                   for n in stack.store.list("Node"))
+
+    wait_for(all_nodes_ready, timeout=60, interval=0.5, what="every node reported Ready")
+    stack.store.apply(yaml.safe_load(DS % "agent:1"))
+    wait_for(lambda: stack.status("default/agent").get("numberReady") == 2000, timeout=90,
+             interval=0.5, what="2000 daemon pods ready")
+    pods = stack.pods("default")
+    assert len(pods) == 2000
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2000
+
+
+def test_pods_go_pending_then_ready_after_the_delay(stack: Stack) -> None:
+    stack.start_all(workers=1, nodes=2, agent_args=("--ready-delay", "1"))
+    stack.store.apply(yaml.safe_load(DS % "agent:1"))
+    wait_for(lambda: len(stack.pods("default")) == 2, what="2 pods")
+    phases = {(p.get("status") or {}).get("phase") for p in stack.pods("default")}
+    assert "Running" not in phases or not all(is_ready(p) for p in stack.pods("default"))
+    wait_for(lambda: all(is_ready(p) for p in stack.pods("default")), timeout=15,
+             what="pods ready after the delay")
+
+
+def test_deleted_pod_terminates_after_grace_and_is_replaced(stack: Stack) -> None:
+    stack.start_all(workers=1, nodes=1, agent_args=("--grace", "1"))
+    stack.store.apply(yaml.safe_load(DS % "agent:1"))
+    wait_for(lambda: stack.status("default/agent").get("numberReady") == 1, what="1 ready")
+    victim = stack.pods("default")[0]
+    left = stack.store.delete("Pod", meta.key(victim))
+    assert left is not None and left["metadata"]["deletionTimestamp"]
+    # the replacement may reuse the name (names are deterministic per node and revision),
+    # so the old pod is recognised by its uid
+    wait_for(lambda: meta.uid(stack.store.try_get("Pod", meta.key(victim)) or {})
+             != meta.uid(victim), timeout=15,
+             what="the terminating pod removed after its grace period")
+    wait_for(lambda: [meta.uid(p) for p in stack.pods("default") if is_ready(p)]
+             not in ([], [meta.uid(victim)]), timeout=15, what="a replacement pod ready")
+
+
+def test_fail_image_pods_fail_and_never_ready_pods_stay_unready(stack: Stack) -> None:
+    stack.start_all(workers=1, nodes=1, agent_args=("--fail-image", "*:broken",
+                                                     "--never-ready", "*:stuck"))
+    stack.store.apply(yaml.safe_load(DS % "agent:stuck"))
+    wait_for(lambda: [(p.get("status") or {}).get("phase") for p in stack.pods("default")]
+             == ["Running"], what="a running pod")
+    wait_for(lambda: stack.status("default/agent").get("currentNumberScheduled") == 1,
+             what="status counted")
+    assert stack.status("default/agent").get("numberReady", 0) == 0
+    assert not is_ready(stack.pods("default")[0])
