@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.control import backoff as control_backoff
 from shared.daemonset import dsutil, rollout
 from shared.daemonset.placement import Decision
 from shared.daemonset.types import AdvanceBackoff, BackoffEntry, EmitEvent
@@ -17,8 +18,8 @@ from shared.model import meta, podutil
 Obj = dict[str, Any]
 
 BURST_REPLICAS = 250
-BACKOFF_INITIAL = 1.0  # seconds
-BACKOFF_MAX = 900.0  # seconds (15 min)
+BACKOFF_INITIAL = control_backoff.INITIAL_DELAY  # 1 s
+BACKOFF_MAX = control_backoff.MAX_DELAY  # 15 min
 
 
 def backoff_key(ds: Obj, node: str) -> str:
@@ -26,23 +27,9 @@ def backoff_key(ds: Obj, node: str) -> str:
     return f"{meta.uid(ds)}/{dsutil.observed_generation(ds)}/{node}"
 
 
-def _expired(entry: BackoffEntry, now: float) -> bool:
-    return now - entry.last_update > 2 * BACKOFF_MAX
-
-
-def in_backoff(entry: BackoffEntry | None, now: float) -> bool:
-    """``IsInBackOffSinceUpdate``: the entry exists, is not expired, and
-    ``now - last_update < delay``."""
-    if entry is None or _expired(entry, now):
-        return False
-    return now - entry.last_update < entry.delay
-
-
-def next_backoff(entry: BackoffEntry | None, now: float) -> BackoffEntry:
-    """``Backoff.Next``: 1 s when missing or expired, else double (capped at 15 min)."""
-    if entry is None or _expired(entry, now):
-        return BackoffEntry(delay=BACKOFF_INITIAL, last_update=now)
-    return BackoffEntry(delay=min(entry.delay * 2, BACKOFF_MAX), last_update=now)
+# The backoff rules themselves live with the other control primitives.
+in_backoff = control_backoff.is_in_backoff_since_update
+next_backoff = control_backoff.next_entry
 
 
 @dataclass
