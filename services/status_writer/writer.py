@@ -19,7 +19,7 @@ from prometheus_client import Counter, Gauge
 
 from shared.daemonset import status as ds_status
 from shared.model import meta
-from shared.store import codec, errors
+from shared.store import codec, errors, scripts
 from shared.store.client import Store
 
 log = logging.getLogger("status-writer")
@@ -59,6 +59,7 @@ class StatusWriter:
         self.claim_idle_ms = claim_idle_ms
         self.stream = store.keys.status_stream
         self.written = 0
+        self._newer = store.r.register_script(scripts.NEWER_POSITION)
 
     def ensure_group(self) -> None:
         try:
@@ -103,7 +104,9 @@ class StatusWriter:
                 continue
             latest[str(msg.get("key"))] = msg
         for key, msg in latest.items():
-            self.write(key, msg)
+            if self._newer(keys=[self.store.keys.status_positions],
+                           args=[key, str(msg.get("position") or "0-0")]):
+                self.write(key, msg)
         if ids:
             r.xack(self.stream, GROUP, *ids)
             r.xdel(self.stream, *ids)

@@ -12,7 +12,11 @@ P:log                              stream  the event log (entry id = resourceVer
 P:obj:<Kind>                       hash    "<ns>/<name>" → msgpack object (materialised view)
 P:rv:<Kind>                        hash    "<ns>/<name>" → resourceVersion of that object
 P:parked                           hash    log id → why a reader could not decode that entry
+P:logsnap                          string  msgpack snapshot of every object as of the log id
+                                           below (written by compaction, read by export)
+P:logsnap:id                       string  that log id: entries before it were trimmed
 P:status                           stream  computed DaemonSet status from the reconcilers
+P:status:pos                       hash    DaemonSet key → log position of the newest status written
 P:wq:queue                         list    FIFO of queued keys
 P:wq:dirty                         set     keys waiting to be processed
 P:wq:processing                    zset    key → lease deadline (ms)
@@ -70,8 +74,20 @@ class Keys:
         return self._k("parked")
 
     @property
+    def log_snapshot(self) -> str:
+        return self._k("logsnap")
+
+    @property
+    def log_snapshot_id(self) -> str:
+        return self._k("logsnap", "id")
+
+    @property
     def status_stream(self) -> str:
         return self._k("status")
+
+    @property
+    def status_positions(self) -> str:
+        return self._k("status", "pos")
 
     @property
     def meta(self) -> str:

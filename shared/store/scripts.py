@@ -118,3 +118,26 @@ for k = 2, #KEYS do
 end
 return out
 """
+
+# ------------------------------------------------------------------------------------------
+NEWER_POSITION = r"""
+-- newer_position: claim the right to write a status computed at log position ARGV[2].
+--
+-- KEYS[1]   hash: DaemonSet key → log position of the newest status written
+-- ARGV[1]   the DaemonSet key
+-- ARGV[2]   the log position ("<ms>-<seq>") the status was computed at
+--
+-- Returns 1 (and records ARGV[2]) unless a status computed at a later position was already
+-- claimed, so status-writers racing on one DaemonSet never go back in time.
+local cur = redis.call("HGET", KEYS[1], ARGV[1])
+if cur then
+  local cms, cseq = string.match(cur, "^(%d+)-(%d+)$")
+  local nms, nseq = string.match(ARGV[2], "^(%d+)-(%d+)$")
+  if cms and nms then
+    cms, cseq, nms, nseq = tonumber(cms), tonumber(cseq), tonumber(nms), tonumber(nseq)
+    if cms > nms or (cms == nms and cseq > nseq) then return 0 end
+  end
+end
+redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
