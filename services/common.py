@@ -3,6 +3,7 @@ connecting to the store."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -20,6 +21,19 @@ def setup_logging(name: str, level: str | None = None) -> logging.Logger:
         format=f"%(asctime)s {name} %(levelname)s %(message)s",
     )
     return logging.getLogger(name)
+
+
+# A process's caches keep hundreds of thousands of long-lived objects (JSON-shaped maps and
+# lists, no reference cycles). With the default thresholds (700, 10, 10) the collector walks
+# all of them every few thousand allocations: ~100 ms each time at 5,000 nodes, a third of a
+# reconciler's CPU while pods are being created. Young garbage is still collected, just in
+# larger batches; full collections become rare.
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def tune_gc() -> None:
+    """Acts: set this process's garbage-collector thresholds for a large cache."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def stop_event() -> threading.Event:

@@ -34,13 +34,14 @@ def parts(redis_url: str | None, prefix: str | None) -> Parts:
 
 
 def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | None) -> None:
-    from services.watcher.watcher import Watcher
+    from services.watcher.watcher import LEASE_SECONDS, Watcher
 
     common.setup_logging("watcher")
+    common.tune_gc()
     common.serve_metrics(metrics_port)
     p = parts(redis_url, prefix)
     lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
-                             ttl_seconds=10.0)
+                             ttl_seconds=LEASE_SECONDS)
     Watcher(p.store, p.queue, p.expectations, lease).run(common.stop_event())
 
 
@@ -50,11 +51,13 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int 
 
     from services.reconciler.metrics import start_queue_metrics
     from services.reconciler.sync import Reconciler
-    from services.reconciler.worker import MsgpackSerializer, ReconcilerWorker
+    from services.reconciler.worker import LEASE_SECONDS, MsgpackSerializer, ReconcilerWorker
 
     log = common.setup_logging("reconciler")
+    common.tune_gc()
     common.serve_metrics(metrics_port)
     p = parts(redis_url, prefix)
+    p.queue = RedisWorkQueue(p.store.r, p.store.keys, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
     reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
     queue = Queue(p.store.keys.rq_queue_name, connection=p.store.r, serializer=MsgpackSerializer)
@@ -71,17 +74,21 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
     from services.status_writer.writer import StatusWriter
 
     common.setup_logging("status-writer")
+    common.tune_gc()
     common.serve_metrics(metrics_port)
     store = common.open_store(redis_url, prefix)
     StatusWriter(store, instance_id("status-writer")).run(common.stop_event())
 
 
-def run_gc(redis_url: str | None, prefix: str | None, metrics_port: int | None) -> None:
+def run_gc(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+           batch: int = 500, max_deletes_per_second: float = 0.0) -> None:
     from services.gc.collector import Collector
 
     common.setup_logging("gc")
+    common.tune_gc()
     common.serve_metrics(metrics_port)
-    Collector(common.open_store(redis_url, prefix)).run(common.stop_event())
+    Collector(common.open_store(redis_url, prefix), batch=batch,
+              max_deletes_per_second=max_deletes_per_second).run(common.stop_event())
 
 
 def run_node_agent(redis_url: str | None, prefix: str | None, metrics_port: int | None,
@@ -90,6 +97,7 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics_port: int 
     from services.node_agent.lifecycle import AgentConfig
 
     log = common.setup_logging("node-agent")
+    common.tune_gc()
     common.serve_metrics(metrics_port)
     assert isinstance(cfg, AgentConfig)
     agent = NodeAgent(common.open_store(redis_url, prefix), cfg)

@@ -8,13 +8,27 @@ line on stderr and exit code 1 (``context.Group``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from services.cli import apply as apply_cmd
-from services.cli import context, describe, edits, errors, nodes, ops, printers, resources
+from services.cli import (
+    context,
+    describe,
+    edits,
+    errors,
+    health,
+    logcmd,
+    nodes,
+    ops,
+    printers,
+    resources,
+    waiting,
+)
+from services.cli import rollout as rollout_cmd
 from services.cli.errors import CliError
 from shared.model import kinds, labels, meta
 from shared.store import errors as store_errors
@@ -201,6 +215,18 @@ def describe_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | No
 # ---- delete -------------------------------------------------------------------------------
 
 CASCADE_BOOL = {"true": "background", "false": "orphan"}
+WAIT_FOREVER = 7 * 24 * 3600.0  # kubectl's --timeout=0: a week
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+def _duration(value: str) -> float:
+    """Seconds of a kubectl duration (``30s``, ``2m``, ``1h``, ``500ms``; a bare number is
+    seconds)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|)", value.strip())
+    if m is None:
+        raise CliError(f'error: invalid argument "{value}" for "--timeout" flag: '
+                       f'time: invalid duration "{value}"')
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
 
 
 def _cascade(value: str) -> str:
@@ -228,10 +254,15 @@ def _cascade(value: str) -> str:
 @click.option("--now", is_flag=True, help="Terminate pods at once (grace period 1).")
 @click.option("--force", is_flag=True, help="Remove pods at once (grace period 0).")
 @click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
+@click.option("--wait", default="false", is_flag=False, flag_value="true", show_default=True,
+              type=click.Choice(["true", "false"]), metavar="[=true|false]",
+              help="Wait until the objects are gone (finalizers done, pods terminated).")
+@click.option("--timeout", default="0s", show_default=True, metavar="DURATION",
+              help="How long --wait waits (e.g. 30s, 2m; 0: no limit).")
 @context.pass_env
 def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
            selector: str | None, all_: bool, cascade: str, grace_period: int, now: bool,
-           force: bool, ignore_not_found: bool) -> None:
+           force: bool, ignore_not_found: bool, wait: str, timeout: str) -> None:
     """Delete objects by TYPE and NAME, TYPE/NAME, label selector (-l) or --all, the way the
     API server does: a DaemonSet's pods are deleted after it (background, the default),
     before it (foreground), or kept (orphan); pods on a node terminate gracefully unless
@@ -242,8 +273,10 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
       daemonbus delete ds fluentd-elasticsearch -n kube-system
       daemonbus delete ds/fluentd-elasticsearch -n kube-system --cascade=orphan
       daemonbus delete pods -l name=fluentd-elasticsearch -n kube-system --force
+      daemonbus delete ds/fluentd-elasticsearch -n kube-system --cascade=foreground --wait
     """
     propagation = _cascade(cascade)
+    wait_seconds = _duration(timeout)
     if now:
         if grace_period != -1:
             raise CliError("error: --now and --grace-period cannot be specified together")
@@ -265,11 +298,12 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
     if ignore_not_found:
         problems = []
     deleted = 0
+    awaited: list[waiting.Awaited] = []
     for info, objs in groups:
         for obj in objs:
             try:
-                env.store.delete(info.kind, meta.key(obj), propagation=propagation,
-                                 grace_seconds=None if grace_period < 0 else grace_period)
+                left = env.store.delete(info.kind, meta.key(obj), propagation=propagation,
+                                        grace_seconds=None if grace_period < 0 else grace_period)
             except store_errors.NotFoundError as err:
                 if not ignore_not_found:
                     problems.append(context.store_error_message(err))
@@ -277,8 +311,15 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
             verb = "force deleted" if force and grace_period == 0 else "deleted"
             click.echo(f'{info.qualified_name} "{meta.name(obj)}" {verb}')
             deleted += 1
+            if left is not None:
+                awaited.append(waiting.Awaited(info.kind, meta.key(left), meta.uid(left),
+                                               f"{resources.qualified_plural(info)}/"
+                                               f"{meta.name(left)}"))
     if not deleted and not problems and not any(t.name for t in targets):
         click.echo(_no_resources(ns, False, [i for i, _ in groups]), err=True)
+    if wait == "true" and awaited:
+        for a in waiting.wait_gone(env.store, awaited, wait_seconds or WAIT_FOREVER):
+            problems.append(f"error: timed out waiting for the condition on {a.ref}")
     if problems:
         raise CliError("\n".join(problems))
 
@@ -294,6 +335,9 @@ nodes.register(cli)
 # kubectl does by ``context.Group``.
 
 ops.register(cli)  # up, run
+logcmd.register(cli)  # log export|tail|compact, replay, why
+rollout_cmd.register(cli)  # set image, rollout
+health.register(cli)  # health (container health checks)
 
 if __name__ == "__main__":  # python -m services.cli.main (the supervisor starts processes so)
     main()

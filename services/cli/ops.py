@@ -173,12 +173,18 @@ def run_status_writer(ctx: click.Context, metrics_port: int | None) -> None:
 
 @run.command("gc")
 @_metrics_opt
+@click.option("--batch", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Objects written per commit.")
+@click.option("--max-deletes-per-second", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="Throttle cascades to this rate (0: no limit).")
 @click.pass_context
-def run_gc(ctx: click.Context, metrics_port: int | None) -> None:
-    """Run the garbage collector: cascading deletes, orphaning, pod GC, event TTL."""
+def run_gc(ctx: click.Context, metrics_port: int | None, batch: int,
+           max_deletes_per_second: float) -> None:
+    """Run the garbage collector: cascading deletes, orphaning, pod GC, the control state
+    of deleted DaemonSets, event TTL."""
     from services import runner
 
-    runner.run_gc(*_ctx_opts(ctx), metrics_port)
+    runner.run_gc(*_ctx_opts(ctx), metrics_port, batch, max_deletes_per_second)
 
 
 @run.command("node-agent")

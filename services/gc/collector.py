@@ -1,22 +1,26 @@
 """The garbage collector process, driven by the log (Kubernetes' garbage collector and pod GC
-roles, for the kinds daemonbus keeps).
+roles, for the kinds daemonbus keeps). Decisions are in ``decide``; this module acts.
 
 * **Background cascade**: a Pod or ControllerRevision whose owner (by uid, never by name
   alone) no longer exists is deleted.
 * **Foreground**: an owner with the ``foregroundDeletion`` finalizer has its dependents
-  deleted; when none is left the finalizer is removed and the owner goes.
+  deleted; when no blocking one is left the finalizer is removed and the owner goes.
 * **Orphan**: an owner with the ``orphan`` finalizer has its ownerReferences removed from its
   dependents, then the finalizer is removed.
-* **Pod GC**: a pod bound to a node that no longer exists is deleted at once.
+* **Pod GC**: a pod bound to a node that no longer exists is deleted at once (grace 0).
+* **Control state of deleted DaemonSets**: expectations, workqueue traces and failed-pod
+  backoff entries (``shared.store.residue``) — this collector is their one home.
 * **Event TTL**: Events older than ``event_ttl`` seconds are deleted.
 
 Everything is decided from state, not from remembered progress, so a collector killed
 half-way through a cascade finishes it after a restart: it starts with a full pass.
+Deletes may be throttled (``batch``, ``max_deletes_per_second``) so that a cascade of a huge
+DaemonSet does not flood the log and the node agents in one burst.
 """
 
 from __future__ import annotations
 
-import copy
+import functools
 import logging
 import threading
 import time
@@ -25,46 +29,49 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from services.gc import decide
 from shared.model import meta
-from shared.store import errors
+from shared.store import codec, errors
 from shared.store.cache import Cache, Change
-from shared.store.client import FOREGROUND, ORPHAN, Op, Store
+from shared.store.client import FOREGROUND, ORPHAN, Op, Result, Store
+from shared.store.residue import BUSY, GONE, RedisResidue
 
 log = logging.getLogger("gc")
 
 Obj = dict[str, Any]
-DEPENDENT_KINDS = ("Pod", "ControllerRevision")
+DEPENDENT_KINDS = decide.DEPENDENT_KINDS
 COLLECTED = Counter("daemonbus_gc_deleted_total", "Objects deleted by the garbage collector",
                     ["kind", "reason"])
-
-
-def _owner_uids(obj: Obj) -> list[str]:
-    return [str(r.get("uid")) for r in meta.owner_references(obj) if r.get("uid")]
-
-
-def _bound_node(obj: Obj) -> list[str]:
-    node = (obj.get("spec") or {}).get("nodeName")
-    return [str(node)] if node else []
+FORGOTTEN = Counter("daemonbus_gc_forgotten_total",
+                    "Control-state entries of deleted DaemonSets removed", ["what"])
 
 
 class Collector:
     def __init__(self, store: Store, clock: Callable[[], float] = time.time,
-                 event_ttl: float = 3600.0, full_pass_every: float = 60.0) -> None:
+                 event_ttl: float = 3600.0, full_pass_every: float = 60.0,
+                 batch: int = 500, max_deletes_per_second: float = 0.0) -> None:
         self.store = store
         self.clock = clock
         self.event_ttl = event_ttl
         self.full_pass_every = full_pass_every
+        self.batch = max(1, batch)
+        self.max_rate = max_deletes_per_second
         self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event"],
                            name="gc", indexes={
-                               "owner-pods": ("Pod", _owner_uids),
-                               "owner-revisions": ("ControllerRevision", _owner_uids),
-                               "node": ("Pod", _bound_node),
+                               "owner-pods": ("Pod", decide.owner_uids),
+                               "owner-revisions": ("ControllerRevision", decide.owner_uids),
+                               "node": ("Pod", decide.bound_node),
                            })
+        self.residue = RedisResidue(store.r, store.keys)
+        self.busy_keys: set[str] = set()  # deleted DaemonSet keys a pending sync still holds
+        self.settling: dict[str, str] = {}  # key cleaned -> newest status message id then
         self.deleted = 0
+        self._stop = threading.Event()
 
     # ---- loop -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        self._stop = stop
         while not stop.is_set():
             try:
                 self.cache.sync()
@@ -80,57 +87,67 @@ class Collector:
                 stop.wait(1.0)
 
     def step(self, block_ms: int = 1000) -> int:
-        changes = self.cache.poll(count=5000, block_ms=block_ms)
+        """Act on the next log entries; then go on with the clean-up of deleted keys."""
+        pending = self.busy_keys or self.settling
+        changes = self.cache.poll(count=5000, block_ms=200 if pending else block_ms)
         if changes:
             self.handle(changes)
+        if self.busy_keys:
+            self._forget_keys(set(self.busy_keys))
+        if self.settling:
+            self._settle()
         return len(changes)
 
     def handle(self, changes: Iterable[Change]) -> None:
         owners: set[str] = set()
-        deleted_owner_uids: set[str] = set()
+        deleted: dict[str, str] = {}  # uid -> key of DaemonSets gone
         dependents: list[Obj] = []
         gone_nodes: set[str] = set()
+        pods: list[Obj] = []
         for ch in changes:
             if ch.kind == "DaemonSet":
                 if ch.type == "DELETED":
-                    deleted_owner_uids.add(meta.uid(ch.new))
+                    deleted[meta.uid(ch.new)] = ch.key
                 elif meta.is_being_deleted(ch.new):
                     owners.add(ch.key)
-            elif ch.kind in DEPENDENT_KINDS and ch.type != "DELETED":
-                dependents.append(ch.new)
-                for uid in _owner_uids(ch.new):
+            elif ch.kind in DEPENDENT_KINDS:
+                if ch.type != "DELETED":
+                    dependents.append(ch.new)
+                    if ch.kind == "Pod":
+                        pods.append(ch.new)
+                for uid in decide.owner_uids(ch.new):
                     owner = self._owner_by_uid(ch.new, uid)
-                    if owner is not None and meta.is_being_deleted(owner):
-                        owners.add(meta.key(owner))
-            elif ch.kind in DEPENDENT_KINDS and ch.type == "DELETED":
-                for ref in meta.owner_references(ch.new):
-                    owner = self._owner_by_uid(ch.new, str(ref.get("uid")))
                     if owner is not None and meta.is_being_deleted(owner):
                         owners.add(meta.key(owner))
             elif ch.kind == "Node" and ch.type == "DELETED":
                 gone_nodes.add(meta.name(ch.new))
-        for uid in deleted_owner_uids:
+        for uid in deleted:
             dependents += self._dependents(uid)
         self._collect_orphaned(dependents)
         for key in sorted(owners):
             self._finalize_owner(key)
-        pods = [p for n in gone_nodes for p in self.cache.by_index("node", n)]
+        pods += [p for n in gone_nodes for p in self.cache.by_index("node", n)]
         self._pod_gc(pods)
+        if deleted:
+            self._forget_deleted(deleted)
 
     def full_pass(self) -> None:
+        """Everything from state: finish owners being deleted, collect dependents of gone
+        owners, pods of gone nodes, control state of gone DaemonSets, expired Events."""
         for ds in list(self.cache.objects["DaemonSet"].values()):
             if meta.is_being_deleted(ds):
                 self._finalize_owner(meta.key(ds))
         deps = [o for k in DEPENDENT_KINDS for o in self.cache.objects[k].values()]
         self._collect_orphaned(deps)
         self._pod_gc(list(self.cache.objects["Pod"].values()))
+        self._sweep_residue()
         self._expire_events()
 
-    # ---- decisions and actions ------------------------------------------------------------------
+    # ---- owners and dependents ----------------------------------------------------------------
 
     def _owner_by_uid(self, dep: Obj, uid: str) -> Obj | None:
         for ref in meta.owner_references(dep):
-            if ref.get("uid") == uid and ref.get("kind") == "DaemonSet":
+            if ref.get("uid") == uid and ref.get("kind") == decide.OWNER_KIND:
                 ds = self.cache.get("DaemonSet", f"{meta.namespace(dep)}/{ref.get('name')}")
                 if ds is not None and meta.uid(ds) == uid:
                     return ds
@@ -140,15 +157,12 @@ class Collector:
         return self.cache.by_index("owner-pods", uid) + self.cache.by_index("owner-revisions", uid)
 
     def _collect_orphaned(self, deps: Iterable[Obj]) -> None:
-        """Delete dependents whose DaemonSet owner is gone (background cascade)."""
-        doomed: list[Obj] = []
+        """Acts: delete dependents whose DaemonSet owners are all gone (background cascade)."""
         verified: dict[tuple[str, str, str], bool] = {}
+        doomed = []
         for dep in deps:
-            refs = [r for r in meta.owner_references(dep) if r.get("kind") == "DaemonSet"]
-            if not refs or (meta.is_being_deleted(dep) and dep.get("kind") != "Pod"):
-                continue
-            if all(self._owner_gone(dep, r, verified) for r in refs) and \
-                    len(refs) == len(meta.owner_references(dep)):
+            if decide.doomed_by_owners(dep, functools.partial(self._owner_gone, dep,
+                                                              verified=verified)):
                 doomed.append(dep)
         self._delete(doomed, "owner-gone")
 
@@ -164,36 +178,31 @@ class Collector:
         return verified[k]
 
     def _finalize_owner(self, key: str) -> None:
+        """Acts: one step of a foreground or orphan deletion of the DaemonSet ``key``."""
         ds = self.cache.get("DaemonSet", key)
         if ds is None or not meta.is_being_deleted(ds):
             return
         fins = meta.finalizers(ds)
-        deps = self._dependents(meta.uid(ds))
+        uid = meta.uid(ds)
+        deps = self._dependents(uid)
         if ORPHAN in fins:
-            ops = []
-            for dep in deps:
-                new = copy.deepcopy(dep)
-                refs = [r for r in meta.owner_references(dep) if r.get("uid") != meta.uid(ds)]
-                if refs:
-                    new["metadata"]["ownerReferences"] = refs
-                else:
-                    new["metadata"].pop("ownerReferences", None)
-                ops.append(self.store.raw_update_op(new, meta.resource_version(dep)))
-            results = self._commit(ops)
+            ops = [self.store.raw_update_op(decide.without_owner(d, uid),
+                                            meta.resource_version(d)) for d in deps]
+            results = self._commit(ops, throttle=False)
             if all(r.ok or r.status == "notfound" for r in results):
-                self._remove_finalizer(key, ORPHAN)
+                self._remove_finalizer(key, uid, ORPHAN)
+            # a conflict: the newer version's log entry brings us back here
             return
         if FOREGROUND in fins:
-            live = [d for d in deps if not (d.get("kind") == "Pod" and meta.is_being_deleted(d))]
-            if live:
-                self._delete(live, "foreground")
-            if not deps:
-                self._remove_finalizer(key, FOREGROUND)
+            to_delete, finished = decide.foreground_step(deps, uid)
+            self._delete(to_delete, "foreground")
+            if finished:
+                self._remove_finalizer(key, uid, FOREGROUND)
 
-    def _remove_finalizer(self, key: str, finalizer: str) -> None:
+    def _remove_finalizer(self, key: str, uid: str, finalizer: str) -> None:
         def drop(obj: Obj) -> Obj | None:
             fins = meta.finalizers(obj)
-            if finalizer not in fins:
+            if meta.uid(obj) != uid or finalizer not in fins:
                 return None
             obj["metadata"]["finalizers"] = [f for f in fins if f != finalizer]
             return obj
@@ -203,24 +212,69 @@ class Collector:
         except errors.NotFoundError:
             pass
 
+    # ---- pod GC and Events ----------------------------------------------------------------------
+
     def _pod_gc(self, pods: Iterable[Obj]) -> None:
+        """Acts: force-delete pods bound to nodes that do not exist (confirmed live)."""
         nodes = self.cache.objects["Node"]
-        doomed = []
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and f"/{node}" not in nodes:
-                doomed.append(pod)
+        doomed = decide.on_missing_nodes(pods, lambda n: f"/{n}" in nodes)
         if doomed:
             live_nodes = {meta.name(n) for n in self.store.list("Node")}
-            doomed = [p for p in doomed if p["spec"]["nodeName"] not in live_nodes]
+            doomed = decide.on_missing_nodes(doomed, lambda n: n in live_nodes)
         self._delete(doomed, "node-gone", grace=0)
 
     def _expire_events(self) -> None:
-        cutoff = self.clock() - self.event_ttl
-        old = [e for e in self.cache.objects["Event"].values()
-               if (meta.parse_time(str(e.get("lastTimestamp") or meta.creation_timestamp(e)))
-                   or 0) < cutoff]
+        old = decide.expired_events(self.cache.objects["Event"].values(),
+                                    self.clock() - self.event_ttl)
         self._delete(old, "event-ttl", grace=0)
+
+    # ---- control state of deleted DaemonSets -----------------------------------------------------
+
+    def _forget_deleted(self, deleted: dict[str, str]) -> None:
+        """Acts: drop the backoff entries (by uid) and, unless a DaemonSet of that name exists
+        again, the expectations and workqueue traces (by key) of DaemonSets gone."""
+        for uid in deleted:
+            n = self.residue.forget_uid(uid)
+            FORGOTTEN.labels("backoff").inc(n)
+        self._forget_keys(set(deleted.values()))
+
+    def _forget_keys(self, keys: set[str], final: bool = False) -> None:
+        """Acts: clean ``keys`` up (see ``shared.store.residue``). Busy keys are tried again
+        on the next steps; cleaned ones once more when the status messages that were in
+        flight are consumed (unless ``final``)."""
+        statuses, newest = self.residue.forget_keys(keys)
+        for key, status in statuses.items():
+            self.busy_keys.discard(key)
+            self.settling.pop(key, None)
+            if status == BUSY:
+                self.busy_keys.add(key)
+            elif status == GONE:
+                FORGOTTEN.labels("key").inc()
+                if not final and newest != "0-0":
+                    self.settling[key] = newest
+
+    def _settle(self) -> None:
+        """Acts: the last clean-up of keys whose status messages in flight are consumed."""
+        oldest = self.residue.oldest_status_id()
+        done = {k for k, newest in self.settling.items()
+                if oldest is None or codec.id_tuple(oldest) > codec.id_tuple(newest)}
+        if done:
+            self._forget_keys(done, final=True)
+
+    def _sweep_residue(self) -> None:
+        """Acts: the state-based clean-up behind ``_forget_deleted`` (after a restart, or a
+        DELETED entry missed): keys of no cached DaemonSet (the script re-checks the live
+        view) and backoff entries of uids no live DaemonSet has (read after the entries, so
+        a DaemonSet created meanwhile is in the listing)."""
+        cached = set(self.cache.objects["DaemonSet"])
+        self._forget_keys(self.residue.key_candidates() - cached)
+        uids = self.residue.backoff_uids()
+        if uids:
+            live = {meta.uid(ds) for ds in self.store.list("DaemonSet")}
+            for uid in uids - live:
+                FORGOTTEN.labels("backoff").inc(self.residue.forget_uid(uid))
+
+    # ---- writes ---------------------------------------------------------------------------------
 
     def _delete(self, objs: list[Obj], reason: str, grace: int | None = None) -> None:
         ops: list[Op] = []
@@ -233,8 +287,13 @@ class Collector:
                 COLLECTED.labels(res.op.kind, reason).inc()
                 self.deleted += 1
 
-    def _commit(self, ops: list[Op]) -> list[Any]:
-        results = []
-        for i in range(0, len(ops), 500):
-            results += self.store.commit(ops[i:i + 500])
+    def _commit(self, ops: list[Op], throttle: bool = True) -> list[Result]:
+        """Acts: commit ``ops`` in batches; with a rate limit, pause after each batch so that
+        at most ``max_deletes_per_second`` ops are written per second."""
+        results: list[Result] = []
+        for i in range(0, len(ops), self.batch):
+            chunk = ops[i:i + self.batch]
+            results += self.store.commit(chunk)
+            if throttle and self.max_rate > 0 and i + self.batch < len(ops):
+                self._stop.wait(len(chunk) / self.max_rate)
         return results

@@ -234,7 +234,9 @@ class Executor:
         while pending:
             ops = []
             for c, salt in pending:
-                pod = copy.deepcopy(c.pod)
+                # stamping and renaming touch metadata only: copy that level, share the rest
+                # (the plan's pod is never changed, the op is packed at once)
+                pod = {**c.pod, "metadata": dict(c.pod["metadata"])}
                 if salt != c.salt:
                     pod["metadata"]["name"] = podtemplate.pod_name(ds, c.node, hash_, salt)
                 ops.append(self.store.create_op(self.store.stamp(pod), ensure=True,

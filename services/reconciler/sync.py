@@ -84,12 +84,14 @@ class Reconciler:
         nodes = list(self.cache.objects["Node"].values())
         # failed-pod backoff: only nodes with a failed pod of this DaemonSet can need it
         generation = (ds.get("status") or {}).get("observedGeneration") or 0
+        uid = meta.uid(ds)
         wanted = []
-        for p in pods:
+        for p in pods:  # the phase first: the one cheap test that rules out nearly every pod
+            if (p.get("status") or {}).get("phase") != "Failed":
+                continue
             ref = meta.controller_ref(p)
-            if ref and ref.get("uid") == meta.uid(ds) and \
-                    (p.get("status") or {}).get("phase") == "Failed":
-                wanted.append(f"{meta.uid(ds)}/{generation}/{podutil.target_node(p)}")
+            if ref and ref.get("uid") == uid:
+                wanted.append(f"{uid}/{generation}/{podutil.target_node(p)}")
         backoff = self.backoff.get_many(wanted) if wanted else {}
         satisfied = self.expectations.satisfied(key, now)
         return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,

@@ -8,13 +8,23 @@ key, leases) for the next key and wraps it in a job. So:
 * jobs carry only a DaemonSet key and a lease token (job id ``sync_<base64url key>_<token>``);
 * the serializer is msgpack, never pickle, and a job may only name a function on
   ``ALLOWED_FUNCTIONS`` (anything else fails before it is imported);
-* a job put on the RQ queue by someone else is never run: this worker does not read RQ lists.
+* a job put on the RQ queue by someone else is never run: this worker does not read RQ lists;
+  and a job hash forged in Redis that names a callback is refused too (our jobs have none).
+
+Leases: a worker renews the lease of the key it syncs every ``RENEW_EVERY`` seconds, for
+``LEASE_SECONDS``; a worker that dies mid-sync therefore loses its key at most
+``LEASE_SECONDS`` later, when an idle worker's ``get`` reclaims it and hands it out again.
+
+Test hook (off by default): ``DAEMONBUS_TEST_SYNC_DELAY="<namespace/name>=<seconds>"`` makes
+this process sleep that long before syncing that one key, so tests can kill a worker
+mid-sync. Nothing reads it unless it is set.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -33,7 +43,19 @@ log = logging.getLogger("reconciler")
 
 SYNC_FUNCTION = "services.reconciler.worker.sync_job"
 ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
-RENEW_EVERY = 3.0
+LEASE_SECONDS = 8.0  # a dead worker's key is handed out again within this (< 10 s)
+RENEW_EVERY = 2.0
+TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
+
+
+def _test_sync_delay(key: str) -> float:
+    """The test hook's delay for ``key`` (0 unless ``TEST_SYNC_DELAY_ENV`` names it)."""
+    raw = os.environ.get(TEST_SYNC_DELAY_ENV, "")
+    name, _, seconds = raw.rpartition("=")
+    try:
+        return float(seconds) if name == key else 0.0
+    except ValueError:
+        return 0.0
 
 
 class MsgpackSerializer:
@@ -57,6 +79,22 @@ class AllowListedJob(Job):  # type: ignore[misc]
         if name not in ALLOWED_FUNCTIONS:
             raise DeserializationError(f"job {self.id}: function {name!r} is not allowed")
         return super().func
+
+    def _no_callback(self, which: str, name: str | None) -> None:
+        if name:
+            raise DeserializationError(f"job {self.id}: {which} callback {name!r} is not allowed")
+
+    @property
+    def success_callback(self) -> None:
+        self._no_callback("success", self._success_callback_name)
+
+    @property
+    def failure_callback(self) -> None:
+        self._no_callback("failure", self._failure_callback_name)
+
+    @property
+    def stopped_callback(self) -> None:
+        self._no_callback("stopped", self._stopped_callback_name)
 
 
 def job_id(lease: Lease) -> str:
@@ -90,6 +128,9 @@ def sync_job(key: str, token: str) -> dict[str, Any]:
     QUEUE_DURATION.labels(QUEUE_NAME).observe(lease.queue_seconds)
     started = time.monotonic()
     try:
+        delay = _test_sync_delay(key)
+        if delay:
+            time.sleep(delay)  # the documented test hook: a slow sync of one key
         result: SyncResult = reconciler.sync(key, lease.position)
         if result.ok:
             queue.forget(key)

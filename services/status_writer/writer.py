@@ -72,6 +72,7 @@ class StatusWriter:
         while not stop.is_set():
             try:
                 self.ensure_group()
+                self.seed_gauges()
                 while not stop.is_set():
                     self.step(block_ms=1000)
             except (redis.RedisError, errors.UnavailableError) as err:
@@ -145,6 +146,12 @@ class StatusWriter:
                 WRITES.labels("invalid").inc()
                 return False
         return False
+
+    def seed_gauges(self) -> None:
+        """Acts: set the gauges of every stored DaemonSet from its stored status, so a
+        (re)started writer exports them before the next sync of each one."""
+        for ds in self.store.list("DaemonSet"):
+            self._gauges(ds, ds.get("status") or {})
 
     def _gauges(self, ds: dict[str, Any], status: dict[str, Any]) -> None:
         ns, name = meta.namespace(ds), meta.name(ds)

@@ -35,6 +35,12 @@ LEADER = Gauge("daemonbus_watcher_leader", "1 while this watcher holds the lease
 
 KINDS = ["DaemonSet", "Node", "Pod", "ControllerRevision"]
 
+# The leader lease: renewed every LEASE_SECONDS / 4 and checked by stand-bys every
+# STANDBY_POLL seconds, so a stand-by takes over at most LEASE_SECONDS + STANDBY_POLL after
+# the leader died (< 10 s), at once when it stopped cleanly (it releases the lease).
+LEASE_SECONDS = 8.0
+STANDBY_POLL = 0.5
+
 
 def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
     return [meta.namespace(obj)]
@@ -43,7 +49,7 @@ def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
 class Watcher:
     def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
                  lease: LeaderLease, clock: Callable[[], float] = time.time,
-                 renew_every: float = 3.0) -> None:
+                 renew_every: float = LEASE_SECONDS / 4) -> None:
         self.store = store
         self.queue = queue
         self.expectations = expectations
@@ -58,6 +64,7 @@ class Watcher:
             all_=lambda: self.cache.objects["DaemonSet"].values(),
         )
         self.cursor_key = store.keys.cursor("watcher")
+        self._renewed = time.monotonic()
 
     # ---- the process ---------------------------------------------------------------------
 
@@ -66,7 +73,7 @@ class Watcher:
             try:
                 if not self.lease.acquire():
                     LEADER.set(0)
-                    stop.wait(1.0)
+                    stop.wait(STANDBY_POLL)
                     continue
                 LEADER.set(1)
                 log.info("holding the watcher lease as %s", self.lease.holder)
@@ -85,19 +92,29 @@ class Watcher:
 
     def lead(self, stop: threading.Event) -> None:
         """Process the log while we hold the lease."""
-        self.start()
-        renewed = time.monotonic()
+        self._renewed = time.monotonic()
+        if not self.start():
+            return
         while not stop.is_set():
-            if time.monotonic() - renewed >= self.renew_every:
-                if not self.lease.renew():
-                    log.warning("lost the watcher lease; standing by")
-                    LEADER.set(0)
-                    return
-                renewed = time.monotonic()
+            if not self._keep_lease():
+                return
             self.step(block_ms=500)
 
-    def start(self) -> None:
-        """Sync the cache and catch up from the stored cursor."""
+    def _keep_lease(self) -> bool:
+        """Renew the lease when a renewal is due; False (stand by) once it is lost."""
+        if time.monotonic() - self._renewed < self.renew_every:
+            return True
+        if not self.lease.renew():
+            log.warning("lost the watcher lease; standing by")
+            LEADER.set(0)
+            return False
+        self._renewed = time.monotonic()
+        return True
+
+    def start(self) -> bool:
+        """Sync the cache and catch up from the stored cursor: the entries between the cursor
+        and the tip go through the handlers (previous state unknown), then every DaemonSet is
+        enqueued. False when the lease was lost on the way."""
         tip = self.cache.sync()
         raw: Any = self.store.r.get(self.cursor_key)
         cursor = raw.decode() if raw else None
@@ -105,18 +122,24 @@ class Watcher:
         if cursor is not None and not codec.id_ge(cursor, tip):
             reader = LogReader(self.store.r, self.store.keys, cursor, name="watcher-replay")
             while not codec.id_ge(reader.position, tip):
+                before = reader.position
                 entries = reader.read(count=5000)
-                if not entries and not codec.id_ge(reader.position, tip):
-                    if reader.position == cursor:
-                        break  # the log was trimmed below the cursor; the relist covers it
+                if reader.position == before:
+                    break  # nothing left below the tip (trimmed): the relist covers it
                 for e in entries:
                     if codec.id_tuple(e.id) > codec.id_tuple(tip):
                         break
                     if e.type != "DECISION":
                         handlers.react(reaction, self.dss, e.kind, e.type, None, e.obj)
+                if not self._keep_lease():
+                    return False
+            if getattr(reader, "gap", False):
+                log.warning("the log was compacted past the cursor %s: observations in the "
+                            "trimmed part are lost (their expectations expire)", cursor)
             log.info("replayed log from %s to %s", cursor, tip)
         reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
         self.apply(reaction, tip)
+        return True
 
     def step(self, block_ms: int = 500) -> int:
         changes = self.cache.poll(count=5000, block_ms=block_ms)

@@ -75,8 +75,32 @@ class Cache:
         return tip
 
     def poll(self, count: int = 1000, block_ms: int | None = None) -> builtins.list[Change]:
-        """Apply the next entries; returns the changes applied (skips other kinds)."""
-        return self.apply(self.reader.read(count=count, block_ms=block_ms))
+        """Apply the next entries; returns the changes applied (skips other kinds). When
+        compaction trimmed entries this cache had not read, relists instead."""
+        entries = self.reader.read(count=count, block_ms=block_ms)
+        if self.reader.gap:
+            return self.relist()
+        return self.apply(entries)
+
+    def relist(self) -> builtins.list[Change]:
+        """List again at the tip (as an informer does after "too old resource version") and
+        return the differences from the previous contents as changes, in log order."""
+        before = self.objects
+        tip = self.sync()
+        self.reader.gap = False
+        out: builtins.list[Change] = []
+        for kind in self.kinds:
+            old, new = before.get(kind, {}), self.objects[kind]
+            for key, obj in new.items():
+                prev = old.get(key)
+                if prev is None or meta.resource_version(prev) != meta.resource_version(obj):
+                    out.append(Change(meta.resource_version(obj),
+                                      "ADDED" if prev is None else "MODIFIED", kind, key, prev,
+                                      obj))
+            out += [Change(tip, "DELETED", kind, key, prev, prev)
+                    for key, prev in old.items() if key not in new]
+        out.sort(key=lambda ch: codec.id_tuple(ch.id))
+        return out
 
     def catch_up(self, position: str, on_change: Callable[[builtins.list[Change]], None] | None = None,
                  block_ms: int = 200, max_rounds: int = 10_000) -> None:

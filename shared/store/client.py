@@ -305,22 +305,29 @@ class Store:
 
     def update_op(self, obj: Obj, old: Obj) -> Op:
         """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
-        else ``old``'s. Removing the last finalizer of a deleted object deletes it."""
+        else ``old``'s. Removing the last finalizer of a deleted object deletes it, unless a
+        grace period is still running (a terminating pod: its node agent removes it)."""
         new = self._bookkeep_update(obj, old)
         expected = meta.resource_version(obj) or meta.resource_version(old)
-        if meta.is_being_deleted(new) and not meta.finalizers(new):
+        grace_left = int(meta.metadata(old).get("deletionGracePeriodSeconds") or 0) > 0
+        if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left:
             return Op("delete", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
         return Op("update", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
 
     def status_op(self, new: Obj, old: Obj) -> Op:
         """A trusted write by a system component (node agent binding a pod or reporting its
         status, a node reporting conditions): only ``status`` and ``spec.nodeName`` may
-        differ from ``old``; nothing else is re-validated. Precondition: ``old``'s version."""
-        merged = copy.deepcopy(old)
-        merged["status"] = copy.deepcopy(new.get("status") or {})
+        differ from ``old``; nothing else is re-validated. Precondition: ``old``'s version.
+
+        The node agent writes thousands of these per second, so nothing is deep-copied: the
+        op's object is a new top level and metadata (and spec when nodeName changes) over the
+        nested values of ``old`` and ``new.status``, which callers must not change afterwards.
+        """
+        merged = {**old, "metadata": dict(old.get("metadata") or {}),
+                  "status": new.get("status") or {}}
         node_name = (new.get("spec") or {}).get("nodeName")
         if node_name is not None:
-            merged.setdefault("spec", {})["nodeName"] = node_name
+            merged["spec"] = {**(old.get("spec") or {}), "nodeName": node_name}
         return Op("update", merged["kind"], meta.key(merged), codec.pack_object(merged),
                   meta.resource_version(old), merged)
 
@@ -399,7 +406,9 @@ class Store:
         write (already terminating).
         """
         kind, key = str(current.get("kind")), meta.key(current)
-        new = copy.deepcopy(current)
+        # only metadata keys change below: copy that map, share the rest (a rollout deletes
+        # thousands of pods; deep copies and packing whole pods to compare them showed up)
+        new = {**current, "metadata": dict(current["metadata"])}
         md = new["metadata"]
         fins = meta.finalizers(new)
         if propagation == "foreground" and FOREGROUND not in fins:
@@ -419,13 +428,15 @@ class Store:
                 "Succeeded", "Failed")
             if graceful:
                 md["deletionGracePeriodSeconds"] = grace
+            elif fins:  # no grace left: removing the last finalizer then removes the pod
+                md["deletionGracePeriodSeconds"] = 0
         rv = meta.resource_version(current)
         if fins or graceful:
             if fins:
                 md["finalizers"] = fins
             if not md.get("deletionTimestamp"):
                 md["deletionTimestamp"] = meta.format_time(self.clock())
-            if _spec_equal(new, current):
+            if _spec_equal(md, current["metadata"]):
                 return None
             return Op("update", kind, key, codec.pack_object(new), rv, new)
         return Op("delete", kind, key, codec.pack_object(current), rv, current)

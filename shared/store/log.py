@@ -26,23 +26,32 @@ class LogReader:
         self.position = position
         self.name = name
         self.parked = 0
+        self.gap = False  # the log was trimmed past our position (see ``read``)
 
     def read(self, count: int = 1000, block_ms: int | None = None) -> list[codec.Entry]:
         """The next entries after ``position`` (at most ``count``); waits up to ``block_ms``
         when there are none (None: do not wait). Advances ``position`` past every entry
-        read, including parked ones."""
+        read, including parked ones. Sets ``gap`` when compaction trimmed the log past the
+        position read from (entries may be missing: the reader must relist)."""
+        start = self.position
         try:
-            raw: Any
             resp: Any
+            pipe = self.r.pipeline(transaction=False)
             if block_ms is None:
-                raw = self.r.xrange(self.keys.log, min="(" + self.position, count=count) \
-                    if self.position != "0-0" else self.r.xrange(self.keys.log, count=count)
-                batch: list[Any] = raw
+                if self.position != "0-0":
+                    pipe.xrange(self.keys.log, min="(" + self.position, count=count)
+                else:
+                    pipe.xrange(self.keys.log, count=count)
             else:
-                resp = self.r.xread({self.keys.log: self.position}, count=count, block=block_ms)
-                batch = resp[0][1] if resp else []
+                pipe.xread({self.keys.log: self.position}, count=count, block=block_ms)
+            pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
+            resp, trimmed_to = pipe.execute()
+            batch: list[Any] = resp if block_ms is None else (resp[0][1] if resp else [])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
+        if trimmed_to is not None and \
+                codec.id_tuple(trimmed_to.decode()) > codec.id_tuple(start):
+            self.gap = True
         out: list[codec.Entry] = []
         for entry_id, fields in batch:
             eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

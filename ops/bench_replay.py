@@ -1,0 +1,411 @@
+"""Benchmark: rebuild throughput of ``daemonbus replay`` for a 1,000,000-entry log.
+
+Usage:  python ops/bench_replay.py [--entries 1000000] [--nodes 100] [--label L]
+
+1. Generates a realistic log into a private redis-server: a simulated cluster (nodes,
+   DaemonSets in their own namespaces, their pods and revisions, events) where every decision
+   is made by the real planner on the simulated state and recorded as the reconciler records
+   it, the node agent's stages (bind, Running, Ready, removal) come from the real lifecycle
+   code, and the bulk is the churn a real cluster writes: node heartbeats and pod status
+   updates, with node label and taint changes, node churn, a rollout and an undo mixed in.
+   Entries are real encoded objects, appended with pipelined XADD (explicit ids).
+2. Exports it (``log export``), then times ``replay`` into an empty prefix of the same
+   server and checks the rebuilt view equals the generated one, byte for byte.
+3. Times ``replay --verify`` separately (every recorded decision is re-planned).
+
+Prints entries/s and appends one JSON line to ops/results/bench.jsonl. Target: replay at
+least 50,000 entries/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from services.node_agent import lifecycle  # noqa: E402
+from services.replay import export, rebuild, verify  # noqa: E402
+from shared.daemonset import planner  # noqa: E402
+from shared.daemonset import record as ds_record  # noqa: E402
+from shared.daemonset import types as t  # noqa: E402
+from shared.model import meta  # noqa: E402
+from shared.store import codec  # noqa: E402
+from shared.store.client import Store, connect  # noqa: E402
+from shared.store.keys import Keys  # noqa: E402
+from shared.store.server import RedisServer  # noqa: E402
+
+RESULTS = ROOT / "ops" / "results"
+JSONL = RESULTS / "bench.jsonl"
+TARGET = 50_000  # entries/s
+Obj = dict[str, Any]
+ACTIONS = ("creates", "deletes", "claims", "history", "cleanup", "events", "backoff")
+
+
+def daemonset(name: str, image: str, selector: dict[str, str] | None = None) -> Obj:
+    spec: Obj = {"containers": [{"name": name, "image": image,
+                                 "resources": {"limits": {"memory": "200Mi"}}}]}
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": f"ns-{name}", "labels": {"app": name}},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "updateStrategy": {"type": "RollingUpdate",
+                                        "rollingUpdate": {"maxUnavailable": "25%"}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+
+class LogSim:
+    """A cluster simulated in memory whose every change is appended to a real log."""
+
+    def __init__(self, store: Store, seed: int = 1) -> None:
+        self.store = store
+        self.rng = random.Random(seed)
+        self.now = time.time() - 3600.0
+        self.last = (0, 0)
+        self.objs: dict[str, dict[str, Obj]] = {
+            k: {} for k in ("Node", "Pod", "DaemonSet", "ControllerRevision", "Event")}
+        self.pipe = store.r.pipeline(transaction=False)
+        self.buffered = 0
+        self.entries = 0
+        self.decisions = 0
+        self.agent = lifecycle.AgentConfig(grace=0.0)
+        self.store.clock = lambda: self.now
+
+    # ---- the log ------------------------------------------------------------------------------
+
+    def _id(self) -> str:
+        self.now += self.rng.uniform(0.00005, 0.0004)
+        ms = int(self.now * 1000)
+        self.last = (ms, 0) if ms > self.last[0] else (self.last[0], self.last[1] + 1)
+        return f"{self.last[0]}-{self.last[1]}"
+
+    def _append(self, etype: str, kind: str, key: str, payload: bytes) -> str:
+        eid = self._id()
+        self.pipe.xadd(self.store.keys.log, {"v": codec.SCHEMA_VERSION, "t": etype, "k": kind,
+                                             "n": key, "o": payload}, id=eid)
+        self.buffered += 1
+        self.entries += 1
+        if self.buffered >= 5000:
+            self.flush()
+        return eid
+
+    def flush(self) -> None:
+        if self.buffered:
+            self.pipe.execute()
+            self.buffered = 0
+
+    def write(self, etype: str, obj: Obj) -> Obj:
+        kind, key = obj["kind"], meta.key(obj)
+        eid = self._append(etype, kind, key, codec.pack_object(obj))
+        if etype == "DELETED":
+            self.objs[kind].pop(key, None)
+        else:
+            obj["metadata"]["resourceVersion"] = eid
+            self.objs[kind][key] = obj
+        return obj
+
+    def create(self, obj: Obj, validate: bool = True) -> Obj:
+        if validate:
+            obj = self.store.prepare_create(obj, now=self.now)
+        else:
+            obj = self.store.stamp(obj, now=self.now)
+        obj["metadata"]["uid"] = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        return self.write("ADDED", obj)
+
+    def write_view(self) -> None:
+        """The materialised view of the generated state (what the store would hold)."""
+        self.flush()
+        for kind, objs in self.objs.items():
+            items = sorted(objs.items())
+            for i in range(0, len(items), 1000):
+                chunk = items[i:i + 1000]
+                self.pipe.hset(self.store.keys.objects(kind),
+                               mapping={k: codec.pack_object(o) for k, o in chunk})
+                self.pipe.hset(self.store.keys.versions(kind),
+                               mapping={k: meta.resource_version(o) for k, o in chunk})
+                self.pipe.execute()
+
+    # ---- the controller ---------------------------------------------------------------------
+
+    def sync(self, key: str) -> bool:
+        """One reconciler sync: plan on the current state, execute, record, publish status."""
+        ds = self.objs["DaemonSet"].get(key)
+        if ds is None:
+            return False
+        ns = meta.namespace(ds)
+        snap = t.Snapshot(key=key, ds=ds, nodes=list(self.objs["Node"].values()),
+                          pods=[p for k, p in self.objs["Pod"].items() if k.startswith(ns + "/")],
+                          revisions=[r for k, r in self.objs["ControllerRevision"].items()
+                                     if k.startswith(ns + "/")],
+                          backoff={}, expectations_satisfied=True, now=self.now,
+                          position=f"{self.last[0]}-{self.last[1]}")
+        plan = planner.plan(snap)
+        summary = ds_record.summarize(plan)
+        for h in plan.history:
+            if isinstance(h, t.CreateRevision):
+                self.create(copy.deepcopy(h.revision))
+            elif isinstance(h, t.UpdateRevision):
+                rev = copy.deepcopy(self.objs["ControllerRevision"][f"{h.namespace}/{h.name}"])
+                if h.revision is not None:
+                    rev["revision"] = h.revision
+                if h.labels:
+                    rev["metadata"]["labels"] = {**meta.labels(rev), **h.labels}
+                self.write("MODIFIED", rev)
+            elif isinstance(h, t.DeleteRevision):
+                self.write("DELETED", self.objs["ControllerRevision"][f"{h.namespace}/{h.name}"])
+        if plan.sync_nodes is not None:
+            for c in plan.sync_nodes.creates:
+                self.create(copy.deepcopy(c.pod), validate=False)
+            for d in plan.sync_nodes.deletes:
+                pod = self.objs["Pod"].get(f"{d.namespace}/{d.name}")
+                op = self.store.delete_op(pod) if pod is not None else None
+                if op is not None and op.obj is not None:
+                    self.write("DELETED" if op.mode == "delete" else "MODIFIED", op.obj)
+        for c in plan.cleanup:
+            self.write("DELETED", self.objs["ControllerRevision"][f"{c.namespace}/{c.name}"])
+        for e in plan.events:
+            self.create({"apiVersion": "v1", "kind": "Event",
+                         "metadata": {"name": f"{meta.name(ds)}.{self.rng.getrandbits(64):016x}",
+                                      "namespace": ns},
+                         "involvedObject": {"kind": "DaemonSet", "namespace": ns,
+                                            "name": meta.name(ds), "uid": meta.uid(ds)},
+                         "reason": e.reason, "message": e.message, "type": e.type,
+                         "count": 1, "source": {"component": "daemonset-controller"}},
+                        validate=False)
+        acted = any(summary[k] for k in ACTIONS)
+        if acted:
+            rec = ds_record.make_record(snap, plan, "bench-sim")
+            rec["errors"] = []
+            self._append("DECISION", "DaemonSet", key, codec.pack(rec))
+            self.decisions += 1
+        if plan.status is not None:
+            new = dict(plan.status)
+            old = ds.get("status") or {}
+            new["observedGeneration"] = (ds["metadata"].get("generation", 1)
+                                         if plan.update_observed_generation
+                                         else old.get("observedGeneration", 0))
+            if {**old, **new} != old:
+                fresh = copy.deepcopy(self.objs["DaemonSet"][key])
+                fresh["status"] = {**old, **new}
+                self.write("MODIFIED", fresh)
+        return acted
+
+    def agent_round(self) -> bool:
+        """The node agent: bind, run and remove pods whose stage is due."""
+        did = False
+        for pod in list(self.objs["Pod"].values()):
+            if (pod.get("status") or {}).get("phase") == "Running" and \
+                    not meta.is_being_deleted(pod):
+                continue
+            node = lifecycle.target_node(pod) or ""
+            step = lifecycle.pod_step(self.agent, pod, f"/{node}" in self.objs["Node"],
+                                      self.now)
+            if step.delete:
+                self.write("DELETED", pod)
+                did = True
+            elif step.update is not None:
+                self.write("MODIFIED", copy.deepcopy(step.update))
+                did = True
+        return did
+
+    def settle(self, keys: list[str] | None = None, rounds: int = 200) -> None:
+        keys = keys if keys is not None else sorted(self.objs["DaemonSet"])
+        for _ in range(rounds):
+            acted = False
+            for key in keys:
+                acted = self.sync(key) or acted
+            if not (self.agent_round() or acted):
+                return
+
+    # ---- the cluster's churn -----------------------------------------------------------------
+
+    def add_node(self, name: str) -> None:
+        node = lifecycle.node_step(self.agent, lifecycle.new_node(name), self.now)
+        self.create(node or lifecycle.new_node(name))
+
+    # The churn below changes objects in place: the simulation holds the only reference
+    # (a snapshot lives for one sync), and ``write`` encodes the new state at once.
+
+    def heartbeat(self) -> None:
+        node = self.rng.choice(list(self.objs["Node"].values()))
+        for c in node["status"]["conditions"]:
+            if c.get("type") == "Ready":
+                c["lastHeartbeatTime"] = meta.format_time(self.now)
+        self.write("MODIFIED", node)
+
+    def pod_churn(self) -> None:
+        pods = self.objs["Pod"]
+        if not pods:
+            return
+        pod = pods[self.rng.choice(list(pods))]
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            cs["lastProbeTime"] = meta.format_time(self.now)
+        self.write("MODIFIED", pod)
+
+    def toggle_label(self) -> None:
+        node = self.rng.choice(list(self.objs["Node"].values()))
+        labels = node["metadata"]["labels"]
+        if labels.pop("role", None) is None:
+            labels["role"] = "edge"
+        self.write("MODIFIED", node)
+        self.settle(["ns-edge/edge"])
+
+    def toggle_taint(self) -> None:
+        node = self.rng.choice(list(self.objs["Node"].values()))
+        spec = node.setdefault("spec", {})
+        if spec.get("taints"):
+            spec.pop("taints")
+        else:
+            spec["taints"] = [{"key": "dedicated", "value": "db", "effect": "NoExecute"}]
+        self.write("MODIFIED", node)
+        self.settle()
+
+    def node_churn(self, serial: int) -> None:
+        if self.rng.random() < 0.5 and len(self.objs["Node"]) > 10:
+            node = self.rng.choice(list(self.objs["Node"].values()))
+            self.write("DELETED", node)
+            for pod in [p for p in self.objs["Pod"].values()
+                        if p["spec"].get("nodeName") == meta.name(node)]:
+                self.write("DELETED", pod)  # pod GC
+        else:
+            self.add_node(f"extra-{serial:05d}")
+        self.settle()
+
+    def set_image(self, key: str, image: str) -> None:
+        ds = copy.deepcopy(self.objs["DaemonSet"][key])
+        ds["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        md = ds["metadata"]
+        md["generation"] = int(md.get("generation", 1)) + 1
+        ann = md.setdefault("annotations", {})
+        ann["deprecated.daemonset.template.generation"] = str(
+            int(ann.get("deprecated.daemonset.template.generation", "1")) + 1)
+        self.write("MODIFIED", ds)
+        self.settle([key])
+
+
+def generate(store: Store, entries: int, nodes: int, seed: int = 1) -> LogSim:
+    sim = LogSim(store, seed)
+    for i in range(1, nodes + 1):
+        sim.add_node(f"node-{i:05d}")
+    for name, image, selector in (("logs", "fluentd:v1", None), ("metrics", "node-exporter:v1",
+                                  None), ("net", "calico:v1", None),
+                                  ("edge", "edge-agent:v1", {"role": "edge"})):
+        sim.create(daemonset(name, image, selector))
+    sim.settle()
+    rollout, undo, serial = entries // 3, 2 * entries // 3, 0
+    while sim.entries < entries:
+        r = sim.rng.random()
+        if sim.entries >= rollout and rollout:
+            sim.set_image("ns-logs/logs", "fluentd:v2")
+            rollout = 0
+        elif sim.entries >= undo and undo:
+            sim.set_image("ns-logs/logs", "fluentd:v1")
+            undo = 0
+        elif r < 0.004:
+            sim.toggle_label()
+        elif r < 0.005:
+            sim.toggle_taint()
+        elif r < 0.0052:
+            serial += 1
+            sim.node_churn(serial)
+        elif r < 0.65:
+            sim.heartbeat()
+        else:
+            sim.pod_churn()
+    sim.write_view()
+    return sim
+
+
+def _view(client: Any, keys: Keys) -> dict[str, Any]:
+    return {kind: (client.hgetall(keys.objects(kind)), client.hgetall(keys.versions(kind)))
+            for kind in ("Node", "Pod", "DaemonSet", "ControllerRevision", "Event")}
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                             capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, text=True,
+                               capture_output=True, check=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--no-record", action="store_true", help="Do not append to bench.jsonl.")
+    args = ap.parse_args()
+    server = RedisServer().start()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    try:
+        client = connect(server.url)
+        src, dst = Keys("bench-src"), Keys("bench-dst")
+        started = time.monotonic()
+        sim = generate(Store(client, src), args.entries, args.nodes)
+        gen_s = time.monotonic() - started
+        print(f"generated {sim.entries:,} entries ({sim.decisions:,} decisions, "
+              f"{sum(len(v) for v in sim.objs.values()):,} objects) in {gen_s:.1f}s", flush=True)
+        path = tmp / "bench.dblog"
+        ex = export.export(client, src, path)
+        size_mb = path.stat().st_size / 1e6
+        print(f"export: {ex.entries:,} entries, {size_mb:.0f} MB in {ex.seconds:.1f}s "
+              f"({ex.entries / ex.seconds:,.0f} entries/s)", flush=True)
+        rb = rebuild.rebuild(path, client, dst)
+        same = _view(client, src) == _view(client, dst)
+        print(f"replay: {rb.entries:,} entries, {rb.objects:,} objects in {rb.seconds:.1f}s "
+              f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); view identical: {same}",
+              flush=True)
+        vr = verify.verify(path)
+        v_rate = vr.entries / vr.seconds if vr.seconds else 0.0
+        print(f"verify: {vr.verified:,} decisions over {vr.entries:,} entries in "
+              f"{vr.seconds:.1f}s = {v_rate:,.0f} entries/s, "
+              f"{vr.verified / vr.seconds:,.0f} decisions/s; divergences: "
+              f"{len(vr.divergences)}", flush=True)
+        for d in vr.divergences[:3]:
+            print("  " + d.describe())
+        result = {
+            "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "revision": git_revision(), "bench": "replay", "label": args.label,
+            "entries": rb.entries, "decisions": sim.decisions, "nodes": args.nodes,
+            "objects": rb.objects, "file_mb": round(size_mb, 1),
+            "generate_s": round(gen_s, 2),
+            "export_s": round(ex.seconds, 2),
+            "export_entries_per_s": round(ex.entries / ex.seconds),
+            "replay_s": round(rb.seconds, 2), "replay_entries_per_s": round(rb.rate),
+            "replay_view_identical": same,
+            "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
+            "verify_decisions": vr.verified, "verify_divergences": len(vr.divergences),
+            "target_entries_per_s": TARGET, "meets_target": rb.rate >= TARGET,
+        }
+        if not args.no_record:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            with JSONL.open("a") as f:
+                f.write(json.dumps(result, sort_keys=True) + "\n")
+        ok = same and vr.ok and rb.rate >= TARGET
+        return 0 if ok else 1
+    finally:
+        for f in tmp.glob("*"):
+            f.unlink()
+        tmp.rmdir()
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

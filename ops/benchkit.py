@@ -1,0 +1,548 @@
+"""What the benchmark drivers (``ops/bench_*.py``) share: a private redis-server, the real
+daemonbus processes as subprocesses, bulk node creation, timing from log entry ids, Redis
+command counting (``INFO commandstats``) and the results files.
+
+Every time a driver reports is read from the event log: a stream entry id is the Redis clock
+in milliseconds at the commit, so "apply → last pod created" is the difference of two entry
+ids, independent of how often the driver polls. Polling only decides *when* to look.
+
+``Cluster`` is a context manager: leaving it (normally, on an exception, on Ctrl-C or on
+SIGTERM) stops every process it started and the Redis server, and removes its temp files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from services.node_agent import lifecycle  # noqa: E402
+from shared.model import meta  # noqa: E402
+from shared.store import codec  # noqa: E402
+from shared.store.client import Store, connect  # noqa: E402
+from shared.store.keys import Keys  # noqa: E402
+from shared.store.server import RedisServer, free_port  # noqa: E402
+
+RESULTS = ROOT / "ops" / "results"
+JSONL = RESULTS / "bench.jsonl"
+SUMMARY = RESULTS / "bench-controller.md"
+PREFIX = "bench"
+NAMESPACE = "bench"
+DS_NAME = "bench"
+WARMUP_NAMESPACE = "bench-warmup"
+
+Obj = dict[str, Any]
+
+
+# ---- small helpers ---------------------------------------------------------------------------
+
+def id_ms(entry_id: str) -> float:
+    """A stream entry id as milliseconds of the Redis clock (the sequence as a fraction)."""
+    ms, seq = codec.id_tuple(entry_id)
+    return ms + seq / 1_000_000.0
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile (pct in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                             capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def daemonset_manifest(name: str = DS_NAME, namespace: str = NAMESPACE, image: str = "bench/agent:1",
+                       max_unavailable: str = "10%",
+                       node_selector: dict[str, str] | None = None) -> Obj:
+    spec: Obj = {"containers": [{"name": "agent", "image": image}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "updateStrategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": max_unavailable}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }
+
+
+def ready_node(name: str, now: float) -> Obj:
+    """A node as a kubelet registers it, already reporting Ready (instant readiness)."""
+    node = lifecycle.new_node(name)
+    stamp = meta.format_time(now)
+    node["status"]["conditions"] = [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "message": "kubelet is posting ready status (benchmark)",
+        "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+    }]
+    return node
+
+
+def status_complete(status: Obj, n: int, generation: int, updated: bool = False) -> bool:
+    """desired = current = ready = available = n (and updated = n) at ``generation``."""
+    if int(status.get("observedGeneration") or 0) != generation:
+        return False
+    fields = ["desiredNumberScheduled", "currentNumberScheduled", "numberReady",
+              "numberAvailable"]
+    if updated:
+        fields.append("updatedNumberScheduled")
+    return all(int(status.get(f) or 0) == n for f in fields)
+
+
+# ---- the cluster -----------------------------------------------------------------------------
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, turned into the same unwinding as Ctrl-C."""
+
+
+INTERRUPTED = {"flag": False}  # set on Ctrl-C / SIGTERM: errors after it are its echoes
+
+
+def _on_signal(_sig: int, _frame: FrameType | None) -> None:
+    INTERRUPTED["flag"] = True
+    raise Interrupted()
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C or SIGTERM arrived (the Redis server, in the terminal's process group,
+    gets Ctrl-C too, so the driver may see a connection error rather than the interrupt)."""
+    return INTERRUPTED["flag"]
+
+
+class Cluster:
+    """A private Redis plus the daemonbus processes, for one benchmark run."""
+
+    def __init__(self, workers: int = 1, profile_dir: Path | None = None,
+                 keep_logs: bool = False, grace: float = 0.0) -> None:
+        self.workers = workers
+        self.grace = grace  # the node agent's termination grace (0: pods go at once)
+        self.profile_dir = profile_dir
+        self.keep_logs = keep_logs
+        self.tmp = Path(tempfile.mkdtemp(prefix="daemonbus-bench-"))
+        self.redis = RedisServer(data_dir=str(self.tmp / "redis"))
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.metrics_ports: dict[str, int] = {}
+        self.spies: list[subprocess.Popen[bytes]] = []
+        self.store: Store | None = None
+        self.bench_commands = 0  # commands this driver sent while counting (subtracted)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def __enter__(self) -> Cluster:
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+        try:
+            self.redis.start()
+            self.store = Store(connect(self.redis.url), Keys(PREFIX))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def s(self) -> Store:
+        assert self.store is not None
+        return self.store
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(DAEMONBUS_REDIS_URL=self.redis.url, DAEMONBUS_PREFIX=PREFIX,
+                   PYTHONUNBUFFERED="1", DAEMONBUS_LOG_LEVEL="WARNING")
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def start(self, name: str, *args: str) -> None:
+        log = open(self.tmp / f"{name}.log", "ab")  # the child keeps it open
+        port = self.metrics_ports[name] = free_port()
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "services.cli.main", "run", *args, "--metrics-port", str(port)],
+            env=self.env(),
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
+        log.close()
+
+    def start_all(self) -> None:
+        self.start("watcher", "watcher")
+        for i in range(self.workers):
+            self.start(f"reconciler-{i}", "reconciler", "--name", f"bench-r{i}")
+        self.start("status-writer", "status-writer")
+        self.start("node-agent", "node-agent", "--ready-delay", "0", "--grace", str(self.grace))
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        try:
+            return (self.tmp / f"{name}.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop everything started, uninterruptibly (a second Ctrl-C must not leave a half-
+        stopped cluster behind)."""
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                        signal.SIGTERM)}
+        try:
+            self._stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self) -> None:
+        self.stop_profiling()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+        with contextlib.suppress(Exception):
+            self.redis.stop()
+        if self.keep_logs:
+            print(f"logs kept in {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- profiling (py-spy, optional) ----------------------------------------------------------
+
+    def start_profiling(self, tag: str) -> None:
+        if self.profile_dir is None:
+            return
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.profile_dir.mkdir(parents=True, exist_ok=True)
+        for name, proc in self.procs.items():
+            out = self.profile_dir / f"{tag}-{name}.txt"
+            self.spies.append(subprocess.Popen(
+                [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
+                 "--nonblocking", "--output", str(out)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        time.sleep(0.5)  # let py-spy attach before the measured phase starts
+
+    def stop_profiling(self) -> None:
+        for spy in self.spies:
+            if spy.poll() is None:
+                spy.send_signal(signal.SIGINT)
+        for spy in self.spies:
+            try:
+                spy.wait(20)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+        self.spies.clear()
+
+    # ---- setup --------------------------------------------------------------------------------
+
+    def create_nodes(self, names: list[str]) -> list[str]:
+        """Create Ready nodes, 1,000 per commit; returns their entry ids."""
+        ids: list[str] = []
+        now = time.time()
+        for i in range(0, len(names), 1000):
+            ops = [self.s.create_op(ready_node(n, now)) for n in names[i:i + 1000]]
+            for res in self.s.commit(ops):
+                if not res.ok:
+                    raise RuntimeError(f"creating node {res.op.key}: {res.status}")
+                ids.append(res.value)
+        return ids
+
+    def warm_up(self, timeout: float = 120.0) -> None:
+        """Apply a one-node DaemonSet in its own namespace and wait until its pod is Ready and
+        counted: every process is then running with a synced cache, as in a live cluster."""
+        names: Any = self.s.r.hkeys(self.s.keys.objects("Node"))
+        first = sorted(names)[0].decode().split("/", 1)[1]
+        self.s.apply(daemonset_manifest(name="warmup", namespace=WARMUP_NAMESPACE,
+                                        node_selector={"kubernetes.io/hostname": first}))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            ds = self.s.try_get("DaemonSet", f"{WARMUP_NAMESPACE}/warmup")
+            if ds and status_complete(ds.get("status") or {}, 1, 1):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("warm-up DaemonSet did not become ready:\n" +
+                           "\n".join(self.log_tail(n, 1500) for n in self.procs))
+
+    # ---- measuring -----------------------------------------------------------------------------
+
+    def command_stats(self) -> dict[str, int]:
+        info: Any = self.s.r.info("commandstats")
+        out: dict[str, int] = {}
+        for name, stats in info.items():
+            cmd = name.removeprefix("cmdstat_")
+            calls = stats.get("calls", 0) if isinstance(stats, dict) else 0
+            out[cmd] = int(calls)
+        return out
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) used so far by each process, Redis included."""
+        pids = {name: p.pid for name, p in self.procs.items()}
+        if self.redis.proc is not None:
+            pids["redis-server"] = self.redis.proc.pid
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for name, pid in pids.items():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def machine_busy(self) -> float:
+        """CPU seconds the whole machine has been busy (all processes, every core)."""
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        values = [int(v) for v in fields]
+        idle = values[3] + (values[4] if len(values) > 4 else 0)
+        return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    def cpu_reading(self) -> tuple[dict[str, float], float, float]:
+        """(per-process CPU, machine busy, this driver's CPU) now."""
+        own = os.times()
+        return self.cpu_seconds(), self.machine_busy(), own.user + own.system
+
+    def metric(self, name: str, metric: str) -> float:
+        """Sum of one Prometheus sample family of a process (0 when unavailable)."""
+        port = self.metrics_ports.get(name)
+        if not port:
+            return 0.0
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return 0.0
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(metric + " ") or line.startswith(metric + "{"):
+                with contextlib.suppress(ValueError):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def sync_stats(self) -> tuple[int, float]:
+        """(syncs so far, seconds spent in them) over every reconciler-worker."""
+        count, seconds = 0.0, 0.0
+        for name in self.procs:
+            if name.startswith("reconciler-"):
+                count += self.metric(name, "daemonbus_reconcile_duration_seconds_count")
+                seconds += self.metric(name, "daemonbus_reconcile_duration_seconds_sum")
+        return int(count), seconds
+
+    def poll_counts(self, ds_key: str = f"{NAMESPACE}/{DS_NAME}") -> tuple[int, Obj]:
+        """(pods in the store, the DaemonSet's status): two commands, counted."""
+        pipe = self.s.r.pipeline(transaction=False)
+        pipe.hlen(self.s.keys.objects("Pod"))
+        pipe.hget(self.s.keys.objects("DaemonSet"), ds_key)
+        pods, raw = pipe.execute()
+        self.bench_commands += 2
+        ds = codec.unpack(raw) if raw else {}
+        return int(pods), ds
+
+    def scan_log(self, after: str, count: int = 5000) -> Iterator[tuple[str, dict[bytes, bytes]]]:
+        """Raw log entries after ``after`` (exclusive), oldest first; uncounted (run it after
+        the command counters were read)."""
+        pos = after
+        while True:
+            batch: Any = self.s.r.xrange(self.s.keys.log, min="(" + pos, count=count)
+            if not batch:
+                return
+            for eid, fields in batch:
+                pos = eid.decode()
+                yield pos, fields
+            if len(batch) < count:
+                return
+
+
+def cpu_delta(before: tuple[dict[str, float], float, float],
+              after: tuple[dict[str, float], float, float]) -> dict[str, float]:
+    """CPU seconds per process between two ``Cluster.cpu_reading``s; reconciler-workers
+    also summed; ``driver`` is this script, ``other`` everything else on the machine (other
+    users' work competing for the cores: a noisy run shows here)."""
+    procs_b, busy_b, own_b = before
+    procs_a, busy_a, own_a = after
+    out = {k: round(procs_a[k] - procs_b.get(k, 0.0), 2) for k in procs_a}
+    workers = [v for k, v in out.items() if k.startswith("reconciler-")]
+    ours = sum(out.values())
+    if len(workers) > 1:
+        out["reconcilers"] = round(sum(workers), 2)
+    out["driver"] = round(own_a - own_b, 2)
+    out["other"] = round(max(0.0, (busy_a - busy_b) - ours - out["driver"]), 2)
+    return out
+
+
+def command_delta(before: dict[str, int], after: dict[str, int],
+                  subtract: int = 0) -> tuple[int, dict[str, int]]:
+    """Total calls between two ``INFO commandstats`` readings (INFO itself left out, the
+    driver's own ``subtract`` commands taken off) and the per-command deltas."""
+    per = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    per = {k: v for k, v in per.items() if v > 0 and k != "info"}
+    return max(0, sum(per.values()) - subtract), dict(sorted(per.items(), key=lambda kv: -kv[1]))
+
+
+def wait_until(check: Callable[[], bool], timeout: float, progress: Callable[[], str],
+               cluster: Cluster, interval: float = 0.05) -> float:
+    """Poll ``check`` every ``interval`` s, print ``progress()`` once a second; returns the
+    seconds waited. Raises on timeout or a dead process."""
+    started = time.monotonic()
+    next_line = started + 1.0
+    while True:
+        if check():
+            return time.monotonic() - started
+        now = time.monotonic()
+        if now >= next_line:
+            cluster.check_alive()
+            print(f"  t={now - started:5.1f}s  {progress()}", flush=True)
+            next_line += 1.0
+        if now - started > timeout:
+            raise RuntimeError(f"timed out after {timeout}s: {progress()}")
+        time.sleep(interval)
+
+
+def fmt_status(pods: int, ds: Obj) -> str:
+    st = ds.get("status") or {}
+    return (f"pods={pods} desired={st.get('desiredNumberScheduled', 0)} "
+            f"current={st.get('currentNumberScheduled', 0)} ready={st.get('numberReady', 0)} "
+            f"available={st.get('numberAvailable', 0)} "
+            f"updated={st.get('updatedNumberScheduled', 0)} "
+            f"observedGeneration={st.get('observedGeneration', 0)}")
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+def record(result: Obj) -> None:
+    """Append one result line to bench.jsonl and re-render the summary."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result = {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "revision": git_revision(), "loadavg_1m": round(os.getloadavg()[0], 2),
+              **result}
+    with JSONL.open("a") as f:
+        f.write(json.dumps(result, sort_keys=True) + "\n")
+    write_summary()
+
+
+def _load() -> list[Obj]:
+    out = []
+    if JSONL.exists():
+        for line in JSONL.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
+
+
+def _s(v: Any, unit: str = "", digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}{unit}"
+    return f"{v}{unit}"
+
+
+def _reconciler_cpu(r: Obj) -> float | None:
+    cpu = r.get("cpu_seconds") or {}
+    if not cpu:
+        return None
+    return float(sum(v for k, v in cpu.items() if k.startswith("reconciler-")))
+
+
+def write_summary() -> None:
+    """bench-controller.md: the latest result of each benchmark and size, then history."""
+    rows = _load()
+    lines = [
+        "# daemonbus benchmarks",
+        "",
+        "Written by `ops/bench_controller.py` and `ops/bench_rollout.py` from "
+        "`bench.jsonl` (one JSON line per run). Times are read from log entry ids (the Redis "
+        "clock at each commit). Simulated nodes with instant readiness, all processes on one "
+        "2-core machine.",
+        "",
+        "## Latest: apply → pods created → status complete",
+        "",
+        "| nodes | workers | apply→all pods | apply→status complete | Redis cmds / pod | "
+        "node-added→pod p50 | p99 | revision | label |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    latest: dict[tuple[str, int, int], Obj] = {}
+    for r in rows:
+        latest[(r.get("bench", ""), int(r.get("nodes", 0)), int(r.get("workers", 1)))] = r
+    for (bench, nodes, workers), r in sorted(latest.items()):
+        if bench != "controller":
+            continue
+        lines.append(
+            f"| {nodes} | {workers} | {_s(r.get('pods_created_s'), ' s')} | "
+            f"{_s(r.get('status_complete_s'), ' s')} | {_s(r.get('commands_per_pod'), '', 1)} | "
+            f"{_s(r.get('node_added_p50_ms'), ' ms', 1)} | {_s(r.get('node_added_p99_ms'), ' ms', 1)} | "
+            f"{r.get('revision', '')} | {r.get('label', '')} |")
+    lines += [
+        "",
+        "## Latest: rolling update (set image → rollout complete)",
+        "",
+        "| nodes | maxUnavailable | workers | set image→complete | Redis cmds / node | revision | "
+        "label |",
+        "| ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for (bench, nodes, workers), r in sorted(latest.items()):
+        if bench != "rollout":
+            continue
+        lines.append(
+            f"| {nodes} | {r.get('max_unavailable', '')} | {workers} | "
+            f"{_s(r.get('rollout_s'), ' s')} | {_s(r.get('commands_per_node'), '', 1)} | "
+            f"{r.get('revision', '')} | {r.get('label', '')} |")
+    lines += [
+        "",
+        "## History (newest last, at most 40 runs)",
+        "",
+        "`other CPU` is what the rest of the machine used meanwhile (CPU seconds): a run with a "
+        "large value shared the two cores with other work and its times are inflated.",
+        "",
+        "| at | bench | nodes | pods / rollout | status complete | cmds per pod/node | p50 | p99 | "
+        "reconciler CPU | other CPU | revision | label |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    ours = [r for r in rows if r.get("bench") in ("controller", "rollout")]  # others share it
+    for r in ours[-40:]:
+        if r.get("bench") == "rollout":
+            main, st, cmds = r.get("rollout_s"), None, r.get("commands_per_node")
+        else:
+            main, st, cmds = r.get("pods_created_s"), r.get("status_complete_s"), \
+                r.get("commands_per_pod")
+        lines.append(
+            f"| {r.get('at', '')} | {r.get('bench', '')} | {r.get('nodes', '')} | "
+            f"{_s(main, ' s')} | {_s(st, ' s')} | {_s(cmds, '', 1)} | "
+            f"{_s(r.get('node_added_p50_ms'), ' ms', 1)} | {_s(r.get('node_added_p99_ms'), ' ms', 1)} | "
+            f"{_s(_reconciler_cpu(r), ' s')} | {_s((r.get('cpu_seconds') or {}).get('other'), ' s')} | "
+            f"{r.get('revision', '')} | {r.get('label', '')} |")
+    SUMMARY.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,88 @@
+"""The garbage collector's decisions (pure): what to delete, orphan or finalize, given state.
+
+Dependents are Pods and ControllerRevisions; their owners are DaemonSets, always identified
+by uid (a DaemonSet re-created under the same name is another owner).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from shared.model import meta
+
+Obj = dict[str, Any]
+DEPENDENT_KINDS = ("Pod", "ControllerRevision")
+OWNER_KIND = "DaemonSet"
+
+
+def owner_uids(obj: Obj) -> list[str]:
+    """Decides: the uids of every owner of ``obj`` (the collector's owner index)."""
+    return [str(r.get("uid")) for r in meta.owner_references(obj) if r.get("uid")]
+
+
+def bound_node(obj: Obj) -> list[str]:
+    """Decides: the node a pod is bound to, as an index value (none if unbound)."""
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []
+
+
+def doomed_by_owners(dep: Obj, owner_gone: Callable[[Obj], bool]) -> bool:
+    """Decides the background cascade for one dependent: delete it when it has owners, all of
+    them DaemonSets and all gone (``owner_gone(ref)``). A dependent that another kind of owner
+    still holds is left alone; a terminating revision needs nothing more. Pods already
+    terminating still count (a pod GC may finish them at once)."""
+    refs = meta.owner_references(dep)
+    if not refs or any(r.get("kind") != OWNER_KIND for r in refs):
+        return False
+    if meta.is_being_deleted(dep) and dep.get("kind") != "Pod":
+        return False
+    return all(owner_gone(r) for r in refs)
+
+
+def without_owner(dep: Obj, owner_uid: str) -> Obj:
+    """Decides the orphaning patch: a copy of ``dep`` without its reference to the owner."""
+    new = copy.deepcopy(dep)
+    refs = [r for r in meta.owner_references(dep) if r.get("uid") != owner_uid]
+    if refs:
+        new["metadata"]["ownerReferences"] = refs
+    else:
+        new["metadata"].pop("ownerReferences", None)
+    return new
+
+
+def blocks(dep: Obj, owner_uid: str) -> bool:
+    """Decides whether ``dep`` holds up the foreground deletion of its owner: its reference
+    to that owner has ``blockOwnerDeletion: true``."""
+    return any(r.get("uid") == owner_uid and r.get("blockOwnerDeletion") is True
+               for r in meta.owner_references(dep))
+
+
+def foreground_step(deps: Iterable[Obj], owner_uid: str) -> tuple[list[Obj], bool]:
+    """Decides one step of a foreground deletion: the dependents to delete now (all not
+    already terminating), and whether the owner may go (no blocking dependent is left)."""
+    deps = list(deps)
+    to_delete = [d for d in deps if not meta.is_being_deleted(d)]
+    finished = not any(blocks(d, owner_uid) for d in deps)
+    return to_delete, finished
+
+
+def on_missing_nodes(pods: Iterable[Obj], node_exists: Callable[[str], bool]) -> list[Obj]:
+    """Decides pod GC (``gcOrphaned``): the pods bound to a node that does not exist."""
+    out = []
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not node_exists(str(node)):
+            out.append(pod)
+    return out
+
+
+def expired_events(events: Iterable[Obj], cutoff: float) -> list[Obj]:
+    """Decides the Event TTL: the Events last seen before ``cutoff`` (epoch seconds)."""
+    out = []
+    for e in events:
+        seen = meta.parse_time(str(e.get("lastTimestamp") or meta.creation_timestamp(e)))
+        if (seen or 0) < cutoff:
+            out.append(e)
+    return out

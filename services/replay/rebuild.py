@@ -1,0 +1,233 @@
+"""``replay FILE``: rebuild a cluster's objects and log into an empty Redis or key prefix.
+
+The log entries are written with their ORIGINAL ids (``XADD`` with an explicit id), so every
+object keeps its resourceVersion and a reader of the rebuilt log sees the same history. The
+view hashes are written once at the end from an in-memory fold of the entries (the newest
+state of each object only), so the work is one append per entry plus one write per live
+object. Entries go to Redis as pipelined ``XADD`` commands encoded once, in batches, the next
+batch sent before the replies of the previous one are read (``_Appender``).
+
+The target must be empty (no key of the prefix exists): a rebuild never merges into a live
+cluster, and a refused rebuild writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from services.replay import logfile
+from shared.store import codec, snapshot
+from shared.store.guard import redis_errors, text
+from shared.store.keys import Keys
+
+BATCH = 2000
+VIEW_BATCH = 1000
+
+class RebuildError(Exception):
+    """The rebuild was refused (target not empty, partial file, bound before the snapshot)
+    or failed; the message says which."""
+
+
+@dataclass
+class RebuildStats:
+    entries: int
+    objects: int
+    last: str
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds if self.seconds > 0 else 0.0
+
+
+def _glob_escape(s: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in s)
+
+
+def existing_key(client: redis.Redis, keys: Keys) -> str | None:
+    """A key of ``keys.prefix`` that exists in the target, or None if the prefix is empty.
+    Acts (reads Redis)."""
+    pattern = _glob_escape(keys.tag) + ":*"
+    cursor: Any = 0
+    with redis_errors("check the target is empty"):
+        while True:
+            cursor, found = client.scan(cursor=cursor, match=pattern, count=1000)
+            if found:
+                return text(found[0])
+            if not cursor:
+                return None
+
+
+def rebuild(path: str | Path, client: redis.Redis, keys: Keys, until: str = "",
+            allow_partial: bool = False, batch: int = BATCH) -> RebuildStats:
+    """Rebuild the file's history (up to ``until``, inclusive) into the empty prefix
+    ``keys``. Acts."""
+    started = time.monotonic()
+    with logfile.Reader(path) as reader:
+        header = reader.header
+        if not header.complete and not allow_partial:
+            raise RebuildError(
+                f"{path} holds only part of the history (exported with --since, or from a "
+                "log trimmed without a snapshot): a rebuild from it would not be exact; "
+                "pass --partial to rebuild what it holds anyway")
+        if until and header.snapshot and \
+                codec.id_tuple(until) < codec.id_tuple(header.snapshot):
+            raise RebuildError(f"--until {until} is before the file's snapshot "
+                               f"({header.snapshot}): that state is not in the file")
+        taken = existing_key(client, keys)
+        if taken is not None:
+            raise RebuildError(f"the target is not empty: key {taken!r} exists under prefix "
+                               f"{keys.prefix!r}; replay only rebuilds into an empty Redis "
+                               "or key prefix (pick another --prefix)")
+        append = _Appender(client, keys.log)
+        try:
+            view, snap_rows, entries, last = _fold_and_append(reader, append, until, batch)
+        finally:
+            append.close()
+    _check_log(client, keys, entries, last)
+    _write_view(client, keys, view)
+    if header.snapshot:
+        stored = snapshot.RawView(position=header.snapshot)
+        for kind, key, rv, payload in snap_rows:
+            stored.put(kind, key, rv, payload)
+        with redis_errors("store the snapshot"):
+            client.set(keys.log_snapshot, snapshot.encode(stored))
+            client.set(keys.log_snapshot_id, header.snapshot)
+    return RebuildStats(entries, view.count(), last, time.monotonic() - started)
+
+
+def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batch: int,
+                     ) -> tuple[snapshot.RawView, list[tuple[str, str, str, bytes]], int, str]:
+    """Stream the file: append each entry to the log, fold it into the view (the newest
+    payload of each object). Returns the view, the file's snapshot rows, the entries
+    appended and the last id. Acts."""
+    header = reader.header
+    view = snapshot.RawView(position=header.snapshot or "0-0")
+    objects = view.objects
+    snap_rows: list[tuple[str, str, str, bytes]] = []
+    limit = codec.id_tuple(until) if until else None
+    snap_at = codec.id_tuple(header.snapshot) if header.snapshot else None
+    pending: list[list[Any]] = []
+    entries, last = 0, ""
+    for rec in reader.records():
+        if rec[0] == logfile.OBJECT:
+            _, kind, key, rv, payload = rec
+            view.put(kind, key, rv, payload)
+            snap_rows.append((kind, key, rv, payload))
+            continue
+        eid, etype, kind, key, payload = rec[1], rec[3], rec[4], rec[5], rec[6]
+        if limit is not None and codec.id_tuple(eid) > limit:
+            break
+        pending.append(rec)
+        entries += 1
+        last = eid
+        if snap_at is not None:
+            if codec.id_tuple(eid) <= snap_at:
+                continue  # the snapshot already holds its effect
+            snap_at = None  # ids only grow: no later entry is in the snapshot
+        if etype == "DELETED":
+            objects.get(kind, {}).pop(key, None)
+        elif etype != "DECISION":
+            table = objects.get(kind)
+            if table is None:
+                table = objects[kind] = {}
+            table[key] = (eid, payload)
+        if len(pending) >= batch:
+            append.send(pending)
+            pending = []
+    append.send(pending)
+    view.position = last or view.position
+    return view, snap_rows, entries, last
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+class _Appender:
+    """``XADD <log> <id> v … t … k … n … o …`` for each entry, written to one connection as
+    pre-encoded RESP with replies switched off (``CLIENT REPLY OFF``): Redis appends while
+    the next batch is encoded, and the socket's own backpressure paces the sender. Whether
+    every entry landed is checked afterwards (``_check_log``). Acts."""
+
+    def __init__(self, client: redis.Redis, log_key: str) -> None:
+        self.pool: Any = client.connection_pool
+        conn: Any = self.pool.get_connection()
+        self.conn: Any = conn
+        self.head = b"*13\r\n$4\r\nXADD\r\n" + _bulk(log_key.encode())
+        self.small: dict[str, bytes] = {}
+        with redis_errors("append log entries"):
+            conn.send_command("CLIENT", "REPLY", "OFF", check_health=False)
+
+    def _enc(self, field: bytes, value: str) -> bytes:
+        """``$1 field $n value``, memoised: v, t and k take a handful of values."""
+        got = self.small.get(value)
+        if got is None:
+            got = self.small[value] = _bulk(value.encode())
+        return field + got
+
+    def send(self, entries: list[list[Any]]) -> None:
+        head, enc = self.head, self._enc
+        v_, t_, k_ = b"$1\r\nv\r\n", b"$1\r\nt\r\n", b"$1\r\nk\r\n"
+        n_, o_ = b"$1\r\nn\r\n", b"$1\r\no\r\n"
+        data = b"".join([
+            head + _bulk(r[1].encode()) + enc(v_, r[2]) + enc(t_, r[3]) + enc(k_, r[4])
+            + n_ + _bulk(r[5].encode()) + o_ + _bulk(r[6]) for r in entries])
+        if data:
+            try:
+                with redis_errors("append log entries"):
+                    self.conn.send_packed_command([data], check_health=False)
+            except BaseException:
+                self._drop()
+                raise
+
+    def close(self) -> None:
+        if self.conn is None:
+            return
+        try:
+            with redis_errors("append log entries"):
+                self.conn.send_command("CLIENT", "REPLY", "ON", check_health=False)
+                self.conn.read_response()
+        except BaseException:
+            self._drop()
+            raise
+        self.pool.release(self.conn)
+        self.conn = None
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            self.conn.disconnect()
+            self.pool.release(self.conn)
+            self.conn = None
+
+
+def _check_log(client: redis.Redis, keys: Keys, entries: int, last: str) -> None:
+    """Every entry landed: the log has ``entries`` entries, the last one ``last``. Acts."""
+    with redis_errors("check the rebuilt log"):
+        pipe = client.pipeline(transaction=False)
+        pipe.xlen(keys.log)
+        pipe.xrevrange(keys.log, count=1)
+        length, newest = pipe.execute()
+    tip = text(newest[0][0]) if newest else ""
+    if int(length) != entries or tip != last:
+        raise RebuildError(f"Redis took {length} of {entries} log entries (newest {tip or '-'}, "
+                           f"expected {last or '-'}): another client wrote to the target "
+                           "during the rebuild, or Redis refused entries (memory limit?)")
+
+
+def _write_view(client: redis.Redis, keys: Keys, view: snapshot.RawView) -> None:
+    """HSET the view hashes in batches (one pipeline round trip per batch)."""
+    with redis_errors("write the view"):
+        for kind, objs in sorted(view.objects.items()):
+            items = sorted(objs.items())
+            for i in range(0, len(items), VIEW_BATCH):
+                chunk = items[i:i + VIEW_BATCH]
+                pipe = client.pipeline(transaction=False)
+                pipe.hset(keys.objects(kind), mapping={k: p for k, (_rv, p) in chunk})
+                pipe.hset(keys.versions(kind), mapping={k: rv for k, (rv, _p) in chunk})
+                pipe.execute()

@@ -1,0 +1,68 @@
+"""Reading the log backwards, cheaply: entries are filtered on their small fields (and a
+byte search of the payload) before anything is unpacked. Acts (reads Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from shared.store import codec, errors
+from shared.store.guard import redis_errors, text
+from shared.store.keys import Keys
+
+PAGE = 2000
+Fields = dict[bytes, bytes]
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    type: str
+    kind: str
+    key: str
+    obj: dict[str, Any]  # the object (resourceVersion = id) or the decision record
+
+
+def backwards(client: redis.Redis, keys: Keys, want: Callable[[Fields], bool],
+              page: int = PAGE) -> Iterator[Hit]:
+    """Decoded entries for which ``want(fields)`` is true, newest first."""
+    upper = "+"
+    while True:
+        raw: Any
+        with redis_errors("read the log"):
+            raw = client.xrevrange(keys.log, max=upper, count=page)
+        if not raw:
+            return
+        for rid, fields in raw:
+            if want(fields):
+                try:
+                    e = codec.decode_entry(rid, fields)
+                except errors.CorruptEntryError:
+                    continue
+                yield Hit(e.id, e.type, e.kind, e.key, e.obj)
+        upper = "(" + text(raw[-1][0])
+
+
+def entry_at(client: redis.Redis, keys: Keys, entry_id: str) -> Hit | None:
+    """The entry with id ``entry_id``, if the log still holds it."""
+    raw: Any
+    with redis_errors("read the log"):
+        raw = client.xrange(keys.log, min=entry_id, max=entry_id, count=1)
+    if not raw:
+        return None
+    try:
+        e = codec.decode_entry(raw[0][0], raw[0][1])
+    except errors.CorruptEntryError:
+        return None
+    return Hit(e.id, e.type, e.kind, e.key, e.obj)
+
+
+def first_id(client: redis.Redis, keys: Keys) -> str:
+    """The oldest id the log still holds ("" if empty)."""
+    raw: Any
+    with redis_errors("read the log"):
+        raw = client.xrange(keys.log, count=1)
+    return text(raw[0][0]) if raw else ""

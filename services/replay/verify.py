@@ -1,0 +1,232 @@
+"""``replay FILE --verify``: re-run every recorded decision and compare, in memory.
+
+Each DECISION entry records what one sync read (``position``: the log id its cache had
+applied; ``now``; the expectations flag; the backoff entries) and what it decided
+(``actions``). Verification re-applies the file's entries in log order to an in-memory view
+and, for each decision, rebuilds the Snapshot exactly as ``Reconciler.snapshot`` did — the
+DaemonSet by key, every Node, the Pods and ControllerRevisions of its namespace, all as of
+``position`` (not as of the decision entry, which comes after the sync's own writes) — then
+runs ``planner.plan`` and compares ``record.summarize`` of the new plan with the recorded one.
+
+Two passes over the file keep memory bounded by the cluster plus the decision records: the
+first collects the decisions and orders them by position; the second folds the entries and
+evaluates each decision just before the first entry newer than its position.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.replay import logfile
+from shared.daemonset import planner
+from shared.daemonset import record as ds_record
+from shared.daemonset import types as t
+from shared.store import codec, errors
+
+Obj = dict[str, Any]
+PlanFn = Callable[[t.Snapshot], t.Plan]
+NAMESPACED = ("Pod", "ControllerRevision")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    key: str  # the DaemonSet
+    entry: str  # the DECISION entry id
+    position: str  # what the sync read through
+    difference: str  # record.first_difference(recorded, recomputed)
+    recorded: Any
+    recomputed: Any
+
+    def describe(self) -> str:
+        return (f"divergence in decision {self.entry} of daemonset {self.key} "
+                f"(read through {self.position}): recorded != recomputed at {self.difference}")
+
+
+@dataclass
+class VerifyResult:
+    verified: int = 0
+    skipped: int = 0  # decisions that read state older than the file's snapshot
+    entries: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+
+class _Slot:
+    """One object of the view: raw payload, decoded on first use."""
+
+    __slots__ = ("obj", "payload", "rv")
+
+    def __init__(self, rv: str, payload: bytes) -> None:
+        self.rv, self.payload = rv, payload
+        self.obj: Obj | None = None
+
+    def get(self) -> Obj:
+        if self.obj is None:
+            self.obj = codec.unpack_object(self.payload, self.rv)
+        return self.obj
+
+
+class View:
+    """The objects of the kinds a sync reads, as of ``position``, with pods and revisions
+    indexed by namespace (as the reconciler's cache is). Acts on itself only."""
+
+    def __init__(self, position: str = "0-0") -> None:
+        self.position = position
+        self.ds: dict[str, _Slot] = {}
+        self.nodes: dict[str, _Slot] = {}
+        self.by_ns: dict[str, dict[str, dict[str, _Slot]]] = {k: {} for k in NAMESPACED}
+
+    def _table(self, kind: str, key: str) -> dict[str, _Slot] | None:
+        if kind == "DaemonSet":
+            return self.ds
+        if kind == "Node":
+            return self.nodes
+        if kind in NAMESPACED:
+            return self.by_ns[kind].setdefault(key.split("/", 1)[0], {})
+        return None  # Events: a sync does not read them
+
+    def put(self, kind: str, key: str, rv: str, payload: bytes) -> None:
+        table = self._table(kind, key)
+        if table is not None:
+            table[key] = _Slot(rv, payload)
+
+    def apply(self, eid: str, etype: str, kind: str, key: str, payload: bytes) -> None:
+        self.position = eid
+        if etype == "DECISION":
+            return
+        table = self._table(kind, key)
+        if table is None:
+            return
+        if etype == "DELETED":
+            table.pop(key, None)
+        else:
+            table[key] = _Slot(eid, payload)
+
+    def snapshot(self, rec: Obj) -> t.Snapshot:
+        """The Snapshot ``Reconciler.snapshot`` built for the sync ``rec`` records. Decides."""
+        key = str(rec.get("key") or "")
+        now = float(rec.get("now") or 0.0)
+        position = str(rec.get("position") or "0-0")
+        slot = self.ds.get(key)
+        if slot is None:
+            return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
+                              expectations_satisfied=True, now=now, position=position)
+        ds = slot.get()
+        ns = key.split("/", 1)[0]
+        backoff = {str(k): t.BackoffEntry(float(v[0]), float(v[1]))
+                   for k, v in (rec.get("backoff") or {}).items()}
+        return t.Snapshot(
+            key=key, ds=ds, nodes=[s.get() for s in self.nodes.values()],
+            pods=[s.get() for s in self.by_ns["Pod"].get(ns, {}).values()],
+            revisions=[s.get() for s in self.by_ns["ControllerRevision"].get(ns, {}).values()],
+            backoff=backoff, expectations_satisfied=bool(rec.get("expectationsSatisfied")),
+            now=now, position=position)
+
+
+@dataclass(order=True)
+class _Pending:
+    position: tuple[int, int]
+    entry_order: tuple[int, int]
+    entry: str = field(compare=False)
+    raw: bytes = field(compare=False)
+
+
+def _decisions(path: str | Path, limit: tuple[int, int] | None) -> list[_Pending]:
+    """Pass 1: every DECISION entry of the file, ordered by the position it read through."""
+    out: list[_Pending] = []
+    with logfile.Reader(path) as reader:
+        for rec in reader.records():
+            if rec[0] != logfile.ENTRY or rec[3] != "DECISION":
+                continue
+            eid = rec[1]
+            if limit is not None and codec.id_tuple(eid) > limit:
+                break
+            try:
+                position = str(codec.unpack(rec[6]).get("position") or "0-0")
+            except (errors.CorruptEntryError, AttributeError):
+                position = "0-0"
+            out.append(_Pending(codec.id_tuple(position), codec.id_tuple(eid), eid, rec[6]))
+    out.sort()
+    return out
+
+
+def check(view: View, entry: str, rec: Obj, plan_fn: PlanFn) -> Divergence | None:
+    """Re-plan one recorded sync against ``view`` (which must be as of its position) and
+    compare. Decides."""
+    recorded = rec.get("actions")
+    snap = view.snapshot(rec)
+    uid = str(((snap.ds or {}).get("metadata") or {}).get("uid") or "")
+    if snap.ds is not None and rec.get("uid") and uid != rec.get("uid"):
+        return Divergence(snap.key, entry, snap.position,
+                          f"input DaemonSet uid: {rec.get('uid')!r} != {uid!r}",
+                          rec.get("uid"), uid)
+    recomputed = ds_record.summarize(plan_fn(snap))
+    diff = ds_record.first_difference(recorded, codec.unpack(codec.pack(recomputed)))
+    if diff is None:
+        return None
+    return Divergence(snap.key, entry, snap.position, diff, recorded, recomputed)
+
+
+def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
+           keep_going: bool = False) -> VerifyResult:
+    """Verify every decision of the export at ``path`` (up to ``until``). Stops at the first
+    divergence unless ``keep_going``. Acts (reads the file)."""
+    plan_fn = plan_fn or planner.plan
+    started = time.monotonic()
+    result = VerifyResult()
+    limit = codec.id_tuple(until) if until else None
+    pending = _decisions(path, limit)
+    with logfile.Reader(path) as reader:
+        header = reader.header
+        if not header.complete:
+            raise logfile.LogFileError(
+                f"{path} holds only part of the history: the state a decision read cannot "
+                "be rebuilt from it (export without --since)")
+        start = codec.id_tuple(header.snapshot or "0-0")
+        view = View(header.snapshot or "0-0")
+        todo: Iterator[_Pending] = iter(pending)
+        nxt = next(todo, None)
+
+        def run_until(bound: tuple[int, int] | None) -> bool:
+            """Evaluate pending decisions whose position is below ``bound``; False: stop."""
+            nonlocal nxt
+            while nxt is not None and (bound is None or nxt.position < bound):
+                if header.snapshot and nxt.position < start:
+                    result.skipped += 1
+                else:
+                    div = check(view, nxt.entry, codec.unpack(nxt.raw), plan_fn)
+                    if div is None:
+                        result.verified += 1
+                    else:
+                        result.divergences.append(div)
+                        if not keep_going:
+                            return False
+                nxt = next(todo, None)
+            return True
+
+        for rec in reader.records():
+            if rec[0] == logfile.OBJECT:
+                view.put(rec[1], rec[2], rec[3], rec[4])
+                continue
+            _, eid, _v, etype, kind, key, payload = rec
+            order = codec.id_tuple(eid)
+            if limit is not None and order > limit:
+                break
+            if not run_until(order):
+                break
+            if header.snapshot and order <= start:
+                continue  # already in the snapshot
+            view.apply(eid, etype, kind, key, payload)
+            result.entries += 1
+        if not result.divergences or keep_going:
+            run_until(None)
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,305 @@
+"""``why pod/NAME`` and ``why ds/NAME node/NODE``: answers from the log.
+
+A pod: which DECISION created it (and, if it is gone or going, which one deleted it and
+why), with what that sync read — the log position, the time it used, the expectations
+flag, the revision hash, the backoff it saw. A node without a daemon pod: the reason the
+DaemonSet's most recent decision gave for that node (selector, affinity, taint, failed-pod
+backoff, rollout budget, …); when no recent decision mentions the node, or the node changed
+since, the reason is computed now from the current node and DaemonSet.
+
+The functions here read the log and the store (act) and return the answer as lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.replay import bounds, scan
+from shared.daemonset import dsutil, placement, planner
+from shared.daemonset import history as ds_history
+from shared.daemonset import types as t
+from shared.model import meta, podutil, taints
+from shared.store import codec
+from shared.store.backoff import RedisBackoff
+from shared.store.client import Store
+from shared.store.expectations import RedisExpectations
+
+Obj = dict[str, Any]
+INDENT = "  "
+
+
+class WhyError(Exception):
+    """The object asked about does not exist (and left no trace in the log)."""
+
+
+def _when(entry_id: str) -> str:
+    return f"{entry_id} ({bounds.id_time(entry_id)})"
+
+
+def _position_line(store: Store, rec: Obj) -> str:
+    pos = str(rec.get("position") or "0-0")
+    hit = scan.entry_at(store.r, store.keys, pos) if pos != "0-0" else None
+    what = f", the entry there: {hit.type} {hit.kind} {hit.key}" if hit is not None else ""
+    return f"read the log through {_when(pos)}{what}"
+
+
+def decision_inputs(store: Store, rec: Obj, node: str | None = None) -> list[str]:
+    """The inputs of one recorded sync, as lines. Acts (reads the entry at its position)."""
+    actions = rec.get("actions") or {}
+    now = float(rec.get("now") or 0.0)
+    lines = [_position_line(store, rec),
+             f"time used (now): {bounds.seconds_time(now)}",
+             "expectations: " + ("satisfied" if rec.get("expectationsSatisfied")
+                                 else "pending (only claims and status)"),
+             f"current revision hash: {actions.get('hash') or '<none>'}",
+             f"decided: creates {len(actions.get('creates') or [])}, "
+             f"deletes {len(actions.get('deletes') or [])}"]
+    for k, (delay, last) in sorted((rec.get("backoff") or {}).items()):
+        if node is None or k.endswith("/" + node):
+            lines.append(f"failed-pod backoff {k}: delay {delay:g}s, last failure "
+                         f"{bounds.seconds_time(float(last))}")
+    if rec.get("errors"):
+        lines.append("errors: " + "; ".join(str(e) for e in rec["errors"]))
+    return lines
+
+
+def _decision_header(hit: scan.Hit) -> str:
+    worker = hit.obj.get("worker") or "?"
+    return f"decision {_when(hit.id)} of daemonset {hit.key} by worker {worker}"
+
+
+# ---- pods ----------------------------------------------------------------------------------
+
+
+def _mentions(rec: Obj, section: str, name: str) -> str | None:
+    """The node of ``name`` in the record's creates ([node, pod]) or deletes ([pod, node])."""
+    for item in (rec.get("actions") or {}).get(section) or []:
+        if section == "creates" and len(item) == 2 and item[1] == name:
+            return str(item[0])
+        if section == "deletes" and len(item) == 2 and item[0] == name:
+            return str(item[1])
+    return None
+
+
+def delete_reason(rec: Obj, pod: Obj, node: str) -> str:
+    """Why a decision deleted ``pod`` (its last known state) on ``node``. Decides."""
+    reason = (rec.get("reasons") or {}).get(node)
+    if reason and reason not in (planner.REASON_CREATE, planner.REASON_NO_POD):
+        return f"the daemon should not run on {node}: {reason}"
+    if podutil.is_failed(pod):
+        return "the pod failed (phase Failed): failed daemon pods are deleted and recreated"
+    current = (rec.get("actions") or {}).get("hash")
+    have = meta.labels(pod).get("controller-revision-hash")
+    if current and have and have != current:
+        return f"rolling update: the pod runs revision {have}, the DaemonSet's is {current}"
+    return f"more than one daemon pod on {node}: the extra one is deleted"
+
+
+def why_pod(store: Store, namespace: str, name: str) -> list[str]:
+    """The story of pod ``namespace/name``: its creating and deleting decisions. Acts (reads
+    the log backwards until the pod's creation, and the store)."""
+    key = f"{namespace}/{name}"
+    current = store.try_get("Pod", key)
+    key_b, ns_b, name_b = key.encode(), (namespace + "/").encode(), name.encode()
+
+    def want(f: scan.Fields) -> bool:
+        if f.get(b"k") == b"Pod" and f.get(b"n") == key_b:
+            return True
+        return f.get(b"t") == b"DECISION" and (f.get(b"n") or b"").startswith(ns_b) \
+            and name_b in (f.get(b"o") or b"")
+
+    decisions: list[scan.Hit] = []
+    changes: list[scan.Hit] = []
+    added: scan.Hit | None = None
+    for hit in scan.backwards(store.r, store.keys, want):
+        if hit.type == "DECISION":
+            decisions.append(hit)
+            continue
+        if current is not None and meta.uid(hit.obj) != meta.uid(current):
+            continue
+        changes.append(hit)
+        if hit.type == "ADDED":
+            added = hit
+            break
+    if current is None and not changes:
+        raise WhyError(f'Error from server (NotFound): pods "{name}" not found, and the log '
+                       f"(from {scan.first_id(store.r, store.keys) or 'empty'}) never had it")
+    uid = meta.uid(current) if current is not None else meta.uid(changes[0].obj)
+    changes = [c for c in changes if meta.uid(c.obj) == uid]
+    last = current if current is not None else changes[0].obj
+    node = podutil.target_node(last) or ""
+    lines = [f"pod {key} (uid {uid}, node {node or '<none>'})"]
+    if current is not None:
+        state = [podutil.phase(current) or "Pending"]
+        if podutil.is_ready(current):
+            state.append("ready")
+        if meta.is_being_deleted(current):
+            state.append(f"terminating since {meta.deletion_timestamp(current)}")
+        lines.append(f"{INDENT}now: {', '.join(state)}, revision "
+                     f"{meta.labels(current).get('controller-revision-hash', '<none>')}")
+    order = codec.id_tuple
+    if added is None:
+        lines.append(f"{INDENT}created {meta.creation_timestamp(last)}, before the retained log "
+                     f"(which starts at {scan.first_id(store.r, store.keys)}): "
+                     "no decision on record")
+    else:
+        lines.append(f"{INDENT}created: entry {_when(added.id)}")
+        creators = sorted((d for d in decisions if order(d.id) > order(added.id)
+                           and order(str(d.obj.get("position"))) < order(added.id)
+                           and _mentions(d.obj, "creates", name) is not None),
+                          key=lambda d: order(d.id))
+        if creators:
+            d = creators[0]
+            lines.append(f"{INDENT*2}by {_decision_header(d)}")
+            lines += [INDENT * 3 + s for s in decision_inputs(store, d.obj, node)]
+        else:
+            lines.append(f"{INDENT*2}not by a DaemonSet sync on record (created by a user or "
+                         "another client)")
+    _deletion(store, lines, changes, decisions, added, name, node, last)
+    return lines
+
+
+def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
+              decisions: list[scan.Hit], added: scan.Hit | None, name: str, node: str,
+              last: Obj) -> None:
+    order = codec.id_tuple
+    marked = [c for c in changes if c.type != "DELETED" and meta.is_being_deleted(c.obj)]
+    removed = [c for c in changes if c.type == "DELETED"]
+    if not marked and not removed:
+        return
+    first = min(marked + removed, key=lambda c: order(c.id))
+    lines.append(f"{INDENT}deleted: entry {_when(first.id)}"
+                 + (f", removed from the store at {_when(removed[0].id)}" if removed else ""))
+    since = order(added.id) if added is not None else (0, 0)
+    deleters = sorted((d for d in decisions if order(d.id) >= order(first.id) and
+                       order(str(d.obj.get("position"))) >= since and
+                       _mentions(d.obj, "deletes", name) is not None),
+                      key=lambda d: order(d.id))
+    if not deleters:
+        lines.append(f"{INDENT*2}not by a DaemonSet sync on record: by the garbage collector "
+                     "(owner or node gone), the node agent (grace period over) or a user")
+        return
+    d = deleters[0]
+    dnode = _mentions(d.obj, "deletes", name) or node
+    lines.append(f"{INDENT*2}by {_decision_header(d)}")
+    lines.append(f"{INDENT*3}why: {delete_reason(d.obj, last, dnode)}")
+    lines += [INDENT * 3 + s for s in decision_inputs(store, d.obj, dnode)]
+
+
+# ---- nodes ---------------------------------------------------------------------------------
+
+
+def _inputs(ds: Obj, node: Obj) -> list[str]:
+    """The placement inputs of a DaemonSet and a node, as lines. Decides."""
+    spec = dsutil.template_spec(ds)
+    ts = taints.node_taints(node)
+    node_line = (f"node {meta.name(node)} (version {_when(meta.resource_version(node))}): "
+                 f"labels {meta.labels(node)}; taints "
+                 f"[{', '.join(taints.taint_string(x) for x in ts)}]")
+    if (node.get("spec") or {}).get("unschedulable"):
+        node_line += "; unschedulable"
+    tol = ", ".join(f"{x.get('key', '*')}:{x.get('effect', '*')}"
+                    for x in spec.get("tolerations") or [] if isinstance(x, dict))
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    ds_line = (f"daemonset {meta.key(ds)} (generation {dsutil.generation(ds)}): nodeSelector "
+               f"{spec.get('nodeSelector') or {}}; required node affinity "
+               f"{'set' if affinity else 'none'}; tolerations [{tol}]")
+    return [node_line, ds_line]
+
+
+def _live_reason(store: Store, ds: Obj, node: Obj, now: float) -> str:
+    """Why no pod runs on ``node`` judged on the current state (placement, then the whole
+    plan: backoff, expectations, burst, rollout budget); "" when it should run there. Acts
+    (reads the store, backoff and expectations; the judging is the planner's)."""
+    reason = placement.why_not_run(node, ds)
+    if reason:
+        return reason
+    key, ns = meta.key(ds), meta.namespace(ds)
+    gen = dsutil.observed_generation(ds)
+    backoff = RedisBackoff(store.r, store.keys).get_many(
+        [f"{meta.uid(ds)}/{gen}/{meta.name(node)}"])
+    snap = t.Snapshot(key=key, ds=ds, nodes=store.list("Node"), pods=store.list("Pod", ns),
+                      revisions=store.list("ControllerRevision", ns), backoff=backoff,
+                      expectations_satisfied=RedisExpectations(store.r, store.keys)
+                      .satisfied(key, now), now=now)
+    return planner.plan(snap).reasons.get(meta.name(node), "")
+
+
+def _failed_reason(store: Store, ds: Obj, node: str) -> str:
+    """The failed-pod backoff of ``node``, as a reason. Acts (reads the backoff)."""
+    key = f"{meta.uid(ds)}/{dsutil.observed_generation(ds)}/{node}"
+    entry = RedisBackoff(store.r, store.keys).get_many([key]).get(key)
+    if entry is None:
+        return "its pod failed: the next sync deletes it and creates a new one"
+    return (f"its pod failed: failed-pod backoff of {entry.delay:g}s since "
+            f"{bounds.seconds_time(entry.last_update)}; the pod is replaced after "
+            f"{bounds.seconds_time(entry.last_update + entry.delay)}")
+
+
+def _changed_since(rec: Obj, ds: Obj, node: Obj, pods: list[Obj]) -> bool:
+    """Whether what placement on ``node`` depends on changed after the sync ``rec`` read:
+    the node, the DaemonSet's pods there, or its template (its revision hash). Decides."""
+    read = codec.id_tuple(str(rec.get("position") or "0-0"))
+    if any(codec.id_tuple(meta.resource_version(o)) > read for o in [node, *pods]):
+        return True
+    current = ds_history.compute_hash(dsutil.template(ds), dsutil.collision_count(ds))
+    return current != (rec.get("actions") or {}).get("hash")
+
+
+def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]:
+    """Why DaemonSet ``ds_key`` has (or has no) pod on ``node_name``. Acts (reads the store
+    and the log back to the DaemonSet's most recent decision)."""
+    ds = store.try_get("DaemonSet", ds_key)
+    if ds is None:
+        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ds_key.split("/")[1]}" '
+                       "not found")
+    node = store.try_get("Node", "/" + node_name)
+    if node is None:
+        raise WhyError(f'Error from server (NotFound): nodes "{node_name}" not found')
+    pods = [p for p in store.list("Pod", meta.namespace(ds))
+            if (meta.controller_ref(p) or {}).get("uid") == meta.uid(ds)
+            and podutil.target_node(p) == node_name]
+    lines = [f"daemonset {ds_key} on node {node_name}:"]
+    live = [p for p in pods if not meta.is_being_deleted(p)]
+    for p in pods:
+        lines.append(f"{INDENT}pod {meta.name(p)} is there ({podutil.phase(p) or 'Pending'}"
+                     f"{', terminating' if meta.is_being_deleted(p) else ''}); "
+                     f"see `daemonbus why pod/{meta.name(p)} -n {meta.namespace(p)}`")
+    ds_b = ds_key.encode()
+    latest: scan.Hit | None = None
+    for hit in scan.backwards(store.r, store.keys, lambda f: f.get(b"t") == b"DECISION"
+                              and f.get(b"n") == ds_b):
+        if hit.obj.get("uid") == meta.uid(ds):
+            latest = hit
+        break
+    recorded = (latest.obj.get("reasons") or {}).get(node_name) if latest else None
+    stale = latest is not None and _changed_since(latest.obj, ds, node, pods)
+    if latest is not None and recorded:
+        when = "at the time of" if stale else "from"
+        if recorded == planner.REASON_CREATE:
+            lines.append(f"{INDENT}the most recent decision created a pod here")
+        else:
+            lines.append(f"{INDENT}reason {when} the most recent decision: {recorded}")
+        lines.append(f"{INDENT*2}{_decision_header(latest)}")
+        lines += [INDENT * 3 + s for s in decision_inputs(store, latest.obj, node_name)]
+    if latest is None or not recorded or stale:
+        why = _live_reason(store, ds, node, now)
+        note = ("the node, the DaemonSet or its pod there changed since that decision; "
+                if stale and recorded else
+                "the most recent decision does not mention this node; " if latest is not None
+                else "no decision of this DaemonSet on record; ")
+        failed = [p for p in live if podutil.is_failed(p)]
+        if failed and not why:
+            why = _failed_reason(store, ds, node_name)
+        if why:
+            lines.append(f"{INDENT}reason now ({note}computed from the current state): {why}")
+        elif not live:
+            lines.append(f"{INDENT}reason now ({note}computed from the current state): the "
+                         "daemon should run here and has no pod yet: the next sync creates it")
+        else:
+            lines.append(f"{INDENT}the daemon should run here and does ({note}computed from "
+                         "the current state)")
+    lines.append(f"{INDENT}inputs (now, {meta.format_time(now)}):")
+    lines += [INDENT * 2 + s for s in _inputs(ds, node)]
+    return lines

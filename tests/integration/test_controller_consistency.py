@@ -1,0 +1,132 @@
+"""Reading consistently from a lagging cache (ARCHITECTURE): a sync decides on state at least
+as new as the log position its key was handed out at, and pod creation is idempotent, so a
+replayed plan or a stale replica never puts a second pod of one revision on one node.
+
+The reconcilers run in-process here (two of them, on one real Redis), so the test controls
+exactly how stale each one's cache is; no watcher runs, the test observes expectations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from services.node_agent.lifecycle import new_node
+from services.reconciler.sync import Reconciler
+from shared.daemonset import planner
+from shared.model import meta
+from shared.store import codec
+from shared.store.backoff import RedisBackoff
+from shared.store.client import Store, connect
+from shared.store.expectations import RedisExpectations
+from shared.store.keys import Keys
+from shared.store.workqueue import RedisWorkQueue
+from tests.integration import controller_kit as kit
+
+KEY = "default/agent"
+NODES = ["n1", "n2", "n3"]
+
+Make = Callable[[str], Reconciler]
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str) -> Store:
+    return Store(connect(redis_url), Keys(prefix))
+
+
+@pytest.fixture
+def queue(store: Store) -> RedisWorkQueue:
+    return RedisWorkQueue(store.r, store.keys)
+
+
+@pytest.fixture
+def make(store: Store, queue: RedisWorkQueue) -> Make:
+    def build(worker: str) -> Reconciler:
+        return Reconciler(store, queue, RedisExpectations(store.r, store.keys),
+                          RedisBackoff(store.r, store.keys), worker=worker)
+
+    return build
+
+
+def _cluster(store: Store) -> None:
+    for n in NODES:
+        store.create(new_node(n))
+    store.apply(kit.daemonset("agent"))
+
+
+def _sync_next(queue: RedisWorkQueue, r: Reconciler) -> str:
+    """Hand the key to ``r`` as the worker loop does and sync it; returns the lease position."""
+    queue.add([KEY])
+    lease = queue.get(r.worker)
+    assert lease is not None and lease.key == KEY
+    r.sync(KEY, lease.position)
+    queue.done(lease)
+    return lease.position
+
+
+def _observe_all(store: Store) -> None:
+    """What the watcher does for the creates it sees: here, all of them at once."""
+    exp = RedisExpectations(store.r, store.keys)
+    entry = exp.get(KEY)
+    if entry is not None:
+        exp.observe([(KEY, max(entry.add, 0), max(entry.delete, 0))])
+
+
+def test_decision_position_is_at_least_the_lease_position(store: Store, queue: RedisWorkQueue,
+                                                          make: Make) -> None:
+    worker = make("a")
+    worker.cache.sync()  # the cache is older than everything below
+    _cluster(store)
+    position = _sync_next(queue, worker)
+    [record] = kit.decisions(store, KEY)
+    assert codec.id_ge(record["position"], position)
+    assert len(record["actions"]["creates"]) == 3
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+
+
+def test_a_replica_with_a_stale_cache_catches_up_before_deciding(store: Store,
+                                                               queue: RedisWorkQueue,
+                                                               make: Make) -> None:
+    _cluster(store)
+    stale, lagging = make("stale"), make("lagging")
+    stale.cache.sync()  # both see the DaemonSet and no pods
+    lagging.cache.sync()
+    _sync_next(queue, make("fresh"))
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+    _observe_all(store)
+    # deciding without reading up to a lease position, a lagging replica plans three creates
+    unread = planner.plan(lagging.snapshot(KEY, lagging.cache.position)).sync_nodes
+    assert unread is not None and len(unread.creates) == 3
+
+    position = _sync_next(queue, stale)
+    assert codec.id_ge(stale.cache.position, position)
+    assert [d for d in kit.decisions(store, KEY) if d["worker"] == "stale"] == []
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+
+
+def test_replaying_the_same_plan_creates_no_second_pod(store: Store, make: Make) -> None:
+    _cluster(store)
+    worker = make("a")
+    snap = worker.snapshot(KEY, store.log_tip())
+    plan = planner.plan(snap)
+    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == 3
+    first = worker.executor.execute(plan, snap)
+    again = worker.executor.execute(plan, snap)
+    assert (first.created, again.created) == (3, 0)
+    assert again.ok, again.errors
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+    assert kit.events(store, KEY, "FailedCreate") == []
+
+
+def test_a_stale_plan_executed_late_creates_no_second_pod(store: Store, queue: RedisWorkQueue,
+                                                          make: Make) -> None:
+    _cluster(store)
+    stale = make("stale")
+    stale_snap = stale.snapshot(KEY, store.log_tip())  # taken before any pod exists
+    stale_plan = planner.plan(stale_snap)
+    _sync_next(queue, make("fresh"))
+    before = {meta.uid(p) for p in kit.owned_pods(store, KEY)}
+    assert len(before) == 3
+    outcome = stale.executor.execute(stale_plan, stale_snap)
+    assert outcome.created == 0 and outcome.ok, outcome.errors
+    assert {meta.uid(p) for p in kit.owned_pods(store, KEY)} == before

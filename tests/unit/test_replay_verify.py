@@ -1,0 +1,177 @@
+"""``replay --verify`` on hand-built export files: each decision is re-planned against the
+state as of the position it read through, and a changed decision is reported with its entry."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.replay import logfile, verify
+from shared.daemonset import manage, planner
+from shared.daemonset import record as ds_record
+from shared.daemonset import types as t
+from shared.model import meta
+from shared.store import codec
+from tests.unit.daemonset_fixtures import NOW, make_ds, make_node
+
+Obj = dict[str, Any]
+
+
+class LogBuilder:
+    """Objects and decisions appended as log entries (ids 1000-0, 1001-0, …), with the
+    in-memory state a reconciler's cache would hold."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str, str, str, bytes]] = []
+        self.state: dict[tuple[str, str], Obj] = {}
+        self.n = 1000
+
+    def add(self, etype: str, obj: Obj) -> str:
+        eid = f"{self.n}-0"
+        self.n += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"].setdefault("uid", f"uid-{meta.name(obj)}")
+        kind, key = obj["kind"], meta.key(obj)
+        self.entries.append((eid, etype, kind, key, codec.pack_object(obj)))
+        obj["metadata"]["resourceVersion"] = eid
+        if etype == "DELETED":
+            self.state.pop((kind, key), None)
+        else:
+            self.state[(kind, key)] = obj
+        return eid
+
+    @property
+    def tip(self) -> str:
+        return self.entries[-1][0]
+
+    def snapshot(self, key: str, now: float = NOW) -> t.Snapshot:
+        ds = self.state.get(("DaemonSet", key))
+        ns = key.split("/")[0]
+        of = [o for (k, _), o in self.state.items()]
+        return t.Snapshot(
+            key=key, ds=ds, nodes=[o for o in of if o["kind"] == "Node"],
+            pods=[o for o in of if o["kind"] == "Pod" and meta.namespace(o) == ns],
+            revisions=[o for o in of if o["kind"] == "ControllerRevision"
+                       and meta.namespace(o) == ns],
+            backoff={}, expectations_satisfied=True, now=now, position=self.tip)
+
+    def sync(self, key: str) -> Obj:
+        """Plan on the current state, write the revision and pods it creates, then the
+        DECISION entry (as the reconciler does: after its own writes)."""
+        snap = self.snapshot(key)
+        plan = planner.plan(snap)
+        for h in plan.history:
+            if isinstance(h, t.CreateRevision):
+                self.add("ADDED", h.revision)
+        assert plan.sync_nodes is not None
+        for c in plan.sync_nodes.creates:
+            self.add("ADDED", c.pod)
+        rec = ds_record.make_record(snap, plan, "w1")
+        self.decision(key, rec)
+        return rec
+
+    def decision(self, key: str, rec: Obj) -> str:
+        eid = f"{self.n}-0"
+        self.n += 1
+        self.entries.append((eid, "DECISION", "DaemonSet", key, codec.pack(rec)))
+        return eid
+
+    def write(self, path: Path, snapshot_objects: list[Obj] | None = None,
+              snapshot_id: str = "") -> Path:
+        header = logfile.Header(prefix="unit", first=self.entries[0][0],
+                                last=self.entries[-1][0], complete=True,
+                                snapshot=snapshot_id, objects=len(snapshot_objects or []))
+        with logfile.Writer(path, header) as w:
+            for obj in snapshot_objects or []:
+                w.object(obj["kind"], meta.key(obj), meta.resource_version(obj),
+                         codec.pack_object(obj))
+            for eid, etype, kind, key, payload in self.entries:
+                w.entry(eid, "1", etype, kind, key, payload)
+        return path
+
+
+KEY = "default/foo"
+
+
+def _cluster() -> LogBuilder:
+    log = LogBuilder()
+    for i in range(3):
+        log.add("ADDED", make_node(f"node-{i}"))
+    log.add("ADDED", make_ds("foo"))
+    return log
+
+
+def test_verify_recomputes_a_recorded_decision(tmp_path: Path) -> None:
+    log = _cluster()
+    log.sync(KEY)
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert (result.verified, result.divergences) == (1, [])
+
+
+def test_verify_uses_the_state_as_of_the_recorded_position(tmp_path: Path) -> None:
+    """The decision entry comes after the pods its sync created; re-planning on the state as
+    of the decision entry would see them and plan no creates."""
+    log = _cluster()
+    rec = log.sync(KEY)
+    assert len(rec["actions"]["creates"]) == 3
+    log.add("ADDED", make_node("node-3"))  # after the sync; must not leak into its snapshot
+    second = log.sync(KEY)
+    assert second["actions"]["creates"] == [["node-3", second["actions"]["creates"][0][1]]]
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert (result.verified, result.divergences) == (2, [])
+
+
+def test_verify_reports_a_record_that_does_not_match(tmp_path: Path) -> None:
+    log = _cluster()
+    rec = log.sync(KEY)
+    log.entries.pop()
+    tampered = copy.deepcopy(rec)
+    tampered["actions"]["creates"] = tampered["actions"]["creates"][:2]
+    eid = log.decision(KEY, tampered)
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert result.verified == 0
+    [div] = result.divergences
+    assert (div.key, div.entry, div.position) == (KEY, eid, rec["position"])
+    assert div.difference.startswith("creates[2]: '<none>' != ")
+    assert f"decision {eid} of daemonset {KEY}" in div.describe()
+
+
+def test_verify_finds_a_changed_burst_cap(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _cluster()
+    log.sync(KEY)
+    path = log.write(tmp_path / "a.dblog")
+    monkeypatch.setattr(manage, "BURST_REPLICAS", 1)
+    result = verify.verify(path)
+    assert not result.ok
+    assert result.divergences[0].difference.startswith("creates[1]")
+
+
+def test_verify_skips_decisions_that_read_state_before_the_snapshot(tmp_path: Path) -> None:
+    log = _cluster()
+    log.sync(KEY)
+    cut = log.add("ADDED", make_node("node-3"))
+    objects = list(log.state.values())
+    log.sync(KEY)
+    # the file as a compaction at ``cut`` leaves it: the snapshot, then the entries from cut
+    log.entries = [e for e in log.entries if codec.id_tuple(e[0]) >= codec.id_tuple(cut)]
+    result = verify.verify(log.write(tmp_path / "a.dblog", objects, cut))
+    assert (result.verified, result.skipped, result.divergences) == (1, 0, [])
+    log.decision(KEY, {**ds_record.make_record(log.snapshot(KEY), planner.plan(
+        log.snapshot(KEY))), "position": "1000-0"})
+    result = verify.verify(log.write(tmp_path / "b.dblog", objects, cut))
+    assert (result.verified, result.skipped) == (1, 1)
+
+
+def test_verify_refuses_a_partial_file(tmp_path: Path) -> None:
+    log = _cluster()
+    path = tmp_path / "p.dblog"
+    header = logfile.Header(prefix="unit", first="1000-0", last="1000-0", complete=False)
+    with logfile.Writer(path, header) as w:
+        eid, etype, kind, key, payload = log.entries[0]
+        w.entry(eid, "1", etype, kind, key, payload)
+    with pytest.raises(logfile.LogFileError, match="only part of the history"):
+        verify.verify(path)
