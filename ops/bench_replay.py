@@ -23,6 +23,7 @@ import argparse
 import copy
 import datetime as dt
 import json
+import os
 import random
 import subprocess
 import sys
@@ -393,6 +394,7 @@ def main() -> int:
             "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
             "verify_decisions": vr.verified, "verify_divergences": len(vr.divergences),
             "target_entries_per_s": TARGET, "meets_target": rb.rate >= TARGET,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
         }
         if not args.no_record:
             RESULTS.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,10 @@ The log entries are written with their ORIGINAL ids (``XADD`` with an explicit i
 object keeps its resourceVersion and a reader of the rebuilt log sees the same history. The
 view hashes are written once at the end from an in-memory fold of the entries (the newest
 state of each object only), so the work is one append per entry plus one write per live
-object. Entries go to Redis as pipelined ``XADD`` commands encoded once, in batches, the next
-batch sent before the replies of the previous one are read (``_Appender``).
+object. Entries go to Redis as pipelined ``XADD`` commands, encoded once and sent in
+batches on one connection with replies switched off; the log's length and newest id are
+checked at the end (``_Appender``, ``_check_log``). The view is held in memory (one payload
+per live object: the size of the cluster, not of the log); the file is streamed.
 
 The target must be empty (no key of the prefix exists): a rebuild never merges into a live
 cluster, and a refused rebuild writes nothing.
@@ -27,6 +29,7 @@ from shared.store.keys import Keys
 
 BATCH = 2000
 VIEW_BATCH = 1000
+
 
 class RebuildError(Exception):
     """The rebuild was refused (target not empty, partial file, bound before the snapshot)

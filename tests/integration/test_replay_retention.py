@@ -87,15 +87,18 @@ def test_compaction_keeps_the_log_bounded_under_endless_churn(stack: Stack,
     try:
         _churn(store, "node-00001", 500)
         wait_for(lambda: snapshot.read_id(store.r, store.keys), what="the first compaction")
-        _churn(store, "node-00001", 4000, every=100,
+        _churn(store, "node-00001", 6000, every=100,
                sample=lambda: lengths.append(int(store.r.xlen(store.keys.log))))
+        # with the compactor running, the log comes back to its 300 entries
+        wait_for(lambda: int(store.r.xlen(store.keys.log)) <= 300, what="compacted to 300")
     finally:
         compactor.terminate()
         _, err = compactor.communicate(timeout=10)
     assert compactor.returncode == 0, err.decode()
-    # 4,500 changes (plus the controllers' writes) went through a log never much over 300
-    assert max(lengths) < 1500, lengths
-    assert int(store.r.memory_usage(store.keys.log) or 0) < 2_000_000
+    # 6,500 changes (plus the controllers' writes) went through a log that never held more
+    # than a fraction of them (how far it overshoots 300 depends on the machine's speed)
+    assert max(lengths) < 3000, lengths
+    assert int(store.r.memory_usage(store.keys.log) or 0) < 1_000_000
     # the readers (watcher, reconciler, node agent) still follow the trimmed log
     store.create(new_node("node-00003"))
     wait_for(lambda: any(target_node(p) == "node-00003" and podutil.is_ready(p)
