@@ -84,8 +84,16 @@ def test_chaos_three_workers_one_killed_converges_without_duplicates(stack: Stac
     for ns, name in _names():
         stack.store.apply(kit.daemonset(name, ns))
 
-    wait_for(lambda: len(stack.store.list("Pod")) >= DAEMONSETS * NODES // 3, timeout=60,
-             interval=0.2, what="a third of the pods created")
+    victim = f"{stack.prefix}-r1"
+
+    def victim_mid_sync() -> bool:
+        if stack.store.r.hlen(stack.store.keys.objects("Pod")) < DAEMONSETS * NODES // 3:
+            return False
+        owners: Any = stack.store.r.hvals(stack.store.keys.wq_owner)
+        return any(o.decode().endswith(":" + victim) for o in owners)
+
+    wait_for(victim_mid_sync, timeout=60, interval=0.01,
+             what="a third of the pods created and worker r1 holding a key")
     stack.kill("reconciler-1", signal.SIGKILL)
     killed_at = time.monotonic()
 
@@ -100,6 +108,9 @@ def test_chaos_three_workers_one_killed_converges_without_duplicates(stack: Stac
                              f"first incomplete: {list(stuck.items())[:3]}") from None
     converged_at = time.monotonic()
     wait_for(lambda: kit.queue_idle(stack.store), timeout=30, what="the workqueue drained")
+    assert RedisWorkQueue(stack.store.r, stack.store.keys).stats().reclaimed_total >= 1
+    for name in list(stack.procs):  # done with them: free the CPU for the checks below
+        stack.kill(name, signal.SIGKILL)
     print(f"\nchaos: processes up {ready_at - started:.1f}s, killed a worker after "
           f"{killed_at - ready_at:.1f}s, converged {converged_at - ready_at:.1f}s after apply")
 

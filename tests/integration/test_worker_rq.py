@@ -44,6 +44,14 @@ def _our_jobs(stack: Stack, key: str) -> list[str]:
     return [j for j in _job_ids(stack) if j.startswith(f"sync_{encoded}_")]
 
 
+def _pickled(value: bytes) -> bool:
+    try:
+        value = zlib.decompress(value)
+    except zlib.error:
+        pass
+    return value[:1] == b"\x80" and value[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+
+
 def _owner(stack: Stack, key: str) -> str:
     raw: Any = stack.store.r.hget(stack.store.keys.wq_owner, key)
     return raw.decode().split(":", 2)[2] if raw else ""
@@ -79,6 +87,11 @@ def test_jobs_are_named_sync_base64url_token_and_stored_as_msgpack(stack: Stack)
     func, instance, args, kwargs = msgpack.unpackb(data, raw=False)
     assert func == rq_worker.SYNC_FUNCTION and instance is None and kwargs == {}
     assert args[0] == key and args[1] == JOB_ID.match(jobs[0]).group(2)  # type: ignore[union-attr]
+    # nothing RQ keeps in Redis is a pickle (protocol 2+ starts with 0x80, version byte)
+    for rq_key in stack.store.r.scan_iter("rq:*"):
+        if stack.store.r.type(rq_key) == b"hash":
+            for value in stack.store.r.hvals(rq_key):
+                assert not _pickled(value), (rq_key, value[:20])
     # results too: every value RQ keeps for the job decodes as msgpack
     results: Any = wait_for(lambda: stack.store.r.xrange(f"rq:results:{jobs[0]}"),
                             what="the job's result")
