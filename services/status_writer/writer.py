@@ -25,6 +25,7 @@ from shared.store.client import Store
 log = logging.getLogger("status-writer")
 
 GROUP = "status-writers"
+GAUGE_REFRESH_SECONDS = 30.0
 WRITES = Counter("daemonbus_status_writes_total", "DaemonSet status updates", ["result"])
 GAUGES = {
     name: Gauge(f"kube_daemonset_status_{metric}", help_, ["namespace", "daemonset"])
@@ -73,8 +74,12 @@ class StatusWriter:
             try:
                 self.ensure_group()
                 self.seed_gauges()
+                refreshed = time.monotonic()
                 while not stop.is_set():
                     self.step(block_ms=1000)
+                    if time.monotonic() - refreshed > GAUGE_REFRESH_SECONDS:
+                        self.seed_gauges()
+                        refreshed = time.monotonic()
             except (redis.RedisError, errors.UnavailableError) as err:
                 log.warning("redis unavailable: %s; retrying", err)
                 stop.wait(1.0)
@@ -149,14 +154,26 @@ class StatusWriter:
 
     def seed_gauges(self) -> None:
         """Acts: set the gauges of every stored DaemonSet from its stored status, so a
-        (re)started writer exports them before the next sync of each one."""
+        (re)started writer exports them before the next sync of each one, and drop the
+        gauges of DaemonSets that no longer exist (a deleted one publishes no status)."""
+        live = set()
         for ds in self.store.list("DaemonSet"):
             self._gauges(ds, ds.get("status") or {})
+            live.add((meta.namespace(ds), meta.name(ds)))
+        for gauge in GAUGES.values():
+            for labels in _label_sets(gauge) - live:
+                gauge.remove(*labels)
 
     def _gauges(self, ds: dict[str, Any], status: dict[str, Any]) -> None:
         ns, name = meta.namespace(ds), meta.name(ds)
         for field_name, gauge in GAUGES.items():
             gauge.labels(ns, name).set(int(status.get(field_name) or 0))
+
+
+def _label_sets(gauge: Gauge) -> set[tuple[str, str]]:
+    """The (namespace, daemonset) label values a gauge currently exports."""
+    return {(s.labels["namespace"], s.labels["daemonset"])
+            for metric in gauge.collect() for s in metric.samples}
 
 
 def consumer_name() -> str:
