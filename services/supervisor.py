@@ -2,7 +2,8 @@
 
 Starts a private Redis (append-only file on, in a data directory) unless a URL is given,
 records its URL so commands in other shells find it, then runs the watcher, N
-reconciler-workers, the status-writer, the garbage collector and a node agent. A child that
+reconciler-workers, the status-writer, the garbage collector, the log compactor (snapshot
+plus trim, so the log stays bounded) and a node agent. A child that
 dies is restarted (with a growing delay). Ctrl-C or SIGTERM stops every child, then Redis.
 """
 
@@ -46,6 +47,7 @@ class StackOptions:
     never_ready: tuple[str, ...] = ()
     metrics_base_port: int | None = None
     log_dir: Path | None = None
+    log_keep: int = 200_000  # entries the compactor keeps (0: no compaction)
 
 
 def _cmd(*args: str) -> list[str]:
@@ -66,6 +68,9 @@ def children(opts: StackOptions) -> list[Child]:
     out.append(Child("status-writer", _cmd("run", "status-writer",
                                             *metrics(1 + opts.workers))))
     out.append(Child("gc", _cmd("run", "gc")))
+    if opts.log_keep:
+        out.append(Child("compactor", _cmd("log", "compact", "--keep", str(opts.log_keep),
+                                           "--every", "1m")))
     agent = ["run", "node-agent", "--nodes", str(opts.nodes), "--ready-delay",
              str(opts.ready_delay), "--grace", str(opts.grace)]
     for g in opts.fail_images:

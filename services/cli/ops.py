@@ -35,21 +35,24 @@ def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
               help="Serve Prometheus metrics on consecutive ports from this one.")
 @click.option("--log-dir", type=click.Path(path_type=Path), default=None,
               help="Write each process's log to a file here instead of this terminal.")
+@click.option("--log-keep", type=int, default=200_000, show_default=True,
+              help="Entries of the event log kept by the compactor, which snapshots and "
+                   "trims the rest every minute (0: keep everything).")
 @click.option("--demo", is_flag=True,
               help="Apply the fluentd-elasticsearch example DaemonSet once the stack runs.")
 @click.pass_context
 def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
        ready_delay: float, grace: float, fail_images: tuple[str, ...],
        never_ready: tuple[str, ...], metrics_base_port: int | None,
-       log_dir: Path | None, demo: bool) -> None:
+       log_dir: Path | None, log_keep: int, demo: bool) -> None:
     """Run the whole stack on this machine until Ctrl-C.
 
     Without --redis-url (or DAEMONBUS_REDIS_URL) a private Redis is started (the
     redis-server on PATH, else one shipped in a Python wheel) with its append-only file on,
     and its URL is recorded so `daemonbus` commands in other shells find it. Then the
-    watcher, the reconciler-workers, the status-writer, the garbage collector and a node
-    agent serving --nodes simulated nodes start as child processes. Children that die are
-    restarted. Ctrl-C or SIGTERM stops all of them, then Redis.
+    watcher, the reconciler-workers, the status-writer, the garbage collector, the log
+    compactor and a node agent serving --nodes simulated nodes start as child processes.
+    Children that die are restarted. Ctrl-C or SIGTERM stops all of them, then Redis.
 
     \b
     Examples:
@@ -66,7 +69,7 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
     opts = supervisor.StackOptions(
         redis_url=redis_url, prefix=prefix, nodes=nodes, workers=workers, data_dir=data_dir,
         ready_delay=ready_delay, grace=grace, fail_images=fail_images, never_ready=never_ready,
-        metrics_base_port=metrics_base_port, log_dir=log_dir,
+        metrics_base_port=metrics_base_port, log_dir=log_dir, log_keep=log_keep,
     )
 
     def ready(stack: Any) -> None:

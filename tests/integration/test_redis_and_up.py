@@ -100,12 +100,12 @@ def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) 
         assert (home / "data" / "appendonlydir").exists() or any(
             p.name.startswith("appendonly") for p in (home / "data").iterdir())
         out = (tmp_path / "up.log").read_text()
-        for name in ("watcher", "reconciler-1", "status-writer", "gc", "node-agent"):
+        for name in ("watcher", "reconciler-1", "status-writer", "gc", "compactor", "node-agent"):
             assert name in out
         assert url in out
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                   text=True).stdout.split()
-        assert len(children) >= 6  # five processes and redis-server
+        assert len(children) >= 7  # six processes and redis-server
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
