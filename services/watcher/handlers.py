@@ -80,6 +80,19 @@ def on_daemonset(r: Reaction, etype: str, old: Obj | None, new: Obj) -> None:
     r.enqueue.add(key)
 
 
+def _enqueue_old_owner(r: Reaction, dss: DaemonSets, ns: str, old: Obj,
+                       new: Obj) -> tuple[Obj | None, bool]:
+    """Shared first step of the pod and revision update handlers: when the controller ref
+    changed, enqueue the old owner if it resolves. Returns (current ref, whether it changed)."""
+    cur_ref, old_ref = meta.controller_ref(new), meta.controller_ref(old)
+    ref_changed = cur_ref != old_ref
+    if ref_changed and old_ref is not None:
+        old_ds = dss.resolve(ns, old_ref)
+        if old_ds is not None:
+            r.enqueue.add(meta.key(old_ds))
+    return cur_ref, ref_changed
+
+
 # ---- Pod (§b.2) ----------------------------------------------------------------------------
 
 def _pod_deleted(r: Reaction, dss: DaemonSets, pod: Obj) -> None:
@@ -116,12 +129,7 @@ def on_pod(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) 
     if meta.is_being_deleted(new):
         _pod_deleted(r, dss, new)
         return
-    cur_ref, old_ref = meta.controller_ref(new), meta.controller_ref(old)
-    ref_changed = cur_ref != old_ref
-    if ref_changed and old_ref is not None:
-        old_ds = dss.resolve(ns, old_ref)
-        if old_ds is not None:
-            r.enqueue.add(meta.key(old_ds))
+    cur_ref, ref_changed = _enqueue_old_owner(r, dss, ns, old, new)
     if cur_ref is not None:
         ds = dss.resolve(ns, cur_ref)
         if ds is None:
@@ -181,12 +189,7 @@ def on_revision(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: 
         return
     if meta.resource_version(old) == meta.resource_version(new):
         return
-    cur_ref, old_ref = meta.controller_ref(new), meta.controller_ref(old)
-    ref_changed = cur_ref != old_ref
-    if ref_changed and old_ref is not None:
-        old_ds = dss.resolve(ns, old_ref)
-        if old_ds is not None:
-            r.enqueue.add(meta.key(old_ds))
+    cur_ref, ref_changed = _enqueue_old_owner(r, dss, ns, old, new)
     if cur_ref is not None:
         ds = dss.resolve(ns, cur_ref)
         if ds is not None:
