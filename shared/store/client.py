@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import copy
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -45,6 +46,11 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
         )
     kwargs.setdefault("health_check_interval", 15)
     kwargs.setdefault("socket_keepalive", True)
+    # notice a peer that vanished (a partition, a moved address) in about 25 s, not in the
+    # kernel's default of two hours, so a worker blocked on a read reconnects
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        kwargs.setdefault("socket_keepalive_options", {
+            socket.TCP_KEEPIDLE: 10, socket.TCP_KEEPINTVL: 5, socket.TCP_KEEPCNT: 3})
     return redis.Redis.from_url(url, **kwargs)
 
 
