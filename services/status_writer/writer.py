@@ -108,7 +108,13 @@ class StatusWriter:
             except (KeyError, errors.CorruptEntryError) as err:
                 log.error("dropping unreadable status message %s: %s", mid, err)
                 continue
-            latest[str(msg.get("key"))] = msg
+            # per DaemonSet, the status computed at the newest log position wins — not the
+            # last one published: two workers may publish out of position order
+            key = str(msg.get("key"))
+            have = latest.get(key)
+            if have is None or codec.id_ge(str(msg.get("position") or "0-0"),
+                                           str(have.get("position") or "0-0")):
+                latest[key] = msg
         for key, msg in latest.items():
             if self._newer(keys=[self.store.keys.status_positions],
                            args=[key, str(msg.get("position") or "0-0")]):
