@@ -66,14 +66,8 @@ def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
     wall_pods = time.monotonic() - started
     benchkit.wait_until(complete, 300, progress, c)
     wall_status = time.monotonic() - started
-    after = c.command_stats()
-    cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
-    syncs = c.sync_stats()
-    c.stop_profiling()
-    print(f"  done     {progress()}")
-    print(f"  cpu seconds: {cpu}")
-
-    total, per = benchkit.command_delta(before, after, c.bench_commands)
+    m = benchkit.finish(c, before, cpu_before, progress)
+    cpu, syncs, total, per = m.cpu, m.syncs, m.commands, m.per_command
     pods_seen = 0
     last_pod = first_pod = status_id = ""
     decisions = status_writes = pod_updates = 0

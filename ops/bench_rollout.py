@@ -76,13 +76,8 @@ def measure_rollout(c: Cluster, n: int) -> dict[str, Any]:
 
     benchkit.wait_until(complete, 600, progress, c)
     wall = time.monotonic() - started
-    after = c.command_stats()
-    cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
-    syncs = c.sync_stats()
-    c.stop_profiling()
-    print(f"  done     {progress()}")
-    print(f"  cpu seconds: {cpu}")
-    total, per = benchkit.command_delta(before, after, c.bench_commands)
+    m = benchkit.finish(c, before, cpu_before, progress)
+    cpu, syncs, total, per = m.cpu, m.syncs, m.commands, m.per_command
     done_id = ""
     created = deleted = 0
     for eid, f in c.scan_log(update_id):

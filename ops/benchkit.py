@@ -25,6 +25,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -385,6 +386,31 @@ class Cluster:
                 yield pos, fields
             if len(batch) < count:
                 return
+
+
+@dataclass
+class Measured:
+    """What a benchmark run measured between its start readings and its end."""
+
+    cpu: dict[str, float]
+    syncs: tuple[int, float]
+    commands: int
+    per_command: dict[str, int]
+
+
+def finish(cluster: Cluster, commands_before: dict[str, int],
+           cpu_before: tuple[dict[str, float], float, float],
+           progress: Callable[[], str]) -> Measured:
+    """End a measured run: read the counters, stop profiling and print the last progress
+    line and the CPU use."""
+    after = cluster.command_stats()
+    cpu = cpu_delta(cpu_before, cluster.cpu_reading())
+    syncs = cluster.sync_stats()
+    cluster.stop_profiling()
+    print(f"  done     {progress()}")
+    print(f"  cpu seconds: {cpu}")
+    total, per = command_delta(commands_before, after, cluster.bench_commands)
+    return Measured(cpu, syncs, total, per)
 
 
 def cpu_delta(before: tuple[dict[str, float], float, float],
