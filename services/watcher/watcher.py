@@ -134,8 +134,12 @@ class Watcher:
                 if not self._keep_lease():
                     return False
             if getattr(reader, "gap", False):
-                log.warning("the log was compacted past the cursor %s: observations in the "
-                            "trimmed part are lost (their expectations expire)", cursor)
+                # observations in the trimmed part are lost: start every DaemonSet with no
+                # expectations, as a restarted upstream controller does (safe: syncs read
+                # state at least as new as their hand-out, and creation is idempotent)
+                log.warning("the log was compacted past the cursor %s: dropping the "
+                            "expectations of every DaemonSet", cursor)
+                reaction.delete_expectations.update(self.cache.objects["DaemonSet"].keys())
             log.info("replayed log from %s to %s", cursor, tip)
         reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
         self.apply(reaction, tip)
