@@ -98,8 +98,18 @@ class Reconciler:
                           backoff=backoff, expectations_satisfied=satisfied, now=now,
                           position=self.cache.position)
 
-    def sync(self, key: str, position: str) -> SyncResult:
+    def sync(self, key: str, position: str, redelivered: bool = False) -> SyncResult:
+        """Sync ``key`` on state read through at least ``position`` (its hand-out position).
+
+        ``redelivered``: the key's last holder lost its lease mid-sync (it died or stalled).
+        Its expectations may count creates and deletes it never made, which no event would
+        ever lower, stalling this DaemonSet until they expire; every write it did make is in
+        the log before ``position``, which this sync reads through. So they are dropped, as a
+        restarted upstream controller starts with none.
+        """
         started = time.monotonic()
+        if redelivered:
+            self.expectations.delete(key)
         snap = self.snapshot(key, position)
         plan = planner.plan(snap)
         outcome: Outcome = self.executor.execute(plan, snap)

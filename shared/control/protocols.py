@@ -33,6 +33,10 @@ class Lease:
     leased_ms: int  # when it was handed out (work-duration metric starts here)
     deadline_ms: int  # the lease ends here unless renewed
     position: str = NO_POSITION
+    # the key's previous hand-out ended by its lease running out (the holder died or stalled
+    # without ``done``), as a message broker flags a redelivered message: whatever that holder
+    # began may be half done
+    redelivered: bool = False
 
     @property
     def queue_seconds(self) -> float:

@@ -20,8 +20,9 @@ State, with the invariants client-go's ``queue.go`` writes on its fields:
 
 Leases: a key whose lease deadline has passed is treated as ``done`` and ``add``-ed again
 (ahead of the rest of the queue), so a dead worker's key is handed out again; the dead
-worker's late ``done`` then carries a stale token and is ignored. Due delayed keys are
-promoted and expired leases reclaimed at every ``get``.
+worker's late ``done`` then carries a stale token and is ignored. The next hand-out of a
+reclaimed key is flagged ``Lease.redelivered``, so its new holder knows the last one may have
+stopped half way. Due delayed keys are promoted and expired leases reclaimed at every ``get``.
 
 You must call ``done`` for every key you get (or let the lease run out).
 During shutdown ``add``/``add_after`` are ignored; ``get`` still hands out what is queued and
@@ -36,7 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.control.clock import Clock, RealClock
 from shared.control.protocols import NO_POSITION, Lease, QueueState, QueueStats
@@ -48,6 +49,14 @@ HEARTBEAT_SECONDS = 10.0  # client-go's delaying queue re-checks its heap at lea
 
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
+
+
+def _pop(members: set[str], key: str) -> bool:
+    """Remove ``key`` from ``members``; whether it was there."""
+    if key in members:
+        members.discard(key)
+        return True
+    return False
 
 
 def check_keys(keys: Sequence[str]) -> Sequence[str]:
@@ -90,6 +99,7 @@ class InMemoryWorkQueue:
         self._waiting: dict[str, float] = {}  # key → ready time (s)
         self._heap: list[tuple[float, int, str]] = []  # lazy: valid iff _waiting[key] == ready
         self._enqueued: dict[str, int] = {}  # key → ms it became dirty
+        self._redelivered: set[str] = set()  # reclaimed keys not handed out since
         self._seq = itertools.count(1)
         self._counts = dict.fromkeys(("adds", "retries", "gets", "done", "stale", "reclaimed"), 0)
         self._shutting_down = False
@@ -175,6 +185,7 @@ class InMemoryWorkQueue:
             leased_ms=now_ms,
             deadline_ms=held.deadline_ms,
             position=self.position_source() if position is None else position,
+            redelivered=_pop(self._redelivered, key),
         )
 
     def get(self, worker: str, block_seconds: float = 0.0, position: str | None = None) -> Lease | None:
@@ -216,6 +227,7 @@ class InMemoryWorkQueue:
                     continue  # Done, and the re-Add is ignored during shutdown
                 self._dirty.add(key)
                 self._enqueued[key] = now_ms
+            self._redelivered.add(key)
             self._queue.appendleft(key)
             self._cond.notify()
 
@@ -232,8 +244,7 @@ class InMemoryWorkQueue:
             if held is None:
                 return None
             held.deadline_ms = _ms(self.clock.now() + self.lease_seconds)
-            return Lease(lease.key, lease.worker, lease.token, lease.enqueued_ms,
-                         lease.leased_ms, held.deadline_ms, lease.position)
+            return replace(lease, deadline_ms=held.deadline_ms)
 
     def done(self, lease: Lease) -> bool:
         """``Done``: release the key; if it was re-added meanwhile, queue it again."""
@@ -261,6 +272,7 @@ class InMemoryWorkQueue:
             self._waiting.pop(key, None)
             self._processing.pop(key, None)
             self._enqueued.pop(key, None)
+            self._redelivered.discard(key)
         self.rate_limiter.forget(key)
 
     # ---- shutdown and introspection --------------------------------------------------------------

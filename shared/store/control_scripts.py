@@ -24,15 +24,17 @@ from __future__ import annotations
 #   KEYS[10] wq:enqueued    hash   key → ms it became dirty
 #   KEYS[11] wq:shutdown    string present while shut down
 #   KEYS[12] log            stream the event log (read only: its newest id)
+#   KEYS[13] wq:redelivered set    keys reclaimed from an expired lease, not handed out since
 #
-# Invariant kept by every script: queue == dirty - processing, no duplicates in queue; and
+# Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
+# redelivered is a subset of queue; and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
 # a worker blocked on it wakes whenever there is work.
 
 _WQ_PRELUDE = r"""
 local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local FAIL, BUCKET, SIGNAL, STATS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local ENQ, SHUT, LOG = KEYS[10], KEYS[11], KEYS[12]
+local ENQ, SHUT, LOG, REDELIVERED = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local SIGNAL_CAP = 64
 
 local function now_ms()
@@ -112,8 +114,8 @@ WQ_GET = r"""
 -- ARGV[1] worker id
 -- ARGV[2] lease length (ms)
 -- ARGV[3] at most this many delayed keys promoted / leases reclaimed per call
--- Returns {key, token, enqueued ms, leased ms, deadline ms, log position} when a key was
--- handed out, else {shutting down (0|1), ms until the next delayed key or lease deadline
+-- Returns {key, token, enqueued ms, leased ms, deadline ms, log position, redelivered (0|1)}
+-- when a key was handed out, else {shutting down (0|1), ms until the next delayed key or lease deadline
 -- (-1: none)}.
 """ + _WQ_PRELUDE + r"""
 local worker, lease_ms, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -140,6 +142,7 @@ for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the f
       redis.call('SADD', DIRTY, key)
       redis.call('HSET', ENQ, key, now)
     end
+    redis.call('SADD', REDELIVERED, key)
     redis.call('LPUSH', Q, key)
   end
 end
@@ -157,7 +160,7 @@ if key then
   local position = '0-0'
   if #tip > 0 then position = tip[1][1] end
   result = {key, tostring(token), enq, string.format('%d', now),
-            string.format('%d', deadline), position}
+            string.format('%d', deadline), position, redis.call('SREM', REDELIVERED, key)}
 else
   local next_at = nil
   if not down then
@@ -263,7 +266,7 @@ return string.format('%.17g', delay)
 """
 
 WQ_REMOVE_ALL = r"""
--- remove_all: drop every trace of a key (queued, dirty, delayed, failures, lease).
+-- remove_all: drop every trace of a key (queued, dirty, delayed, failures, lease, redelivery).
 -- KEYS: the workqueue keys (see WQ_KEYS)
 -- ARGV[1] key
 -- Returns 1.
@@ -276,6 +279,7 @@ redis.call('HDEL', FAIL, key)
 redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
 redis.call('HDEL', ENQ, key)
+redis.call('SREM', REDELIVERED, key)
 sync_signal()
 return 1
 """

@@ -138,6 +138,10 @@ class Keys:
     def wq_shutdown(self) -> str:
         return self._k("wq", "shutdown")
 
+    @property
+    def wq_redelivered(self) -> str:
+        return self._k("wq", "redelivered")
+
     # controller state
     @property
     def expectations(self) -> str:

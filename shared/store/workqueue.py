@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -36,7 +37,7 @@ def wq_keys(keys: Keys) -> list[str]:
     return [
         keys.wq_queue, keys.wq_dirty, keys.wq_processing, keys.wq_owner, keys.wq_waiting,
         keys.wq_failures, keys.wq_bucket, keys.wq_signal, keys.wq_stats, keys.wq_enqueued,
-        keys.wq_shutdown, keys.log,
+        keys.wq_shutdown, keys.log, keys.wq_redelivered,
     ]
 
 
@@ -111,8 +112,9 @@ class RedisWorkQueue:
         if len(raw) == 2:
             hint_ms = int(raw[1])
             return None, bool(int(raw[0])), (hint_ms / 1000.0 if hint_ms >= 0 else -1.0)
-        key, token, enq, leased, deadline, position = (text(v) for v in raw)
-        return Lease(key, worker, token, int(enq), int(leased), int(deadline), position), False, 0
+        key, token, enq, leased, deadline, position, redelivered = (text(v) for v in raw)
+        return Lease(key, worker, token, int(enq), int(leased), int(deadline), position,
+                     redelivered=redelivered == "1"), False, 0
 
     def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:
         """``Get``: the next key for ``worker``, waiting up to ``block_seconds``.
@@ -144,8 +146,7 @@ class RedisWorkQueue:
                          int(self.lease_seconds * 1000))
         if raw is None:
             return None
-        return Lease(lease.key, lease.worker, lease.token, lease.enqueued_ms,
-                     lease.leased_ms, int(text(raw)), lease.position)
+        return replace(lease, deadline_ms=int(text(raw)))
 
     def done(self, lease: Lease) -> bool:
         """``Done``; a stale lease (the key was handed out again since) is ignored."""

@@ -16,6 +16,7 @@ from services.node_agent.lifecycle import target_node
 from shared.daemonset import dsutil
 from shared.model import meta
 from shared.store import codec
+from shared.store.expectations import RedisExpectations
 from shared.store.workqueue import RedisWorkQueue
 from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
@@ -86,14 +87,19 @@ def test_chaos_three_workers_one_killed_converges_without_duplicates(stack: Stac
 
     victim = f"{stack.prefix}-r1"
 
+    expectations = RedisExpectations(stack.store.r, stack.store.keys)
+
     def victim_mid_sync() -> bool:
+        """r1 holds a key whose expectations still wait for creates: killed now, it leaves
+        expectations no event will ever lower (its next holder must not wait them out)."""
         if stack.store.r.hlen(stack.store.keys.objects("Pod")) < DAEMONSETS * NODES // 3:
             return False
-        owners: Any = stack.store.r.hvals(stack.store.keys.wq_owner)
-        return any(o.decode().endswith(":" + victim) for o in owners)
+        owners: Any = stack.store.r.hgetall(stack.store.keys.wq_owner)
+        held = [k.decode() for k, o in owners.items() if o.decode().endswith(":" + victim)]
+        return any((e := expectations.get(k)) is not None and e.add > 0 for k in held)
 
-    wait_for(victim_mid_sync, timeout=60, interval=0.01,
-             what="a third of the pods created and worker r1 holding a key")
+    wait_for(victim_mid_sync, timeout=60, interval=0.005,
+             what="a third of the pods created and worker r1 mid-creation of a key's pods")
     stack.kill("reconciler-1", signal.SIGKILL)
     killed_at = time.monotonic()
 

@@ -7,6 +7,7 @@ exactly how stale each one's cache is; no watcher runs, the test observes expect
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -130,3 +131,23 @@ def test_a_stale_plan_executed_late_creates_no_second_pod(store: Store, queue: R
     outcome = stale.executor.execute(stale_plan, stale_snap)
     assert outcome.created == 0 and outcome.ok, outcome.errors
     assert {meta.uid(p) for p in kit.owned_pods(store, KEY)} == before
+
+
+def test_a_key_redelivered_after_its_holder_died_is_not_held_by_its_expectations(
+        store: Store, make: Make) -> None:
+    """A worker killed mid-sync leaves expectations for creates it never made; the next
+    holder must not wait the five minutes until they expire (no event will lower them)."""
+    _cluster(store)
+    queue = RedisWorkQueue(store.r, store.keys, lease_seconds=0.2)
+    queue.add([KEY])
+    dead = queue.get("dead")
+    assert dead is not None
+    RedisExpectations(store.r, store.keys).set(KEY, len(NODES), 0, time.time())  # then killed
+    alive = make("alive")
+    lease = queue.get(alive.worker, block_seconds=5)
+    assert lease is not None and lease.key == KEY and lease.redelivered
+    held = alive.sync(KEY, lease.position)  # as if not told: the expectations hold it back
+    assert (held.created, kit.owned_pods(store, KEY)) == (0, [])
+    result = alive.sync(KEY, lease.position, lease.redelivered)
+    assert result.ok and result.created == len(NODES), result
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES

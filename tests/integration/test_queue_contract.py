@@ -218,6 +218,22 @@ def test_an_expired_lease_is_handed_out_again_and_its_done_is_stale(handles: Han
     assert stats.reclaimed_total == 1 and stats.stale_done_total == 1
 
 
+def test_only_the_hand_out_after_a_reclaim_is_flagged_redelivered(handles: Handles) -> None:
+    q = handles(lease_seconds=0.3)
+    q.add(["a", "b"])
+    dead = take(q, "dead")
+    assert not dead.redelivered
+    assert q.done(take(q, "alive"))  # b: finished normally
+    again = take(handles(lease_seconds=0.3), "alive", block=5)
+    assert again.key == "a" and again.redelivered
+    renewed = q.renew(again)
+    assert renewed is not None and renewed.redelivered  # the flag stays with its hand-out
+    q.add(["a", "b"])
+    assert q.done(again)
+    assert [(lease.key, lease.redelivered) for lease in (take(q), take(q))] == [
+        ("b", False), ("a", False)]
+
+
 def test_renew_keeps_the_key_from_being_reclaimed(handles: Handles) -> None:
     q = handles(lease_seconds=0.6)
     q.add(["a"])
