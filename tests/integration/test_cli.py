@@ -418,16 +418,23 @@ def test_node_add_registers_nodes_like_a_kubelet(run: Run, store: store_client.S
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0-daemonbus"
 
 
-def test_node_add_count_is_one_commit_numbered_on(run: Run, store: store_client.Store) -> None:
+def test_node_add_count_is_one_commit_numbered_on(run: Run, store: store_client.Store,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     assert run("node", "add", "--count", "2").exit_code == 0
     before = log_length(store)
+    batches: list[int] = []
+    commit = store_client.Store.commit
 
+    def counted(self: store_client.Store, ops: Any, atomic: bool = False) -> Any:
+        batches.append(len(ops))
+        return commit(self, ops, atomic)
+
+    monkeypatch.setattr(store_client.Store, "commit", counted)
     result = run("node", "add", "--count", "3", "--name-prefix", "node-")
 
     assert result.stdout == "node/node-3 created\nnode/node-4 created\nnode/node-5 created\n"
-    entries = store.r.xrange(store.keys.log)
-    assert len(entries) == before + 3
-    assert len({eid.split(b"-")[0] for eid, _ in entries[before:]}) == 1  # one commit
+    assert batches == [3]  # one commit (one Lua call) of three creates
+    assert log_length(store) == before + 3
 
 
 def test_node_add_of_a_taken_name_creates_none(run: Run, store: store_client.Store) -> None:
