@@ -38,7 +38,9 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
     actions: list[PatchOwner] = []
     adopt_ref: Obj | None = None
     for obj in objects:
-        md = meta.metadata(obj)
+        md = obj.get("metadata")  # meta.metadata, inlined: this runs for every pod
+        if not isinstance(md, dict):
+            md = {}
         obj_labels = md.get("labels")
         if not isinstance(obj_labels, dict):
             obj_labels = {}

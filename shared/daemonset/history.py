@@ -167,7 +167,8 @@ def construct_history(ds: Obj, revisions: list[Obj], claimed_pods: list[Obj]) ->
     """``constructHistory`` (§e.3): claim revisions, add missing hash labels (value = the
     revision's name), split current/old, create the current revision or dedup the current
     ones (relabel pods to the keeper's hash, delete the duplicates) and bump the keeper's
-    revision to ``max(old) + 1``. ``claimed_pods`` are the DaemonSet's claimed pods."""
+    revision to ``max(old) + 1``. ``claimed_pods`` are the DaemonSet's claimed pods, in any
+    order: relabels are planned in pod name order (stable)."""
     claimed, claim_actions = claim.claim(ds, revisions, "ControllerRevision")
     actions: list[HistoryAction] = list(claim_actions)
     patch = canonical_json(revision_data(ds))
@@ -203,7 +204,7 @@ def construct_history(ds: Obj, revisions: list[Obj], claimed_pods: list[Obj]) ->
     keeper_hash = revision_hash(keeper)
     duplicates = [cr for cr in current if meta.name(cr) != meta.name(keeper)]
     if duplicates:
-        for pod in claimed_pods:
+        for pod in sorted(claimed_pods, key=meta.name):
             if meta.labels(pod).get(dsutil.HASH_LABEL) != keeper_hash:
                 actions.append(
                     RelabelPod(

@@ -12,6 +12,7 @@ from typing import Any
 from shared.control import backoff as control_backoff
 from shared.daemonset import dsutil, rollout
 from shared.daemonset.placement import Decision
+from shared.daemonset.podfacts import PodFacts
 from shared.daemonset.types import AdvanceBackoff, BackoffEntry, EmitEvent
 from shared.model import meta, podutil
 
@@ -129,25 +130,21 @@ def pods_should_be_on_node(
     return result
 
 
-def _running(pod: Obj) -> bool:
-    return not meta.is_being_deleted(pod) and not podutil.is_terminal(pod)
-
-
 def _min(a: float | None, b: float) -> float:
     return b if a is None else min(a, b)
 
 
 def unscheduled_pods_on_missing_nodes(
-    node_names: set[str] | frozenset[str], node_pods: Mapping[str, list[Obj]]
+    node_names: set[str] | frozenset[str], node_pods: Mapping[str, list[PodFacts]]
 ) -> list[Obj]:
     """``getUnscheduledPodsWithoutNode`` (§c.2.3): pods of nodes missing from the node list
     that have no ``spec.nodeName`` (bound only through affinity). Nodes in name order."""
+    missing = sorted(node for node in node_pods if node not in node_names)
     return [
-        pod
-        for node in sorted(node_pods)
-        if node not in node_names
-        for pod in node_pods[node]
-        if not podutil.node_name(pod)
+        facts.pod
+        for node in missing
+        for facts in node_pods[node]
+        if not podutil.node_name(facts.pod)
     ]
 
 
@@ -168,14 +165,15 @@ def manage(
     ds: Obj,
     node_names: Sequence[str],
     decisions: Mapping[str, Decision],
-    node_pods: Mapping[str, list[Obj]],
+    node_pods: Mapping[str, list[PodFacts]],
     hash: str,
     now: float,
     backoff: Mapping[str, BackoffEntry],
 ) -> Manage:
     """``manage`` without the claim (§c.2 steps 2-4): podsShouldBeOnNode for every listed
     node in ``node_names`` order, then unscheduled pods on missing nodes, then the
-    burstReplicas cap (first 250 creates, first 250 deletes)."""
+    burstReplicas cap (first 250 creates, first 250 deletes). ``node_pods`` are the facts of
+    the claimed pods by target node (``podfacts.by_node``)."""
     surge = rollout.allows_surge(ds)
     work = dict(backoff)
     result = Manage()
@@ -188,9 +186,11 @@ def manage(
             if decision.should_run:
                 needing.append(name)
             continue
-        if decision.should_continue_running and len(pods) == 1 and _running(pods[0]):
+        if decision.should_continue_running and len(pods) == 1 and pods[0].running:
             continue  # the common case: exactly one running pod, nothing to do (§c.4)
-        node_result = pods_should_be_on_node(ds, name, decision, pods, hash, now, work, surge)
+        node_result = pods_should_be_on_node(
+            ds, name, decision, [facts.pod for facts in pods], hash, now, work, surge
+        )
         if node_result.create:
             needing.append(name)
         deletes.extend(node_result.deletes)

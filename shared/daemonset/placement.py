@@ -113,10 +113,10 @@ class Placement:
         self.affinity = nodeaffinity.required_node_affinity(pod_spec)
         self.tolerations = daemon_tolerations(pod_spec)
 
-    def decide(self, node: Obj) -> Decision:
-        """Decide (shouldRun, shouldContinueRunning) for ``node``, with the reason."""
-        name = meta.name(node)
-        if self.node_name and self.node_name != name:
+    def decide(self, node: Obj, name: str | None = None) -> Decision:
+        """Decide (shouldRun, shouldContinueRunning) for ``node``, with the reason. ``name``
+        may pass the node's name when the caller has already read it."""
+        if self.node_name and self.node_name != (meta.name(node) if name is None else name):
             return Decision(False, False, REASON_NODE_NAME)
         if not self.affinity.matches_node_selector(node):
             return Decision(False, False, REASON_NODE_SELECTOR)

@@ -8,13 +8,13 @@ Only *which* candidates are chosen depends on the order, never how many.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.daemonset import dsutil, status
+from shared.daemonset import dsutil, podfacts, status
 from shared.daemonset.placement import Decision
-from shared.model import meta, podutil
+from shared.daemonset.podfacts import PodFacts
 
 Obj = dict[str, Any]
 
@@ -81,23 +81,25 @@ def find_updated_pods_on_node(
 ) -> tuple[Obj | None, Obj | None, bool]:
     """``findUpdatedPodsOnNode`` → (newPod, oldPod, ok); terminating pods are ignored, and more
     than one new or more than one old pod is not ok."""
-    return _find_updated(pods, status.updated_check(hash, template_generation))
+    is_updated = status.labels_updated_check(hash, template_generation)
+    new, old, ok = _find_updated([podfacts.read(pod, is_updated) for pod in pods])
+    return (None if new is None else new.pod), (None if old is None else old.pod), ok
 
 
 def _find_updated(
-    pods: list[Obj], is_updated: Callable[[Obj], bool]
-) -> tuple[Obj | None, Obj | None, bool]:
+    pods: Sequence[PodFacts],
+) -> tuple[PodFacts | None, PodFacts | None, bool]:
     if len(pods) == 1:  # the common case, without the loop
         pod = pods[0]
-        if meta.is_being_deleted(pod):
+        if pod.deleting:
             return None, None, True
-        return (pod, None, True) if is_updated(pod) else (None, pod, True)
-    new: Obj | None = None
-    old: Obj | None = None
+        return (pod, None, True) if pod.updated else (None, pod, True)
+    new: PodFacts | None = None
+    old: PodFacts | None = None
     for pod in pods:
-        if meta.is_being_deleted(pod):
+        if pod.deleting:
             continue
-        if is_updated(pod):
+        if pod.updated:
             if new is not None:
                 return None, None, False
             new = pod
@@ -124,29 +126,29 @@ def rolling_update(
     ds: Obj,
     node_names: Sequence[str],
     decisions: Mapping[str, Decision],
-    node_pods: Mapping[str, list[Obj]],
-    hash: str,
+    node_pods: Mapping[str, list[PodFacts]],
     now: float,
 ) -> Rollout:
     """``rollingUpdate`` (§d.2/§d.3). ``node_names`` is the node list, ``decisions`` the
-    placement of each listed node, ``node_pods`` the claimed pods by target node (deleted
-    terminal pods left out; may include nodes missing from the node list)."""
-    entries: dict[str, list[Obj]] = dict(node_pods)
+    placement of each listed node, ``node_pods`` the facts of the claimed pods by target node
+    (``podfacts.by_node``: deleted terminal pods left out, updated against the current hash;
+    may include nodes missing from the node list)."""
+    # The nodes that should run first, in name order: the sort below then finds its keys
+    # nearly sorted (cheap at thousands of nodes).
+    entries: dict[str, list[PodFacts]] = {}
     desired = 0
     for name in node_names:
         if decisions[name].should_run:
             desired += 1
-            entries.setdefault(name, [])
+            entries[name] = node_pods.get(name, [])
+    for name, pods in node_pods.items():
+        entries.setdefault(name, pods)
     try:
         max_surge, max_unavailable = budget(ds, desired)
     except ValueError as err:
         return Rollout(error=f"couldn't get unavailable numbers: {err}")
-    min_ready = dsutil.min_ready_seconds(ds)
-    is_updated = status.updated_check(hash, dsutil.template_generation(ds))
+    available = podfacts.availability(dsutil.min_ready_seconds(ds), now)
     order = sorted(entries)
-
-    def available(pod: Obj) -> bool:
-        return podutil.is_available(pod, min_ready, now)
 
     result = Rollout(max_surge=max_surge, max_unavailable=max_unavailable)
     if max_surge == 0:
@@ -155,7 +157,7 @@ def rolling_update(
         candidates: list[Obj] = []
         candidate_nodes: list[str] = []
         for name in order:
-            new, old, ok = _find_updated(entries[name], is_updated)
+            new, old, ok = _find_updated(entries[name])
             if not ok or (new is None) == (old is None):
                 num_unavailable += 1
             elif new is not None:
@@ -163,12 +165,12 @@ def rolling_update(
                     num_unavailable += 1
             elif old is not None:
                 if not available(old):
-                    allowed.append(old)
+                    allowed.append(old.pod)
                     num_unavailable += 1
                 elif num_unavailable >= max_unavailable:
                     result.waiting.append(name)
                 else:
-                    candidates.append(old)
+                    candidates.append(old.pod)
                     candidate_nodes.append(name)
         remaining = max(0, min(max_unavailable - num_unavailable, len(candidates)))
         result.deletes = allowed + candidates[:remaining]
@@ -181,7 +183,7 @@ def rolling_update(
     allowed_new: list[str] = []
     num_surge = num_available = 0
     for name in order:
-        new, old, ok = _find_updated(entries[name], is_updated)
+        new, old, ok = _find_updated(entries[name])
         if not ok:
             num_surge += 1
             continue
@@ -199,11 +201,11 @@ def rolling_update(
                 )
             if not old_available:
                 if not decision.should_run:
-                    old_to_delete.append(old)
+                    old_to_delete.append(old.pod)
                 else:
                     allowed_new.append(name)
             elif not decision.should_run:
-                should_not_run_to_delete.append(old)
+                should_not_run_to_delete.append(old.pod)
             elif num_surge >= max_surge:
                 result.waiting.append(name)
             else:
@@ -211,7 +213,7 @@ def rolling_update(
         elif not available(new):
             num_surge += 1
         else:
-            old_to_delete.append(old)
+            old_to_delete.append(old.pod)
     extra = num_available - desired
     if extra > 0:
         old_to_delete.extend(should_not_run_to_delete[:extra])

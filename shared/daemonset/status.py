@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from shared.daemonset import dsutil
+from shared.daemonset import dsutil, podfacts
 from shared.daemonset.placement import Decision
+from shared.daemonset.podfacts import PodFacts
 from shared.model import meta, podutil
 
 Obj = dict[str, Any]
@@ -34,10 +35,21 @@ def is_pod_updated(pod: Obj, hash: str, template_generation: int | None) -> bool
 
 def updated_check(hash: str, template_generation: int | None) -> Callable[[Obj], bool]:
     """:func:`is_pod_updated` with ``hash`` and the generation bound (for many pods)."""
-    generation = None if template_generation is None else str(template_generation)
+    updated = labels_updated_check(hash, template_generation)
 
     def check(pod: Obj) -> bool:
-        labels = meta.labels(pod)
+        return updated(meta.labels(pod))
+
+    return check
+
+
+def labels_updated_check(
+    hash: str, template_generation: int | None
+) -> Callable[[Mapping[str, str]], bool]:
+    """:func:`updated_check` on a pod's labels (for callers that already hold them)."""
+    generation = None if template_generation is None else str(template_generation)
+
+    def check(labels: Mapping[str, str]) -> bool:
         if hash and labels.get(dsutil.HASH_LABEL, "") == hash:
             return True
         return generation is not None and labels.get(dsutil.GENERATION_LABEL, "") == generation
@@ -49,8 +61,7 @@ def compute_status(
     ds: Obj,
     node_names: Sequence[str],
     decisions: Mapping[str, Decision],
-    node_pods: Mapping[str, list[Obj]],
-    hash: str,
+    node_pods: Mapping[str, list[PodFacts]],
     now: float,
     update_observed_generation: bool,
 ) -> Obj:
@@ -58,11 +69,11 @@ def compute_status(
     observedGeneration (``metadata.generation`` if ``update_observed_generation``, else kept);
     collisionCount and conditions are kept.
 
-    ``decisions[n]`` is the placement decision for node ``n``; ``node_pods`` the claimed pods by
-    target node with deleted terminal pods left out.
+    ``decisions[n]`` is the placement decision for node ``n``; ``node_pods`` the facts of the
+    claimed pods by target node (``podfacts.by_node``: deleted terminal pods left out, updated
+    against the current hash).
     """
-    min_ready = dsutil.min_ready_seconds(ds)
-    is_updated = updated_check(hash, dsutil.template_generation(ds))
+    available_check = podfacts.availability(dsutil.min_ready_seconds(ds), now)
     desired = current = misscheduled = ready = updated = available = 0
     for name in node_names:
         pods = node_pods.get(name)
@@ -72,11 +83,11 @@ def compute_status(
             if not pods:
                 continue
             current += 1
-            pod = pods[0] if len(pods) == 1 else min(pods, key=podutil.sort_key)
-            is_ready, is_available = podutil.readiness(pod, min_ready, now)
-            ready += is_ready
-            available += is_available
-            updated += is_updated(pod)
+            pod = pods[0] if len(pods) == 1 else min(pods, key=_sort_key)
+            if pod.ready:
+                ready += 1
+                available += available_check(pod)
+            updated += pod.updated
         elif scheduled:
             misscheduled += 1
     new: Obj = dict(dsutil.status(ds))
@@ -96,6 +107,10 @@ def compute_status(
     elif "observedGeneration" not in new:
         new["observedGeneration"] = 0
     return new
+
+
+def _sort_key(facts: PodFacts) -> tuple[int, float, str]:
+    return podutil.sort_key(facts.pod)
 
 
 def status_changed(old_status: Obj | None, new_status: Obj, generation: int) -> bool:

@@ -30,7 +30,8 @@ def status(pod: Obj) -> Obj:
 
 
 def phase(pod: Obj) -> str:
-    return str(status(pod).get("phase") or "")
+    s = pod.get("status")  # inlined status(pod), as meta's accessors do
+    return str(s.get("phase") or "") if isinstance(s, dict) else ""
 
 
 def is_failed(pod: Obj) -> bool:
@@ -47,7 +48,8 @@ def is_terminal(pod: Obj) -> bool:
 
 
 def node_name(pod: Obj) -> str:
-    return str(spec(pod).get("nodeName") or "")
+    s = pod.get("spec")  # inlined spec(pod), as meta's accessors do
+    return str(s.get("nodeName") or "") if isinstance(s, dict) else ""
 
 
 def is_scheduled(pod: Obj) -> bool:
