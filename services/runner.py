@@ -42,7 +42,7 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | N
     p = parts(redis_url, prefix)
     lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
                              ttl_seconds=LEASE_SECONDS)
-    Watcher(p.store, p.queue, p.expectations, lease).run(common.stop_event())
+    Watcher(p.store, lease).run(common.stop_event())
 
 
 def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int | None,

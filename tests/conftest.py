@@ -7,7 +7,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import redis
 
+from shared.store.keys import Keys
 from shared.store.server import RedisServer
 
 _counter = itertools.count()
@@ -29,6 +31,18 @@ def redis_url(redis_server: RedisServer) -> str:
 def prefix() -> str:
     """A key prefix of this test's own, so tests sharing one server never see each other."""
     return f"t{os.getpid()}x{next(_counter)}"
+
+
+@pytest.fixture
+def keys(prefix: str) -> Keys:
+    """The Redis names of this test's prefix."""
+    return Keys(prefix)
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    """A connection of the test's own (bytes replies, as the store's)."""
+    return redis.Redis.from_url(redis_url)
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
 """The watcher process: tail the event log, run the event handlers, feed the workqueue.
 
 One watcher is active at a time (a Redis leader lease); others stand by and take over when
-the lease lapses. The active one stores its log position (the cursor) after each batch, so a
-restarted or new watcher resumes where the last one stopped: entries between the cursor and
-the tip are replayed through the handlers with their previous state unknown (handlers then
-enqueue conservatively and never observe an expectation twice), and every DaemonSet is
-enqueued once, as an informer's initial list does.
+the lease lapses. The active one writes each batch's effects — expectations deleted and
+lowered, keys enqueued, and its log position (the cursor) — in one atomic call fenced by the
+lease (``shared.store.watcher_batch``): a batch is written entirely or not at all, and a
+watcher that lost its lease (paused while a stand-by took over) writes nothing and stands by.
+So a restarted or new watcher resumes exactly where the last written batch ended: entries
+between the cursor and the tip are replayed through the handlers with their previous state
+unknown (handlers then enqueue conservatively and never observe an expectation twice), and
+every DaemonSet is enqueued once, as an informer's initial list does.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from services.watcher import handlers
-from shared.control.protocols import ExpectationsStore, LeaderLease, WorkQueue
+from shared.control.protocols import LeaderLease
 from shared.model import meta
 from shared.store import codec, errors
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
 from shared.store.log import LogReader
+from shared.store.watcher_batch import NotLeader, RedisWatcherBatch
 
 log = logging.getLogger("watcher")
 
@@ -34,6 +38,7 @@ POSITION_LAG = Gauge("daemonbus_watcher_lag_entries", "Entries read in the last 
 LEADER = Gauge("daemonbus_watcher_leader", "1 while this watcher holds the lease")
 
 KINDS = ["DaemonSet", "Node", "Pod", "ControllerRevision"]
+ROLE = "watcher"  # the lease's role (as services.runner takes it) and the cursor's reader
 
 # The leader lease: renewed every LEASE_SECONDS / 4 and checked by stand-bys every
 # STANDBY_POLL seconds, so a stand-by takes over at most LEASE_SECONDS + STANDBY_POLL after
@@ -47,12 +52,9 @@ def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
 
 
 class Watcher:
-    def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
-                 lease: LeaderLease, clock: Callable[[], float] = time.time,
+    def __init__(self, store: Store, lease: LeaderLease, clock: Callable[[], float] = time.time,
                  renew_every: float = LEASE_SECONDS / 4) -> None:
         self.store = store
-        self.queue = queue
-        self.expectations = expectations
         self.lease = lease
         self.clock = clock
         self.renew_every = renew_every
@@ -63,7 +65,10 @@ class Watcher:
             in_namespace=lambda ns: self.cache.by_index("ns", ns),
             all_=lambda: self.cache.objects["DaemonSet"].values(),
         )
-        self.cursor_key = store.keys.cursor("watcher")
+        self.cursor_key = store.keys.cursor(ROLE)
+        # the workqueue, expectations and cursor, written in one script per batch
+        self.batch = RedisWatcherBatch(store.r, store.keys, lease.holder, lease_role=ROLE,
+                                       cursor_reader=ROLE)
         self._renewed = time.monotonic()
 
     # ---- the process ---------------------------------------------------------------------
@@ -96,25 +101,28 @@ class Watcher:
         if not self.start():
             return
         while not stop.is_set():
-            if not self._keep_lease():
+            if not self._keep_lease() or not self.step(block_ms=500):
                 return
-            self.step(block_ms=500)
 
     def _keep_lease(self) -> bool:
         """Renew the lease when a renewal is due; False (stand by) once it is lost."""
         if time.monotonic() - self._renewed < self.renew_every:
             return True
         if not self.lease.renew():
-            log.warning("lost the watcher lease; standing by")
-            LEADER.set(0)
+            self._stand_by("lost the watcher lease")
             return False
         self._renewed = time.monotonic()
         return True
 
+    @staticmethod
+    def _stand_by(why: str, *args: object) -> None:
+        log.warning(why + "; standing by", *args)
+        LEADER.set(0)
+
     def start(self) -> bool:
         """Sync the cache and catch up from the stored cursor: the entries between the cursor
         and the tip go through the handlers (previous state unknown), then every DaemonSet is
-        enqueued. False when the lease was lost on the way."""
+        enqueued. False when the lease was lost on the way (nothing of it written then)."""
         tip = self.cache.sync()
         raw: Any = self.store.r.get(self.cursor_key)
         cursor = raw.decode() if raw else None
@@ -142,17 +150,16 @@ class Watcher:
                 reaction.delete_expectations.update(self.cache.objects["DaemonSet"].keys())
             log.info("replayed log from %s to %s", cursor, tip)
         reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
-        self.apply(reaction, tip)
-        return True
+        return self.apply(reaction, tip)
 
-    def step(self, block_ms: int = 500) -> int:
+    def step(self, block_ms: int = 500) -> bool:
+        """Handle the next batch of log changes, if any; False when the lease was lost."""
         changes = self.cache.poll(count=5000, block_ms=block_ms)
         if not changes:
-            return 0
-        self.handle(changes)
-        return len(changes)
+            return True
+        return self.handle(changes)
 
-    def handle(self, changes: list[Change]) -> None:
+    def handle(self, changes: list[Change]) -> bool:
         reaction = handlers.Reaction()
         for ch in changes:
             if ch.type == "DECISION":
@@ -160,21 +167,25 @@ class Watcher:
             EVENTS.labels(ch.kind, ch.type).inc()
             handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
         POSITION_LAG.set(len(changes))
-        self.apply(reaction, self.cache.position)
+        return self.apply(reaction, self.cache.position)
 
-    def apply(self, reaction: handlers.Reaction, position: str) -> None:
-        """Expectations first (so a sync handed the key sees them), then the queue, then the
-        cursor. A crash in between replays the batch: keys are enqueued again (harmless) and
-        a creation or deletion may be observed twice, which can only satisfy expectations
-        early — safe, because a sync reads state at least as new as its hand-out position and
-        pod creation is idempotent."""
-        for key in reaction.delete_expectations:
-            self.expectations.delete(key)
-        if reaction.observe:
-            self.expectations.observe(reaction.observe)
-        if reaction.enqueue:
-            self.queue.add(sorted(reaction.enqueue))
+    def apply(self, reaction: handlers.Reaction, position: str) -> bool:
+        """Write the batch's effects and the cursor ``position`` in one atomic call, only
+        while we hold the lease: expectations deleted, then lowered, then the keys added (now
+        or after their delay), then the cursor. A crash leaves the batch written entirely or
+        not at all, so the replay from the cursor observes no creation or deletion twice.
+        False, with nothing written, when the lease is no longer ours: the caller stands by."""
+        result = self.batch.apply(
+            position,
+            delete_expectations=reaction.delete_expectations,
+            observe=reaction.observe,
+            enqueue=sorted(reaction.enqueue),
+            enqueue_after=reaction.enqueue_after,
+        )
+        if isinstance(result, NotLeader):
+            self._stand_by("the watcher lease is held by %s, not us: a batch up to %s was "
+                           "not written", result.holder or "nobody", position)
+            return False
+        if not result.queue_shut_down:  # a shut-down queue ignores adds: none to count
             ENQUEUED.inc(len(reaction.enqueue))
-        for key, delay in reaction.enqueue_after.items():
-            self.queue.add_after(key, delay)
-        self.store.r.set(self.cursor_key, position)
+        return True

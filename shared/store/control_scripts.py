@@ -1,4 +1,5 @@
-"""Lua scripts of the control-state ports: workqueue, expectations, backoff, leader lease.
+"""Lua scripts of the control-state ports: workqueue, expectations, backoff, leader lease,
+and the watcher's batch that writes to several of them at once.
 
 Each script starts with a header naming its KEYS and ARGV. Times come from Redis ``TIME``
 inside the script (milliseconds), so every replica shares one clock. Scripts are registered
@@ -29,7 +30,8 @@ from __future__ import annotations
 # Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
 # redelivered is a subset of queue; and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
-# a worker blocked on it wakes whenever there is work.
+# a worker blocked on it wakes whenever there is work. WATCHER_BATCH (below) gets these KEYS
+# too, plus its own, and keeps the same invariants through the same functions.
 
 _WQ_PRELUDE = r"""
 local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -321,23 +323,81 @@ return out
 
 # ---- expectations ------------------------------------------------------------------------
 
+_EXP_LOWER = r"""
+-- LowerExpectations for the triples ARGV[first..last] (DaemonSet key, creations observed,
+-- deletions observed) in the expectations hash EXP; keys without an entry are skipped.
+-- Returns the number of entries changed.
+local function lower_expectations(EXP, first, last)
+  local n = 0
+  for i = first, last, 3 do
+    local raw = redis.call('HGET', EXP, ARGV[i])
+    if raw then
+      local e = cmsgpack.unpack(raw)
+      e[1] = e[1] - tonumber(ARGV[i + 1])
+      e[2] = e[2] - tonumber(ARGV[i + 2])
+      redis.call('HSET', EXP, ARGV[i], cmsgpack.pack(e))
+      n = n + 1
+    end
+  end
+  return n
+end
+"""
+
 EXP_OBSERVE = r"""
 -- observe: LowerExpectations for many DaemonSet keys; keys without an entry are skipped.
 -- KEYS[1] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
 -- ARGV    triples: DaemonSet key, creations observed, deletions observed
 -- Returns the number of entries changed.
-local n = 0
-for i = 1, #ARGV, 3 do
-  local raw = redis.call('HGET', KEYS[1], ARGV[i])
-  if raw then
-    local e = cmsgpack.unpack(raw)
-    e[1] = e[1] - tonumber(ARGV[i + 1])
-    e[2] = e[2] - tonumber(ARGV[i + 2])
-    redis.call('HSET', KEYS[1], ARGV[i], cmsgpack.pack(e))
-    n = n + 1
+""" + _EXP_LOWER + r"""
+return lower_expectations(KEYS[1], 1, #ARGV)
+"""
+
+# ---- the watcher's batch -----------------------------------------------------------------
+
+WATCHER_BATCH = r"""
+-- watcher_batch: everything the watcher writes for one batch of log changes, atomically and
+-- fenced by its leader lease: unless ARGV[1] holds the lease, nothing at all is written.
+-- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD) and
+-- AddAfter (as WQ_ADD_AFTER, each counted as a retry; both ignored while the queue is shut
+-- down), then the cursor.
+-- KEYS[1..13] the workqueue keys (see WQ_KEYS)
+-- KEYS[14] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
+-- KEYS[15] the watcher's cursor (string: last log id fully processed)
+-- KEYS[16] the watcher's leader lease (string: holder id, with a TTL)
+-- ARGV[1] holder id
+-- ARGV[2] the log position to store as the cursor
+-- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
+--            to add, l delayed adds
+-- ARGV[7..] the d keys; the o triples (key, creations observed, deletions observed); the a
+--           keys; the l pairs (key, delay in ms, may be fractional; <= 0 adds at once)
+-- Returns {0, current holder or ''} when ARGV[1] does not hold the lease (nothing written),
+-- else {1, keys newly dirty, shut down (0|1), expectation entries lowered}.
+""" + _WQ_PRELUDE + _EXP_LOWER + r"""
+local EXP, CURSOR, LEASE = KEYS[14], KEYS[15], KEYS[16]
+local holder = redis.call('GET', LEASE)
+if holder ~= ARGV[1] then return {0, holder or ''} end
+local nd, no = tonumber(ARGV[3]), tonumber(ARGV[4])
+local na, nl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
+for j = i, i + nd - 1 do redis.call('HDEL', EXP, ARGV[j]) end
+i = i + nd
+local lowered = lower_expectations(EXP, i, i + 3 * no - 1)
+i = i + 3 * no
+local down = is_down()
+local added = 0
+if not down then
+  local now = now_ms()
+  for j = i, i + na - 1 do added = added + add_one(ARGV[j], now) end
+  count('adds', added)
+  i = i + na
+  for j = i, i + 2 * nl - 1, 2 do
+    count('retries', 1)
+    add_after(ARGV[j], now, tonumber(ARGV[j + 1]))
   end
+  sync_signal()
 end
-return n
+redis.call('SET', CURSOR, ARGV[2])
+return {1, added, down and 1 or 0, lowered}
 """
 
 # ---- backoff -----------------------------------------------------------------------------

@@ -30,6 +30,21 @@ def _decode(raw: bytes | str) -> exp.Expectation:
     return exp.Expectation(int(value[0]), int(value[1]), float(value[2]))
 
 
+def observe_args(observations: Iterable[tuple[str, int, int]]) -> list[str | int]:
+    """The triples ``lower_expectations`` (control_scripts) takes, one per DaemonSet key:
+    ``(key, creates_seen, deletes_seen)`` observations of one key summed, so the script
+    rewrites each entry once however many pod events a batch saw for it."""
+    totals: dict[str, list[int]] = {}
+    for key, add, delete in observations:
+        t = totals.setdefault(key, [0, 0])
+        t[0] += add
+        t[1] += delete
+    args: list[str | int] = []
+    for key, (add, delete) in totals.items():
+        args += [key, add, delete]
+    return args
+
+
 class RedisExpectations:
     """Implements ``shared.control.protocols.ExpectationsStore``.
 
@@ -58,16 +73,9 @@ class RedisExpectations:
     def observe(self, observations: Iterable[tuple[str, int, int]]) -> None:
         """Lower many entries in one round trip: ``(key, creates_seen, deletes_seen)`` each.
         Observations of one key are summed first; keys without an entry are skipped."""
-        totals: dict[str, list[int]] = {}
-        for key, add, delete in observations:
-            t = totals.setdefault(key, [0, 0])
-            t[0] += add
-            t[1] += delete
-        if not totals:
+        args = observe_args(observations)
+        if not args:
             return
-        args: list[str | int] = []
-        for key, (add, delete) in totals.items():
-            args += [key, add, delete]
         with redis_errors("expectations observe"):
             self._observe(keys=[self.keys.expectations], args=args)
 

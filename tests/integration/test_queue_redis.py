@@ -21,16 +21,6 @@ from tests.integration.contract import Counting, connect, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def keys(prefix: str) -> Keys:
-    return Keys(prefix)
-
-
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return connect(redis_url)
-
-
 def spawn(mode: str, url: str, prefix: str, worker: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.integration.queue_worker", mode, url, prefix, worker],
