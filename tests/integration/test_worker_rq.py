@@ -20,9 +20,14 @@ import msgpack
 import pytest
 from rq import Queue
 from rq.exceptions import DeserializationError
-from rq.job import Job
+from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 from services.reconciler import worker as rq_worker
+from services.reconciler.sync import Reconciler, SyncResult
+from shared.control.protocols import Lease
+from shared.store.backoff import RedisBackoff
+from shared.store.expectations import RedisExpectations
 from shared.store.workqueue import RedisWorkQueue
 from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
@@ -57,6 +62,107 @@ def _owner(stack: Stack, key: str) -> str:
     return raw.decode().split(":", 2)[2] if raw else ""
 
 
+def _synced(stack: Stack, worker: str) -> int:
+    """Jobs RQ counts as done by ``worker``."""
+    raw: Any = stack.store.r.hget(f"rq:worker:{worker}", "successful_job_count")
+    return int(raw or 0)
+
+
+class _FailingReconciler(Reconciler):
+    def sync(self, key: str, position: str, redelivered: bool = False) -> SyncResult:
+        raise RuntimeError(f"injected failure syncing {key}")
+
+
+def _in_process_worker(stack: Stack, reconciler: type[Reconciler] = Reconciler,
+                       ) -> tuple[rq_worker.ReconcilerWorker, RedisWorkQueue]:
+    """A reconciler-worker built as ``daemonbus run reconciler`` builds it, in this process."""
+    r, keys = stack.store.r, stack.store.keys
+    wq = RedisWorkQueue(r, keys, lease_seconds=rq_worker.LEASE_SECONDS)
+    name = f"{stack.prefix}-inproc"
+    rec = reconciler(stack.store, wq, RedisExpectations(r, keys), RedisBackoff(r, keys),
+                     worker=name)
+    queue = Queue(keys.rq_queue_name, connection=r, serializer=rq_worker.MsgpackSerializer)
+    worker = rq_worker.ReconcilerWorker([queue], connection=r, name=name, workqueue=wq,
+                                        reconciler=rec)
+    return worker, wq
+
+
+def _work(worker: rq_worker.ReconcilerWorker, jobs: int) -> None:
+    """Run ``jobs`` jobs, then return (RQ installs its SIGINT/SIGTERM handlers meanwhile)."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker.work(burst=True, max_jobs=jobs, logging_level="WARNING")
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _registries(stack: Stack) -> list[Any]:
+    return [cls(stack.store.keys.rq_queue_name, connection=stack.store.r,
+                job_class=rq_worker.AllowListedJob, serializer=rq_worker.MsgpackSerializer)
+            for cls in (StartedJobRegistry, FinishedJobRegistry, FailedJobRegistry)]
+
+
+def test_a_successful_sync_leaves_no_job_result_or_registry_entry(stack: Stack) -> None:
+    worker, wq = _in_process_worker(stack)
+    keys = [f"{stack.prefix}/ghost-1", f"{stack.prefix}/ghost-2"]  # no such DaemonSets: no-op
+    wq.add(keys)
+    _work(worker, jobs=2)
+    r = stack.store.r
+    assert int(r.hget(worker.key, "successful_job_count") or 0) == 2
+    assert kit.queue_idle(stack.store)
+    # RQ's keys are not under our prefix (other tests' workers share this Redis): look for
+    # this test's jobs only, by the key encoded in their ids
+    ids = [rq_worker.job_id(Lease(k, "", "", 0, 0, 0)).rsplit("_", 1)[0] for k in keys]
+    for kind in ("job", "results", "execution"):
+        left = [k for i in ids for k in r.scan_iter(f"rq:{kind}:{i}_*")]
+        assert left == [], f"rq:{kind} keys kept after success: {left}"
+    assert [reg.count for reg in _registries(stack)] == [0, 0, 0]
+
+
+def test_a_failed_sync_is_a_failed_job_with_its_traceback(stack: Stack) -> None:
+    worker, wq = _in_process_worker(stack, _FailingReconciler)
+    key = "default/broken"
+    wq.add([key])
+    _work(worker, jobs=1)
+    r = stack.store.r
+    started, finished, failed = _registries(stack)
+    assert started.count == 0 and finished.count == 0
+    [failed_id] = failed.get_job_ids()
+    m = JOB_ID.match(failed_id)
+    assert m and base64.urlsafe_b64decode(m.group(1) + "=" * (-len(m.group(1)) % 4)) == \
+        key.encode()
+    job = rq_worker.AllowListedJob.fetch(failed_id, connection=r,
+                                         serializer=rq_worker.MsgpackSerializer)
+    assert job.get_status() == JobStatus.FAILED
+    assert job.args == [key, m.group(2)]
+    result = job.latest_result()
+    assert result is not None and result.exc_string is not None
+    assert "Traceback" in result.exc_string
+    assert f"RuntimeError: injected failure syncing {key}" in result.exc_string
+    assert 3500 < r.ttl(job.key) <= 3600  # failure_ttl
+    assert int(r.hget(worker.key, "failed_job_count") or 0) == 1
+    assert wq.num_requeues(key) == 1  # and the workqueue retries it with backoff
+
+
+def test_worker_heartbeats_are_throttled_but_never_shorten_the_worker_ttl(stack: Stack) -> None:
+    worker, _ = _in_process_worker(stack)
+    r = stack.store.r
+    worker.register_birth()
+    try:
+        worker.heartbeat()
+        sent: Any = r.hget(worker.key, "last_heartbeat")
+        ttl = r.ttl(worker.key)
+        assert ttl > worker.worker_ttl
+        worker.heartbeat()  # the hash is alive as long as this one would keep it: skipped
+        assert r.hget(worker.key, "last_heartbeat") == sent
+        worker.heartbeat(ttl + 300)  # a longer TTL (a job's) is always sent
+        assert r.hget(worker.key, "last_heartbeat") != sent
+        assert r.ttl(worker.key) > ttl + 200
+    finally:
+        worker.register_death()
+
+
 def test_rq_info_lists_the_reconciler_workers(stack: Stack) -> None:
     kit.start(stack, workers=2, nodes=1)
     names = [f"{stack.prefix}-r0", f"{stack.prefix}-r1"]
@@ -71,9 +177,13 @@ def test_rq_info_lists_the_reconciler_workers(stack: Stack) -> None:
     assert f"daemonbus-{stack.prefix}" in text  # the queue they listen on
 
 
-def test_jobs_are_named_sync_base64url_token_and_stored_as_msgpack(stack: Stack) -> None:
-    kit.start(stack, nodes=2)
+def test_jobs_are_named_sync_base64url_token_and_stored_as_msgpack(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     key = "kube-system/node-exporter"
+    # a successful sync leaves no job behind: hold this key's syncs long enough to read one
+    monkeypatch.setenv(rq_worker.TEST_SYNC_DELAY_ENV, f"{key}=1.5")
+    kit.start(stack, nodes=2)
+    monkeypatch.delenv(rq_worker.TEST_SYNC_DELAY_ENV)
     stack.store.apply(kit.daemonset("node-exporter", "kube-system"))
     jobs = wait_for(lambda: _our_jobs(stack, key), what="an RQ job for the key")
     for job_id in jobs:
@@ -92,13 +202,9 @@ def test_jobs_are_named_sync_base64url_token_and_stored_as_msgpack(stack: Stack)
         if stack.store.r.type(rq_key) == b"hash":
             for value in stack.store.r.hvals(rq_key):
                 assert not _pickled(value), (rq_key, value[:20])
-    # results too: every value RQ keeps for the job decodes as msgpack
-    results: Any = wait_for(lambda: stack.store.r.xrange(f"rq:results:{jobs[0]}"),
-                            what="the job's result")
-    for _id, fields in results:
-        if b"return_value" in fields:
-            value = msgpack.unpackb(base64.b64decode(fields[b"return_value"]), raw=False)
-            assert value["key"] == key and value["ok"] is True
+    # once synced, the job is gone with no result kept (see test_a_successful_sync_...)
+    wait_for(lambda: not stack.store.r.exists(f"rq:job:{jobs[0]}"), what="the job deleted")
+    assert not stack.store.r.exists(f"rq:results:{jobs[0]}")
 
 
 def test_a_forged_job_naming_another_function_is_refused(stack: Stack) -> None:
@@ -133,7 +239,7 @@ def test_a_job_pushed_on_the_rq_queue_is_never_run(stack: Stack, tmp_path: Path)
     key = "default/agent"
     stack.store.apply(kit.daemonset("agent"))
     wait_for(lambda: kit.one_per_node(stack.store, key, nodes), what="the worker synced")
-    wait_for(lambda: len(_our_jobs(stack, key)) >= 2, what="a few more syncs")
+    wait_for(lambda: _synced(stack, f"{stack.prefix}-r0") >= 2, what="a few more syncs")
     assert victim.exists()
     assert pushed.id in queue.job_ids
 
