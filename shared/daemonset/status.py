@@ -30,23 +30,14 @@ COUNTERS = (
 def is_pod_updated(pod: Obj, hash: str, template_generation: int | None) -> bool:
     """``IsPodUpdated``: the hash label equals ``hash`` (non-empty), or the
     ``pod-template-generation`` label equals the template generation (when known)."""
-    return updated_check(hash, template_generation)(pod)
-
-
-def updated_check(hash: str, template_generation: int | None) -> Callable[[Obj], bool]:
-    """:func:`is_pod_updated` with ``hash`` and the generation bound (for many pods)."""
-    updated = labels_updated_check(hash, template_generation)
-
-    def check(pod: Obj) -> bool:
-        return updated(meta.labels(pod))
-
-    return check
+    return labels_updated_check(hash, template_generation)(meta.labels(pod))
 
 
 def labels_updated_check(
     hash: str, template_generation: int | None
 ) -> Callable[[Mapping[str, str]], bool]:
-    """:func:`updated_check` on a pod's labels (for callers that already hold them)."""
+    """:func:`is_pod_updated` on a pod's labels, with ``hash`` and the generation bound (for
+    many pods)."""
     generation = None if template_generation is None else str(template_generation)
 
     def check(labels: Mapping[str, str]) -> bool:

@@ -87,14 +87,6 @@ def is_available(pod: Obj, min_ready_seconds: int | float, now: float) -> bool:
     return _available(cond, min_ready_seconds, now)
 
 
-def readiness(pod: Obj, min_ready_seconds: int | float, now: float) -> tuple[bool, bool]:
-    """(:func:`is_ready`, :func:`is_available`) in one look at the conditions."""
-    cond = ready_condition(pod)
-    if cond is None or cond.get("status") != "True":
-        return False, False
-    return True, _available(cond, min_ready_seconds, now)
-
-
 def target_node(pod: Obj) -> str | None:
     """The node a daemon pod is for (``GetTargetNodeName``): ``spec.nodeName`` if set, else the
     single value of the first required-affinity matchFields ``metadata.name In [x]``.

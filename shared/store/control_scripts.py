@@ -117,8 +117,8 @@ WQ_GET = r"""
 -- ARGV[2] lease length (ms)
 -- ARGV[3] at most this many delayed keys promoted / leases reclaimed per call
 -- Returns {key, token, enqueued ms, leased ms, deadline ms, log position, redelivered (0|1)}
--- when a key was handed out, else {shutting down (0|1), ms until the next delayed key or lease deadline
--- (-1: none)}.
+-- when a key was handed out, else {shutting down (0|1), ms until the next delayed key or
+-- lease deadline (-1: none)}.
 """ + _WQ_PRELUDE + r"""
 local worker, lease_ms, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
