@@ -25,7 +25,6 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegist
 
 from services.reconciler import worker as rq_worker
 from services.reconciler.sync import Reconciler, SyncResult
-from shared.control.protocols import Lease
 from shared.store.backoff import RedisBackoff
 from shared.store.expectations import RedisExpectations
 from shared.store.workqueue import RedisWorkQueue
@@ -44,9 +43,13 @@ def _job_ids(stack: Stack) -> list[str]:
     return sorted(k.decode().split(":", 2)[2] for k in stack.store.r.scan_iter("rq:job:sync_*"))
 
 
+def _id_prefix(key: str) -> str:
+    """How the ids of ``key``'s jobs start: ``sync_<base64url key>_``."""
+    return "sync_" + base64.urlsafe_b64encode(key.encode()).decode().rstrip("=") + "_"
+
+
 def _our_jobs(stack: Stack, key: str) -> list[str]:
-    encoded = base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
-    return [j for j in _job_ids(stack) if j.startswith(f"sync_{encoded}_")]
+    return [j for j in _job_ids(stack) if j.startswith(_id_prefix(key))]
 
 
 def _pickled(value: bytes) -> bool:
@@ -109,13 +112,12 @@ def test_a_successful_sync_leaves_no_job_result_or_registry_entry(stack: Stack) 
     wq.add(keys)
     _work(worker, jobs=2)
     r = stack.store.r
-    assert int(r.hget(worker.key, "successful_job_count") or 0) == 2
+    assert _synced(stack, worker.name) == 2
     assert kit.queue_idle(stack.store)
     # RQ's keys are not under our prefix (other tests' workers share this Redis): look for
     # this test's jobs only, by the key encoded in their ids
-    ids = [rq_worker.job_id(Lease(k, "", "", 0, 0, 0)).rsplit("_", 1)[0] for k in keys]
     for kind in ("job", "results", "execution"):
-        left = [k for i in ids for k in r.scan_iter(f"rq:{kind}:{i}_*")]
+        left = [k for key in keys for k in r.scan_iter(f"rq:{kind}:{_id_prefix(key)}*")]
         assert left == [], f"rq:{kind} keys kept after success: {left}"
     assert [reg.count for reg in _registries(stack)] == [0, 0, 0]
 
