@@ -61,8 +61,9 @@ def traces(stack: Stack, needles: list[bytes]) -> list[str]:
 
     Not searched: the event log and its compaction snapshot (history, kept on purpose) and
     the Event objects (history too; they are not kept for ever: the collector deletes Events
-    after their TTL, an hour by default). RQ's own job keys live outside the prefix and
-    expire by RQ's result TTL (60 s)."""
+    after their TTL, an hour by default). RQ's own job keys live outside the prefix: a
+    successful sync's job is deleted when it ends, a failed one expires after RQ's
+    failure_ttl (an hour)."""
     r, keys = stack.store.r, stack.store.keys
     history = {keys.log, keys.log_snapshot, keys.log_snapshot_id,
                keys.objects("Event"), keys.versions("Event")}
