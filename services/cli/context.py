@@ -25,8 +25,6 @@ from shared.store.keys import Keys
 
 Obj = dict[str, Any]
 
-CONNECT_TIMEOUT = 5.0
-
 
 def redact(url: str) -> str:
     """The URL without its password (``redis://:***@host``)."""
@@ -60,7 +58,7 @@ class CliEnv:
                     "error: no Redis configured: pass --redis-url, set DAEMONBUS_REDIS_URL, "
                     "or start a local cluster with `daemonbus up`")
             try:
-                client = store_client.connect(url, socket_connect_timeout=CONNECT_TIMEOUT)
+                client = store_client.connect(url)
                 client.ping()
             except (redis.RedisError, ValueError) as err:
                 raise errors.CliError(

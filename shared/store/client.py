@@ -34,6 +34,9 @@ TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 CONFLICT_RETRIES = 8
+CONNECT_TIMEOUT = 5.0  # seconds
+READ_TIMEOUT = 15.0  # seconds
+DEAD_PEER_SECONDS = 25
 
 
 def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
@@ -45,13 +48,28 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
             "no Redis URL: pass --redis-url, set DAEMONBUS_REDIS_URL, or run `daemonbus up`"
         )
     kwargs.setdefault("health_check_interval", 15)
+    # No call waits on Redis unbounded, whatever redis-py's defaults (they changed between
+    # versions): a connect gives up after CONNECT_TIMEOUT, a reply after READ_TIMEOUT (more
+    # than any one round trip of ours takes; blocking reads ask for less, see workqueue).
+    kwargs.setdefault("socket_connect_timeout", CONNECT_TIMEOUT)
+    kwargs.setdefault("socket_timeout", READ_TIMEOUT)
     kwargs.setdefault("socket_keepalive", True)
-    # notice a peer that vanished (a partition, a moved address) in about 25 s, not in the
-    # kernel's default of two hours, so a worker blocked on a read reconnects
-    if hasattr(socket, "TCP_KEEPIDLE"):
-        kwargs.setdefault("socket_keepalive_options", {
-            socket.TCP_KEEPIDLE: 10, socket.TCP_KEEPINTVL: 5, socket.TCP_KEEPCNT: 3})
+    kwargs.setdefault("socket_keepalive_options", dead_peer_options())
     return redis.Redis.from_url(url, **kwargs)
+
+
+def dead_peer_options() -> dict[int, int]:
+    """TCP options (level IPPROTO_TCP) under which a connection to a vanished Redis (a
+    partition, a moved address) fails in about DEAD_PEER_SECONDS, not in the kernel's
+    defaults of minutes to hours, so a process blocked on it reconnects. Keepalive probes
+    only an idle connection; a request sent into the partition is unacknowledged data,
+    which the kernel retransmits for ~15 minutes unless TCP_USER_TIMEOUT bounds it."""
+    options: dict[int, int] = {}
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        options.update({socket.TCP_KEEPIDLE: 10, socket.TCP_KEEPINTVL: 5, socket.TCP_KEEPCNT: 3})
+    if hasattr(socket, "TCP_USER_TIMEOUT"):
+        options[socket.TCP_USER_TIMEOUT] = DEAD_PEER_SECONDS * 1000
+    return options
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from services.cli.main import cli
+from shared.store import client as store_client
 from shared.store.server import RedisServer
 from tests.integration.stack import ROOT, wait_for
 
@@ -116,3 +118,28 @@ def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) 
     for pid in children:
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_connections_bound_every_wait_on_a_vanished_redis(redis_url: str) -> None:
+    """A partition must not hold a process on one socket: connect and reply timeouts, and the
+    TCP options that fail an idle or an unacknowledged connection in about 25 s, are set on
+    the connections themselves (not left to the client library's version)."""
+    client = store_client.connect(redis_url)
+    conn = client.connection_pool.get_connection()
+    try:
+        conn.connect()
+        sock = conn._sock
+        assert sock is not None
+        assert sock.gettimeout() == store_client.READ_TIMEOUT
+        assert conn.socket_connect_timeout == store_client.CONNECT_TIMEOUT
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == \
+                store_client.DEAD_PEER_SECONDS * 1000
+            idle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+            interval = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL)
+            probes = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT)
+            assert idle + interval * probes <= store_client.DEAD_PEER_SECONDS
+    finally:
+        client.connection_pool.release(conn)
+        client.close()
