@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 import msgpack
+import redis
 from rq import Queue, SimpleWorker
 from rq.exceptions import DeserializationError, StopRequested
 from rq.executions import Execution
@@ -188,8 +189,27 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         at = time.monotonic()
         if self._alive_until - at >= ttl - HEARTBEAT_EVERY:
             return
-        super().heartbeat(timeout, pipeline)
+        if pipeline is not None:  # sent with the caller's other commands: theirs to handle
+            super().heartbeat(timeout, pipeline)
+            self._alive_until = at + ttl
+            return
+        try:
+            super().heartbeat(timeout)
+        except redis.RedisError as err:
+            # RQ's work loop ends on any error, so a worker whose Redis was away when a
+            # heartbeat fell due would exit. The hash only keeps the worker listed
+            # (`rq info`): the next loop sends it again.
+            self.log.error("heartbeat not sent: %r; retrying", err)
+            return
         self._alive_until = at + ttl
+
+    def check_for_suspension(self, burst: bool) -> None:
+        """RQ's check of `rq suspend`, run before each dequeue; with Redis away it is skipped
+        (the dequeue then waits for Redis) instead of ending the worker."""
+        try:
+            super().check_for_suspension(burst)
+        except redis.RedisError as err:
+            self.log.error("suspension check failed: %r; retrying", err)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
         # RQ drops the job from its intermediate queue (an LREM per job) whenever the worker
@@ -221,17 +241,19 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
 
     def dequeue_job_and_maintain_ttl(self, timeout: int | None,
                                      max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
-        if self.get_state() != WorkerStatus.IDLE:  # execute_job has just set it
-            self.set_state(WorkerStatus.IDLE)
         self.procline("Waiting for DaemonSet keys")  # type: ignore[no-untyped-call]
         idle_since = time.monotonic()
+        idle_written = self.get_state() == WorkerStatus.IDLE  # execute_job has set busy
         while True:
             self.heartbeat()
             if self._stop_requested:
                 return None
-            if self.should_run_maintenance_tasks:
-                self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
             try:
+                if not idle_written:
+                    self.set_state(WorkerStatus.IDLE)
+                    idle_written = True
+                if self.should_run_maintenance_tasks:
+                    self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
                 lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
             except StopRequested:
                 raise  # raised by RQ's signal handler while we wait: a warm shutdown

@@ -6,11 +6,13 @@ within 10 s."""
 from __future__ import annotations
 
 import base64
+import logging
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -27,6 +29,7 @@ from services.reconciler import worker as rq_worker
 from services.reconciler.sync import Reconciler, SyncResult
 from shared.store.backoff import RedisBackoff
 from shared.store.expectations import RedisExpectations
+from shared.store.server import RedisServer
 from shared.store.workqueue import RedisWorkQueue
 from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
@@ -276,3 +279,66 @@ def test_worker_killed_mid_sync_loses_its_lease_and_key_is_handed_out_again(
              what="the other worker synced it")
     stats = RedisWorkQueue(stack.store.r, stack.store.keys).stats()
     assert stats.reclaimed_total >= 1
+
+
+class _Lines(logging.Handler):
+    """Collects the messages a logger emits (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def saw(self, text: str) -> bool:
+        return any(text in m for m in list(self.messages))
+
+
+def test_a_worker_outlives_a_redis_outage_in_which_its_heartbeat_falls_due(
+        tmp_path: Path, prefix: str) -> None:
+    """RQ ends its work loop on any Redis error: the worker's own Redis calls between jobs
+    (heartbeat, state, suspension check) wait for Redis as its dequeue does. Redis stops
+    while a heartbeat is due, comes back, and the same worker process syncs the next key."""
+    servers = [RedisServer(data_dir=str(tmp_path / "redis"), appendonly=True).start()]
+    stack = Stack(servers[0].url, prefix, tmp_path)
+    worker, wq = _in_process_worker(stack)
+    lines = _Lines()
+    worker.log.addHandler(lines)
+    key = "kube-system/after-the-outage"
+    ended = threading.Event()
+    failures: list[BaseException] = []
+
+    def outage() -> None:
+        try:
+            wait_for(lambda: stack.store.r.exists(worker.key), timeout=20, what="worker birth")
+            servers[0].stop()
+            worker._alive_until = 0.0  # a heartbeat is due while Redis is away
+            wait_for(lambda: lines.saw("heartbeat not sent") or ended.is_set(), timeout=60,
+                     what="a heartbeat tried without Redis")
+            if not ended.is_set():
+                servers.append(RedisServer(data_dir=servers[0].data_dir, port=servers[0].port,
+                                           appendonly=True).start())
+                wq.add([key])
+        except BaseException as err:  # reported by the test below
+            failures.append(err)
+            worker._stop_requested = True
+
+    helper = threading.Thread(target=outage, daemon=True)
+    helper.start()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker.work(burst=False, max_jobs=1, logging_level="WARNING")
+        ended.set()
+        helper.join(timeout=30)
+        assert not failures, failures
+        assert lines.saw("workqueue unavailable"), lines.messages
+        assert _synced(stack, worker.name) == 1, lines.messages
+    finally:
+        ended.set()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        worker.log.removeHandler(lines)
+        for server in servers:
+            server.stop()
+
