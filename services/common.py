@@ -3,10 +3,12 @@ connecting to the store."""
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import os
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -16,11 +18,21 @@ from shared.store.keys import Keys
 
 
 def setup_logging(name: str, level: str | None = None) -> logging.Logger:
+    """Log lines as ``<time> <name> <LEVEL> <message>`` on stderr; and ``kill -USR1`` of the
+    process prints every thread's stack there (see ``enable_stack_dumps``)."""
+    enable_stack_dumps()
     logging.basicConfig(
         level=(level or os.environ.get("DAEMONBUS_LOG_LEVEL") or "INFO").upper(),
         format=f"%(asctime)s {name} %(levelname)s %(message)s",
     )
     return logging.getLogger(name)
+
+
+def enable_stack_dumps() -> None:
+    """Acts: on SIGUSR1, write the Python stack of every thread to stderr (the process goes
+    on). For a process that is up but makes no progress: what is it waiting for?"""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
 
 # A process's caches keep hundreds of thousands of long-lived objects (JSON-shaped maps and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,21 @@ class Cluster:
 
     def inspect(self, container: str, template: str) -> str:
         return self.docker("inspect", "--format", template, container).strip()
+
+    def stacks(self, container: str, timeout: float = 10.0) -> str:
+        """Acts: SIGUSR1 to the container's daemonbus process, which writes every thread's
+        Python stack to its log; returns those lines (for a report: where is it stuck?)."""
+        since = f"{time.time() - 1:.3f}"
+        self.docker("kill", "--signal", "USR1", container, check=False)
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            proc = run(["docker", "logs", "--since", since, container], check=False)
+            text = proc.stdout + proc.stderr
+            if "Current thread" in text:
+                break
+            time.sleep(0.2)
+        return text
 
     def network(self) -> str:
         return f"{self.project}_default"

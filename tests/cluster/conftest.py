@@ -179,4 +179,8 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
         c = item.funcargs.get("full_cluster") or item.funcargs.get("cluster")
         if isinstance(c, Cluster):
             rep.sections.append(("compose logs", c.logs()))
+            stacks = [f"--- {service} {cid[:12]}\n{c.stacks(cid)}"
+                      for service in SERVICES if service != "redis"
+                      for cid in c.containers(service)]
+            rep.sections.append(("every process's threads", "\n".join(stacks)))
 

@@ -222,8 +222,12 @@ def test_reconciler_cut_off_from_network_carries_on_after_heal(full_cluster: Clu
     wait_for(lambda: _health(c, cut)[0] == 0, timeout=30, interval=0.5,
              what="the healed worker reaching Redis")
     jobs = rq_jobs_done(c.store(), f"reconciler-{cut[:12]}-")
-    _nudge_until(c, ns, name, lambda: rq_jobs_done(c.store(), f"reconciler-{cut[:12]}-") > jobs,
-                 what="the healed worker syncing again")
+    try:
+        _nudge_until(c, ns, name,
+                     lambda: rq_jobs_done(c.store(), f"reconciler-{cut[:12]}-") > jobs,
+                     what="the healed worker syncing again")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nthe healed worker's threads:\n{c.stacks(cut)}") from err
     wait_for(lambda: converged(c.store(), key, "net:v2"), timeout=60, interval=0.2,
              what="still converged")
     assert_no_duplicate_creates(c.store(), key)

@@ -342,3 +342,19 @@ def test_a_worker_outlives_a_redis_outage_in_which_its_heartbeat_falls_due(
         for server in servers:
             server.stop()
 
+
+def test_sigusr1_makes_a_running_worker_print_its_threads_and_carry_on(stack: Stack) -> None:
+    """For a process that is up but makes no progress: `kill -USR1` shows where each of its
+    threads waits, and the process goes on working."""
+    proc = stack.start("reconciler-0", "reconciler", "--name", f"{stack.prefix}-r0")
+    log = stack.log_dir / "reconciler-0.log"
+    wait_for(lambda: stack.store.r.exists(f"rq:worker:{stack.prefix}-r0"), timeout=30,
+             what="the worker registered")
+    proc.send_signal(signal.SIGUSR1)
+    dump = wait_for(lambda: "Current thread" in log.read_text() and log.read_text(),
+                    timeout=10, what="the threads' stacks in the log")
+    assert "dequeue_job_and_maintain_ttl" in dump  # the main thread, waiting for a key
+    assert proc.poll() is None
+    RedisWorkQueue(stack.store.r, stack.store.keys).add(["kube-system/after-the-dump"])
+    wait_for(lambda: _synced(stack, f"{stack.prefix}-r0") == 1, timeout=30,
+             what="a sync after the dump")
