@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from tests.cluster.cluster import PREFIX, Cluster
+from tests.integration.stack import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -57,5 +58,12 @@ def test_reconciler_user_reaches_rq_keys_but_no_other_cluster(cluster: Cluster) 
 
 def test_each_role_connects_as_its_own_user(cluster: Cluster) -> None:
     admin = client(cluster, "admin")
-    users = {c["user"] for c in admin.client_list()}
-    assert {"watcher", "reconciler", "status-writer", "gc", "node-agent"} <= users
+    roles = {"watcher", "reconciler", "status-writer", "gc", "node-agent"}
+
+    def missing() -> set[str]:
+        return roles - {c["user"] for c in admin.client_list()}
+
+    # the cluster fixture waits for the nodes, workers and watcher lease only: the status-
+    # writer and gc may still be starting (their first connection is their first read)
+    wait_for(lambda: not missing(), timeout=60, interval=0.5,
+             what="a connection of every role's own user")
