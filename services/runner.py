@@ -46,12 +46,18 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | N
 
 
 def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int | None,
-                   name: str | None = None, burst: bool = False) -> None:
+                   name: str | None = None, burst: bool = False,
+                   stall_seconds: float | None = None) -> None:
     from rq import Queue
 
     from services.reconciler.metrics import start_queue_metrics
     from services.reconciler.sync import Reconciler
-    from services.reconciler.worker import LEASE_SECONDS, MsgpackSerializer, ReconcilerWorker
+    from services.reconciler.worker import (
+        LEASE_SECONDS,
+        STALL_SECONDS,
+        MsgpackSerializer,
+        ReconcilerWorker,
+    )
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
@@ -64,7 +70,8 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int 
     if metrics_port:
         start_queue_metrics(p.queue)
     worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,
-                              workqueue=p.queue, reconciler=reconciler)
+                              workqueue=p.queue, reconciler=reconciler,
+                              stall_seconds=stall_seconds or STALL_SECONDS)
     log.info("reconciler-worker %s ready", worker_name)
     worker.work(burst=burst, logging_level=os.environ.get("DAEMONBUS_LOG_LEVEL", "WARNING"))
 

@@ -151,9 +151,13 @@ def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
 @_metrics_opt
 @click.option("--name", default=None, help="Worker name (as `rq info` shows it).")
 @click.option("--burst", is_flag=True, help="Exit when the workqueue is empty.")
+@click.option("--stall-seconds", type=click.FloatRange(min=1), default=120.0,
+              show_default=True,
+              help="Exit (status 1, every thread's stack in the log) when the idle loop "
+                   "has not come round for this long: a hang, for the supervisor to restart.")
 @click.pass_context
 def run_reconciler(ctx: click.Context, metrics_port: int | None, name: str | None,
-                   burst: bool) -> None:
+                   burst: bool, stall_seconds: float) -> None:
     """Run one reconciler-worker (an RQ worker) syncing DaemonSets from the workqueue.
 
     Start as many as you like, on any host: the workqueue hands each key to one worker at
@@ -161,7 +165,8 @@ def run_reconciler(ctx: click.Context, metrics_port: int | None, name: str | Non
     """
     from services import runner
 
-    runner.run_reconciler(*_ctx_opts(ctx), metrics_port, name=name, burst=burst)
+    runner.run_reconciler(*_ctx_opts(ctx), metrics_port, name=name, burst=burst,
+                          stall_seconds=stall_seconds)
 
 
 @run.command("status-writer")

@@ -30,6 +30,7 @@ mid-sync. Nothing reads it unless it is set.
 from __future__ import annotations
 
 import base64
+import faulthandler
 import logging
 import os
 import threading
@@ -56,6 +57,9 @@ ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
 LEASE_SECONDS = 8.0  # a dead worker's key is handed out again within this (< 10 s)
 RENEW_EVERY = 2.0
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
+# One turn of the idle loop takes about a second; with Redis away, up to ~50 s (each Redis
+# call gives up within 15 s, see shared.store.client). A loop stuck longer is a hang.
+STALL_SECONDS = 120.0
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
 
@@ -167,7 +171,8 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
     job_class = AllowListedJob
 
     def __init__(self, *args: Any, workqueue: WorkQueue, reconciler: Reconciler,
-                 block_seconds: float = 1.0, **kwargs: Any) -> None:
+                 block_seconds: float = 1.0, stall_seconds: float = STALL_SECONDS,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("serializer", MsgpackSerializer)
         kwargs.setdefault("job_class", AllowListedJob)
         super().__init__(*args, **kwargs)
@@ -176,6 +181,7 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.block_seconds = block_seconds
         _CONTEXT.update(reconciler=reconciler, queue=workqueue, leases={})
         self._alive_until = 0.0  # monotonic time the worker hash's last heartbeat keeps it to
+        self.stall_seconds = stall_seconds
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """Heartbeat the worker hash only when its TTL needs it.
@@ -244,29 +250,37 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.procline("Waiting for DaemonSet keys")  # type: ignore[no-untyped-call]
         idle_since = time.monotonic()
         idle_written = self.get_state() == WorkerStatus.IDLE  # execute_job has set busy
-        while True:
-            self.heartbeat()
-            if self._stop_requested:
-                return None
-            try:
-                if not idle_written:
-                    self.set_state(WorkerStatus.IDLE)
-                    idle_written = True
-                if self.should_run_maintenance_tasks:
-                    self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
-                lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
-            except StopRequested:
-                raise  # raised by RQ's signal handler while we wait: a warm shutdown
-            except Exception as err:  # redis down: keep trying, as RQ does
-                self.log.error("workqueue unavailable: %r; retrying", err)
-                time.sleep(1.0)
-                continue
-            if lease is not None:
-                break
-            if timeout is None:  # burst mode: the queue is empty, stop
-                return None
-            if max_idle_time is not None and time.monotonic() - idle_since > max_idle_time:
-                return None
+        try:
+            while True:
+                # Liveness: should this loop not come round again within stall_seconds, the
+                # process writes every thread's stack to stderr and exits (status 1), and its
+                # supervisor (compose, `daemonbus up`) starts a fresh one. A sync is bounded
+                # by RQ's job timeout instead.
+                faulthandler.dump_traceback_later(self.stall_seconds, exit=True)
+                self.heartbeat()
+                if self._stop_requested:
+                    return None
+                try:
+                    if not idle_written:
+                        self.set_state(WorkerStatus.IDLE)
+                        idle_written = True
+                    if self.should_run_maintenance_tasks:
+                        self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
+                    lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
+                except StopRequested:
+                    raise  # raised by RQ's signal handler while we wait: a warm shutdown
+                except Exception as err:  # redis down: keep trying, as RQ does
+                    self.log.error("workqueue unavailable: %r; retrying", err)
+                    time.sleep(1.0)
+                    continue
+                if lease is not None:
+                    break
+                if timeout is None:  # burst mode: the queue is empty, stop
+                    return None
+                if max_idle_time is not None and time.monotonic() - idle_since > max_idle_time:
+                    return None
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         _CONTEXT["leases"][lease.token] = lease
         queue = self.queues[0]
         # result_ttl=0: no result is kept (see handle_job_success); failed jobs stay an hour

@@ -358,3 +358,25 @@ def test_sigusr1_makes_a_running_worker_print_its_threads_and_carry_on(stack: St
     RedisWorkQueue(stack.store.r, stack.store.keys).add(["kube-system/after-the-dump"])
     wait_for(lambda: _synced(stack, f"{stack.prefix}-r0") == 1, timeout=30,
              what="a sync after the dump")
+
+
+def test_a_worker_whose_idle_loop_hangs_prints_its_threads_and_exits(
+        tmp_path: Path, prefix: str) -> None:
+    """Liveness: a worker whose loop stops coming round (here, every Redis command waits
+    behind CLIENT PAUSE) writes each thread's stack and exits 1 after --stall-seconds, for its
+    supervisor to start a fresh one, instead of sitting there healthy-looking and idle."""
+    server = RedisServer(data_dir=str(tmp_path / "redis")).start()
+    stack = Stack(server.url, prefix, tmp_path)
+    try:
+        proc = stack.start("reconciler-0", "reconciler", "--name", f"{prefix}-r0",
+                           "--stall-seconds", "5")
+        wait_for(lambda: stack.store.r.hget(f"rq:worker:{prefix}-r0", "state") == b"idle",
+                 timeout=30, what="the worker in its idle loop")
+        stack.store.r.execute_command("CLIENT", "PAUSE", "60000", "ALL")
+        assert proc.wait(timeout=60) == 1
+        log = (tmp_path / "reconciler-0.log").read_text()
+        assert "Timeout (0:00:05)!" in log
+        assert "dequeue_job_and_maintain_ttl" in log
+    finally:
+        stack.stop()
+        server.stop()
