@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from services.reconciler.worker import STALL_SECONDS
 from shared.store.client import Store
 from tests.cluster.cluster import (
     NODES,
@@ -64,7 +65,7 @@ def _reclaimed(store: Store) -> int:
 
 
 def _nudge_until(cluster: Cluster, ns: str, name: str, done: Callable[[], bool],
-                 what: str) -> None:
+                 what: str, timeout: float = 60) -> None:
     """Change a label of the DaemonSet (each change is one more sync) until ``done()``."""
     count = itertools.count(1)
 
@@ -74,7 +75,7 @@ def _nudge_until(cluster: Cluster, ns: str, name: str, done: Callable[[], bool],
         cluster.cli("label", "ds", name, f"nudge={next(count)}", "--overwrite", "-n", ns)
         return False
 
-    wait_for(nudged, timeout=60, interval=0.2, what=what)
+    wait_for(nudged, timeout=timeout, interval=0.2, what=what)
 
 
 def test_reconcilers_scaled_up_mid_rollout_finish_it(full_cluster: Cluster) -> None:
@@ -223,9 +224,10 @@ def test_reconciler_cut_off_from_network_carries_on_after_heal(full_cluster: Clu
              what="the healed worker reaching Redis")
     jobs = rq_jobs_done(c.store(), f"reconciler-{cut[:12]}-")
     try:
+        # within seconds; a worker whose loop hung restarts itself (STALL_SECONDS) first
         _nudge_until(c, ns, name,
                      lambda: rq_jobs_done(c.store(), f"reconciler-{cut[:12]}-") > jobs,
-                     what="the healed worker syncing again")
+                     what="the healed worker syncing again", timeout=STALL_SECONDS + 30)
     except AssertionError as err:
         raise AssertionError(f"{err}\nthe healed worker's threads:\n{c.stacks(cut)}") from err
     wait_for(lambda: converged(c.store(), key, "net:v2"), timeout=60, interval=0.2,
