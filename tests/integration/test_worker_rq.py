@@ -311,7 +311,8 @@ def test_a_worker_outlives_a_redis_outage_in_which_its_heartbeat_falls_due(
 
     def outage() -> None:
         try:
-            wait_for(lambda: stack.store.r.exists(worker.key), timeout=20, what="worker birth")
+            wait_for(lambda: stack.store.r.hget(worker.key, "state") == b"idle", timeout=30,
+                     what="the worker in its idle loop")
             servers[0].stop()
             worker._alive_until = 0.0  # a heartbeat is due while Redis is away
             wait_for(lambda: lines.saw("heartbeat not sent") or ended.is_set(), timeout=60,
@@ -348,8 +349,8 @@ def test_sigusr1_makes_a_running_worker_print_its_threads_and_carry_on(stack: St
     threads waits, and the process goes on working."""
     proc = stack.start("reconciler-0", "reconciler", "--name", f"{stack.prefix}-r0")
     log = stack.log_dir / "reconciler-0.log"
-    wait_for(lambda: stack.store.r.exists(f"rq:worker:{stack.prefix}-r0"), timeout=30,
-             what="the worker registered")
+    wait_for(lambda: stack.store.r.hget(f"rq:worker:{stack.prefix}-r0", "state") == b"idle",
+             timeout=30, what="the worker in its idle loop")
     proc.send_signal(signal.SIGUSR1)
     dump = wait_for(lambda: "Current thread" in log.read_text() and log.read_text(),
                     timeout=10, what="the threads' stacks in the log")
