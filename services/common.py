@@ -28,6 +28,11 @@ def setup_logging(name: str, level: str | None = None) -> logging.Logger:
     return logging.getLogger(name)
 
 
+# A reconciler-worker's idle loop comes round about once a second; with Redis away, within
+# ~50 s (each Redis call gives up within 15 s, see shared.store.client). Longer is a hang.
+STALL_SECONDS = 120.0
+
+
 def enable_stack_dumps() -> None:
     """Acts: on SIGUSR1, write the Python stack of every thread to stderr (the process goes
     on). For a process that is up but makes no progress: what is it waiting for?"""

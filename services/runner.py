@@ -47,17 +47,12 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | N
 
 def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int | None,
                    name: str | None = None, burst: bool = False,
-                   stall_seconds: float | None = None) -> None:
+                   stall_seconds: float = common.STALL_SECONDS) -> None:
     from rq import Queue
 
     from services.reconciler.metrics import start_queue_metrics
     from services.reconciler.sync import Reconciler
-    from services.reconciler.worker import (
-        LEASE_SECONDS,
-        STALL_SECONDS,
-        MsgpackSerializer,
-        ReconcilerWorker,
-    )
+    from services.reconciler.worker import LEASE_SECONDS, MsgpackSerializer, ReconcilerWorker
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
@@ -71,7 +66,7 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int 
         start_queue_metrics(p.queue)
     worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,
                               workqueue=p.queue, reconciler=reconciler,
-                              stall_seconds=stall_seconds or STALL_SECONDS)
+                              stall_seconds=stall_seconds)
     log.info("reconciler-worker %s ready", worker_name)
     worker.work(burst=burst, logging_level=os.environ.get("DAEMONBUS_LOG_LEVEL", "WARNING"))
 

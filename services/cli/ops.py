@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from services import config
+from services.common import STALL_SECONDS
 
 
 def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
@@ -151,7 +152,7 @@ def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
 @_metrics_opt
 @click.option("--name", default=None, help="Worker name (as `rq info` shows it).")
 @click.option("--burst", is_flag=True, help="Exit when the workqueue is empty.")
-@click.option("--stall-seconds", type=click.FloatRange(min=1), default=120.0,
+@click.option("--stall-seconds", type=click.FloatRange(min=1), default=STALL_SECONDS,
               show_default=True,
               help="Exit (status 1, every thread's stack in the log) when the idle loop "
                    "has not come round for this long: a hang, for the supervisor to restart.")

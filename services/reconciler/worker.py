@@ -46,6 +46,7 @@ from rq.job import Job
 from rq.utils import now
 from rq.worker import WorkerStatus
 
+from services.common import STALL_SECONDS
 from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
 from services.reconciler.sync import Reconciler, SyncResult
 from shared.control.protocols import Lease, WorkQueue
@@ -57,9 +58,6 @@ ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
 LEASE_SECONDS = 8.0  # a dead worker's key is handed out again within this (< 10 s)
 RENEW_EVERY = 2.0
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
-# One turn of the idle loop takes about a second; with Redis away, up to ~50 s (each Redis
-# call gives up within 15 s, see shared.store.client). A loop stuck longer is a hang.
-STALL_SECONDS = 120.0
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
 
@@ -197,16 +195,15 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             return
         if pipeline is not None:  # sent with the caller's other commands: theirs to handle
             super().heartbeat(timeout, pipeline)
-            self._alive_until = at + ttl
-            return
-        try:
-            super().heartbeat(timeout)
-        except redis.RedisError as err:
-            # RQ's work loop ends on any error, so a worker whose Redis was away when a
-            # heartbeat fell due would exit. The hash only keeps the worker listed
-            # (`rq info`): the next loop sends it again.
-            self.log.error("heartbeat not sent: %r; retrying", err)
-            return
+        else:
+            try:
+                super().heartbeat(timeout)
+            except redis.RedisError as err:
+                # RQ's work loop ends on any error, so a worker whose Redis was away when a
+                # heartbeat fell due would exit. The hash only keeps the worker listed
+                # (`rq info`): the next loop sends it again.
+                self.log.error("heartbeat not sent: %r; retrying", err)
+                return
         self._alive_until = at + ttl
 
     def check_for_suspension(self, burst: bool) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from services.reconciler.worker import STALL_SECONDS
+from services.common import STALL_SECONDS
 from shared.store.client import Store
 from tests.cluster.cluster import (
     NODES,

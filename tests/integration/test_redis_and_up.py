@@ -127,7 +127,6 @@ def test_connections_bound_every_wait_on_a_vanished_redis(redis_url: str) -> Non
     client = store_client.connect(redis_url)
     conn = client.connection_pool.get_connection()
     try:
-        conn.connect()
         sock = conn._sock
         assert sock is not None
         assert sock.gettimeout() == store_client.READ_TIMEOUT
