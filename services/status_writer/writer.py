@@ -116,19 +116,33 @@ class StatusWriter:
                                            str(have.get("position") or "0-0")):
                 latest[key] = msg
         for key, msg in latest.items():
-            if self._newer(keys=[self.store.keys.status_positions],
-                           args=[key, str(msg.get("position") or "0-0")]):
-                self.write(key, msg)
+            self.write(key, msg)
         if ids:
             r.xack(self.stream, GROUP, *ids)
             r.xdel(self.stream, *ids)
         return len(ids)
 
+    def claim(self, key: str, position: str) -> bool:
+        """Acts: record that the status of ``key`` computed at ``position`` is being written,
+        unless a newer one was, or the log has not reached ``position`` (forged: refused and
+        logged, nothing recorded)."""
+        got = self._newer(keys=[self.store.keys.status_positions, self.store.keys.log],
+                          args=[key, position])
+        if got == -1:
+            log.error("status of %s refused: computed at %r, a position the log has not "
+                      "reached (forged or corrupt)", key, position)
+            WRITES.labels("refused").inc()
+        return bool(got == 1)
+
     def write(self, key: str, msg: dict[str, Any]) -> bool:
-        """storeDaemonSetStatus: skip when nothing changed; at most two updates."""
-        for _attempt in range(2):
+        """storeDaemonSetStatus: skip when nothing changed; at most two updates. The message
+        is checked against the stored DaemonSet (uid) and the log (its position) before its
+        position is recorded, so a message that is refused leaves no trace."""
+        for attempt in range(2):
             ds = self.store.try_get("DaemonSet", key)
             if ds is None or meta.uid(ds) != msg.get("uid"):
+                return False
+            if attempt == 0 and not self.claim(key, str(msg.get("position") or "")):
                 return False
             new = dict(msg["status"])
             old = ds.get("status") or {}

@@ -124,17 +124,29 @@ NEWER_POSITION = r"""
 -- newer_position: claim the right to write a status computed at log position ARGV[2].
 --
 -- KEYS[1]   hash: DaemonSet key → log position of the newest status written
+-- KEYS[2]   the event log stream
 -- ARGV[1]   the DaemonSet key
 -- ARGV[2]   the log position ("<ms>-<seq>") the status was computed at
 --
 -- Returns 1 (and records ARGV[2]) unless a status computed at a later position was already
--- claimed, so status-writers racing on one DaemonSet never go back in time.
+-- claimed (0), so status-writers racing on one DaemonSet never go back in time; and -1,
+-- recording nothing, for a position that is malformed or that the log has not reached (no
+-- sync can have read it: the message is forged or corrupt, and recording it would make
+-- every true status after it "older" for good).
+local nms, nseq = string.match(ARGV[2], "^(%d+)-(%d+)$")
+if not nms then return -1 end
+nms, nseq = tonumber(nms), tonumber(nseq)
+local last = redis.call("XREVRANGE", KEYS[2], "+", "-", "COUNT", 1)
+local tip = "0-0"
+if #last > 0 then tip = last[1][1] end
+local tms, tseq = string.match(tip, "^(%d+)-(%d+)$")
+tms, tseq = tonumber(tms), tonumber(tseq)
+if nms > tms or (nms == tms and nseq > tseq) then return -1 end
 local cur = redis.call("HGET", KEYS[1], ARGV[1])
 if cur then
   local cms, cseq = string.match(cur, "^(%d+)-(%d+)$")
-  local nms, nseq = string.match(ARGV[2], "^(%d+)-(%d+)$")
-  if cms and nms then
-    cms, cseq, nms, nseq = tonumber(cms), tonumber(cseq), tonumber(nms), tonumber(nseq)
+  if cms then
+    cms, cseq = tonumber(cms), tonumber(cseq)
     if cms > nms or (cms == nms and cseq > nseq) then return 0 end
   end
 end

@@ -191,6 +191,7 @@ def test_status_writer_sets_gauges_when_no_write_is_needed(stack: Stack,
     ds = stack.store.get("DaemonSet", key)
     writer = StatusWriter(stack.store, "in-process")  # its gauges are this process's
     message = {"key": key, "uid": ds["metadata"]["uid"], "generation": 1, "observe": True,
+               "position": stack.store.log_tip(),
                "status": {k: v for k, v in EXPECTED.items() if k != "observedGeneration"}}
     assert writer.write(key, message) is False, "nothing needed writing"
     labels = {"namespace": "nowritegauges", "daemonset": "exporter"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from services.status_writer.writer import StatusWriter
@@ -28,12 +30,17 @@ def _status(n: int) -> dict[str, int]:
             "numberUnavailable": 3 - n}
 
 
-def test_newer_position_wins_within_one_batch_whatever_the_publish_order(
-        redis_url: str, prefix: str) -> None:
+def _writer(redis_url: str, prefix: str) -> tuple[Store, dict[str, Any], StatusWriter]:
     store = Store(connect(redis_url), Keys(prefix))
     ds = store.create(DS)
     writer = StatusWriter(store, "w1")
     writer.ensure_group()
+    return store, ds, writer
+
+
+def test_newer_position_wins_within_one_batch_whatever_the_publish_order(
+        redis_url: str, prefix: str) -> None:
+    store, ds, writer = _writer(redis_url, prefix)
     newer = {"key": "default/agent", "uid": ds["metadata"]["uid"], "generation": 1,
              "status": _status(3), "observe": True, "position": "200-0"}
     older = dict(newer, status=_status(1), position="100-0")
@@ -45,3 +52,21 @@ def test_newer_position_wins_within_one_batch_whatever_the_publish_order(
     store.r.xadd(store.keys.status_stream, {"m": codec.pack(dict(older, position="150-0"))})
     writer.step(block_ms=10)
     assert store.get("DaemonSet", "default/agent")["status"]["updatedNumberScheduled"] == 3
+
+
+def test_a_status_from_a_position_the_log_has_not_reached_is_refused_and_leaves_no_trace(
+        redis_url: str, prefix: str) -> None:
+    """A forged message "computed" far in the future must not freeze the status: before,
+    its position was recorded first, and every true status after it counted as older."""
+    store, ds, writer = _writer(redis_url, prefix)
+    forged = {"key": "default/agent", "uid": ds["metadata"]["uid"], "generation": 1,
+              "status": _status(0), "observe": True, "position": "99999999999999-0"}
+    for position in ("99999999999999-0", "not-a-position", ""):
+        store.r.xadd(store.keys.status_stream, {"m": codec.pack(dict(forged, position=position))})
+        writer.step(block_ms=10)
+    assert not store.r.hexists(store.keys.status_positions, "default/agent")
+    assert "observedGeneration" not in store.get("DaemonSet", "default/agent")["status"]
+    true = dict(forged, status=_status(3), position=store.log_tip())
+    store.r.xadd(store.keys.status_stream, {"m": codec.pack(true)})
+    writer.step(block_ms=10)
+    assert store.get("DaemonSet", "default/agent")["status"]["numberReady"] == 3
