@@ -71,8 +71,15 @@ def open_store(redis_url: str | None = None, prefix: str | None = None) -> store
     return store_client.Store(client, Keys(config.prefix(prefix)))
 
 
-def serve_metrics(port: int | None) -> None:
+# The metrics endpoint listens on loopback unless told otherwise (--metrics-bind): what a
+# process exports (its DaemonSets' names and counters) is nobody else's business by default.
+METRICS_BIND = "127.0.0.1"
+Metrics = tuple[int | None, str]  # (--metrics-port, --metrics-bind)
+
+
+def serve_metrics(port: int | None, bind: str = METRICS_BIND) -> None:
+    """Acts: serve Prometheus metrics on ``bind``:``port`` (nothing without a port)."""
     if port:
         from prometheus_client import start_http_server
 
-        start_http_server(port)
+        start_http_server(port, addr=bind)

@@ -4,6 +4,8 @@ URL recorded by a running ``daemonbus up`` (in ``$DAEMONBUS_HOME``, default ~/.d
 from __future__ import annotations
 
 import os
+import re
+import secrets
 from pathlib import Path
 
 from shared.store.keys import DEFAULT_PREFIX
@@ -17,11 +19,52 @@ def recorded_url_file() -> Path:
     return home() / "redis-url"
 
 
-def record_url(url: str) -> None:
-    path = recorded_url_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(url + "\n")
+def password_file() -> Path:
+    return home() / "redis-password"
+
+
+def _private_home() -> Path:
+    """``home()``, created readable by its owner only."""
+    path = home()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Acts: write ``text`` to ``path`` created with mode 600 (never briefly readable by
+    others, as a write then chmod would be)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
     path.chmod(0o600)
+
+
+def record_url(url: str) -> None:
+    _private_home()
+    _write_private(recorded_url_file(), url + "\n")
+
+
+def redis_password() -> str:
+    """The local stack's Redis password: generated once (256 random bits, hex so it goes
+    into a URL as it is) and kept in ``home()/redis-password``, mode 600."""
+    path = password_file()
+    try:
+        existing = path.read_text().strip()
+    except OSError:
+        existing = ""
+    if existing:
+        path.chmod(0o600)
+        return existing
+    _private_home()
+    password = secrets.token_hex(32)
+    _write_private(path, password + "\n")
+    return password
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and terminals)."""
+    return re.sub(r"^(\w+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def forget_url(url: str) -> None:

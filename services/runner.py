@@ -33,19 +33,19 @@ def parts(redis_url: str | None, prefix: str | None) -> Parts:
                  RedisBackoff(store.r, store.keys))
 
 
-def run_watcher(redis_url: str | None, prefix: str | None, metrics_port: int | None) -> None:
+def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metrics) -> None:
     from services.watcher.watcher import LEASE_SECONDS, Watcher
 
     common.setup_logging("watcher")
     common.tune_gc()
-    common.serve_metrics(metrics_port)
+    common.serve_metrics(*metrics)
     p = parts(redis_url, prefix)
     lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
                              ttl_seconds=LEASE_SECONDS)
     Watcher(p.store, lease).run(common.stop_event())
 
 
-def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
                    name: str | None = None, burst: bool = False,
                    stall_seconds: float = common.STALL_SECONDS) -> None:
     from rq import Queue
@@ -56,13 +56,13 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int 
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
-    common.serve_metrics(metrics_port)
+    common.serve_metrics(*metrics)
     p = parts(redis_url, prefix)
     p.queue = RedisWorkQueue(p.store.r, p.store.keys, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
     reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
     queue = Queue(p.store.keys.rq_queue_name, connection=p.store.r, serializer=MsgpackSerializer)
-    if metrics_port:
+    if metrics[0]:
         start_queue_metrics(p.queue)
     worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,
                               workqueue=p.queue, reconciler=reconciler,
@@ -72,35 +72,35 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics_port: int 
 
 
 def run_status_writer(redis_url: str | None, prefix: str | None,
-                      metrics_port: int | None) -> None:
+                      metrics: common.Metrics) -> None:
     from services.status_writer.writer import StatusWriter
 
     common.setup_logging("status-writer")
     common.tune_gc()
-    common.serve_metrics(metrics_port)
+    common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix)
     StatusWriter(store, instance_id("status-writer")).run(common.stop_event())
 
 
-def run_gc(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
            batch: int = 500, max_deletes_per_second: float = 0.0) -> None:
     from services.gc.collector import Collector
 
     common.setup_logging("gc")
     common.tune_gc()
-    common.serve_metrics(metrics_port)
+    common.serve_metrics(*metrics)
     Collector(common.open_store(redis_url, prefix), batch=batch,
               max_deletes_per_second=max_deletes_per_second).run(common.stop_event())
 
 
-def run_node_agent(redis_url: str | None, prefix: str | None, metrics_port: int | None,
+def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
                    nodes: int, name_prefix: str, cfg: object) -> None:
     from services.node_agent.agent import NodeAgent
     from services.node_agent.lifecycle import AgentConfig
 
     log = common.setup_logging("node-agent")
     common.tune_gc()
-    common.serve_metrics(metrics_port)
+    common.serve_metrics(*metrics)
     assert isinstance(cfg, AgentConfig)
     agent = NodeAgent(common.open_store(redis_url, prefix), cfg)
     if nodes:

@@ -1,7 +1,8 @@
 """``daemonbus up``: the whole stack on one machine, as child processes of one command.
 
-Starts a private Redis (append-only file on, in a data directory) unless a URL is given,
-records its URL so commands in other shells find it, then runs the watcher, N
+Starts a private Redis (append-only file on, in a data directory only its owner may read,
+on loopback, with a generated password) unless a URL is given, records its URL (mode 600)
+so commands in other shells find it, then runs the watcher, N
 reconciler-workers, the status-writer, the garbage collector, the log compactor (snapshot
 plus trim, so the log stays bounded) and a node agent. A child that
 dies is restarted (with a growing delay). Ctrl-C or SIGTERM stops every child, then Redis.
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services import config
+from services import common, config
 from shared.store.server import RedisServer
 
 
@@ -46,6 +47,7 @@ class StackOptions:
     fail_images: tuple[str, ...] = ()
     never_ready: tuple[str, ...] = ()
     metrics_base_port: int | None = None
+    metrics_bind: str = common.METRICS_BIND
     log_dir: Path | None = None
     log_keep: int = 200_000  # entries the compactor keeps (0: no compaction)
 
@@ -95,7 +97,8 @@ class Stack:
             self.url = self.opts.redis_url
             return self.url
         data = self.opts.data_dir or config.home() / "data"
-        self.redis = RedisServer(data_dir=str(data), appendonly=True).start()
+        self.redis = RedisServer(data_dir=str(data), appendonly=True,
+                                 password=config.redis_password()).start()
         self.url = self.redis.url
         config.record_url(self.url)
         return self.url
@@ -103,6 +106,7 @@ class Stack:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["DAEMONBUS_REDIS_URL"] = self.url
+        env["DAEMONBUS_METRICS_BIND"] = self.opts.metrics_bind
         if self.opts.prefix:
             env["DAEMONBUS_PREFIX"] = self.opts.prefix
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -121,7 +125,10 @@ class Stack:
 
     def start(self) -> None:
         url = self.start_redis()
-        self.echo(f"redis      {url}" + ("  (embedded, append-only file on)" if self.redis else ""))
+        shown = config.redacted(url)
+        self.echo(f"redis      {shown}" + (
+            f"  (embedded, loopback only, append-only file on; URL with its password in "
+            f"{config.recorded_url_file()})" if self.redis else ""))
         for child in self.children:
             self.spawn(child)
         self.echo(self.table())

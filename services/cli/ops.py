@@ -7,13 +7,17 @@ from typing import Any
 
 import click
 
-from services import config
+from services import common, config
 from services.common import STALL_SECONDS
 
 
 def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
     obj = ctx.find_root().obj or {}
     return obj.get("redis_url"), obj.get("prefix")
+
+
+METRICS_BIND_HELP = ("Address the metrics endpoint listens on (default: loopback only; "
+                     "0.0.0.0 for every interface).")
 
 
 @click.command("up")
@@ -34,6 +38,8 @@ def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
               help="Pods with a matching image run but never become Ready.")
 @click.option("--metrics-base-port", type=int, default=None,
               help="Serve Prometheus metrics on consecutive ports from this one.")
+@click.option("--metrics-bind", default=common.METRICS_BIND, show_default=True,
+              help=METRICS_BIND_HELP)
 @click.option("--log-dir", type=click.Path(path_type=Path), default=None,
               help="Write each process's log to a file here instead of this terminal.")
 @click.option("--log-keep", type=int, default=200_000, show_default=True,
@@ -44,13 +50,15 @@ def _ctx_opts(ctx: click.Context) -> tuple[str | None, str | None]:
 @click.pass_context
 def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
        ready_delay: float, grace: float, fail_images: tuple[str, ...],
-       never_ready: tuple[str, ...], metrics_base_port: int | None,
+       never_ready: tuple[str, ...], metrics_base_port: int | None, metrics_bind: str,
        log_dir: Path | None, log_keep: int, demo: bool) -> None:
     """Run the whole stack on this machine until Ctrl-C.
 
     Without --redis-url (or DAEMONBUS_REDIS_URL) a private Redis is started (the
-    redis-server on PATH, else one shipped in a Python wheel) with its append-only file on,
-    and its URL is recorded so `daemonbus` commands in other shells find it. Then the
+    redis-server on PATH, else one shipped in a Python wheel) on loopback, with a password
+    generated once into $DAEMONBUS_HOME/redis-password (mode 600) and its append-only file
+    on in a directory only you can read; its URL is recorded (mode 600) so `daemonbus`
+    commands in other shells find it. Metrics, if asked for, listen on --metrics-bind. Then the
     watcher, the reconciler-workers, the status-writer, the garbage collector, the log
     compactor and a node agent serving --nodes simulated nodes start as child processes.
     Children that die are restarted. Ctrl-C or SIGTERM stops all of them, then Redis.
@@ -70,12 +78,13 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
     opts = supervisor.StackOptions(
         redis_url=redis_url, prefix=prefix, nodes=nodes, workers=workers, data_dir=data_dir,
         ready_delay=ready_delay, grace=grace, fail_images=fail_images, never_ready=never_ready,
-        metrics_base_port=metrics_base_port, log_dir=log_dir, log_keep=log_keep,
+        metrics_base_port=metrics_base_port, metrics_bind=metrics_bind, log_dir=log_dir, log_keep=log_keep,
     )
 
     def ready(stack: Any) -> None:
-        click.echo(f"\nexport DAEMONBUS_REDIS_URL={stack.url}   # for other shells "
-                   "(already recorded for this user)" if stack.redis else "")
+        click.echo(f'\nexport DAEMONBUS_REDIS_URL="$(cat {config.recorded_url_file()})"'
+                   "   # for other shells (already recorded for this user)"
+                   if stack.redis else "")
         if demo:
             _apply_demo(stack.url, prefix)
 
@@ -112,8 +121,6 @@ spec:
 def _apply_demo(url: str, prefix: str | None) -> None:
     import yaml
 
-    from services import common
-
     store = common.open_store(url, prefix)
     result, _obj = store.apply(yaml.safe_load(DEMO))
     click.echo(f"daemonset.apps/fluentd-elasticsearch {result}  (try: daemonbus get ds -A)")
@@ -129,6 +136,8 @@ def run() -> None:
 
 
 def _metrics_opt(f: Any) -> Any:
+    f = click.option("--metrics-bind", default=common.METRICS_BIND, show_default=True,
+                     envvar="DAEMONBUS_METRICS_BIND", help=METRICS_BIND_HELP)(f)
     return click.option("--metrics-port", type=int, default=None,
                         help="Serve Prometheus metrics on this port.")(f)
 
@@ -136,7 +145,7 @@ def _metrics_opt(f: Any) -> Any:
 @run.command("watcher")
 @_metrics_opt
 @click.pass_context
-def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
+def run_watcher(ctx: click.Context, metrics_port: int | None, metrics_bind: str) -> None:
     """Tail the event log and feed DaemonSet keys to the workqueue.
 
     One watcher is active; start more and they stand by on a Redis lease, taking over
@@ -145,7 +154,7 @@ def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
     """
     from services import runner
 
-    runner.run_watcher(*_ctx_opts(ctx), metrics_port)
+    runner.run_watcher(*_ctx_opts(ctx), (metrics_port, metrics_bind))
 
 
 @run.command("reconciler")
@@ -157,7 +166,8 @@ def run_watcher(ctx: click.Context, metrics_port: int | None) -> None:
               help="Exit (status 1, every thread's stack in the log) when the idle loop "
                    "has not come round for this long: a hang, for the supervisor to restart.")
 @click.pass_context
-def run_reconciler(ctx: click.Context, metrics_port: int | None, name: str | None,
+def run_reconciler(ctx: click.Context, metrics_port: int | None, metrics_bind: str,
+                   name: str | None,
                    burst: bool, stall_seconds: float) -> None:
     """Run one reconciler-worker (an RQ worker) syncing DaemonSets from the workqueue.
 
@@ -166,18 +176,18 @@ def run_reconciler(ctx: click.Context, metrics_port: int | None, name: str | Non
     """
     from services import runner
 
-    runner.run_reconciler(*_ctx_opts(ctx), metrics_port, name=name, burst=burst,
+    runner.run_reconciler(*_ctx_opts(ctx), (metrics_port, metrics_bind), name=name, burst=burst,
                           stall_seconds=stall_seconds)
 
 
 @run.command("status-writer")
 @_metrics_opt
 @click.pass_context
-def run_status_writer(ctx: click.Context, metrics_port: int | None) -> None:
+def run_status_writer(ctx: click.Context, metrics_port: int | None, metrics_bind: str) -> None:
     """Write DaemonSet .status from the reconcilers' computed status (only on change)."""
     from services import runner
 
-    runner.run_status_writer(*_ctx_opts(ctx), metrics_port)
+    runner.run_status_writer(*_ctx_opts(ctx), (metrics_port, metrics_bind))
 
 
 @run.command("gc")
@@ -187,13 +197,13 @@ def run_status_writer(ctx: click.Context, metrics_port: int | None) -> None:
 @click.option("--max-deletes-per-second", type=click.FloatRange(min=0), default=0.0,
               show_default=True, help="Throttle cascades to this rate (0: no limit).")
 @click.pass_context
-def run_gc(ctx: click.Context, metrics_port: int | None, batch: int,
+def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batch: int,
            max_deletes_per_second: float) -> None:
     """Run the garbage collector: cascading deletes, orphaning, pod GC, the control state
     of deleted DaemonSets, event TTL."""
     from services import runner
 
-    runner.run_gc(*_ctx_opts(ctx), metrics_port, batch, max_deletes_per_second)
+    runner.run_gc(*_ctx_opts(ctx), (metrics_port, metrics_bind), batch, max_deletes_per_second)
 
 
 @run.command("node-agent")
@@ -215,7 +225,8 @@ def run_gc(ctx: click.Context, metrics_port: int | None, batch: int,
               help="Serve only the nodes whose name hashes to shard I of N.")
 @click.option("--serve-prefix", default="", help="Serve only nodes whose name starts with this.")
 @click.pass_context
-def run_node_agent(ctx: click.Context, metrics_port: int | None, nodes: int, name_prefix: str,
+def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: str, nodes: int,
+                   name_prefix: str,
                    ready_delay: float, grace: float, fail_images: tuple[str, ...],
                    never_ready: tuple[str, ...], heartbeat: float, shard: str,
                    serve_prefix: str) -> None:
@@ -242,7 +253,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, nodes: int, nam
     cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
                       never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
                       heartbeat=heartbeat)
-    runner.run_node_agent(*_ctx_opts(ctx), metrics_port, nodes, name_prefix, cfg)
+    runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg)
 
 
 def register(cli: click.Group) -> None:

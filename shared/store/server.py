@@ -48,6 +48,7 @@ class RedisServer:
     port: int = 0
     appendonly: bool = False
     password: str | None = None
+    aclfile: str = ""  # an ACL file (users and their rights) instead of one password
     binary: str | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _own_dir: bool = False
@@ -67,17 +68,28 @@ class RedisServer:
         if not self.data_dir:
             self.data_dir = tempfile.mkdtemp(prefix="daemonbus-redis-")
             self._own_dir = True
-        os.makedirs(self.data_dir, exist_ok=True)
+        # the append-only file is the whole cluster (and, with a password, the way in)
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        os.chmod(self.data_dir, 0o700)
         if not self.port:
             self.port = free_port()
+        # the config's secret parts come on stdin ("-"), never on the command line, which
+        # every local user can read (/proc/<pid>/cmdline)
         args = [
-            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.data_dir,
+            binary, "-", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.data_dir,
             "--save", "", "--appendonly", "yes" if self.appendonly else "no",
             "--daemonize", "no", "--loglevel", "warning",
         ]
+        config = ""
         if self.password:
-            args += ["--requirepass", self.password]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            config += f"requirepass {self.password}\n"
+        if self.aclfile:
+            config += f"aclfile {self.aclfile}\n"
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(config.encode())
+        self.proc.stdin.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -87,7 +99,7 @@ class RedisServer:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n" if not self.password else
                               f"AUTH {self.password}\r\nPING\r\n".encode())
-                    if b"PONG" in s.recv(64) or self.password:
+                    if b"PONG" in s.recv(64) or self.password or self.aclfile:
                         return self
             except OSError:
                 time.sleep(0.02)

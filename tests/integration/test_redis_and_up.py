@@ -7,16 +7,19 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import redis
 from click.testing import CliRunner
 
+from services import common, config
 from services.cli.main import cli
 from shared.store import client as store_client
-from shared.store.server import RedisServer
+from shared.store.server import RedisServer, free_port
 from tests.integration.stack import ROOT, wait_for
 
 
@@ -104,7 +107,17 @@ def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) 
         out = (tmp_path / "up.log").read_text()
         for name in ("watcher", "reconciler-1", "status-writer", "gc", "compactor", "node-agent"):
             assert name in out
-        assert url in out
+        assert url not in out  # the password stays in the files, off the terminal
+        assert config.redacted(url) in out
+        password = (home / "redis-password").read_text().strip()
+        assert len(password) == 64 and f":{password}@127.0.0.1:" in url
+        for path, mode in ((home, 0o700), (home / "data", 0o700),
+                           (home / "redis-password", 0o600), (url_file, 0o600)):
+            assert stat.S_IMODE(path.stat().st_mode) == mode, path
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis.from_url(url.replace(password, "guess")).ping()
+        with pytest.raises(redis.RedisError, match=r"(?i)auth"):
+            redis.Redis.from_url(url.replace(f":{password}@", "")).ping()
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                   text=True).stdout.split()
         assert len(children) >= 7  # six processes and redis-server
@@ -142,3 +155,22 @@ def test_connections_bound_every_wait_on_a_vanished_redis(redis_url: str) -> Non
     finally:
         client.connection_pool.release(conn)
         client.close()
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp writes them) of sockets listening on ``port``."""
+    out = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, hexport = local.split(":")
+        if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+            out.add(addr)
+    return out
+
+
+def test_metrics_listen_on_loopback_unless_told_otherwise() -> None:
+    loopback, anywhere = free_port(), free_port()
+    common.serve_metrics(loopback)
+    common.serve_metrics(anywhere, "0.0.0.0")
+    assert _listening_addresses(loopback) == {"0100007F"}  # 127.0.0.1
+    assert _listening_addresses(anywhere) == {"00000000"}
