@@ -1,9 +1,9 @@
 """Carry out a Plan: the one place the controller's decisions touch the store.
 
 Order and error rules follow ``syncDaemonSet`` (spec §c.1, §c.6): history first (an error ends
-the sync); then claims (an error means no creates or deletes anywhere); then expectations,
-slow-start creates and deletes; then history cleanup; status is published always (unless the
-plan has none). Pod creation is create-if-absent with deterministic names, so a retried or
+the sync with no status); then claims, on every sync, also one waiting for expectations (an
+error means no creates, deletes or status); then expectations, slow-start creates and
+deletes; then history cleanup; status is published otherwise (unless the plan has none). Pod creation is create-if-absent with deterministic names, so a retried or
 replayed sync cannot put a second pod of one revision on one node.
 """
 
@@ -44,6 +44,9 @@ class Outcome:
     created: int = 0
     deleted: int = 0
     ops: int = 0  # objects written
+    # False: the sync failed before its status (history or claims), as upstream's
+    # syncDaemonSet returns then without updateDaemonSetStatus
+    publish_status: bool = True
 
     @property
     def ok(self) -> bool:
@@ -74,13 +77,23 @@ class Executor:
         try:
             self._history(plan, snap, out)
         except SyncError as err:
-            out.errors.append(str(err))
+            # syncDaemonSet: "failed to construct revisions of DaemonSet: %v", returned
+            # before any status is computed
+            out.errors.append(f"failed to construct revisions of DaemonSet: {err}")
+            out.publish_status = False
             self._events(snap, events, out)
             return out
         sync_error: str | None = None
-        if snap.expectations_satisfied:
+        try:
+            # every sync claims: upstream's manage and updateDaemonSetStatus both start with
+            # getNodesToDaemonPods, which adopts and releases, so the status-only pass of a
+            # sync waiting for expectations claims too; when it fails, so does the status
+            self._claims(plan, snap, out)
+        except SyncError as err:
+            sync_error = str(err)
+            out.publish_status = False
+        if snap.expectations_satisfied and sync_error is None:
             try:
-                self._claims(plan, snap, out)
                 if plan.sync_nodes is not None:
                     self._sync_nodes(key, snap, plan, plan.sync_nodes, events, out)
                 self._cleanup(plan, out)

@@ -113,7 +113,8 @@ class Reconciler:
         snap = self.snapshot(key, position)
         plan = planner.plan(snap)
         outcome: Outcome = self.executor.execute(plan, snap)
-        self._publish(snap, plan)
+        if outcome.publish_status:
+            self._publish(snap, plan)
         self._record(snap, plan, outcome)
         seconds = time.monotonic() - started
         SYNC_SECONDS.observe(seconds)

@@ -8,13 +8,14 @@ reads a clock: ``now`` (seconds since the epoch, float) is part of the snapshot.
 one ``syncDaemonSet`` pass (spec §c.1). The reconciler executes them in this order:
 
 1. ``history``   — ControllerRevision claims, creates, updates and pod relabels
-                   (constructHistory); an error here ends the sync.
-2. if ``expectations_satisfied`` was false: only ``claims`` (upstream's status pass claims
-   too; may be skipped, the next sync claims again) and ``status`` (observedGeneration kept).
-3. ``claims``    — adopt/release pods (an error here aborts all pod creates/deletes).
+                   (constructHistory); an error here ends the sync, with no status.
+2. ``claims``    — adopt/release pods, on every sync, also while expectations are pending
+                   (upstream's status pass claims too); an error here aborts all pod
+                   creates/deletes and the status.
+3. if ``expectations_satisfied`` was false: only ``status`` (observedGeneration kept).
 4. ``sync_nodes``— set expectations, then create pods in slow-start batches, then delete.
 5. ``cleanup``   — delete old ControllerRevisions (cleanupHistory).
-6. ``status``    — always, unless None (empty selector, DaemonSet being deleted).
+6. ``status``    — unless None (empty selector, DaemonSet being deleted) or step 1 or 2 failed.
 
 ``events``, ``backoff`` and ``requeue_after`` are applied whatever happens to the rest.
 ``error`` non-empty means the sync itself failed after the actions above (e.g. an invalid

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from shared.daemonset import planner
 from shared.daemonset.types import EmitEvent, Plan
 from tests.unit.daemonset_fixtures import (
@@ -42,6 +44,22 @@ def test_dont_do_anything_if_being_deleted() -> None:
     ds["metadata"]["deletionTimestamp"] = "2023-01-01T00:00:00Z"
     plan = planner.plan(snapshot(ds, make_nodes(2), [make_pod("orphan", "node-0")]))
     assert plan == Plan(key="default/foo")
+
+
+@pytest.mark.parametrize("satisfied", [True, False])
+def test_every_sync_claims_whether_or_not_expectations_are_satisfied(satisfied: bool) -> None:
+    """Upstream's manage and updateDaemonSetStatus both begin with getNodesToDaemonPods
+    (daemon_controller.go), which runs ClaimPods: the status-only pass of a sync waiting for
+    expectations adopts orphans and releases pods that stopped matching, as a full sync
+    does."""
+    ds = make_ds()
+    pods = [
+        make_pod("orphan", "node-0"),
+        make_pod("straying", "node-1", ds=ds, labels={"other": "x"}),
+        make_pod("foreign", "node-2", labels={"other": "x"}),
+    ]
+    plan = planner.plan(snapshot(ds, make_nodes(3), pods, expectations_satisfied=satisfied))
+    assert [(c.name, c.adopt) for c in plan.claims] == [("orphan", True), ("straying", False)]
 
 
 def test_expectations_pending_only_status() -> None:
