@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from shared.model import fielderr
+
 _ATOI_RE = re.compile(r"[+-]?[0-9]+")
 _PERCENT_RE = re.compile(r"[0-9]+%")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -75,3 +77,15 @@ def numeric_value(value: Any) -> int:
         # Atoi fails on overflow but still yields the clamped value, which IntValue keeps.
         return max(_INT64_MIN, min(_INT64_MAX, int(value)))
     return 0
+
+
+def go_literal(value: Any) -> fielderr.GoLiteral:
+    """An IntOrString as ``%#v`` prints ``intstr.IntOrString`` (a field error's bad value;
+    the API server holds ``maxUnavailable``/``maxSurge`` by value, and ``String()`` has a
+    pointer receiver, so ``field.Error`` falls back to ``%#v``): ``Type:0`` with ``IntVal``
+    for an int, ``Type:1`` with ``StrVal`` for a string; None is the zero value."""
+    if isinstance(value, str):
+        return fielderr.GoLiteral(
+            f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{fielderr.go_quote(value)}}}")
+    number = int(value) if is_int(value) else 0
+    return fielderr.GoLiteral(f'intstr.IntOrString{{Type:0, IntVal:{number}, StrVal:""}}')

@@ -6,11 +6,11 @@ wrong JSON type is reported as ``<path>: Invalid value: <v>: must be of type <t>
 rules beneath it are skipped.
 
 Validation expects defaulted objects (the API server defaults before it validates): call
-``shared.model.defaults.default`` first. DaemonSet rules follow spec §a.5 in its order:
-
-1. selector syntax; 2. selector matches the template labels; 3. no empty selector;
-4. pod template (restartPolicy Always, no activeDeadlineSeconds); 5. non-negative fields;
-6-9. update strategy; 10. metadata. On update (``old`` given): metadata identity, the
+``shared.model.defaults.default`` first. DaemonSet errors are listed in upstream's order
+(``ValidateDaemonSet``, spec §a.5): 10. metadata; 1. selector syntax; 2. selector matches the
+template labels; 3. no empty selector; 4. pod template (restartPolicy Always, no
+activeDeadlineSeconds); 5. minReadySeconds and templateGeneration non-negative; 6-9. update
+strategy; then 5. revisionHistoryLimit non-negative. On update (``old`` given): metadata identity, the
 internal ``spec.templateGeneration`` rules when both objects carry that field, and the
 immutable selector (apps/v1).
 """
@@ -76,15 +76,17 @@ def _validate_int_or_percent(value: Any, path: str, errs: list[str]) -> None:
     if value is None:
         return  # nil: the zero value, int 0
     if isinstance(value, str):
-        errs.extend(fielderr.invalid(path, value, m) for m in syntax.is_valid_percent(value))
-    elif intorstr.is_int(value):
+        shown = intorstr.go_literal(value)
+        errs.extend(fielderr.invalid(path, shown, m) for m in syntax.is_valid_percent(value))
+    elif intorstr.is_int(value):  # ValidateNonnegativeField(int64(IntValue())): a plain int
         _nonnegative(value, path, errs)
     else:
         errs.append(fielderr.invalid(path, value, "must be an integer or percentage (e.g '5%')"))
 
 
 def _validate_rolling_update(ru: dict[Any, Any], path: str, errs: list[str]) -> None:
-    """Rules 7-9 (``ValidateRollingUpdateDaemonSet``)."""
+    """Rules 7-9 (``ValidateRollingUpdateDaemonSet``). Bad values are shown as the
+    ``intstr.IntOrString`` structs upstream passes to ``field.Invalid``."""
     mu_path, ms_path = C(path, "maxUnavailable"), C(path, "maxSurge")
     mu, ms = ru.get("maxUnavailable"), ru.get("maxSurge")
     _validate_int_or_percent(mu, mu_path, errs)
@@ -92,11 +94,13 @@ def _validate_rolling_update(ru: dict[Any, Any], path: str, errs: list[str]) -> 
     for value, p in ((mu, mu_path), (ms, ms_path)):
         pct = intorstr.percent_value(value)
         if pct is not None and pct > 100:
-            errs.append(fielderr.invalid(p, value, "must not be greater than 100%"))
+            errs.append(fielderr.invalid(p, intorstr.go_literal(value),
+                                         "must not be greater than 100%"))
     has_unavailable = intorstr.numeric_value(mu) != 0
     has_surge = intorstr.numeric_value(ms) != 0
     if has_unavailable and has_surge:
-        errs.append(fielderr.invalid(ms_path, ms, "may not be set when maxUnavailable is non-zero"))
+        errs.append(fielderr.invalid(ms_path, intorstr.go_literal(ms),
+                                     "may not be set when maxUnavailable is non-zero"))
     elif not has_unavailable and not has_surge:
         errs.append(fielderr.required(mu_path, "cannot be 0 when maxSurge is 0"))
 
@@ -123,7 +127,19 @@ def _validate_update_strategy(value: Any, path: str, errs: list[str]) -> None:
         if ru is not None:
             _validate_rolling_update(ru, ru_path, errs)
         return
-    errs.append(fielderr.not_supported(path, kind or "", _UPDATE_STRATEGIES))
+    errs.append(fielderr.not_supported(path, _strategy_literal(strategy), _UPDATE_STRATEGIES))
+
+
+def _strategy_literal(strategy: dict[Any, Any]) -> fielderr.GoLiteral:
+    """The ``*apps.DaemonSetUpdateStrategy`` that ``field.NotSupported`` gets, as ``%#v``
+    prints the struct it points to. A set ``rollingUpdate`` is a pointer field, which Go
+    prints as its address (``(*apps.RollingUpdateDaemonSet)(0xc000123450)``, a different
+    one per request); a fixed address stands in for it."""
+    kind = strategy.get("type")
+    address = "nil" if strategy.get("rollingUpdate") is None else "0xc000000000"
+    return fielderr.GoLiteral(
+        f"apps.DaemonSetUpdateStrategy{{Type:{fielderr.go_quote(str(kind or ''))}, "
+        f"RollingUpdate:(*apps.RollingUpdateDaemonSet)({address})}}")
 
 
 def _validate_daemonset_spec(spec: dict[Any, Any], path: str, errs: list[str]) -> None:
@@ -190,9 +206,9 @@ def _validate_daemonset_spec(spec: dict[Any, Any], path: str, errs: list[str]) -
 
     _nonnegative(spec.get("minReadySeconds"), C(path, "minReadySeconds"), errs)  # rule 5
     _nonnegative(spec.get("templateGeneration"), C(path, "templateGeneration"), errs, 64)
-    _nonnegative(spec.get("revisionHistoryLimit"), C(path, "revisionHistoryLimit"), errs)
-
+    # upstream checks the update strategy before revisionHistoryLimit (ValidateDaemonSetSpec)
     _validate_update_strategy(spec.get("updateStrategy"), C(path, "updateStrategy"), errs)
+    _nonnegative(spec.get("revisionHistoryLimit"), C(path, "revisionHistoryLimit"), errs)
 
 
 def _validate_daemonset_update(new: dict[Any, Any], old: dict[Any, Any], errs: list[str]) -> None:
@@ -229,11 +245,12 @@ def validate_daemonset(obj: Any, old: Any = None) -> list[str]:
     if not isinstance(obj, dict):
         return _not_an_object(obj)
     errs: list[str] = []
+    # ValidateDaemonSet: ObjectMeta first, then the spec
+    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
     raw_spec = obj.get("spec")
     spec = typed.as_map(raw_spec, "spec", errs)
     if spec is not None or raw_spec is None:
         _validate_daemonset_spec(spec or {}, "spec", errs)
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
     typed.as_map(obj.get("status"), "status", errs)
     if isinstance(old, dict):
         _validate_daemonset_update(obj, old, errs)

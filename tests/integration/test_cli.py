@@ -120,7 +120,8 @@ def _over_hundred_percent(ds: Obj) -> None:
     (_zero_percent_without_surge,
      "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value"),
     (_over_hundred_percent,
-     'spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "150%"'),
+     "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "
+     'intstr.IntOrString{Type:1, IntVal:0, StrVal:"150%"}: must not be greater than 100%'),
 ], ids=["selector-mismatch", "zero-percent-no-surge", "over-100-percent"])
 def test_apply_refuses_an_invalid_manifest_and_writes_nothing(
         run: Run, store: store_client.Store, tmp_path: Path,
@@ -155,6 +156,34 @@ def test_apply_lists_every_cause_of_a_manifest_with_several_problems(
     lines = result.stderr.splitlines()
     assert lines[0].rstrip() == 'The DaemonSet "fluentd-elasticsearch" is invalid:'
     assert len(lines) >= 3 and all(line.startswith("* ") for line in lines[1:])
+
+
+def test_apply_prints_the_api_servers_messages_in_its_order(
+        run: Run, store: store_client.Store, tmp_path: Path) -> None:
+    # pkg/apis/apps/validation: ValidateDaemonSetSpec checks the update strategy before
+    # revisionHistoryLimit; ValidateDaemonSetUpdateStrategy passes the whole
+    # *apps.DaemonSetUpdateStrategy to field.NotSupported, and IsNotMoreThan100Percent the
+    # intstr.IntOrString value to field.Invalid, both printed by field.Error with %#v
+    unsupported = fluentd()
+    unsupported["spec"]["revisionHistoryLimit"] = -1
+    unsupported["spec"]["updateStrategy"] = {"type": "Recreate"}
+    over = fluentd()
+    over["metadata"]["name"] = "over"
+    _over_hundred_percent(over)
+
+    result = run("apply", "-f", write(tmp_path, "bad.yaml", unsupported, over))
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        'The DaemonSet "fluentd-elasticsearch" is invalid:\n'
+        "* spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy"
+        '{Type:"Recreate", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported '
+        'values: "RollingUpdate", "OnDelete"\n'
+        "* spec.revisionHistoryLimit: Invalid value: -1: must be greater than or equal to 0\n"
+        'The DaemonSet "over" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: '
+        'Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"150%"}: must not be '
+        "greater than 100%\n")
+    assert log_length(store) == 0
 
 
 def test_apply_reports_unparsable_yaml(run: Run, store: store_client.Store,

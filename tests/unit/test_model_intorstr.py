@@ -50,3 +50,19 @@ def test_scaled_value_rejects_invalid_values(value: Any, message: str) -> None:
 )
 def test_numeric_value(value: Any, expected: int) -> None:
     assert intorstr.numeric_value(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        # %#v of intstr.IntOrString{Type, IntVal, StrVal} (apimachinery util/intstr: Int = 0,
+        # String = 1; FromInt/FromString leave the other field zero)
+        (1, 'intstr.IntOrString{Type:0, IntVal:1, StrVal:""}'),
+        (-3, 'intstr.IntOrString{Type:0, IntVal:-3, StrVal:""}'),
+        ("101%", 'intstr.IntOrString{Type:1, IntVal:0, StrVal:"101%"}'),
+        ('a"b', 'intstr.IntOrString{Type:1, IntVal:0, StrVal:"a\\"b"}'),
+        (None, 'intstr.IntOrString{Type:0, IntVal:0, StrVal:""}'),
+    ],
+)
+def test_go_literal_prints_the_struct_as_go_does(value: Any, expected: str) -> None:
+    assert intorstr.go_literal(value) == expected

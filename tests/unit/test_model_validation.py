@@ -361,16 +361,26 @@ def test_rule6_rolling_update_needs_its_stanza() -> None:
     assert validation.validate(ds) == ["spec.updateStrategy.rollingUpdate: Required value"]
 
 
-def test_rule6_other_types_are_unsupported() -> None:
+def test_rule6_other_types_print_the_whole_strategy() -> None:
+    # ValidateDaemonSetUpdateStrategy: field.NotSupported(fldPath, strategy, validValues) with
+    # strategy a *apps.DaemonSetUpdateStrategy; field.Error prints what it points to with %#v
     ds = daemonset()
-    ds["spec"]["updateStrategy"]["type"] = "Recreate"
+    ds["spec"]["updateStrategy"] = {"type": "Recreate"}
     assert validation.validate(ds) == [
-        'spec.updateStrategy: Unsupported value: "Recreate": supported values: '
+        'spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy{Type:"Recreate", '
+        'RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported values: '
+        '"RollingUpdate", "OnDelete"'
+    ]
+    ds["spec"]["updateStrategy"]["rollingUpdate"] = {"maxUnavailable": 1}
+    assert validation.validate(ds) == [
+        'spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy{Type:"Recreate", '
+        "RollingUpdate:(*apps.RollingUpdateDaemonSet)(0xc000000000)}: supported values: "
         '"RollingUpdate", "OnDelete"'
     ]
 
 
 def test_rule7_negative_int_is_invalid() -> None:
+    # ValidatePositiveIntOrPercent: ValidateNonnegativeField(int64(IntValue())): a plain int
     ds = daemonset()
     rolling(ds)["maxUnavailable"] = -1
     assert validation.validate(ds) == [
@@ -379,10 +389,13 @@ def test_rule7_negative_int_is_invalid() -> None:
 
 
 def test_rule7_bad_percent_string_has_the_double_space_message() -> None:
+    # ValidatePositiveIntOrPercent: field.Invalid(fldPath, intOrPercent, msg) with the
+    # intstr.IntOrString value, which field.Error prints with %#v
     ds = daemonset()
     rolling(ds).update(maxUnavailable=0, maxSurge="ten")
     assert validation.validate(ds) == [
-        f'{RU}.maxSurge: Invalid value: "ten": {PERCENT_MSG}',
+        f'{RU}.maxSurge: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:"ten"}}: '
+        f"{PERCENT_MSG}",
         f"{RU}.maxUnavailable: Required value: cannot be 0 when maxSurge is 0",
     ]
 
@@ -390,24 +403,37 @@ def test_rule7_bad_percent_string_has_the_double_space_message() -> None:
 def test_rule7_digit_string_without_percent_counts_by_its_number() -> None:
     ds = daemonset()
     rolling(ds).update(maxUnavailable="5", maxSurge=0)
-    assert validation.validate(ds) == [f'{RU}.maxUnavailable: Invalid value: "5": {PERCENT_MSG}']
+    assert validation.validate(ds) == [
+        f'{RU}.maxUnavailable: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:"5"}}: '
+        f"{PERCENT_MSG}"
+    ]
 
 
 def test_rule8_percent_above_100_is_invalid_but_ints_are_not_capped() -> None:
+    # IsNotMoreThan100Percent: field.Invalid(fldPath, intOrStringValue, ...), %#v
     ds = daemonset()
     rolling(ds)["maxUnavailable"] = "101%"
     assert validation.validate(ds) == [
-        f'{RU}.maxUnavailable: Invalid value: "101%": must not be greater than 100%'
+        f'{RU}.maxUnavailable: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, '
+        'StrVal:"101%"}: must not be greater than 100%'
     ]
     rolling(ds)["maxUnavailable"] = 1000
     assert validation.validate(ds) == []
 
 
 def test_rule9_both_non_zero_is_invalid() -> None:
+    # ValidateRollingUpdateDaemonSet: field.Invalid(fldPath.Child("maxSurge"),
+    # rollingUpdate.MaxSurge, ...) with the intstr.IntOrString value, %#v
     ds = daemonset()
     rolling(ds).update(maxUnavailable=1, maxSurge="10%")
     assert validation.validate(ds) == [
-        f'{RU}.maxSurge: Invalid value: "10%": may not be set when maxUnavailable is non-zero'
+        f'{RU}.maxSurge: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:"10%"}}: '
+        "may not be set when maxUnavailable is non-zero"
+    ]
+    rolling(ds).update(maxUnavailable="50%", maxSurge=2)
+    assert validation.validate(ds) == [
+        f'{RU}.maxSurge: Invalid value: intstr.IntOrString{{Type:0, IntVal:2, StrVal:""}}: '
+        "may not be set when maxUnavailable is non-zero"
     ]
 
 
@@ -481,19 +507,26 @@ def test_rule10_label_value_must_be_a_string() -> None:
     ]
 
 
-def test_rules_are_reported_in_spec_order() -> None:
+def test_rules_are_reported_in_upstream_order() -> None:
+    # ValidateDaemonSet: ValidateObjectMeta, then ValidateDaemonSetSpec: selector, template
+    # labels, pod template, restartPolicy, minReadySeconds, templateGeneration,
+    # ValidateDaemonSetUpdateStrategy, and revisionHistoryLimit last
     ds = daemonset()
     ds["metadata"]["name"] = "Bad_Name"
     ds["spec"]["updateStrategy"]["type"] = "Recreate"
     ds["spec"]["minReadySeconds"] = -1
+    ds["spec"]["templateGeneration"] = -1
+    ds["spec"]["revisionHistoryLimit"] = -1
     pod_spec(ds)["restartPolicy"] = "Never"
     ds["spec"]["selector"] = {"matchLabels": {"app": "y"}}
     assert [e.split(":")[0] for e in validation.validate(ds)] == [
+        "metadata.name",
         "spec.template.metadata.labels",
         "spec.template.spec.restartPolicy",
         "spec.minReadySeconds",
+        "spec.templateGeneration",
         "spec.updateStrategy",
-        "metadata.name",
+        "spec.revisionHistoryLimit",
     ]
 
 
