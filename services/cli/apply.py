@@ -27,8 +27,8 @@ class DryRunStore(store_client.Store):
     every read, validation and bookkeeping step of the real one (kubectl's server-side
     dry run). Relies on the store's contract that every write goes through ``commit``."""
 
-    def commit(self, ops: Sequence[store_client.Op],
-               atomic: bool = False) -> list[store_client.Result]:
+    def commit(self, ops: Sequence[store_client.Op], atomic: bool = False,
+               fence: store_client.Fence | None = None) -> list[store_client.Result]:
         return [store_client.Result("ok", meta.resource_version(op.obj or {}) or "0-0", op)
                 for op in ops]
 

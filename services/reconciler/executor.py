@@ -3,8 +3,15 @@
 Order and error rules follow ``syncDaemonSet`` (spec §c.1, §c.6): history first (an error ends
 the sync with no status); then claims, on every sync, also one waiting for expectations (an
 error means no creates, deletes or status); then expectations, slow-start creates and
-deletes; then history cleanup; status is published otherwise (unless the plan has none). Pod creation is create-if-absent with deterministic names, so a retried or
-replayed sync cannot put a second pod of one revision on one node.
+deletes; then history cleanup; status is published otherwise (unless the plan has none).
+
+No retry or replay puts a second pod of one revision on one node: pod names are derived from
+the decision (``podtemplate.pod_name``: the position the sync read through), so a retried or
+replayed plan names the same pods and creation is create-if-absent; a later decision reads
+through every earlier one's creates (the key's hand-out position follows them, and
+expectations hold it back until the watcher has observed them); and pod creates are fenced
+by the key's workqueue lease, so a worker that stalled past its lease while another took
+the key over creates nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from shared.daemonset import history as ds_history
 from shared.daemonset import podtemplate
 from shared.daemonset import types as t
 from shared.model import meta, podutil
+from shared.store import client as store_client
 from shared.store import codec, errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
@@ -63,11 +71,15 @@ class Executor:
         self.backoff = backoff
         self.queue = queue
         self.clock = clock
+        self._fence: store_client.Fence | None = None
 
     # ---- entry point ------------------------------------------------------------------------
 
-    def execute(self, plan: t.Plan, snap: t.Snapshot) -> Outcome:
+    def execute(self, plan: t.Plan, snap: t.Snapshot, lease_token: str = "") -> Outcome:
+        """Carry out ``plan`` (decided from ``snap``). ``lease_token``: the workqueue lease
+        this sync holds its key by; pod creates are fenced by it ("" = no fence)."""
         out = Outcome()
+        self._fence = store_client.Fence(plan.key, lease_token) if lease_token else None
         key = plan.key
         if plan.delete_expectations:
             self.expectations.delete(key)
@@ -251,13 +263,20 @@ class Executor:
                 # (the plan's pod is never changed, the op is packed at once)
                 pod = {**c.pod, "metadata": dict(c.pod["metadata"])}
                 if salt != c.salt:
-                    pod["metadata"]["name"] = podtemplate.pod_name(ds, c.node, hash_, salt)
+                    pod["metadata"]["name"] = podtemplate.pod_name(
+                        ds, c.node, hash_, salt, snap.position)
                 ops.append(self.store.create_op(self.store.stamp(pod), ensure=True,
                                                 prepared=True))
-            results = self._commit(ops, out)
+            results = self._commit(ops, out, fence=self._fence)
             retry: list[tuple[t.CreatePod, int]] = []
             for (c, salt), res in zip(pending, results, strict=True):
                 name = res.op.key.split("/", 1)[1]
+                if res.status == "fenced":
+                    # deposed: the key's next holder decides again from newer state
+                    self.expectations.lower(key, 1, 0)
+                    problems.append(f"lost the lease of {key}: pod for node {c.node} "
+                                    "not created")
+                    continue
                 if res.ok:
                     out.created += 1
                     events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
@@ -359,10 +378,11 @@ class Executor:
 
     # ---- helpers -------------------------------------------------------------------------------
 
-    def _commit(self, ops: list[Op], out: Outcome) -> list[Result]:
+    def _commit(self, ops: list[Op], out: Outcome,
+                fence: store_client.Fence | None = None) -> list[Result]:
         results: list[Result] = []
         for i in range(0, len(ops), 500):
-            results += self.store.commit(ops[i:i + 500])
+            results += self.store.commit(ops[i:i + 500], fence=fence)
         out.ops += sum(1 for r in results if r.ok)
         return results
 

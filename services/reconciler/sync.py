@@ -98,7 +98,8 @@ class Reconciler:
                           backoff=backoff, expectations_satisfied=satisfied, now=now,
                           position=self.cache.position)
 
-    def sync(self, key: str, position: str, redelivered: bool = False) -> SyncResult:
+    def sync(self, key: str, position: str, redelivered: bool = False,
+             lease_token: str = "") -> SyncResult:
         """Sync ``key`` on state read through at least ``position`` (its hand-out position).
 
         ``redelivered``: the key's last holder lost its lease mid-sync (it died or stalled).
@@ -106,13 +107,17 @@ class Reconciler:
         ever lower, stalling this DaemonSet until they expire; every write it did make is in
         the log before ``position``, which this sync reads through. So they are dropped, as a
         restarted upstream controller starts with none.
+
+        ``lease_token``: the lease this sync holds ``key`` by; its pod creates are fenced by
+        it, so should this sync stall past its lease and the key go to another worker, it
+        creates nothing (one that did not stall wrote everything before that hand-out).
         """
         started = time.monotonic()
         if redelivered:
             self.expectations.delete(key)
         snap = self.snapshot(key, position)
         plan = planner.plan(snap)
-        outcome: Outcome = self.executor.execute(plan, snap)
+        outcome: Outcome = self.executor.execute(plan, snap, lease_token)
         if outcome.publish_status:
             self._publish(snap, plan)
         self._record(snap, plan, outcome)

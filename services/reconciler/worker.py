@@ -144,7 +144,8 @@ def sync_job(key: str, token: str) -> dict[str, Any]:
         delay = _test_sync_delay(key)
         if delay:
             time.sleep(delay)  # the documented test hook: a slow sync of one key
-        result: SyncResult = reconciler.sync(key, lease.position, lease.redelivered)
+        result: SyncResult = reconciler.sync(key, lease.position, lease.redelivered,
+                                             lease.token)
         if result.ok:
             queue.forget(key)
         else:

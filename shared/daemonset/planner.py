@@ -117,7 +117,9 @@ def plan(snapshot: Snapshot) -> Plan:
             delete_pods = rolled.deletes[: manage.BURST_REPLICAS]
             waiting = rolled.waiting
 
-    result.sync_nodes = _sync_nodes(ds, snapshot.pods, create_nodes, delete_pods, result)
+    result.sync_nodes = _sync_nodes(
+        ds, snapshot.pods, create_nodes, delete_pods, result, snapshot.position
+    )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
     _finish(result, ds, node_names, decisions, node_pods, now, update_observed_gen=True)
@@ -142,10 +144,16 @@ def _patch_name(action: PatchOwner) -> str:
 
 
 def _sync_nodes(
-    ds: Obj, pods: list[Obj], create_nodes: list[str], delete_pods: list[Obj], result: Plan
+    ds: Obj,
+    pods: list[Obj],
+    create_nodes: list[str],
+    delete_pods: list[Obj],
+    result: Plan,
+    decision: str,
 ) -> SyncNodes:
-    """The SyncNodes action: pods built from ``CreatePodTemplate`` with names free in the
-    snapshot and in this plan (lowest salt)."""
+    """The SyncNodes action: pods built from ``CreatePodTemplate``, named for this decision
+    (the snapshot's position) with names free in the snapshot and in this plan (lowest
+    salt)."""
     creates: list[CreatePod] = []
     if create_nodes:
         template = podtemplate.create_pod_template(ds, result.hash)
@@ -153,9 +161,9 @@ def _sync_nodes(
         try:
             for node in create_nodes:
                 salt = 0
-                while podtemplate.pod_name(ds, node, result.hash, salt) in taken:
+                while podtemplate.pod_name(ds, node, result.hash, salt, decision) in taken:
                     salt += 1
-                pod = podtemplate.new_pod(ds, template, node, result.hash, salt)
+                pod = podtemplate.new_pod(ds, template, node, result.hash, salt, decision)
                 taken.add(meta.name(pod))
                 creates.append(CreatePod(node=node, pod=pod, salt=salt))
         except podtemplate.NoLabelsError as err:

@@ -3,9 +3,17 @@
 :func:`create_pod_template` is ``CreatePodTemplate``; :func:`new_pod` is one pod of a
 ``syncNodes`` batch (``GetPodFromTemplate`` plus the node-name affinity). The result is a
 function of its inputs only: no uid, creationTimestamp or resourceVersion (the store assigns
-them), and the name is derived, not random — :func:`pod_name` hashes (DaemonSet uid, node,
-revision hash, salt); on a name collision with a different pod the executor retries with the
-next salt.
+them), and the name is derived, not random.
+
+Names: upstream's pod control creates with ``generateName: <ds-name>-`` and the API server
+appends 5 random characters (apimachinery ``names.SimpleNameGenerator``), so each creation
+gets a new name, also when a deleted pod is replaced on the same node with the same revision.
+:func:`pod_name` gives the same shape and the same property without randomness: it hashes
+(DaemonSet uid, node, revision hash, the deciding sync's identity, salt). The identity is the
+log position the sync read through (recorded in its decision), so a retried or replayed
+decision gives the same names (creation is create-if-absent: no second pod), while a later
+decision — which reads through the replaced pod's deletion, a newer position — gives new
+ones. On a name collision with a different pod the executor retries with the next salt.
 """
 
 from __future__ import annotations
@@ -77,10 +85,12 @@ def name_prefix(ds: Obj) -> str:
     return name
 
 
-def pod_name(ds: Obj, node: str, hash: str, salt: int = 0) -> str:
-    """The deterministic name of the pod for ``node`` and revision ``hash``: the name prefix
-    (truncated to 58 characters) plus 5 characters of ``bcdfghjklmnpqrstvwxz2456789``."""
-    seed = f"{meta.uid(ds)}\x00{node}\x00{hash}\x00{salt}".encode()
+def pod_name(ds: Obj, node: str, hash: str, salt: int = 0, decision: str = "") -> str:
+    """The name of the pod that the sync ``decision`` (the log position it read through)
+    creates for ``node`` and revision ``hash``: the name prefix truncated to 58 characters
+    plus 5 characters of ``bcdfghjklmnpqrstvwxz2456789`` (``maxGeneratedNameLength`` and the
+    alphabet of apimachinery's ``utilrand.String``)."""
+    seed = f"{meta.uid(ds)}\x00{node}\x00{hash}\x00{decision}\x00{salt}".encode()
     digest = hashlib.sha256(seed).digest()
     suffix = "".join(POD_NAME_ALPHABET[b % len(POD_NAME_ALPHABET)] for b in digest[:RANDOM_LENGTH])
     return name_prefix(ds)[:MAX_GENERATED_NAME_LENGTH] + suffix
@@ -110,7 +120,9 @@ def replace_node_affinity(affinity: Any, node: str) -> Obj:
     return result
 
 
-def new_pod(ds: Obj, template: Obj, node: str, hash: str, salt: int = 0) -> Obj:
+def new_pod(
+    ds: Obj, template: Obj, node: str, hash: str, salt: int = 0, decision: str = ""
+) -> Obj:
     """The pod to create for ``node`` from ``template`` (a :func:`create_pod_template` result):
     the template's labels, annotations and finalizers, a copy of its spec with the node-name
     affinity, the DaemonSet's namespace and a controller ownerReference.
@@ -126,7 +138,7 @@ def new_pod(ds: Obj, template: Obj, node: str, hash: str, salt: int = 0) -> Obj:
     pod_spec: Obj = clone(spec) if isinstance(spec, dict) else {}
     pod_spec["affinity"] = replace_node_affinity(pod_spec.get("affinity"), node)
     md: Obj = {
-        "name": pod_name(ds, node, hash, salt),
+        "name": pod_name(ds, node, hash, salt, decision),
         "generateName": name_prefix(ds),
         "namespace": meta.namespace(ds),
         "labels": dict(labels),

@@ -23,9 +23,10 @@ maxSurge, or a rolling update meeting a pod on a missing node, §d.3): the execu
 the plan as given (it holds no rolling-update or cleanup actions) and then reports failure, so
 the key is requeued rate-limited.
 
-Pod names in ``sync_nodes`` are already unique within the plan and distinct from every pod
-name in the snapshot (``shared.daemonset.podtemplate.pod_name`` with the lowest free salt);
-the executor retries with the next salt only on a collision its snapshot did not show.
+Pod names in ``sync_nodes`` are derived from the snapshot's ``position`` (a new decision gives
+new names, a replayed one the same), unique within the plan and distinct from every pod name
+in the snapshot (``shared.daemonset.podtemplate.pod_name`` with the lowest free salt); the
+executor retries with the next salt only on a collision its snapshot did not show.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class Snapshot:
 @dataclass(frozen=True)
 class CreatePod:
     """Create ``pod`` (a full object, named deterministically) for ``node``. Its name is
-    ``podtemplate.pod_name(ds, node, hash, salt)``; on a collision retry from ``salt + 1``."""
+    ``podtemplate.pod_name(ds, node, hash, salt, snapshot.position)``; on a collision retry
+    from ``salt + 1``."""
 
     node: str
     pod: Obj

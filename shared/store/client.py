@@ -88,9 +88,18 @@ class Op:
         return cls("record", kind, key, codec.pack(record))
 
 
+@dataclass(frozen=True)
+class Fence:
+    """A commit precondition: ``token`` still holds the workqueue lease of ``key`` (so a
+    worker whose lease ran out and was handed to another writes nothing)."""
+
+    key: str
+    token: str
+
+
 @dataclass
 class Result:
-    status: str  # ok | exists | conflict | notfound | skipped
+    status: str  # ok | exists | conflict | notfound | skipped | fenced
     value: str  # the new resourceVersion (ok) or the current one
     op: Op = field(repr=False, default_factory=lambda: Op("", "", "", b""))
 
@@ -182,19 +191,26 @@ class Store:
 
     # ---- batched commits -----------------------------------------------------------------
 
-    def commit(self, ops: Sequence[Op], atomic: bool = False) -> builtins.list[Result]:
+    def commit(self, ops: Sequence[Op], atomic: bool = False,
+               fence: Fence | None = None) -> builtins.list[Result]:
         """Send ``ops`` in one script call. With ``atomic`` a failed precondition of any op
-        writes nothing at all. An object may appear at most once in a batch."""
+        writes nothing at all. An object may appear at most once in a batch. With a
+        ``fence`` nothing is written (every result "fenced") unless its token still holds
+        the workqueue lease of its key."""
         if not ops:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
-        args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION, self.log_maxlen]
+        args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
+                                    self.log_maxlen, fence.token if fence else "",
+                                    fence.key if fence else ""]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
                 keys += [self.keys.objects(op.kind), self.keys.versions(op.kind)]
             args += [op.mode, pairs[op.kind], op.kind, op.key, op.expected, op.payload]
+        if fence:
+            keys.append(self.keys.wq_owner)
         try:
             raw = self._commit(keys=keys, args=args)
         except redis.RedisError as err:

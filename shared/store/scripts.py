@@ -15,6 +15,10 @@ COMMIT = r"""
 -- ARGV[2]          "1" = all-or-nothing (any failed precondition writes nothing), "0" = each op alone
 -- ARGV[3]          schema version written into each entry
 -- ARGV[4]          approximate max length of the log (0 = no trimming)
+-- ARGV[5]          fence token ("" = no fence): write only while field ARGV[6] of the hash
+--                  KEYS[#KEYS] holds a value "<token>:..." (a workqueue lease, see
+--                  control_scripts: wq:owner), else every op is {"fenced", ""}
+-- ARGV[6]          fence field (the leased workqueue key)
 -- then 6 values per operation:
 --   mode      create | ensure | update | delete | record
 --             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
@@ -27,15 +31,23 @@ COMMIT = r"""
 --   payload   msgpack of the object without resourceVersion (decision record for record)
 --
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
--- | {"notfound", ""} | {"skipped", ""} (all-or-nothing batch aborted by another op).
+-- | {"notfound", ""} | {"skipped", ""} (all-or-nothing batch aborted by another op)
+-- | {"fenced", ""} (the fence token no longer holds the lease: nothing written).
 local n = tonumber(ARGV[1])
 local atomic = ARGV[2] == "1"
 local version = ARGV[3]
 local maxlen = tonumber(ARGV[4])
 local results = {}
 local failed = false
+if ARGV[5] ~= "" then
+  local owner = redis.call("HGET", KEYS[#KEYS], ARGV[6])
+  if not owner or string.match(owner, "^([^:]*):") ~= ARGV[5] then
+    for i = 1, n do results[i] = {"fenced", ""} end
+    return results
+  end
+end
 for i = 0, n - 1 do
-  local b = 5 + i * 6
+  local b = 7 + i * 6
   local mode = ARGV[b]
   local pair = tonumber(ARGV[b + 1])
   local field = ARGV[b + 3]
@@ -68,7 +80,7 @@ if atomic and failed then
 end
 for i = 0, n - 1 do
   if results[i + 1][1] == "ok" then
-    local b = 5 + i * 6
+    local b = 7 + i * 6
     local mode = ARGV[b]
     local pair = tonumber(ARGV[b + 1])
     local kind = ARGV[b + 2]

@@ -133,6 +133,35 @@ def test_a_stale_plan_executed_late_creates_no_second_pod(store: Store, queue: R
     assert {meta.uid(p) for p in kit.owned_pods(store, KEY)} == before
 
 
+def test_a_worker_whose_lease_ran_out_creates_no_second_pod(store: Store, make: Make) -> None:
+    """A worker stalls between its decision and its creates, past its lease; the key goes to
+    another worker, which decides later (on a newer position: other names) and creates the
+    pods. The stalled worker's creates are fenced by its lease: none is written."""
+    _cluster(store)
+    queue = RedisWorkQueue(store.r, store.keys, lease_seconds=0.2)
+    queue.add([KEY])
+    stalled = make("stalled")
+    lease = queue.get(stalled.worker)
+    assert lease is not None
+    snap = stalled.snapshot(KEY, lease.position)
+    stalled_plan = planner.plan(snap)
+    store.apply(kit.daemonset("unrelated", "elsewhere"))  # the log moves on meanwhile
+    fresh = make("fresh")
+    taken = queue.get(fresh.worker, block_seconds=5)
+    assert taken is not None and taken.redelivered
+    assert fresh.sync(KEY, taken.position, taken.redelivered, taken.token).ok
+    queue.done(taken)
+    pods = kit.owned_pods(store, KEY)
+    assert kit.nodes_of(pods) == NODES
+    assert stalled_plan.sync_nodes is not None
+    stalled_names = {c.pod["metadata"]["name"] for c in stalled_plan.sync_nodes.creates}
+    assert stalled_names.isdisjoint(meta.name(p) for p in pods)  # create-if-absent alone
+    outcome = stalled.executor.execute(stalled_plan, snap, lease.token)
+    assert outcome.created == 0
+    assert outcome.errors and "lost the lease of default/agent" in outcome.errors[0]
+    assert {meta.uid(p) for p in kit.owned_pods(store, KEY)} == {meta.uid(p) for p in pods}
+
+
 def test_a_key_redelivered_after_its_holder_died_is_not_held_by_its_expectations(
         store: Store, make: Make) -> None:
     """A worker killed mid-sync leaves expectations for creates it never made; the next

@@ -10,9 +10,10 @@ import yaml
 from shared.model import meta
 from shared.store import codec, errors
 from shared.store.cache import Cache
-from shared.store.client import Store, connect
+from shared.store.client import Fence, Store, connect
 from shared.store.keys import Keys
 from shared.store.log import LogReader, parked_entries
+from shared.store.workqueue import RedisWorkQueue
 
 DS = yaml.safe_load("""
 apiVersion: apps/v1
@@ -168,6 +169,26 @@ def test_atomic_batch_writes_nothing_when_one_op_fails(store: Store) -> None:
     assert [r.status for r in results] == ["skipped", "exists"]
     assert store.try_get("DaemonSet", "default/fresh") is None
     assert log_len(store) == 1
+
+
+def test_a_fenced_commit_writes_only_while_its_token_holds_the_lease(store: Store) -> None:
+    queue = RedisWorkQueue(store.r, store.keys, lease_seconds=0.05)
+    queue.add(["default/agent"])
+    lease = queue.get("a")
+    assert lease is not None
+    fence = Fence("default/agent", lease.token)
+    ok = store.commit([store.create_op(DS, ensure=True)], fence=fence)
+    assert [r.status for r in ok] == ["ok"]
+    taken = queue.get("b", block_seconds=5)  # the lease ran out: reclaimed and handed to b
+    assert taken is not None and taken.token != lease.token
+    late = copy.deepcopy(DS)
+    late["metadata"]["name"] = "late"
+    fenced = store.commit([store.create_op(late, ensure=True)], fence=fence)
+    assert [r.status for r in fenced] == ["fenced"]
+    assert store.try_get("DaemonSet", "default/late") is None and log_len(store) == 1
+    held = store.commit([store.create_op(late, ensure=True)],
+                        fence=Fence("default/agent", taken.token))
+    assert [r.status for r in held] == ["ok"]
 
 
 def test_cache_lists_then_follows_idempotently(store: Store) -> None:

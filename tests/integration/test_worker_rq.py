@@ -75,7 +75,8 @@ def _synced(stack: Stack, worker: str) -> int:
 
 
 class _FailingReconciler(Reconciler):
-    def sync(self, key: str, position: str, redelivered: bool = False) -> SyncResult:
+    def sync(self, key: str, position: str, redelivered: bool = False,
+             lease_token: str = "") -> SyncResult:
         raise RuntimeError(f"injected failure syncing {key}")
 
 

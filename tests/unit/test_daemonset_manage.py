@@ -378,11 +378,12 @@ def test_pod_names_avoid_names_in_use() -> None:
     from shared.daemonset import podtemplate
 
     ds = make_ds()
-    squatter_name = podtemplate.pod_name(ds, "node-0", current_hash(ds), 0)
+    position = snapshot(ds).position  # the names of one decision
+    squatter_name = podtemplate.pod_name(ds, "node-0", current_hash(ds), 0, position)
     squatter = make_pod(squatter_name, "elsewhere", labels={"app": "other"})
     plan = planner.plan(snapshot(ds, make_nodes(1), [squatter]))
     assert plan.sync_nodes is not None
     assert plan.sync_nodes.creates[0].pod["metadata"]["name"] == podtemplate.pod_name(
-        ds, "node-0", current_hash(ds), 1
+        ds, "node-0", current_hash(ds), 1, position
     )
     assert plan.sync_nodes.creates[0].salt == 1

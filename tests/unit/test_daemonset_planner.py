@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from typing import Any
 
 import pytest
 
@@ -60,6 +62,25 @@ def test_every_sync_claims_whether_or_not_expectations_are_satisfied(satisfied: 
     ]
     plan = planner.plan(snapshot(ds, make_nodes(3), pods, expectations_satisfied=satisfied))
     assert [(c.name, c.adopt) for c in plan.claims] == [("orphan", True), ("straying", False)]
+
+
+def test_a_recreated_pod_gets_a_new_name_a_replayed_decision_the_same() -> None:
+    """generateName (upstream's pod control): every creation is named anew, so a pod deleted
+    and created again on its node is another name; the same decision (snapshot position)
+    gives the same names, which is what makes a retried or replayed create idempotent."""
+    ds = make_ds()
+    first = dataclasses.replace(snapshot(ds, make_nodes(1)), position="1700000000000-5")
+    names = [c.pod["metadata"]["name"] for c in _creates(planner.plan(first))]
+    assert names == [c.pod["metadata"]["name"] for c in _creates(planner.plan(first))]
+    # the pod was created, then deleted: the next decision reads through the deletion
+    later = dataclasses.replace(first, position="1700000004000-0")
+    again = [c.pod["metadata"]["name"] for c in _creates(planner.plan(later))]
+    assert len(again) == 1 and again != names
+
+
+def _creates(plan: Plan) -> list[Any]:
+    assert plan.sync_nodes is not None
+    return list(plan.sync_nodes.creates)
 
 
 def test_expectations_pending_only_status() -> None:

@@ -109,6 +109,29 @@ def test_pod_name_deterministic_alphabet_and_salt() -> None:
     assert podtemplate.pod_name(ds, "node-1", "h2", 0) != name
 
 
+# Upstream names a daemon pod with generateName "<ds-name>-" (getPodsPrefix) and the API
+# server appends utilrand.String(5) from "bcdfghjklmnpqrstvwxz2456789"
+# (apimachinery pkg/storage/names/generate.go, pkg/util/rand/rand.go): each creation gets a
+# new name. Ours: one name per (DaemonSet uid, node, revision, decision, salt).
+@pytest.mark.parametrize(
+    ("other", "same"),
+    [
+        (("node-1", "h", 0, "1700000000000-0"), True),  # the same decision, retried/replayed
+        (("node-1", "h", 0, "1700000000123-0"), False),  # a later decision (pod recreated)
+        (("node-1", "h", 0, "1700000000000-1"), False),
+        (("node-1", "h", 1, "1700000000000-0"), False),  # the next salt (a collision)
+        (("node-2", "h", 0, "1700000000000-0"), False),
+        (("node-1", "h2", 0, "1700000000000-0"), False),
+    ],
+)
+def test_pod_name_is_one_per_decision(other: tuple[str, str, int, str], same: bool) -> None:
+    ds = make_ds()
+    name = podtemplate.pod_name(ds, "node-1", "h", 0, "1700000000000-0")
+    assert name.startswith("foo-") and len(name) == len("foo-") + 5
+    assert set(name[4:]) <= set(podtemplate.POD_NAME_ALPHABET)
+    assert (podtemplate.pod_name(ds, *other) == name) is same
+
+
 def test_pod_name_base_truncated_to_58() -> None:
     ds = make_ds(name="d" * 70)
     name = podtemplate.pod_name(ds, "n", "h")
