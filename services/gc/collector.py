@@ -173,8 +173,15 @@ class Collector:
             return False
         k = (ns, name, uid)
         if k not in verified:  # confirm with a live read, as the Kubernetes GC does
-            live = self.store.try_get("DaemonSet", f"{ns}/{name}")
-            verified[k] = live is None or meta.uid(live) != uid
+            try:
+                live = self.store.try_get("DaemonSet", f"{ns}/{name}")
+            except errors.CorruptEntryError as err:
+                # an owner that exists but cannot be read is not gone: keep its dependents
+                log.error("owner of %s %s/%s unreadable, kept: %s", dep.get("kind"), ns,
+                          meta.name(dep), err)
+                verified[k] = False
+            else:
+                verified[k] = live is None or meta.uid(live) != uid
         return verified[k]
 
     def _finalize_owner(self, key: str) -> None:
@@ -211,6 +218,8 @@ class Collector:
             self.store.mutate("DaemonSet", key, drop)
         except errors.NotFoundError:
             pass
+        except errors.CorruptEntryError as err:
+            log.error("finalizer %s of DaemonSet %s not removed: %s", finalizer, key, err)
 
     # ---- pod GC and Events ----------------------------------------------------------------------
 
@@ -219,8 +228,8 @@ class Collector:
         nodes = self.cache.objects["Node"]
         doomed = decide.on_missing_nodes(pods, lambda n: f"/{n}" in nodes)
         if doomed:
-            live_nodes = {meta.name(n) for n in self.store.list("Node")}
-            doomed = decide.on_missing_nodes(doomed, lambda n: n in live_nodes)
+            live_nodes = self.store.names("Node")  # a malformed node is not a missing one
+            doomed = decide.on_missing_nodes(doomed, lambda n: f"/{n}" in live_nodes)
         self._delete(doomed, "node-gone", grace=0)
 
     def _expire_events(self) -> None:

@@ -73,6 +73,14 @@ class Executor:
         self.clock = clock
         self._fence: store_client.Fence | None = None
 
+    def _read(self, kind: str, key: str) -> Obj | None:
+        """A live read; an object stored in the wrong shape fails the step (SyncError, the
+        key is retried with backoff), it is not taken as missing."""
+        try:
+            return self.store.try_get(kind, key)
+        except errors.CorruptEntryError as err:
+            raise SyncError(f"reading {kind.lower()} {key}: {err}") from err
+
     # ---- entry point ------------------------------------------------------------------------
 
     def execute(self, plan: t.Plan, snap: t.Snapshot, lease_token: str = "") -> Outcome:
@@ -147,11 +155,11 @@ class Executor:
             return
         if res.status != "exists":
             raise SyncError(f"creating revision {meta.name(rev)}: {res.status}")
-        existing = self.store.try_get("ControllerRevision", meta.key(rev))
+        existing = self._read("ControllerRevision", meta.key(rev))
         if existing is not None and ds_history.matches(ds, existing):
             return  # we created it before
         # a hash collision: bump status.collisionCount and retry the sync (§e.3 step 5)
-        fresh = self.store.try_get("DaemonSet", meta.key(ds))
+        fresh = self._read("DaemonSet", meta.key(ds))
         if fresh is None:
             raise SyncError("DaemonSet disappeared while resolving a revision name collision")
         cached = (ds.get("status") or {}).get("collisionCount")
@@ -202,7 +210,7 @@ class Executor:
         ds = snap.ds or {}
         if any(c.adopt for c in claims):
             # one fresh read per pass: adoption only for the very DaemonSet, not being deleted
-            fresh = self.store.try_get("DaemonSet", meta.key(ds))
+            fresh = self._read("DaemonSet", meta.key(ds))
             if fresh is None or meta.uid(fresh) != meta.uid(ds):
                 raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
                                 f'"{meta.name(ds)}": original DaemonSet is gone')
@@ -282,7 +290,7 @@ class Executor:
                     events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
                     continue
                 if res.status == "exists":
-                    existing = self.store.try_get("Pod", res.op.key)
+                    existing = self._read("Pod", res.op.key)
                     if existing is not None and _same_daemon_pod(existing, ds, c.node, hash_):
                         # created by an earlier attempt: its creation was observed before the
                         # expectations were set again, so lower them ourselves

@@ -102,9 +102,7 @@ class StatusWriter:
                 continue
             ids.append(mid)
             try:
-                msg = codec.unpack(fields[b"m"])
-                if not isinstance(msg, dict) or not isinstance(msg.get("status"), dict):
-                    raise errors.CorruptEntryError("status message is not a map with a status")
+                msg = _message(codec.unpack(fields[b"m"]))
             except (KeyError, errors.CorruptEntryError) as err:
                 log.error("dropping unreadable status message %s: %s", mid, err)
                 continue
@@ -139,7 +137,12 @@ class StatusWriter:
         is checked against the stored DaemonSet (uid) and the log (its position) before its
         position is recorded, so a message that is refused leaves no trace."""
         for attempt in range(2):
-            ds = self.store.try_get("DaemonSet", key)
+            try:
+                ds = self.store.try_get("DaemonSet", key)
+            except errors.CorruptEntryError as err:
+                log.error("status of %s not written: %s", key, err)
+                WRITES.labels("unreadable").inc()
+                return False
             if ds is None or meta.uid(ds) != msg.get("uid"):
                 return False
             if attempt == 0 and not self.claim(key, str(msg.get("position") or "")):
@@ -166,6 +169,8 @@ class StatusWriter:
             except errors.ConflictError:
                 WRITES.labels("conflict").inc()
                 continue
+            except errors.NotFoundError:
+                return False  # deleted since it was read: there is no status to keep
             except errors.InvalidError as err:
                 log.error("status of %s refused: %s", key, err)
                 WRITES.labels("invalid").inc()
@@ -188,6 +193,25 @@ class StatusWriter:
         ns, name = meta.namespace(ds), meta.name(ds)
         for field_name, gauge in GAUGES.items():
             gauge.labels(ns, name).set(int(status.get(field_name) or 0))
+
+
+_MESSAGE_FIELDS = (("key", str), ("uid", str), ("position", str), ("generation", int),
+                   ("observe", bool), ("status", dict))
+
+
+def _message(msg: Any) -> dict[str, Any]:
+    """A status message as published (``executor.status_message``), its fields' types
+    checked; raises CorruptEntryError naming the first wrong one. Decides."""
+    if not isinstance(msg, dict):
+        raise errors.CorruptEntryError("status message is not a map")
+    for name, type_ in _MESSAGE_FIELDS:
+        value = msg.get(name)
+        if value is None and name not in ("key", "status"):
+            continue
+        if not isinstance(value, type_) or (type_ is int and isinstance(value, bool)):
+            raise errors.CorruptEntryError(
+                f"status message field {name!r} is not of type {type_.__name__}")
+    return msg
 
 
 def _label_sets(gauge: Gauge) -> set[tuple[str, str]]:

@@ -160,8 +160,25 @@ def str_list_literal(value: Iterable[str] | None) -> GoLiteral:
     return GoLiteral("[]string{" + ", ".join(go_quote(v) for v in value) + "}")
 
 
+MAX_VALUE_CHARS = 512
+"""A rendered bad value longer than this is cut (``...`` and how much was left out): a
+message quotes a value, it does not carry megabytes of it."""
+
+
+def cut(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` cut to about ``limit`` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...({len(text) - limit} more characters)"
+
+
 def render(value: Any) -> str:
-    """A bad value as ``field.Error.ErrorBody`` shows it."""
+    """A bad value as ``field.Error.ErrorBody`` shows it (control characters escaped, as Go's
+    ``%q`` does; cut to :data:`MAX_VALUE_CHARS`)."""
+    return cut(_render(value))
+
+
+def _render(value: Any) -> str:
     if isinstance(value, GoLiteral):
         return str(value)
     if value is None:
@@ -218,6 +235,14 @@ def too_long(path: str, max_bytes: int) -> str:
     return f"{path}: Too long: must have at most {max_bytes} bytes"
 
 
+TYPE_ERROR_DETAIL = "must be of type "
+
+
 def type_error(path: str, value: Any, expected: str) -> str:
     """A JSON value of the wrong type (Go would refuse to decode the document)."""
-    return invalid(path, value, f"must be of type {expected}")
+    return invalid(path, value, TYPE_ERROR_DETAIL + expected)
+
+
+def is_type_error(message: str) -> bool:
+    """Whether ``message`` (one rendered error) is a :func:`type_error`."""
+    return ": " + TYPE_ERROR_DETAIL in message

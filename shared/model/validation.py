@@ -493,3 +493,30 @@ def validate(obj: Any, old: Any = None) -> list[str]:
         return _validate(obj, old)
     except Exception as err:  # a bug must not take the API down; the fuzz tests look for it
         return [f"internal error: validation failed: {type(err).__name__}: {err}"]
+
+
+def _shape_of_daemonset(obj: Any, old: Any = None) -> list[str]:
+    errs = validate_daemonset(obj)
+    if isinstance(obj, dict):
+        errs += validate_daemonset_status(obj.get("status"))
+    return errs
+
+
+_SHAPES = {**_VALIDATORS, kinds.DAEMONSET.kind: _shape_of_daemonset}
+
+
+def shape_errors(kind: str, obj: Any) -> list[str]:
+    """The wrong JSON types in a stored object of ``kind`` (``status.conditions`` a string,
+    ``metadata.labels`` a list, …): what would make a reader of it fail. Only type errors
+    count: the other rules are the writer's (controllers write their own objects without
+    re-validating them), and a stored object that breaks one of them is still readable.
+    Unknown kinds have no shape rules. Decides only; never raises."""
+    check = _SHAPES.get(kind)
+    if check is None:
+        return []
+    if not isinstance(obj, dict):
+        return _not_an_object(obj)
+    try:
+        return list(dict.fromkeys(e for e in check(obj, None) if fielderr.is_type_error(e)))
+    except Exception as err:  # as in ``validate``: a bug here must not take a reader down
+        return [f"internal error: shape check failed: {type(err).__name__}: {err}"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import logging
 import os
 import socket
 import time
@@ -27,6 +28,8 @@ from shared.model import meta
 from shared.model import validation as model_validation
 from shared.store import codec, errors, scripts
 from shared.store.keys import Keys
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -145,7 +148,7 @@ class Store:
             raise errors.UnavailableError(f"redis: {err}") from err
         if data is None:
             raise errors.NotFoundError(kind, key)
-        return codec.unpack_object(data, rv.decode())
+        return codec.unpack_object(data, rv.decode(), kind, key)
 
     def try_get(self, kind: str, key: str) -> Obj | None:
         try:
@@ -179,11 +182,23 @@ class Store:
             for j in range(0, len(flat_objs), 2):
                 f = flat_objs[j]
                 try:
-                    items.append(codec.unpack_object(flat_objs[j + 1], rvs.get(f, "0-0")))
-                except errors.CorruptEntryError:
-                    continue  # a corrupt view entry is skipped; readers rebuild from the log
+                    items.append(codec.unpack_object(flat_objs[j + 1], rvs.get(f, "0-0"),
+                                                     kind, f.decode("utf-8", "replace")))
+                except errors.CorruptEntryError as err:
+                    # skipped: readers see it again when a well-formed version is written
+                    log.error("skipped stored %s %s: %s", kind, f.decode("utf-8", "replace"),
+                              err)
             out[kind] = items
         return tip, out
+
+    def names(self, kind: str) -> set[str]:
+        """The keys of every stored object of ``kind``, readable or not (for a check of
+        existence that must not take a malformed object for a missing one)."""
+        try:
+            raw: Any = self.r.hkeys(self.keys.objects(kind))
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        return {k.decode("utf-8", "replace") for k in raw}
 
     def log_tip(self) -> str:
         last: Any = self.r.xrevrange(self.keys.log, count=1)

@@ -17,18 +17,22 @@ o      msgpack of the object (without metadata.resourceVersion: the entry id is 
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
-from shared.store.errors import CorruptEntryError
+from shared.model import typed
+from shared.model import validation as model_validation
+from shared.store.errors import CorruptEntryError, MalformedObjectError
 
 SCHEMA_VERSION = 1
 ENTRY_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "DECISION"})
 KINDS = frozenset({"Node", "Pod", "DaemonSet", "ControllerRevision", "Event"})
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 def pack(value: Any) -> bytes:
@@ -69,12 +73,42 @@ def pack_object(obj: Obj) -> bytes:
     return pack(obj)
 
 
-def unpack_object(data: bytes, rv: str) -> Obj:
+def check_shape(kind: str, key: str, obj: Obj) -> None:
+    """Raise MalformedObjectError when a stored ``kind`` object has a field of the wrong type:
+    the one check between what Redis holds (anything that can write Redis can write it) and
+    the readers, which may then rely on every field's type. Decides."""
+    problems = model_validation.shape_errors(kind, obj)
+    if problems:
+        raise MalformedObjectError(kind, key, problems)
+
+
+def unpack_object(data: bytes, rv: str, kind: str = "", key: str = "") -> Obj:
+    """Decode a stored object of ``kind`` (its shape checked when ``kind`` is given)."""
     obj = unpack(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
         raise CorruptEntryError("stored object is not a Kubernetes object (no metadata)")
+    if kind:
+        check_shape(kind, key, obj)
     obj["metadata"]["resourceVersion"] = rv
     return obj
+
+
+def tombstone(kind: str, obj: Obj) -> Obj:
+    """What is left of a malformed object's last state in its DELETED entry: its identity
+    (name, namespace, uid) and the well-formed labels and ownerReferences handlers use to
+    find what its deletion concerns (the owning DaemonSet). Decides."""
+    md = obj["metadata"]
+    errs: list[str] = []
+    out_md: Obj = {f: md[f] for f in ("name", "namespace", "uid") if isinstance(md.get(f), str)}
+    labels = typed.as_str_map(md.get("labels"), "labels", errs)
+    if labels:
+        out_md["labels"] = labels
+    refs = [r for _i, r in typed.maps(md.get("ownerReferences"), "ownerReferences", errs)
+            if all(isinstance(r.get(f), str) for f in ("apiVersion", "kind", "name", "uid"))
+            and isinstance(r.get("controller", False), bool)]
+    if refs:
+        out_md["ownerReferences"] = refs
+    return {"kind": kind, "apiVersion": obj.get("apiVersion"), "metadata": out_md}
 
 
 @dataclass(frozen=True)
@@ -131,6 +165,15 @@ def decode_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
             raise CorruptEntryError(f"entry {eid}: object name does not match key {key!r}")
         if obj.get("kind", kind) != kind:
             raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
+        try:
+            check_shape(kind, key, obj)
+        except MalformedObjectError as err:
+            if etype != "DELETED":
+                raise CorruptEntryError(f"entry {eid}: {err}") from err
+            # a deletion happened whatever the object looked like: readers must apply it
+            log.warning("entry %s: deleted %s kept as its identity only: %s", eid, kind, err)
+            obj = tombstone(kind, obj)
+            md = obj["metadata"]
         md["resourceVersion"] = eid
     return Entry(eid, etype, kind, key, obj)
 

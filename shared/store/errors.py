@@ -65,3 +65,16 @@ class CorruptEntryError(StoreError):
     """A log entry or stored object could not be decoded or failed validation."""
 
     reason = "CorruptEntry"
+
+
+class MalformedObjectError(CorruptEntryError):
+    """A stored object of the wrong shape (a field of the wrong JSON type): readers skip it.
+    ``problems`` name each field and why (``status.conditions: Invalid value: "x": must be
+    of type array``). Retrying cannot help: only a new write of the object can."""
+
+    reason = "MalformedObject"
+
+    def __init__(self, kind: str, key: str, problems: list[str]) -> None:
+        self.kind, self.key, self.problems = kind, key, problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f'{kind} "{key}" has the wrong shape: {problems[0]}{more}')
