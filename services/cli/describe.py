@@ -9,6 +9,7 @@ from typing import Any
 
 from services.cli import printers
 from services.cli import sections as sec
+from shared.api import tables
 from shared.model import labels, meta
 
 Obj = dict[str, Any]
@@ -88,7 +89,7 @@ def pod(p: Obj, evs: list[Obj], now: float) -> str:
     sec.multiline(w, "Annotations", sec.annotation_lines(meta.annotations(p)))
     phase = str(st.get("phase") or "")
     if meta.is_being_deleted(p) and phase not in ("Succeeded", "Failed"):
-        w.write(0, f"Status:\tTerminating (lasts {printers.age(meta.deletion_timestamp(p), now)})\n")
+        w.write(0, f"Status:\tTerminating (lasts {tables.age(meta.deletion_timestamp(p), now)})\n")
         w.write(0, f"Termination Grace Period:\t"
                    f"{meta.metadata(p).get('deletionGracePeriodSeconds', 0)}s\n")
     else:
@@ -122,7 +123,7 @@ def node(n: Obj, pods: list[Obj], evs: list[Obj], now: float) -> str:
     w = sec.Writer()
     spec, st = n.get("spec") or {}, n.get("status") or {}
     w.write(0, f"Name:\t{meta.name(n)}\n")
-    w.write(0, f"Roles:\t{printers.node_roles(n)}\n")
+    w.write(0, f"Roles:\t{tables.node_roles(n)}\n")
     sec.multiline(w, "Labels", sec.labels_lines(meta.labels(n)))
     sec.multiline(w, "Annotations", sec.annotation_lines(meta.annotations(n)))
     w.write(0, f"CreationTimestamp:\t{sec.rfc1123(meta.creation_timestamp(n))}\n")
@@ -163,7 +164,7 @@ def node(n: Obj, pods: list[Obj], evs: list[Obj], now: float) -> str:
     w.write(1, "---------\t----\t---\n")
     for p in sorted(here, key=lambda p: (meta.namespace(p), meta.name(p))):
         w.write(1, f"{meta.namespace(p)}\t{meta.name(p)}\t"
-                   f"{printers.age(meta.creation_timestamp(p), now)}\n")
+                   f"{tables.age(meta.creation_timestamp(p), now)}\n")
     sec.events(w, evs, now)
     return w.text()
 

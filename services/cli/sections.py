@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.cli import printers
+from shared.api import tables
 from shared.model import meta
 
 Obj = dict[str, Any]
@@ -263,16 +264,16 @@ def events(w: Writer, evs: list[Obj], now: float) -> None:
         return
     w.write(0, "Events:\n  Type\tReason\tAge\tFrom\tMessage\n")
     w.write(1, "----\t------\t----\t----\t-------\n")
-    for e in sorted(evs, key=printers.event_time):
+    for e in sorted(evs, key=tables.event_time):
         count = int(e.get("count") or 1)
         first = e.get("firstTimestamp") or e.get("eventTime")
         if count > 1:
-            interval = (f"{printers.age(e.get('lastTimestamp') or first, now)} "
-                        f"(x{count} over {printers.age(first, now)})")
+            interval = (f"{tables.age(e.get('lastTimestamp') or first, now)} "
+                        f"(x{count} over {tables.age(first, now)})")
         else:
-            interval = printers.age(first, now)
+            interval = tables.age(first, now)
         w.write(1, f"{e.get('type', '')}\t{e.get('reason', '')}\t{interval}\t"
-                   f"{printers.event_source(e)}\t{str(e.get('message') or '').strip()}\n")
+                   f"{tables.event_source(e)}\t{str(e.get('message') or '').strip()}\n")
 
 
 def events_for(obj: Obj, all_events: list[Obj]) -> list[Obj]:
