@@ -1,0 +1,292 @@
+"""Which objects a LIST or WATCH returns: the ``labelSelector`` (upstream's label selector
+grammar, :mod:`shared.model.selectors`) and the ``fieldSelector`` (k8s.io/apimachinery's
+``fields`` package: ``a=b``, ``a==b``, ``a!=b`` joined by commas, ``\\``-escaped values),
+checked against the fields each kind lets a client select on, as the API server converts
+field labels (``field label not supported: X``). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.model import labels as labelsel
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+EQUALS, DOUBLE_EQUALS, NOT_EQUALS = "=", "==", "!="
+_OPERATORS = (NOT_EQUALS, DOUBLE_EQUALS, EQUALS)  # upstream checks them in this order
+
+
+class SelectorError(ValueError):
+    """A selector the API server refuses (a 400 BadRequest); ``str(err)`` is upstream's
+    message. Retrying cannot help."""
+
+
+# ---- field selectors ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    """One term of a field selector: ``field`` compared with ``value`` (``!=`` negates)."""
+
+    field: str
+    operator: str
+    value: str
+
+    def matches(self, fields: Mapping[str, str]) -> bool:
+        """A field the object lacks reads as ``""``, as upstream's ``fields.Set`` does."""
+        equal = fields.get(self.field, "") == self.value
+        return not equal if self.operator == NOT_EQUALS else equal
+
+    def __str__(self) -> str:
+        op = NOT_EQUALS if self.operator == NOT_EQUALS else EQUALS
+        return f"{self.field}{op}{escape_value(self.value)}"
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    """A parsed field selector: all requirements must hold (none: everything matches)."""
+
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    def matches(self, fields: Mapping[str, str]) -> bool:
+        return all(r.matches(fields) for r in self.requirements)
+
+    def empty(self) -> bool:
+        return not self.requirements
+
+    def exact(self, name: str) -> str | None:
+        """The value ``name`` must equal, if a term requires one (``RequiresExactMatch``):
+        lets a reader narrow a list, e.g. to one node's pods."""
+        for r in self.requirements:
+            if r.field == name and r.operator != NOT_EQUALS:
+                return r.value
+        return None
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+def escape_value(value: str) -> str:
+    """``fields.EscapeValue``: ``\\``, ``,`` and ``=`` get a backslash."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def unescape_value(value: str) -> str:
+    """``fields.UnescapeValue``: the literal value of an escaped one; raises
+    :class:`SelectorError` for a bad escape or an unescaped ``,`` or ``=``."""
+    out: list[str] = []
+    in_slash = False
+    for c in value:
+        if in_slash:
+            if c not in "\\,=":
+                raise SelectorError(
+                    f"invalid field selector: invalid escape sequence: \\{c}")
+            out.append(c)
+            in_slash = False
+        elif c == "\\":
+            in_slash = True
+        elif c in ",=":
+            # Go prints the rune with %v: its code point
+            raise SelectorError(
+                f"invalid field selector: unescaped character in value: {ord(c)}")
+        else:
+            out.append(c)
+    if in_slash:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, start, in_slash = [], 0, False
+    for i, c in enumerate(selector):
+        if in_slash:
+            in_slash = False
+        elif c == "\\":
+            in_slash = True
+        elif c == ",":
+            terms.append(selector[start:i])
+            start = i + 1
+    terms.append(selector[start:])
+    return terms
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    for i in range(len(term)):
+        for op in _OPERATORS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op):]
+    return None
+
+
+def parse_field_selector(selector: str) -> FieldSelector:
+    """``fields.ParseSelector``: the syntax only, any field names. Raises
+    :class:`SelectorError` with upstream's message."""
+    if not isinstance(selector, str):
+        raise SelectorError(f"invalid field selector: {selector!r}")
+    reqs = []
+    for part in sorted(_split_terms(selector)) if selector else []:
+        if not part:
+            continue
+        split = _split_term(part)
+        if split is None:
+            raise SelectorError(f"invalid selector: '{selector}'; can't understand '{part}'")
+        lhs, op, rhs = split
+        reqs.append(FieldRequirement(lhs, op, unescape_value(rhs)))
+    return FieldSelector(tuple(reqs))
+
+
+# ---- what each kind lets a client select on -----------------------------------------------
+
+
+def _get(obj: Obj, *path: str) -> str:
+    cur: Any = obj
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, dict) else None
+    return "" if cur is None else str(cur)
+
+
+def _bool(obj: Obj, *path: str) -> str:
+    cur: Any = obj
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, dict) else None
+    return "true" if cur is True else "false"
+
+
+def _object_meta(obj: Obj, namespaced: bool) -> dict[str, str]:
+    out = {"metadata.name": meta.name(obj)}
+    if namespaced:
+        out["metadata.namespace"] = meta.namespace(obj)
+    return out
+
+
+def _pod_fields(pod: Obj) -> dict[str, str]:
+    ips = (pod.get("status") or {}).get("podIPs") or []
+    ip = ips[0].get("ip") if ips and isinstance(ips[0], dict) else _get(pod, "status", "podIP")
+    return {**_object_meta(pod, True),
+            "spec.nodeName": _get(pod, "spec", "nodeName"),
+            "spec.restartPolicy": _get(pod, "spec", "restartPolicy"),
+            "spec.schedulerName": _get(pod, "spec", "schedulerName"),
+            "spec.serviceAccountName": _get(pod, "spec", "serviceAccountName"),
+            "spec.hostNetwork": _bool(pod, "spec", "hostNetwork"),
+            "status.phase": _get(pod, "status", "phase"),
+            "status.podIP": "" if ip is None else str(ip),
+            "status.nominatedNodeName": _get(pod, "status", "nominatedNodeName")}
+
+
+def _node_fields(node: Obj) -> dict[str, str]:
+    return {**_object_meta(node, False), "spec.unschedulable": _bool(node, "spec", "unschedulable")}
+
+
+def _namespace_fields(ns: Obj) -> dict[str, str]:
+    return {**_object_meta(ns, False), "status.phase": _get(ns, "status", "phase")}
+
+
+def _event_fields(ev: Obj) -> dict[str, str]:
+    out = {f"involvedObject.{f}": _get(ev, "involvedObject", f)
+           for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
+                     "fieldPath")}
+    return {**_object_meta(ev, True), **out, "reason": _get(ev, "reason"),
+            "reportingComponent": _get(ev, "reportingComponent"),
+            "source": _get(ev, "source", "component") or _get(ev, "reportingComponent"),
+            "type": _get(ev, "type")}
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """A kind's selectable fields: the labels it accepts (with upstream's renames) and how to
+    read them from an object."""
+
+    read: Callable[[Obj], dict[str, str]]
+    accepted: frozenset[str]
+    renames: Mapping[str, str] = field(default_factory=dict)
+    specific: bool = True  # False: upstream's DefaultMetaV1FieldSelectorConversion
+
+    def convert(self, label: str) -> str:
+        if label in self.renames:
+            return self.renames[label]
+        if label in self.accepted:
+            return label
+        if not self.specific:
+            raise SelectorError(f'"{label}" is not a known field selector: only '
+                                '"metadata.name", "metadata.namespace"')
+        raise SelectorError(f"field label not supported: {label}")
+
+
+_META_ONLY = _Fields(lambda o: _object_meta(o, True),
+                     frozenset({"metadata.name", "metadata.namespace"}), specific=False)
+FIELDS: Mapping[str, _Fields] = {
+    "Pod": _Fields(_pod_fields, frozenset({
+        "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+        "status.podIP", "status.podIPs", "status.nominatedNodeName"}),
+        {"spec.host": "spec.nodeName"}),  # old v1 clients' name
+    "Node": _Fields(_node_fields, frozenset({"metadata.name", "spec.unschedulable"})),
+    "Namespace": _Fields(_namespace_fields, frozenset({"metadata.name", "status.phase"})),
+    "Event": _Fields(_event_fields, frozenset({
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+        "metadata.namespace", "metadata.name"})),
+    "DaemonSet": _META_ONLY,
+    "ControllerRevision": _META_ONLY,
+}
+"""The selectable fields of each kind, as upstream's field label conversion functions
+(pkg/apis/core/v1/conversion.go) and ToSelectableFields define them."""
+
+
+def field_selector(kind: str, selector: str) -> FieldSelector:
+    """Parse a ``fieldSelector`` for a kind, converting its labels as the API server does.
+    Raises :class:`SelectorError` (``field label not supported: spec.foo``)."""
+    parsed = parse_field_selector(selector)
+    fields = FIELDS.get(kind, _META_ONLY)
+    return FieldSelector(tuple(FieldRequirement(fields.convert(r.field), r.operator, r.value)
+                               for r in parsed.requirements))
+
+
+def selectable_fields(kind: str, obj: Obj) -> dict[str, str]:
+    """The field set a field selector of ``kind`` is matched against."""
+    return FIELDS.get(kind, _META_ONLY).read(obj)
+
+
+# ---- both ---------------------------------------------------------------------------------
+
+
+def label_selector(selector: str) -> labelsel.Selector:
+    """Parse a ``labelSelector`` (``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``,
+    ``>``, ``<``). Raises :class:`SelectorError` with upstream's message."""
+    try:
+        return labelsel.parse_selector(selector)
+    except ValueError as err:
+        raise SelectorError(str(err)) from err
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The objects of one kind a list or watch selects: by labels and by fields."""
+
+    kind: str
+    labels: labelsel.Selector = field(default_factory=labelsel.Selector)
+    fields: FieldSelector = field(default_factory=FieldSelector)
+
+    def matches(self, obj: Obj) -> bool:
+        if not self.labels.matches(meta.labels(obj)):
+            return False
+        return self.fields.empty() or self.fields.matches(selectable_fields(self.kind, obj))
+
+    def everything(self) -> bool:
+        return self.labels.empty() and self.fields.empty()
+
+
+def selection(kind: str, label_selector_text: str | None = None,
+              field_selector_text: str | None = None) -> Selection:
+    """The :class:`Selection` of a list's ``labelSelector`` and ``fieldSelector`` query
+    parameters (absent or empty: everything). Raises :class:`SelectorError`."""
+    return Selection(kind,
+                     label_selector(label_selector_text) if label_selector_text
+                     else labelsel.Selector(),
+                     field_selector(kind, field_selector_text) if field_selector_text
+                     else FieldSelector())
