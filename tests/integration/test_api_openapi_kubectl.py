@@ -1,7 +1,9 @@
-"""The real kubectl against the OpenAPI v3 documents of shared.api.openapi, served by a
-throwaway HTTP server that also answers legacy discovery and records the writes kubectl sends:
-``explain`` reads the components, ``apply`` leaves field validation to the server
-(``fieldValidation=Strict``) instead of refusing an unknown field itself."""
+"""The real kubectl against shared.api's pure rules, served by a throwaway in-memory HTTP
+server (legacy discovery, the OpenAPI v3 documents, GET/LIST as JSON or Table, POST, PATCH
+through apply_patch with strict field validation): ``explain`` reads the components,
+``apply`` leaves field validation to the server, and the patches kubectl computes itself
+(apply's three-way strategic merge with $setElementOrder, set image, label, patch of all
+three types) come out right; ``get`` prints the same table as ``daemonbus get``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,12 +19,17 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import yaml
 
-from shared.api import openapi
-from shared.model import kinds
+from services.cli import printers
+from shared.api import openapi, patch, schema, tables
+from shared.model import kinds, meta
+
+Obj = dict[str, Any]
+CREATED = "2026-01-01T00:00:00Z"
 
 
-def _resource_list(api_version: str) -> dict[str, Any]:
+def _resource_list(api_version: str) -> Obj:
     resources = [{"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced,
                   "kind": k.kind, "shortNames": list(k.short_names),
                   "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
@@ -30,8 +38,15 @@ def _resource_list(api_version: str) -> dict[str, Any]:
             "resources": resources}
 
 
+def _status(code: int, reason: str, message: str) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "reason": reason, "code": code, "message": message}
+
+
 class _Server(ThreadingHTTPServer):
-    writes: list[tuple[str, str, dict[str, list[str]], Any]]
+    writes: list[tuple[str, str, dict[str, list[str]], str, Any]]
+    objects: dict[tuple[str, str, str], Obj]  # (kind, namespace, name) -> object
+    rv: int
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -47,6 +62,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _route(self) -> tuple[kinds.KindInfo, str, str] | None:
+        """(kind, namespace, name) of a resource URL; name may be ''."""
+        parts = urlsplit(self.path).path.strip("/").split("/")
+        base = 2 if parts[0] == "api" else 3
+        api_version = "/".join(parts[1:base])
+        rest = parts[base:]
+        namespace = ""
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        for info in kinds.ALL:
+            if info.api_version == api_version and rest and rest[0] == info.plural:
+                return info, namespace, rest[1] if len(rest) > 1 else ""
+        return None
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers["Content-Length"]))
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
@@ -64,21 +96,78 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, openapi.root(docs))
         elif path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in docs:
             self._send(200, docs[path[len("/openapi/v3/"):]])
+        elif (route := self._route()) is not None:
+            self._get(*route)
         else:
-            self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                             "reason": "NotFound", "code": 404, "message": "not found"})
+            self._send(404, _status(404, "NotFound", "the server could not find the requested "
+                                    "resource"))
+
+    def _get(self, info: kinds.KindInfo, namespace: str, name: str) -> None:
+        objs = sorted((o for (k, ns, _), o in self.server.objects.items()
+                       if k == info.kind and (not namespace or ns == namespace)
+                       and (not name or meta.name(o) == name)), key=meta.name)
+        if name and not objs:
+            self._send(404, _status(404, "NotFound",
+                                    f'{info.plural}.{info.group or ""} "{name}" not found'))
+        elif "as=Table" in self.headers.get("Accept", ""):
+            self._send(200, tables.table(info.kind, objs, time.time(),
+                                         list_meta={"resourceVersion": str(self.server.rv)}))
+        elif name:
+            self._send(200, objs[0])
+        else:
+            self._send(200, {"kind": info.kind + "List", "apiVersion": info.api_version,
+                             "metadata": {"resourceVersion": str(self.server.rv)},
+                             "items": objs})
+
+    def _store(self, info: kinds.KindInfo, namespace: str, obj: Obj,
+               query: dict[str, list[str]]) -> bool:
+        unknown = schema.unknown_fields(obj)
+        if unknown and query.get("fieldValidation") == ["Strict"]:
+            self._send(400, _status(400, "BadRequest", schema.strict_decoding_message(unknown)))
+            return False
+        self.server.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.server.rv)
+        obj["metadata"].setdefault("creationTimestamp", CREATED)
+        if namespace:
+            obj["metadata"]["namespace"] = namespace
+        self.server.objects[(info.kind, namespace, meta.name(obj))] = obj
+        return True
 
     def do_POST(self) -> None:
-        url = urlsplit(self.path)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.writes.append(("POST", url.path, parse_qs(url.query), body))
-        self._send(201, body)
+        url, route = urlsplit(self.path), self._route()
+        assert route is not None
+        info, namespace, _ = route
+        body = json.loads(self._body())
+        query = parse_qs(url.query)
+        self.server.writes.append(("POST", url.path, query, "", body))
+        if self._store(info, namespace, body, query):
+            self._send(201, body)
+
+    def do_PATCH(self) -> None:
+        url, route = urlsplit(self.path), self._route()
+        assert route is not None
+        info, namespace, name = route
+        raw = self._body()
+        ctype = self.headers["Content-Type"]
+        query = parse_qs(url.query)
+        self.server.writes.append(("PATCH", url.path, query, ctype, json.loads(raw)))
+        current = self.server.objects.get((info.kind, namespace, name))
+        if current is None:
+            self._send(404, _status(404, "NotFound", f'"{name}" not found'))
+            return
+        try:
+            new = patch.apply_patch(current, raw, ctype, info.kind)
+        except patch.PatchError as err:
+            self._send(err.code, _status(err.code, err.reason, str(err)))
+            return
+        if self._store(info, namespace, new, query):
+            self._send(200, new)
 
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
     srv = _Server(("127.0.0.1", 0), _Handler)
-    srv.writes = []
+    srv.writes, srv.objects, srv.rv = [], {}, 1
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -96,46 +185,139 @@ def _kubectl(srv: _Server, home: Path, *args: str, stdin: str | None = None
         "apiVersion": "v1", "kind": "Config", "current-context": "t",
         "clusters": [{"name": "t", "cluster": {"server": f"http://{host!s}:{port}"}}],
         "users": [{"name": "t", "user": {"token": "x"}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}]}))
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t",
+                                                "namespace": "default"}}]}))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "KUBECONFIG": str(config)}
     return subprocess.run([kubectl, *args], input=stdin, capture_output=True, text=True,
                           env=env, timeout=60)
 
 
-def test_kubectl_explain_reads_daemonset_update_strategy(server: _Server, tmp_path: Path) -> None:
-    out = _kubectl(server, tmp_path, "explain", "daemonset.spec.updateStrategy")
+def _ok(out: subprocess.CompletedProcess[str]) -> str:
     assert out.returncode == 0, out.stderr
-    assert "KIND:       DaemonSet" in out.stdout
-    assert "DaemonSetUpdateStrategy" in out.stdout
-    assert "rollingUpdate" in out.stdout and "<RollingUpdateDaemonSet>" in out.stdout
+    return out.stdout
+
+
+def _ds(image: str = "agent:1", **container: Any) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default", "labels": {"app": "agent"}},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {
+                     "nodeSelector": {"disk": "ssd"},
+                     "containers": [{"name": "agent", "image": image, **container},
+                                    {"name": "sidecar", "image": "sidecar:1",
+                                     "env": [{"name": "A", "value": "1"}]}]}}}})
+
+
+def _stored(srv: _Server, name: str = "agent") -> Obj:
+    return srv.objects[("DaemonSet", "default", name)]
+
+
+def _containers(srv: _Server) -> list[Obj]:
+    spec: Obj = _stored(srv)["spec"]["template"]["spec"]
+    return list(spec["containers"])
+
+
+# ---- OpenAPI ------------------------------------------------------------------------------
+
+
+def test_kubectl_explain_reads_daemonset_update_strategy(server: _Server, tmp_path: Path) -> None:
+    out = _ok(_kubectl(server, tmp_path, "explain", "daemonset.spec.updateStrategy"))
+    assert "KIND:       DaemonSet" in out
+    assert "DaemonSetUpdateStrategy" in out
+    assert "rollingUpdate" in out and "<RollingUpdateDaemonSet>" in out
 
 
 def test_kubectl_explain_reads_pod_container_fields(server: _Server, tmp_path: Path) -> None:
-    out = _kubectl(server, tmp_path, "explain", "pods.spec.containers.imagePullPolicy")
-    assert out.returncode == 0, out.stderr
-    assert "FIELD: imagePullPolicy <string>" in out.stdout
-
-
-_UNKNOWN_FIELD_DS = """
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: agent, namespace: default}
-spec:
-  selector: {matchLabels: {app: agent}}
-  template:
-    metadata: {labels: {app: agent}}
-    spec:
-      containers:
-      - {name: agent, image: agent:1, imagePullPolicyy: Always}
-"""
+    out = _ok(_kubectl(server, tmp_path, "explain", "pods.spec.containers.imagePullPolicy"))
+    assert "FIELD: imagePullPolicy <string>" in out
 
 
 def test_kubectl_apply_leaves_field_validation_to_the_server(server: _Server,
                                                              tmp_path: Path) -> None:
-    out = _kubectl(server, tmp_path, "apply", "-f", "-", stdin=_UNKNOWN_FIELD_DS)
-    assert out.returncode == 0, out.stderr
-    assert [(m, p) for m, p, _, _ in server.writes] == [
+    out = _kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds(imagePullPolicyy="Always"))
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        'Error from server (BadRequest): error when creating "STDIN": strict decoding error: '
+        'unknown field "spec.template.spec.containers[0].imagePullPolicyy"')
+    assert [(m, p) for m, p, _, _, _ in server.writes] == [
         ("POST", "/apis/apps/v1/namespaces/default/daemonsets")]
-    _, _, query, body = server.writes[0]
+    query = server.writes[0][2]
     assert query["fieldValidation"] == ["Strict"]
-    assert body["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] == "Always"
+
+
+# ---- patches kubectl computes -------------------------------------------------------------
+
+
+def test_kubectl_apply_twice_then_an_edit(server: _Server, tmp_path: Path) -> None:
+    assert _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds())) == (
+        "daemonset.apps/agent created\n")
+    assert _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds())) == (
+        "daemonset.apps/agent unchanged\n")
+    edited = _ds("agent:2").replace("disk: ssd", "disk: nvme")
+    assert _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=edited)) == (
+        "daemonset.apps/agent configured\n")
+    method, _, query, ctype, body = server.writes[-1]
+    assert (method, ctype) == ("PATCH", patch.STRATEGIC_MERGE_PATCH)
+    assert query["fieldValidation"] == ["Strict"]
+    assert "$setElementOrder/containers" in body["spec"]["template"]["spec"]
+    assert [(c["name"], c["image"]) for c in _containers(server)] == [
+        ("agent", "agent:2"), ("sidecar", "sidecar:1")]
+    assert _stored(server)["spec"]["template"]["spec"]["nodeSelector"] == {"disk": "nvme"}
+    assert schema.unknown_fields(_stored(server)) == []
+
+    # dropping a container and an env var from the manifest removes them ($patch: delete)
+    fewer = yaml.safe_load(_ds("agent:2"))
+    fewer["spec"]["template"]["spec"]["containers"] = [
+        {"name": "sidecar", "image": "sidecar:1"}]
+    _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=yaml.safe_dump(fewer)))
+    assert _containers(server) == [{"name": "sidecar", "image": "sidecar:1"}]
+
+
+def test_kubectl_set_image_label_and_patch_types(server: _Server, tmp_path: Path) -> None:
+    _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds()))
+    _ok(_kubectl(server, tmp_path, "set", "image", "ds/agent", "sidecar=sidecar:9"))
+    assert [c["image"] for c in _containers(server)] == ["agent:1", "sidecar:9"]
+    assert server.writes[-1][3] == patch.STRATEGIC_MERGE_PATCH
+
+    _ok(_kubectl(server, tmp_path, "label", "ds", "agent", "tier=infra"))
+    assert meta.labels(_stored(server)) == {"app": "agent", "tier": "infra"}
+    _ok(_kubectl(server, tmp_path, "label", "ds", "agent", "tier-"))
+    assert meta.labels(_stored(server)) == {"app": "agent"}
+
+    _ok(_kubectl(server, tmp_path, "patch", "ds", "agent", "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/template/spec/containers/0/image",
+          "value": "agent:3"}])))
+    _ok(_kubectl(server, tmp_path, "patch", "ds", "agent", "--type=merge", "-p",
+                 '{"spec":{"template":{"spec":{"nodeSelector":null}}}}'))
+    _ok(_kubectl(server, tmp_path, "patch", "ds", "agent", "-p", json.dumps(
+        {"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "env": [
+            {"name": "B", "value": "2"}]}]}}}})))
+    spec = _stored(server)["spec"]["template"]["spec"]
+    assert "nodeSelector" not in spec
+    assert [c["image"] for c in spec["containers"]] == ["agent:3", "sidecar:9"]
+    assert spec["containers"][1]["env"] == [{"name": "B", "value": "2"},
+                                            {"name": "A", "value": "1"}]
+
+    bad = _kubectl(server, tmp_path, "patch", "ds", "agent", "--type=json", "-p",
+                   '[{"op":"test","path":"/metadata/name","value":"other"}]')
+    assert bad.returncode == 1
+    assert "the server rejected our request due to an error in our request" in bad.stderr
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+
+def test_kubectl_get_prints_the_cli_table(server: _Server, tmp_path: Path) -> None:
+    _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds()))
+    stored = _stored(server)
+    stored["status"] = {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                        "numberReady": 2, "updatedNumberScheduled": 3, "numberAvailable": 2}
+    for wide in (False, True):
+        args = ("-o", "wide") if wide else ()
+        got = _ok(_kubectl(server, tmp_path, "get", "ds", *args))
+        assert got == printers.get_table(kinds.DAEMONSET, [stored], time.time(), wide=wide)
+    got = _ok(_kubectl(server, tmp_path, "get", "ds", "-A", "--show-labels"))
+    assert got == printers.get_table(kinds.DAEMONSET, [stored], time.time(),
+                                     all_namespaces=True, show_labels=True)
+    assert got.startswith("NAMESPACE   NAME    DESIRED")

@@ -4,9 +4,11 @@ names them, strategic-merge metadata per path, and the shape of the OpenAPI v3 d
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from shared.api import openapi, schema
 from shared.model import kinds
@@ -29,6 +31,17 @@ def _ds(**container: Any) -> dict[str, Any]:
 
 def test_a_valid_daemonset_has_no_unknown_fields() -> None:
     assert schema.unknown_fields(_ds()) == []
+
+
+MANIFESTS = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
+
+
+def test_every_testdata_manifest_has_no_unknown_fields() -> None:
+    docs = [d for f in sorted(MANIFESTS.glob("*.yaml"))
+            for d in yaml.safe_load_all(f.read_text()) if d]
+    assert sum(d["kind"] == "DaemonSet" for d in docs) >= 8
+    for doc in docs:
+        assert schema.unknown_fields(doc) == [], (doc["kind"], doc["metadata"]["name"])
 
 
 @pytest.mark.parametrize(("edit", "paths"), [
