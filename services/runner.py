@@ -48,11 +48,9 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metri
 def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
                    name: str | None = None, burst: bool = False,
                    stall_seconds: float = common.STALL_SECONDS) -> None:
-    from rq import Queue
-
     from services.reconciler.metrics import start_queue_metrics
     from services.reconciler.sync import Reconciler
-    from services.reconciler.worker import LEASE_SECONDS, MsgpackSerializer, ReconcilerWorker
+    from services.reconciler.worker import LEASE_SECONDS, ReconcilerWorker, rq_queue
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
@@ -61,7 +59,7 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Me
     p.queue = RedisWorkQueue(p.store.r, p.store.keys, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
     reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
-    queue = Queue(p.store.keys.rq_queue_name, connection=p.store.r, serializer=MsgpackSerializer)
+    queue = rq_queue(p.store.r, p.store.keys.rq_queue_name)
     if metrics[0]:
         start_queue_metrics(p.queue)
     worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,

@@ -8,8 +8,11 @@ key, leases) for the next key and wraps it in a job. So:
 * jobs carry only a DaemonSet key and a lease token (job id ``sync_<base64url key>_<token>``);
 * the serializer is msgpack, never pickle, and a job may only name a function on
   ``ALLOWED_FUNCTIONS`` (anything else fails before it is imported);
-* a job put on the RQ queue by someone else is never run: this worker does not read RQ lists;
-  and a job hash forged in Redis that names a callback is refused too (our jobs have none).
+* nothing else a job hash can name runs either (see ``AllowListedJob``): callbacks are
+  refused, webhooks never sent, dependents never enqueued, and RQ's registry maintenance,
+  which reads job hashes anyone who can write Redis may have planted, is replaced by one that
+  only deletes (``ReconcilerWorker.run_maintenance_tasks``);
+* a job put on the RQ queue by someone else is never run: this worker does not read RQ lists.
 
 RQ's bookkeeping is trimmed to what daemonbus uses: RQ's defaults cost 53 Redis commands in 16
 round trips per job, against a handful for a no-op sync; now 27 in 6. A successful sync keeps
@@ -39,17 +42,19 @@ from typing import Any
 
 import msgpack
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue, SimpleWorker, worker_registration
 from rq.exceptions import DeserializationError, StopRequested
-from rq.executions import Execution
+from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job
-from rq.utils import now
+from rq.registry import FailedJobRegistry, StartedJobRegistry
+from rq.utils import current_timestamp, now
 from rq.worker import WorkerStatus
 
 from services.common import STALL_SECONDS
 from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
 from services.reconciler.sync import Reconciler, SyncResult
 from shared.control.protocols import Lease, WorkQueue
+from shared.store.guard import text
 
 log = logging.getLogger("reconciler")
 
@@ -84,13 +89,22 @@ class MsgpackSerializer:
 
 
 class AllowListedJob(Job):  # type: ignore[misc]
-    """A Job that refuses to import any function not on the allow-list."""
+    """A Job that runs no code a job hash names, but an allow-listed function.
+
+    Anyone who can write Redis can write a job hash, and RQ resolves names from it in several
+    places: the function (and an instance to call it on), the success, failure and stopped
+    callbacks (``import_attribute``, then called with the job and its connection), webhooks
+    (HTTP requests to the URLs stored there) and dependents (job ids RQ enqueues when a job
+    ends, for whichever worker listens on their queue). Our jobs have none of these but the
+    function, so every other one is refused when it is named, before anything is imported."""
 
     @property
     def func(self) -> Any:
         name = self.func_name
         if name not in ALLOWED_FUNCTIONS:
             raise DeserializationError(f"job {self.id}: function {name!r} is not allowed")
+        if self.instance is not None:
+            raise DeserializationError(f"job {self.id}: a method call is not allowed")
         return super().func
 
     def _no_callback(self, which: str, name: str | None) -> None:
@@ -108,6 +122,20 @@ class AllowListedJob(Job):  # type: ignore[misc]
     @property
     def stopped_callback(self) -> None:
         self._no_callback("stopped", self._stopped_callback_name)
+
+    def send_webhooks(self, status: Any, *, exc_string: str | None = None) -> None:
+        """Never: the URLs would come from Redis (our jobs have no webhooks)."""
+
+    @property
+    def dependent_ids(self) -> list[str]:
+        return []  # our jobs have no dependents; a planted set is never enqueued
+
+
+def rq_queue(connection: redis.Redis, name: str) -> Queue:
+    """The RQ queue our workers listen on: its jobs are ``AllowListedJob``s in msgpack, for
+    whatever RQ builds from it (registries, maintenance)."""
+    return Queue(name, connection=connection, serializer=MsgpackSerializer,
+                 job_class=AllowListedJob)
 
 
 def job_id(lease: Lease) -> str:
@@ -243,6 +271,35 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
             pipe.execute()
 
+    def _enqueue_dependents_safely(self, queue: Queue, job: Job) -> None:
+        """Never: our jobs have no dependents (RQ would enqueue the ids a planted set names)."""
+
+    def run_maintenance_tasks(self) -> None:
+        """RQ's periodic registry maintenance, cut to what our jobs leave behind, and deleting
+        only.
+
+        RQ's own cleans every registry of the queue, the group and the rate-limit registries;
+        for an abandoned job (its worker died) it loads the job hash, runs the failure
+        callback it names, retries or fails the job, enqueues its dependents and sends its
+        webhooks: all of it from data anyone who can write Redis may have planted. Here, under
+        RQ's maintenance lock: workers whose hash expired leave the worker sets (``rq info``),
+        a started job whose heartbeat ran out (its worker died; the workqueue hands its key
+        out again) is deleted, and failed jobs past their ``failure_ttl`` leave the failed
+        registry. No job hash is read."""
+        queue = self.queues[0]
+        if queue.acquire_maintenance_lock():
+            try:
+                worker_registration.clean_worker_registry(queue)
+                started = StartedJobRegistry(queue.name, connection=self.connection)
+                expired: list[Any] = self.connection.zrangebyscore(  # type: ignore[assignment]
+                    started.key, 0, current_timestamp())
+                for entry in expired:
+                    drop_job(self.connection, queue.name, text(entry).split(":", 1)[0])
+                FailedJobRegistry(queue.name, connection=self.connection).cleanup()
+            finally:
+                queue.release_maintenance_lock()  # type: ignore[no-untyped-call]
+        self.last_cleaned_at = now()  # type: ignore[assignment]
+
     def dequeue_job_and_maintain_ttl(self, timeout: int | None,
                                      max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
         self.procline("Waiting for DaemonSet keys")  # type: ignore[no-untyped-call]
@@ -290,3 +347,20 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         )
         job.save()
         return job, queue
+
+
+def drop_job(connection: redis.Redis, queue_name: str, job_id: str) -> None:
+    """Acts: delete a job of ours that no worker will finish: its hash, its execution records
+    and their StartedJobRegistry entries. Reads nothing from the job hash."""
+    started = StartedJobRegistry(queue_name, connection=connection)
+    executions = ExecutionRegistry(job_id, connection).key
+    ids: list[Any] = connection.zrange(executions, 0, -1)  # type: ignore[assignment]
+    entries: list[Any] = connection.zrange(started.key, 0, -1)  # type: ignore[assignment]
+    with connection.pipeline(transaction=False) as pipe:
+        for execution_id in ids:
+            pipe.delete(Execution(text(execution_id), job_id, connection).key)
+        mine = [text(e) for e in entries if text(e).split(":", 1)[0] == job_id]
+        if mine:
+            pipe.zrem(started.key, *mine)
+        pipe.delete(executions, Job.key_for(job_id))
+        pipe.execute()

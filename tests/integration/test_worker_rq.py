@@ -88,7 +88,7 @@ def _in_process_worker(stack: Stack, reconciler: type[Reconciler] = Reconciler,
     name = f"{stack.prefix}-inproc"
     rec = reconciler(stack.store, wq, RedisExpectations(r, keys), RedisBackoff(r, keys),
                      worker=name)
-    queue = Queue(keys.rq_queue_name, connection=r, serializer=rq_worker.MsgpackSerializer)
+    queue = rq_worker.rq_queue(r, keys.rq_queue_name)
     worker = rq_worker.ReconcilerWorker([queue], connection=r, name=name, workqueue=wq,
                                         reconciler=rec)
     return worker, wq
