@@ -60,16 +60,23 @@ def _check_document(doc: manifests.Document, namespace: str | None) -> tuple[kin
     return info, obj
 
 
-def _validate_all(env: context.CliEnv, objs: list[Obj]) -> list[str]:
-    """kubectl's message for every document the store would refuse; nothing is written."""
+def _validate_all(env: context.CliEnv, docs: list[tuple[str, Obj]]) -> list[str]:
+    """kubectl's message for every document (source, object) the store would refuse;
+    nothing is written."""
     store = env.store
     dry = DryRunStore(store.r, store.keys, clock=store.clock)
     problems = []
-    for obj in objs:
+    for source, obj in docs:
+        exists = store.try_get(str(obj.get("kind")), store.manifest_key(obj)) is not None
         try:
             dry.apply(obj)
         except store_errors.InvalidError as err:
             problems.append(invalid_message(err))
+        except store_errors.BadRequestError as err:
+            # cmdutil.AddSourceToErr("creating", source, err) on a create; a patch's error
+            # carries the patch itself, which we do not show
+            where = "" if exists else f'error when creating "{source}": '
+            problems.append(f"Error from server ({err.reason}): {where}{err}")
     return problems
 
 
@@ -101,7 +108,8 @@ def apply(env: context.CliEnv, filenames: tuple[str, ...], recursive: bool,
     checked = [_check_document(d, namespace) for d in docs]
     if not checked:
         raise CliError("error: no objects passed to apply")
-    problems = _validate_all(env, [obj for _, obj in checked])
+    problems = _validate_all(env, [(d.source, obj) for d, (_, obj) in zip(docs, checked,
+                                                                           strict=True)])
     if problems:
         raise CliError("\n".join(problems))
     store = env.store if dry_run == "none" else DryRunStore(

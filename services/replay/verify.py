@@ -24,6 +24,7 @@ from typing import Any
 from services.replay import logfile
 from shared.daemonset import planner
 from shared.daemonset import record as ds_record
+from shared.daemonset import status as ds_status
 from shared.daemonset import types as t
 from shared.store import codec, errors
 
@@ -162,6 +163,9 @@ def check(view: View, entry: str, rec: Obj, plan_fn: PlanFn) -> Divergence | Non
     """Re-plan one recorded sync against ``view`` (which must be as of its position) and
     compare. Decides."""
     recorded = rec.get("actions")
+    if isinstance(recorded, dict) and isinstance(recorded.get("status"), dict):
+        # records written before the status took its JSON shape carry zero omitempty counters
+        recorded = {**recorded, "status": ds_status.json_shape(recorded["status"])}
     snap = view.snapshot(rec)
     uid = str(((snap.ds or {}).get("metadata") or {}).get("uid") or "")
     if snap.ds is not None and rec.get("uid") and uid != rec.get("uid"):

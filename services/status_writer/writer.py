@@ -147,7 +147,9 @@ class StatusWriter:
                 return False
             if attempt == 0 and not self.claim(key, str(msg.get("position") or "")):
                 return False
-            new = dict(msg["status"])
+            # the message is in JSON shape (zero omitempty counters left out): a missing
+            # counter is 0, not the stored value
+            new = {**dict.fromkeys(ds_status.COUNTERS, 0), **msg["status"]}
             old = ds.get("status") or {}
             generation = int(msg.get("generation") or 0)
             if msg.get("observe"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.model import meta
+from shared.model import meta, syntax
 
 Obj = dict[str, Any]
 
@@ -88,12 +88,10 @@ def template_generation(ds: Obj) -> int | None:
     raw = meta.annotations(ds).get(GENERATION_ANNOTATION)
     if raw is None:
         return None
-    text = str(raw)
-    sign = text[1:] if text[:1] in "+-" else text
-    if not sign.isascii() or not sign.isdigit():
+    try:
+        return syntax.parse_int64(str(raw))
+    except ValueError:
         return None
-    number = int(text)
-    return number if -(2**63) <= number < 2**63 else None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,29 @@ COUNTERS = (
 )
 
 
+# apps/v1 DaemonSetStatus fields tagged ``json:",omitempty"`` (k8s.io/api/apps/v1/types.go):
+# observedGeneration, updatedNumberScheduled, numberAvailable and numberUnavailable are plain
+# numbers, left out when zero; collisionCount is a pointer (left out when nil, kept at 0);
+# conditions a slice (left out when empty). The other four counters are always present.
+OMIT_WHEN_ZERO = ("observedGeneration", "updatedNumberScheduled", "numberAvailable",
+                  "numberUnavailable")
+
+
+def json_shape(status: Obj) -> Obj:
+    """``status`` as the API server serialises a DaemonSetStatus: the ``omitempty`` fields
+    left out when zero (so ``{.status.numberUnavailable}`` reads nothing, not 0), ``collisionCount``
+    when None, ``conditions`` when empty. Decides; returns a new map."""
+    out = dict(status)
+    for name in OMIT_WHEN_ZERO:
+        if name in out and out[name] == 0 and not isinstance(out[name], bool):
+            del out[name]
+    if out.get("collisionCount", 0) is None:
+        del out["collisionCount"]
+    if "conditions" in out and not out["conditions"]:
+        del out["conditions"]
+    return out
+
+
 def is_pod_updated(pod: Obj, hash: str, template_generation: int | None) -> bool:
     """``IsPodUpdated``: the hash label equals ``hash`` (non-empty), or the
     ``pod-template-generation`` label equals the template generation (when known)."""
@@ -58,7 +81,8 @@ def compute_status(
 ) -> Obj:
     """``updateDaemonSetStatus``: a copy of the cached status with the seven counters and
     observedGeneration (``metadata.generation`` if ``update_observed_generation``, else kept);
-    collisionCount and conditions are kept.
+    collisionCount and conditions are kept. In its JSON shape (:func:`json_shape`): counters
+    that are zero and ``omitempty`` are left out.
 
     ``decisions[n]`` is the placement decision for node ``n``; ``node_pods`` the facts of the
     claimed pods by target node (``podfacts.by_node``: deleted terminal pods left out, updated
@@ -95,9 +119,7 @@ def compute_status(
     )
     if update_observed_generation:
         new["observedGeneration"] = dsutil.generation(ds)
-    elif "observedGeneration" not in new:
-        new["observedGeneration"] = 0
-    return new
+    return json_shape(new)
 
 
 def _sort_key(facts: PodFacts) -> tuple[int, float, str]:

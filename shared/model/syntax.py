@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from shared.model import fielderr
+
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 QUALIFIED_NAME_MAX_LENGTH = 63
@@ -47,6 +49,29 @@ _DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN_FMT)
 _PERCENT_RE = re.compile(PERCENT_FMT)
 _PORT_NAME_CHARSET_RE = re.compile("[-a-z0-9]+")
 _PORT_NAME_ONE_LETTER_RE = re.compile("[a-z]")
+
+
+def parse_int64(text: str) -> int:
+    """Go's ``strconv.ParseInt(text, 10, 64)``: an optional sign and ASCII digits, within
+    int64. Raises ValueError with Go's message (``strconv.ParseInt: parsing "x": invalid
+    syntax`` / ``...: value out of range``). As in Go, the digits are read as a uint64 first
+    (an overflow of that is reported even when a bad character follows it), then the int64
+    range is checked."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    negative = text[:1] == "-"
+    quoted = fielderr.go_quote(text)
+    if not body:
+        raise ValueError(f"strconv.ParseInt: parsing {quoted}: invalid syntax")
+    number = 0
+    for ch in body:
+        if not ("0" <= ch <= "9"):
+            raise ValueError(f"strconv.ParseInt: parsing {quoted}: invalid syntax")
+        number = number * 10 + ord(ch) - ord("0")
+        if number >= 2**64:
+            raise ValueError(f"strconv.ParseInt: parsing {quoted}: value out of range")
+    if number > (2**63 if negative else 2**63 - 1):
+        raise ValueError(f"strconv.ParseInt: parsing {quoted}: value out of range")
+    return -number if negative else number
 
 
 def byte_len(s: str) -> int:

@@ -22,9 +22,11 @@ from typing import Any
 
 import redis
 
+from shared.daemonset import status as ds_status
 from shared.model import defaults as model_defaults
 from shared.model import kinds as model_kinds
 from shared.model import meta
+from shared.model import syntax as model_syntax
 from shared.model import validation as model_validation
 from shared.store import codec, errors, scripts
 from shared.store.keys import Keys
@@ -117,6 +119,22 @@ def _now() -> float:
 
 def _spec_equal(a: Any, b: Any) -> bool:
     return codec.pack(a) == codec.pack(b)
+
+
+def requested_template_generation(obj: Obj) -> int:
+    """The templateGeneration a DaemonSet carries in (``Convert_v1_DaemonSet_To_apps_DaemonSet``,
+    pkg/apis/apps/v1/conversion.go): its ``deprecated.daemonset.template.generation``
+    annotation parsed by ``strconv.ParseInt(v, 10, 64)``, 0 without one. A value that does not
+    parse fails the decode: BadRequestError, with the API server's message."""
+    raw = meta.annotations(obj).get(TEMPLATE_GENERATION_ANNOTATION)
+    if raw is None:
+        return 0
+    try:
+        return model_syntax.parse_int64(str(raw))
+    except ValueError as err:
+        raise errors.BadRequestError(
+            f'{obj.get("kind")} in version "v1" cannot be handled as a {obj.get("kind")}: {err}'
+        ) from err
 
 
 class Store:
@@ -289,6 +307,7 @@ class Store:
     def prepare_create(self, obj: Obj, now: float | None = None) -> Obj:
         """Validate, default and stamp a new object (uid, creationTimestamp, generation)."""
         obj = self._shape(copy.deepcopy(codec.plain(obj)))
+        requested_tg = requested_template_generation(obj) if obj["kind"] == "DaemonSet" else 0
         info = model_kinds.by_kind(str(obj.get("kind")))
         obj.setdefault("apiVersion", info.api_version) if info else None
         md = obj.setdefault("metadata", {})
@@ -306,8 +325,10 @@ class Store:
             md.pop(f, None)
         self.stamp(obj, now)
         if obj.get("kind") == "DaemonSet":
+            # PrepareForCreate (pkg/registry/apps/daemonset/strategy.go): the requested
+            # templateGeneration, raised to 1 when lower; written back as FormatInt
             ann = md.setdefault("annotations", {})
-            ann[TEMPLATE_GENERATION_ANNOTATION] = "1"
+            ann[TEMPLATE_GENERATION_ANNOTATION] = str(max(requested_tg, 1))
             obj["status"] = {
                 "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
                 "numberMisscheduled": 0, "numberReady": 0,
@@ -324,6 +345,8 @@ class Store:
         """Server-side rules of an update (registry strategy): keep identity and status,
         bump generation on spec changes, templateGeneration on template changes."""
         new = copy.deepcopy(codec.plain(new))
+        if new.get("kind") == "DaemonSet":
+            requested_template_generation(new)  # decoded (and refused if bad), then ignored
         new = model_defaults.default(new)
         md, omd = new.setdefault("metadata", {}), old["metadata"]
         for f in ("uid", "creationTimestamp", "namespace", "name"):
@@ -423,6 +446,8 @@ class Store:
         new = copy.deepcopy(old)
         new["status"] = copy.deepcopy(obj.get("status") or {})
         if kind == "DaemonSet":
+            if isinstance(new["status"], dict):
+                new["status"] = ds_status.json_shape(new["status"])
             problems = model_validation.validate_daemonset_status(
                 new["status"], old.get("status") or {}
             )
@@ -542,7 +567,9 @@ class Store:
         apply); status and server-set metadata are kept.
         """
         obj = self._shape(codec.plain(obj))
-        kind, key = str(obj.get("kind")), self._manifest_key(obj)
+        kind, key = str(obj.get("kind")), self.manifest_key(obj)
+        if kind == "DaemonSet":
+            requested_template_generation(obj)  # a bad value is refused on update too
         for _ in range(CONFLICT_RETRIES):
             current = self.try_get(kind, key)
             if current is None:
@@ -580,7 +607,7 @@ class Store:
                 continue
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
 
-    def _manifest_key(self, obj: Obj) -> str:
+    def manifest_key(self, obj: Obj) -> str:
         info = model_kinds.by_kind(str(obj.get("kind")))
         md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         assert isinstance(md, dict)

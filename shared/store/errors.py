@@ -54,6 +54,13 @@ class InvalidError(StoreError):
                          else f'{kind} "{name}" is invalid: ' + ", ".join(causes))
 
 
+class BadRequestError(StoreError):
+    """The request body cannot be turned into an object at all (the API server's decode or
+    conversion step failed, before validation): HTTP 400 BadRequest."""
+
+    reason = "BadRequest"
+
+
 class UnavailableError(StoreError):
     """Redis could not be reached or answered with an error; a retry may help."""
 

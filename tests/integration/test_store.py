@@ -91,6 +91,68 @@ def test_generation_rises_on_spec_changes_only(store: Store) -> None:
     assert ds["status"].get("numberReady", 0) == 0  # spec updates discard status changes
 
 
+TG = "deprecated.daemonset.template.generation"
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    # Convert_v1_DaemonSet_To_apps_DaemonSet parses the annotation with
+    # strconv.ParseInt(v, 10, 64); PrepareForCreate raises TemplateGeneration to 1 only when
+    # lower; Convert_apps_DaemonSet_To_v1_DaemonSet writes it back with strconv.FormatInt
+    (None, "1"), ("5", "5"), ("1", "1"), ("0", "1"), ("-3", "1"), ("007", "7"), ("+4", "4"),
+])
+def test_create_keeps_the_template_generation_annotation(store: Store, given: str | None,
+                                                         stored: str) -> None:
+    ds = copy.deepcopy(DS)
+    if given is not None:
+        ds["metadata"]["annotations"] = {TG: given}
+    assert store.create(ds)["metadata"]["annotations"][TG] == stored
+    assert store.get("DaemonSet", "default/agent")["metadata"]["annotations"][TG] == stored
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    # the decode error transformDecodeError wraps as BadRequest, with strconv's NumError
+    ("abc", 'DaemonSet in version "v1" cannot be handled as a DaemonSet: strconv.ParseInt: '
+            'parsing "abc": invalid syntax'),
+    ("", 'DaemonSet in version "v1" cannot be handled as a DaemonSet: strconv.ParseInt: '
+         'parsing "": invalid syntax'),
+    ("9223372036854775808", 'DaemonSet in version "v1" cannot be handled as a DaemonSet: '
+                            'strconv.ParseInt: parsing "9223372036854775808": value out of range'),
+])
+def test_a_non_numeric_template_generation_is_a_bad_request_and_writes_nothing(
+        store: Store, given: str, message: str) -> None:
+    ds = copy.deepcopy(DS)
+    ds["metadata"]["annotations"] = {TG: given}
+    with pytest.raises(errors.BadRequestError) as exc:
+        store.create(ds)
+    assert str(exc.value) == message and exc.value.reason == "BadRequest"
+    with pytest.raises(errors.BadRequestError):
+        store.apply(ds)
+    assert log_len(store) == 0
+    store.create(DS)  # on update too: the request is decoded before it is ignored
+    with pytest.raises(errors.BadRequestError):
+        store.apply(ds)
+
+    def bad(current: dict) -> dict:  # type: ignore[type-arg]
+        current["metadata"]["annotations"][TG] = given
+        return current
+
+    with pytest.raises(errors.BadRequestError):
+        store.mutate("DaemonSet", "default/agent", bad)
+    assert log_len(store) == 1
+
+
+def test_update_ignores_the_requested_template_generation(store: Store) -> None:
+    # PrepareForUpdate: newDaemonSet.Spec.TemplateGeneration = old, +1 on a template change
+    ds = copy.deepcopy(DS)
+    ds["metadata"]["annotations"] = {TG: "4"}
+    ds = store.create(ds)
+    ds["metadata"]["annotations"][TG] = "9"
+    assert store.update(ds)["metadata"]["annotations"][TG] == "4"
+    ds = store.get("DaemonSet", "default/agent")
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
+    assert store.update(ds)["metadata"]["annotations"][TG] == "5"
+
+
 def test_status_update_keeps_spec(store: Store) -> None:
     ds = store.create(DS)
     ds["spec"]["minReadySeconds"] = 30

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from shared.daemonset import dsutil, planner, status
 from tests.unit.daemonset_fixtures import (
     NOW,
@@ -45,6 +49,45 @@ def test_status_counts() -> None:
     assert plan.requeue_after == 30.0  # numberReady != numberAvailable
 
 
+def test_status_leaves_out_zero_omitempty_counters() -> None:
+    # k8s.io/api/apps/v1 DaemonSetStatus: observedGeneration, updatedNumberScheduled,
+    # numberAvailable and numberUnavailable are `json:",omitempty"`; the other four are not
+    ds = make_ds(pod_spec={"containers": [], "nodeSelector": {"color": "blue"}})
+    plan = planner.plan(snapshot(ds, [make_node("n0", {"color": "red"})], []))
+    assert plan.status == {
+        "desiredNumberScheduled": 0,
+        "currentNumberScheduled": 0,
+        "numberMisscheduled": 0,
+        "numberReady": 0,
+        "observedGeneration": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("given", "shaped"),
+    [
+        # omitempty int fields: left out at 0, kept otherwise
+        ({"numberReady": 0, "observedGeneration": 0, "updatedNumberScheduled": 0,
+          "numberAvailable": 0, "numberUnavailable": 0},
+         {"numberReady": 0}),
+        ({"numberUnavailable": 2, "observedGeneration": 3}, {"numberUnavailable": 2,
+                                                            "observedGeneration": 3}),
+        # collisionCount *int32 omitempty: nil left out, 0 kept
+        ({"collisionCount": None}, {}),
+        ({"collisionCount": 0}, {"collisionCount": 0}),
+        # conditions []DaemonSetCondition omitempty: an empty slice left out
+        ({"conditions": []}, {}),
+        ({"conditions": [{"type": "X"}]}, {"conditions": [{"type": "X"}]}),
+        # not omitempty: always kept
+        ({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0},
+         {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0}),
+    ],
+)
+def test_json_shape_follows_the_omitempty_tags(given: dict[str, Any],
+                                               shaped: dict[str, Any]) -> None:
+    assert status.json_shape(given) == shaped
+
+
 def test_status_uses_oldest_pod_per_node() -> None:
     ds = make_ds()
     old_ready = make_pod("a", "n0", ds=ds, hash="old", created=NOW - 100)
@@ -52,7 +95,7 @@ def test_status_uses_oldest_pod_per_node() -> None:
     plan = planner.plan(snapshot(ds, [make_node("n0")], [new_unready, old_ready]))
     assert plan.status is not None
     assert plan.status["numberReady"] == 1
-    assert plan.status["updatedNumberScheduled"] == 0
+    assert "updatedNumberScheduled" not in plan.status  # 0, omitempty
 
 
 def test_status_terminal_deleted_pods_do_not_count() -> None:
@@ -111,5 +154,5 @@ def test_number_ready_status_requeue_only_with_min_ready_seconds() -> None:
         snapshot(slow, [make_node("n0")], [daemon_pod(slow, "n0", ready_since=NOW - 1)])
     )
     assert plan.status is not None
-    assert (plan.status["numberReady"], plan.status["numberAvailable"]) == (1, 0)
+    assert (plan.status["numberReady"], plan.status.get("numberAvailable", 0)) == (1, 0)
     assert plan.requeue_after == 15.0
