@@ -12,10 +12,11 @@ extensions. Definitions are named as upstream names them (``io.k8s.api.apps.v1.D
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 KUBERNETES_VERSION = "v1.32.0"
@@ -41,8 +42,12 @@ class UnknownKindError(LookupError):
 def definitions() -> Mapping[str, Schema]:
     """Every schema definition by upstream name, loaded once from the package's data file.
     The mapping and its values are shared: read only."""
-    ref = importlib.resources.files(_PACKAGE).joinpath(*_DEFINITIONS)
-    doc = json.loads(ref.read_text(encoding="utf-8"))
+    # the package's directory, found without importing it (its import pulls in jsonschema)
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the {_PACKAGE} package is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*_DEFINITIONS)
+    doc = json.loads(path.read_text(encoding="utf-8"))
     defs: dict[str, Schema] = doc["$defs"]
     return defs
 

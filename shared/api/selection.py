@@ -7,7 +7,7 @@ field labels (``field label not supported: X``). Pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,10 @@ class FieldSelector:
 
     def empty(self) -> bool:
         return not self.requirements
+
+    def names(self) -> tuple[str, ...]:
+        """The fields the requirements read."""
+        return tuple(dict.fromkeys(r.field for r in self.requirements))
 
     def exact(self, name: str) -> str | None:
         """The value ``name`` must equal, if a term requires one (``RequiresExactMatch``):
@@ -142,95 +146,92 @@ def parse_field_selector(selector: str) -> FieldSelector:
 # ---- what each kind lets a client select on -----------------------------------------------
 
 
-def _get(obj: Obj, *path: str) -> str:
-    cur: Any = obj
-    for p in path:
-        cur = cur.get(p) if isinstance(cur, dict) else None
-    return "" if cur is None else str(cur)
+def _get(*path: str) -> Callable[[Obj], str]:
+    def read(obj: Obj) -> str:
+        cur: Any = obj
+        for p in path:
+            cur = cur.get(p) if isinstance(cur, dict) else None
+        return "" if cur is None else str(cur)
+    return read
 
 
-def _bool(obj: Obj, *path: str) -> str:
-    cur: Any = obj
-    for p in path:
-        cur = cur.get(p) if isinstance(cur, dict) else None
-    return "true" if cur is True else "false"
+def _bool(*path: str) -> Callable[[Obj], str]:
+    def read(obj: Obj) -> str:
+        cur: Any = obj
+        for p in path:
+            cur = cur.get(p) if isinstance(cur, dict) else None
+        return "true" if cur is True else "false"
+    return read
 
 
-def _object_meta(obj: Obj, namespaced: bool) -> dict[str, str]:
-    out = {"metadata.name": meta.name(obj)}
-    if namespaced:
-        out["metadata.namespace"] = meta.namespace(obj)
-    return out
+def _pod_ip(pod: Obj) -> str:
+    st = pod.get("status") or {}
+    ips = st.get("podIPs") or []
+    ip = ips[0].get("ip") if ips and isinstance(ips[0], dict) else st.get("podIP")
+    return "" if ip is None else str(ip)
 
 
-def _pod_fields(pod: Obj) -> dict[str, str]:
-    ips = (pod.get("status") or {}).get("podIPs") or []
-    ip = ips[0].get("ip") if ips and isinstance(ips[0], dict) else _get(pod, "status", "podIP")
-    return {**_object_meta(pod, True),
-            "spec.nodeName": _get(pod, "spec", "nodeName"),
-            "spec.restartPolicy": _get(pod, "spec", "restartPolicy"),
-            "spec.schedulerName": _get(pod, "spec", "schedulerName"),
-            "spec.serviceAccountName": _get(pod, "spec", "serviceAccountName"),
-            "spec.hostNetwork": _bool(pod, "spec", "hostNetwork"),
-            "status.phase": _get(pod, "status", "phase"),
-            "status.podIP": "" if ip is None else str(ip),
-            "status.nominatedNodeName": _get(pod, "status", "nominatedNodeName")}
+def _event_source(ev: Obj) -> str:
+    return _get("source", "component")(ev) or _get("reportingComponent")(ev)
 
 
-def _node_fields(node: Obj) -> dict[str, str]:
-    return {**_object_meta(node, False), "spec.unschedulable": _bool(node, "spec", "unschedulable")}
-
-
-def _namespace_fields(ns: Obj) -> dict[str, str]:
-    return {**_object_meta(ns, False), "status.phase": _get(ns, "status", "phase")}
-
-
-def _event_fields(ev: Obj) -> dict[str, str]:
-    out = {f"involvedObject.{f}": _get(ev, "involvedObject", f)
-           for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
-                     "fieldPath")}
-    return {**_object_meta(ev, True), **out, "reason": _get(ev, "reason"),
-            "reportingComponent": _get(ev, "reportingComponent"),
-            "source": _get(ev, "source", "component") or _get(ev, "reportingComponent"),
-            "type": _get(ev, "type")}
+Getters = Mapping[str, Callable[[Obj], str]]
+_NAME: Getters = {"metadata.name": meta.name}
+_NAMESPACED: Getters = {**_NAME, "metadata.namespace": meta.namespace}
 
 
 @dataclass(frozen=True)
 class _Fields:
-    """A kind's selectable fields: the labels it accepts (with upstream's renames) and how to
-    read them from an object."""
+    """A kind's selectable fields: how to read each from an object (upstream's
+    ToSelectableFields), the labels it accepts beyond them and its renames (its field label
+    conversion function)."""
 
-    read: Callable[[Obj], dict[str, str]]
-    accepted: frozenset[str]
+    getters: Getters
+    extra: frozenset[str] = frozenset()
     renames: Mapping[str, str] = field(default_factory=dict)
     specific: bool = True  # False: upstream's DefaultMetaV1FieldSelectorConversion
 
     def convert(self, label: str) -> str:
         if label in self.renames:
             return self.renames[label]
-        if label in self.accepted:
+        if label in self.getters or label in self.extra:
             return label
         if not self.specific:
             raise SelectorError(f'"{label}" is not a known field selector: only '
                                 '"metadata.name", "metadata.namespace"')
         raise SelectorError(f"field label not supported: {label}")
 
+    def read(self, obj: Obj, names: Iterable[str] | None = None) -> dict[str, str]:
+        wanted = self.getters if names is None else names
+        return {n: self.getters[n](obj) for n in wanted if n in self.getters}
 
-_META_ONLY = _Fields(lambda o: _object_meta(o, True),
-                     frozenset({"metadata.name", "metadata.namespace"}), specific=False)
+
+_META_ONLY = _Fields(_NAMESPACED, specific=False)
 FIELDS: Mapping[str, _Fields] = {
-    "Pod": _Fields(_pod_fields, frozenset({
-        "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-        "status.podIP", "status.podIPs", "status.nominatedNodeName"}),
+    "Pod": _Fields({
+        **_NAMESPACED,
+        "spec.nodeName": _get("spec", "nodeName"),
+        "spec.restartPolicy": _get("spec", "restartPolicy"),
+        "spec.schedulerName": _get("spec", "schedulerName"),
+        "spec.serviceAccountName": _get("spec", "serviceAccountName"),
+        "spec.hostNetwork": _bool("spec", "hostNetwork"),
+        "status.phase": _get("status", "phase"),
+        "status.podIP": _pod_ip,
+        "status.nominatedNodeName": _get("status", "nominatedNodeName"),
+    }, frozenset({"status.podIPs"}),  # accepted, never set: it matches only ""
         {"spec.host": "spec.nodeName"}),  # old v1 clients' name
-    "Node": _Fields(_node_fields, frozenset({"metadata.name", "spec.unschedulable"})),
-    "Namespace": _Fields(_namespace_fields, frozenset({"metadata.name", "status.phase"})),
-    "Event": _Fields(_event_fields, frozenset({
-        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
-        "metadata.namespace", "metadata.name"})),
+    "Node": _Fields({**_NAME, "spec.unschedulable": _bool("spec", "unschedulable")}),
+    "Namespace": _Fields({**_NAME, "status.phase": _get("status", "phase")}),
+    "Event": _Fields({
+        **_NAMESPACED,
+        **{f"involvedObject.{f}": _get("involvedObject", f)
+           for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
+                     "fieldPath")},
+        "reason": _get("reason"),
+        "reportingComponent": _get("reportingComponent"),
+        "source": _event_source,
+        "type": _get("type"),
+    }),
     "DaemonSet": _META_ONLY,
     "ControllerRevision": _META_ONLY,
 }
@@ -247,9 +248,11 @@ def field_selector(kind: str, selector: str) -> FieldSelector:
                                for r in parsed.requirements))
 
 
-def selectable_fields(kind: str, obj: Obj) -> dict[str, str]:
-    """The field set a field selector of ``kind`` is matched against."""
-    return FIELDS.get(kind, _META_ONLY).read(obj)
+def selectable_fields(kind: str, obj: Obj, names: Iterable[str] | None = None
+                      ) -> dict[str, str]:
+    """The field set a field selector of ``kind`` is matched against (only ``names``, when
+    given)."""
+    return FIELDS.get(kind, _META_ONLY).read(obj, names)
 
 
 # ---- both ---------------------------------------------------------------------------------
@@ -275,7 +278,9 @@ class Selection:
     def matches(self, obj: Obj) -> bool:
         if not self.labels.matches(meta.labels(obj)):
             return False
-        return self.fields.empty() or self.fields.matches(selectable_fields(self.kind, obj))
+        if self.fields.empty():
+            return True
+        return self.fields.matches(selectable_fields(self.kind, obj, self.fields.names()))
 
     def everything(self) -> bool:
         return self.labels.empty() and self.fields.empty()

@@ -182,21 +182,15 @@ def _later(a: float | None, b: float | None) -> float | None:
     return b if a is None or (b is not None and b > a) else a
 
 
-def _pod_status(pod: Obj) -> tuple[str, str, int, float | None]:
-    """Upstream printPod's READY, STATUS and RESTARTS (and the last restart's time)."""
-    spec, st = _map(pod.get("spec")), _map(pod.get("status"))
-    phase = _str(st.get("phase"))
-    reason = _str(st.get("reason")) or phase or "Pending"  # the API server defaults the phase
-    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
-           for c in _dicts(st.get("conditions"))):
-        reason = "SchedulingGated"
+def _init_status(spec: Obj, st: Obj, reason: str
+                 ) -> tuple[str, int, int, float | None, int, float | None, bool]:
+    """printPod's pass over init containers: (reason, ready sidecars, restarts, last restart,
+    sidecar restarts, last sidecar restart, still initializing)."""
     init_specs = _dicts(spec.get("initContainers"))
     inits = {_str(c.get("name")): c for c in init_specs}
-    total = len(_dicts(spec.get("containers"))) + sum(1 for c in init_specs if _restartable(c))
     ready = restarts = sidecar_restarts = 0
     last: float | None = None
     sidecar_last: float | None = None
-    initializing = False
     for i, cs in enumerate(_dicts(st.get("initContainerStatuses"))):
         restarts += _int(cs.get("restartCount"))
         last = _later(last, _terminated_at(cs))
@@ -219,15 +213,41 @@ def _pod_status(pod: Obj) -> tuple[str, str, int, float | None]:
             reason = "Init:" + _str(waiting["reason"])
         else:
             reason = f"Init:{i}/{len(init_specs)}"
-        initializing = True
-        break
+        return reason, ready, restarts, last, sidecar_restarts, sidecar_last, True
+    return reason, ready, restarts, last, sidecar_restarts, sidecar_last, False
+
+
+def _pod_status(pod: Obj) -> tuple[str, str, int, float | None]:
+    """Upstream printPod's READY, STATUS and RESTARTS (and the last restart's time)."""
+    spec, st = _map(pod.get("spec")), _map(pod.get("status"))
+    phase = _str(st.get("phase"))
+    reason = _str(st.get("reason")) or phase or "Pending"  # the API server defaults the phase
+    conditions = _dicts(st.get("conditions"))
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in conditions):
+        reason = "SchedulingGated"
+    total = len(_dicts(spec.get("containers")))
+    ready = restarts = 0
+    last: float | None = None
+    initializing = False
+    if spec.get("initContainers"):
+        total += sum(1 for c in _dicts(spec["initContainers"]) if _restartable(c))
+        reason, ready, restarts, last, sidecar_restarts, sidecar_last, initializing = \
+            _init_status(spec, st, reason)
+        if not initializing or _condition_true(st, "Initialized"):
+            restarts, last = sidecar_restarts, sidecar_last
     if not initializing or _condition_true(st, "Initialized"):
-        restarts, last = sidecar_restarts, sidecar_last
         running = False
         for cs in reversed(_dicts(st.get("containerStatuses"))):
             restarts += _int(cs.get("restartCount"))
-            last = _later(last, _terminated_at(cs))
+            if cs.get("lastState"):
+                last = _later(last, _terminated_at(cs))
             state = _map(cs.get("state"))
+            if "running" in state and len(state) == 1:  # the common case
+                if cs.get("ready"):
+                    running = True
+                    ready += 1
+                continue
             terminated, waiting = _map(state.get("terminated")), _map(state.get("waiting"))
             if waiting.get("reason"):
                 reason = _str(waiting["reason"])
