@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.model import fielderr
+
 KUBERNETES_VERSION = "v1.32.0"
 """The Kubernetes release whose schemas are served (kubectl 1.32's)."""
 
@@ -127,9 +129,31 @@ def unknown_field_message(path: str) -> str:
     return f'unknown field "{path}"'
 
 
-def strict_decoding_message(paths: Sequence[str]) -> str:
-    """Upstream's wording for a body refused under ``fieldValidation=Strict``."""
-    return "strict decoding error: " + ", ".join(unknown_field_message(p) for p in paths)
+def strict_decoding_message(paths: Sequence[str], kind: str | None = None,
+                            version: str | None = None) -> str:
+    """Upstream's wording for a body refused under ``fieldValidation=Strict``; with ``kind``
+    and ``version``, as a create or update reports it (``DaemonSet in version "v1" cannot
+    be handled as a DaemonSet: strict decoding error: unknown field "spec.x"``)."""
+    text = "strict decoding error: " + ", ".join(unknown_field_message(p) for p in paths)
+    if kind:
+        return f'{kind} in version "{version}" cannot be handled as a {kind}: {text}'
+    return text
+
+
+FIELD_VALIDATIONS = ("Ignore", "Warn", "Strict")
+
+
+def field_validation(directive: str | None) -> str:
+    """The ``fieldValidation`` query parameter: ``Ignore``, ``Warn`` (the default, also for
+    absent or empty) or ``Strict``. Raises ``ValueError`` with upstream's message for any
+    other value (the API server answers it as an Invalid ``CreateOptions``, ``UpdateOptions``
+    or ``PatchOptions``)."""
+    if not directive:
+        return "Warn"
+    if directive not in FIELD_VALIDATIONS:
+        raise ValueError(fielderr.not_supported("fieldValidation", directive,
+                                                ["", "Ignore", "Strict", "Warn"]))
+    return directive
 
 
 def _walk(value: Any, schema: Schema, path: str, out: dict[str, None]) -> None:

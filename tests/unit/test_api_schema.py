@@ -93,6 +93,18 @@ def test_upstream_wording_of_unknown_fields() -> None:
     assert schema.unknown_field_message("spec.x") == 'unknown field "spec.x"'
     assert schema.strict_decoding_message(["a", "b.c"]) == (
         'strict decoding error: unknown field "a", unknown field "b.c"')
+    assert schema.strict_decoding_message(["spec.x"], "DaemonSet", "v1") == (
+        'DaemonSet in version "v1" cannot be handled as a DaemonSet: strict decoding error: '
+        'unknown field "spec.x"')
+
+
+def test_field_validation_directive() -> None:
+    assert [schema.field_validation(v) for v in (None, "", "Ignore", "Warn", "Strict")] == [
+        "Warn", "Warn", "Ignore", "Warn", "Strict"]
+    with pytest.raises(ValueError) as err:
+        schema.field_validation("strict")
+    assert str(err.value) == ('fieldValidation: Unsupported value: "strict": supported values: '
+                              '"", "Ignore", "Strict", "Warn"')
 
 
 @pytest.mark.parametrize(("api_version", "kind", "path", "meta"), [
