@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import history as ds_history
 from shared.daemonset import podtemplate
 from shared.daemonset import types as t
+from shared.model import events as model_events
 from shared.model import meta, podutil
 from shared.store import client as store_client
 from shared.store import codec, errors
@@ -424,20 +424,9 @@ def _relabel(obj: Obj, labels: dict[str, str]) -> Obj | None:
 
 
 def _event(ds: Obj, e: t.EmitEvent, count: int, now: float, position: str) -> Obj:
-    digest = hashlib.sha256(
-        f"{meta.uid(ds)}|{e.reason}|{e.message}|{position}|{now}".encode()).hexdigest()[:16]
-    stamp = meta.format_time(now)
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta.name(ds)}.{digest}", "namespace": meta.namespace(ds)},
-        "involvedObject": {"apiVersion": "apps/v1", "kind": "DaemonSet",
-                           "namespace": meta.namespace(ds), "name": meta.name(ds),
-                           "uid": meta.uid(ds), "resourceVersion": meta.resource_version(ds)},
-        "reason": e.reason, "message": e.message, "type": e.type, "count": count,
-        "firstTimestamp": stamp, "lastTimestamp": stamp,
-        "source": {"component": "daemonset-controller"},
-        "reportingComponent": "daemonset-controller", "reportingInstance": "daemonbus",
-    }
+    return model_events.event(ds, e.type, e.reason, e.message, now=now,
+                              salt=f"{position}|{now}", component="daemonset-controller",
+                              count=count)
 
 
 def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:
