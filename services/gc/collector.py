@@ -11,6 +11,16 @@ roles, for the kinds daemonbus keeps). Decisions are in ``decide``; this module 
 * **Control state of deleted DaemonSets**: expectations, workqueue traces and failed-pod
   backoff entries (``shared.store.residue``) — this collector is their one home.
 * **Event TTL**: Events older than ``event_ttl`` seconds are deleted.
+* **NoExecute taint eviction** (Kubernetes' taint manager, ``pkg/controller/tainteviction``):
+  a pod bound to a node with a NoExecute taint it does not tolerate is evicted at once, one
+  that tolerates it for ``tolerationSeconds`` when that time has run out (unless the taint
+  went first), each with the DisruptionTarget condition, an Event and a decision record in
+  the log that ``replay --verify`` recomputes. It lives here, not in the reconciler (the
+  DaemonSet controller only keeps pods off nodes they do not tolerate) nor the node agent
+  (kubelet does not evict for taints): upstream runs it in kube-controller-manager beside the
+  pod GC, and like the pod GC it acts on any pod by its node, whoever owns it. The decision
+  is ``shared.model.tainteviction``, from state and the injected clock; this module wakes for
+  a node's next deadline and writes.
 
 Everything is decided from state, not from remembered progress, so a collector killed
 half-way through a cascade finishes it after a restart: it starts with a full pass.
@@ -30,7 +40,8 @@ from typing import Any
 from prometheus_client import Counter
 
 from services.gc import decide
-from shared.model import meta
+from shared.model import events as model_events
+from shared.model import meta, tainteviction
 from shared.store import codec, errors
 from shared.store.cache import Cache, Change
 from shared.store.client import FOREGROUND, ORPHAN, Op, Result, Store
@@ -66,6 +77,8 @@ class Collector:
         self.busy_keys: set[str] = set()  # deleted DaemonSet keys a pending sync still holds
         self.settling: dict[str, str] = {}  # key cleaned -> newest status message id then
         self.deleted = 0
+        self.evicted = 0
+        self.evict_at: dict[str, float] = {}  # node → its next toleration deadline
         self._stop = threading.Event()
 
     # ---- loop -------------------------------------------------------------------------------
@@ -89,9 +102,17 @@ class Collector:
     def step(self, block_ms: int = 1000) -> int:
         """Act on the next log entries; then go on with the clean-up of deleted keys."""
         pending = self.busy_keys or self.settling
-        changes = self.cache.poll(count=5000, block_ms=200 if pending else block_ms)
+        wait_ms = 200 if pending else block_ms
+        if self.evict_at:  # wake for the next toleration that runs out
+            due_ms = (min(self.evict_at.values()) - self.clock()) * 1000
+            wait_ms = max(1, min(wait_ms, int(due_ms) + 1))
+        changes = self.cache.poll(count=5000, block_ms=wait_ms)
         if changes:
             self.handle(changes)
+        now = self.clock()
+        due = {n for n, at in self.evict_at.items() if at <= now}
+        if due:
+            self._taint_evictions(due)
         if self.busy_keys:
             self._forget_keys(set(self.busy_keys))
         if self.settling:
@@ -104,7 +125,13 @@ class Collector:
         dependents: list[Obj] = []
         gone_nodes: set[str] = set()
         pods: list[Obj] = []
+        tainting: set[str] = set()  # nodes whose NoExecute evictions may have changed
         for ch in changes:
+            if ch.type != "DECISION" and ch.type != "DELETED":
+                if ch.kind == "Node":
+                    tainting.add(meta.name(ch.new))
+                elif ch.kind == "Pod" and decide.bound_node(ch.new):
+                    tainting.update(decide.bound_node(ch.new))
             if ch.kind == "DaemonSet":
                 if ch.type == "DELETED":
                     deleted[meta.uid(ch.new)] = ch.key
@@ -130,6 +157,10 @@ class Collector:
         self._pod_gc(pods)
         if deleted:
             self._forget_deleted(deleted)
+        for name in gone_nodes:
+            self.evict_at.pop(name, None)
+        if tainting:
+            self._taint_evictions(tainting)
 
     def full_pass(self) -> None:
         """Everything from state: finish owners being deleted, collect dependents of gone
@@ -140,6 +171,8 @@ class Collector:
         deps = [o for k in DEPENDENT_KINDS for o in self.cache.objects[k].values()]
         self._collect_orphaned(deps)
         self._pod_gc(list(self.cache.objects["Pod"].values()))
+        self._taint_evictions({meta.name(n) for n in self.cache.objects["Node"].values()
+                               if tainteviction.no_execute_taints(n)})
         self._sweep_residue()
         self._expire_events()
 
@@ -236,6 +269,55 @@ class Collector:
         old = decide.expired_events(self.cache.objects["Event"].values(),
                                     self.clock() - self.event_ttl)
         self._delete(old, "event-ttl", grace=0)
+
+    # ---- NoExecute taint eviction -----------------------------------------------------------
+
+    def _taint_evictions(self, names: Iterable[str]) -> None:
+        """Acts: decide the evictions of each node in ``names`` now, write them, and keep the
+        node's next deadline for ``step`` to wake on."""
+        now = self.clock()
+        for name in sorted(names):
+            node = self.cache.get("Node", f"/{name}")
+            if node is None:
+                self.evict_at.pop(name, None)
+                continue
+            decision = tainteviction.decide(node, self.cache.by_index("node", name), now)
+            if decision.next_at is None:
+                self.evict_at.pop(name, None)
+            else:
+                self.evict_at[name] = decision.next_at
+            if decision.evictions:
+                self._evict(decision, now)
+
+    def _evict(self, decision: tainteviction.NodeEvictions, now: float) -> None:
+        """Acts: ``addConditionAndDeletePod`` for each eviction (the DisruptionTarget
+        condition and the graceful delete in one write), its Event, and the decision record,
+        in one commit. A pod changed since the cache read it (a conflict) is decided again
+        when its newer version's entry arrives."""
+        position = self.cache.position
+        ops: list[Op] = []
+        for e in decision.evictions:
+            pod = self.cache.get("Pod", f"{e.namespace}/{e.name}")
+            if pod is None or meta.uid(pod) != e.uid:
+                continue
+            op = self.store.delete_op(tainteviction.with_disruption_condition(pod, now))
+            if op is None:
+                continue
+            ops.append(op)
+            ev = model_events.event(pod, "Normal", tainteviction.EVENT_REASON,
+                                    tainteviction.event_message(pod), now=now,
+                                    salt=f"{position}|{now}",
+                                    component=tainteviction.COMPONENT)
+            ops.append(self.store.create_op(self.store.stamp(ev, now), ensure=True,
+                                            prepared=True))
+        record = tainteviction.make_record(decision, position, now)
+        ops.append(Op.record("Node", f"/{decision.node}", record))
+        for res in self.store.commit(ops):
+            if res.ok and res.op.kind == "Pod":
+                COLLECTED.labels("Pod", "taint-eviction").inc()
+                self.evicted += 1
+            elif not res.ok:
+                log.info("taint eviction: %s %s: %s", res.op.kind, res.op.key, res.status)
 
     # ---- control state of deleted DaemonSets -----------------------------------------------------
 

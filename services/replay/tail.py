@@ -13,7 +13,7 @@ from typing import Any
 import redis
 
 from services.replay import bounds
-from shared.model import meta, podutil, taints
+from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec, errors
 from shared.store.guard import redis_errors
 from shared.store.keys import Keys
@@ -26,6 +26,9 @@ def decision_summary(rec: Obj) -> str:
     """``creates N deletes M`` and the other non-empty action counts of a decision record.
     Decides."""
     actions = rec.get("actions") or {}
+    if rec.get("type") == tainteviction.RECORD_TYPE:
+        return (f"evicts {len(actions.get('evictions') or [])} {rec.get('worker', '')} "
+                f"read-through {rec.get('position', '?')}")
     parts = [f"creates {len(actions.get('creates') or [])}",
              f"deletes {len(actions.get('deletes') or [])}"]
     for name in ("history", "claims", "cleanup", "events", "backoff"):

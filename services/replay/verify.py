@@ -2,7 +2,8 @@
 
 Each DECISION entry records what one sync read (``position``: the log id its cache had
 applied; ``now``; the expectations flag; the backoff entries) and what it decided
-(``actions``). Verification re-applies the file's entries in log order to an in-memory view
+(``actions``); the gc's NoExecute evictions are recorded the same way and re-decided from the
+node and its pods as of their position. Verification re-applies the file's entries in log order to an in-memory view
 and, for each decision, rebuilds the Snapshot exactly as ``Reconciler.snapshot`` did — the
 DaemonSet by key, every Node, the Pods and ControllerRevisions of its namespace, all as of
 ``position`` (not as of the decision entry, which comes after the sync's own writes) — then
@@ -26,6 +27,7 @@ from shared.daemonset import planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import status as ds_status
 from shared.daemonset import types as t
+from shared.model import tainteviction
 from shared.store import codec, errors
 
 Obj = dict[str, Any]
@@ -41,9 +43,10 @@ class Divergence:
     difference: str  # record.first_difference(recorded, recomputed)
     recorded: Any
     recomputed: Any
+    subject: str = "daemonset"  # what decided: a DaemonSet sync, or a taint eviction
 
     def describe(self) -> str:
-        return (f"divergence in decision {self.entry} of daemonset {self.key} "
+        return (f"divergence in decision {self.entry} of {self.subject} {self.key} "
                 f"(read through {self.position}): recorded != recomputed at {self.difference}")
 
 
@@ -159,9 +162,29 @@ def _decisions(path: str | Path, limit: tuple[int, int] | None) -> list[_Pending
     return out
 
 
+def check_eviction(view: View, entry: str, rec: Obj) -> Divergence | None:
+    """Re-decide one recorded NoExecute eviction (the gc's taint manager) against ``view``
+    (as of its position): the node and every pod bound to it then, at the recorded time.
+    Decides."""
+    name = str(rec.get("node") or "")
+    slot = view.nodes.get(f"/{name}")
+    node = slot.get() if slot is not None else {"metadata": {"name": name}}
+    pods = [s.get() for table in view.by_ns["Pod"].values() for s in table.values()]
+    decision = tainteviction.decide(node, pods, float(rec.get("now") or 0.0))
+    recomputed = tainteviction.summarize(decision)
+    recorded = rec.get("actions")
+    diff = ds_record.first_difference(recorded, codec.unpack(codec.pack(recomputed)))
+    if diff is None:
+        return None
+    return Divergence(f"node/{name}", entry, str(rec.get("position") or "0-0"), diff,
+                      recorded, recomputed, subject="taint eviction")
+
+
 def check(view: View, entry: str, rec: Obj, plan_fn: PlanFn) -> Divergence | None:
     """Re-plan one recorded sync against ``view`` (which must be as of its position) and
-    compare. Decides."""
+    compare; a taint-eviction record is re-decided by ``check_eviction``. Decides."""
+    if rec.get("type") == tainteviction.RECORD_TYPE:
+        return check_eviction(view, entry, rec)
     recorded = rec.get("actions")
     if isinstance(recorded, dict) and isinstance(recorded.get("status"), dict):
         # records written before the status took its JSON shape carry zero omitempty counters

@@ -30,6 +30,7 @@ from shared.store import codec
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
 from shared.store.server import RedisServer
+from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
 
 Obj = dict[str, Any]
@@ -211,7 +212,10 @@ def test_verify_finds_no_divergence_in_a_recorded_run(recording: Recording) -> N
     result = verify.verify(recording.path)
     assert result.divergences == []
     records = _decisions(recording.store, FLUENTD) + _decisions(recording.store, CRASHY)
-    assert result.verified == len(records) >= 10
+    # the gc's taint manager records its NoExecute evictions too (node-00002's pod)
+    evictions = _decisions(recording.store, "/node-00002")
+    assert evictions and all(r["type"] == "taint-eviction" for r in evictions)
+    assert result.verified == len(records) + len(evictions) and len(records) >= 10
     kinds_of_action = {k for r in records for k in ("creates", "deletes", "backoff", "history",
                                                     "cleanup") if r["actions"][k]}
     assert kinds_of_action == {"creates", "deletes", "backoff", "history", "cleanup"}
@@ -228,12 +232,18 @@ def test_verify_reports_a_changed_burst_cap(recording: Recording,
 
 def test_verify_reports_changed_placement(recording: Recording,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Taints ignored: the decision that evicted the pod from the NoExecute node diverges."""
+    """Taints ignored: the first DaemonSet decision that read the NoExecute taint (it
+    deleted the pod on that node, or found it evicted by the taint manager and planned no
+    new one) diverges."""
     monkeypatch.setattr(taints, "find_untolerated", lambda *a, **k: None)
     result = verify.verify(recording.path)
     [div] = result.divergences
-    rec = next(r for r in _decisions(recording.store, FLUENTD)
-               if any(node == "node-00002" for _pod, node in r["actions"]["deletes"]))
+    tainted = next(codec.id_tuple(e.id) for e in kit.log_entries(recording.store, "Node")
+                   if e.key == "/node-00002" and e.type == "MODIFIED"
+                   and (e.obj.get("spec") or {}).get("taints"))
+    rec = min((r for r in _decisions(recording.store, FLUENTD)
+               if codec.id_tuple(r["position"]) >= tainted),
+              key=lambda r: codec.id_tuple(r["position"]))
     assert div.key == FLUENTD
     assert codec.id_tuple(div.position) == codec.id_tuple(rec["position"])
     assert result.verified > 0
@@ -274,8 +284,11 @@ def test_cli_replay_into_another_prefix(recording: Recording) -> None:
 def test_cli_log_tail_summarises_decisions(recording: Recording) -> None:
     res = _cli(recording, "log", "tail", "-n", "1000")
     lines = res.output.splitlines()
-    decisions = [x for x in lines if "  DECISION  " in x]
+    decisions = [x for x in lines if "  DECISION  " in x and "  DaemonSet  " in x]
     assert decisions and all(" creates " in x and " deletes " in x for x in decisions)
+    evictions = [x for x in lines if "  DECISION  " in x and "  Node  " in x]
+    assert evictions and all(" evicts 1 taint-eviction-controller read-through " in x
+                             for x in evictions)
     assert any("  ADDED     Node                /node-extra  ready=" in x for x in lines)
 
 

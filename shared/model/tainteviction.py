@@ -1,0 +1,201 @@
+"""NoExecute taint eviction (upstream's taint manager, ``pkg/controller/tainteviction``, part of
+kube-controller-manager). Pure: decides which pods of one node to evict at ``now`` and when to
+look again; the caller performs the evictions.
+
+For each pod bound to the node (``spec.nodeName``) and not already terminating, against the
+node's NoExecute taints (``getNoExecuteTaints``):
+
+* a taint no toleration tolerates → evict now (``GetMatchingTolerations`` false);
+* else each taint is tolerated by its first matching toleration (``GetMatchingTolerations``);
+  one without ``tolerationSeconds`` tolerates it forever; one with N seconds (N <= 0 counts as
+  0, as ``getMinTolerationTime`` has it) until N seconds after the taint reached the pod: its
+  ``timeAdded`` (the node's creation when it has none), or the pod's creation when the pod
+  came later. The pod is evicted at the earliest of these times; a taint removed first takes
+  its deadline with it, so the pod stays.
+
+Upstream times from when its in-memory queue first saw the pod under a finitely tolerated
+taint and keeps one deadline per pod (``CreatedAt`` + the minimum toleration). This module
+keeps no memory: it times from the taint's ``timeAdded`` (which the API server's clients stamp
+when they add a NoExecute taint) and the pod's creation, per taint, so a restarted collector,
+another replica and ``replay --verify`` all reach the same decision from the same state. The
+two agree whenever the taint manager sees taints and pods promptly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.model import meta, taints
+
+Obj = dict[str, Any]
+
+EVENT_REASON = "TaintManagerEviction"
+CONDITION_REASON = "DeletionByTaintManager"
+CONDITION_MESSAGE = "Taint manager: deleting due to NoExecute taint"
+COMPONENT = "taint-eviction-controller"
+RECORD_TYPE = "taint-eviction"
+RECORD_VERSION = 1
+
+
+def event_message(pod: Obj) -> str:
+    """The Event upstream's ``emitPodDeletionEvent`` writes when it evicts ``pod``."""
+    return f"Marking for deletion Pod {meta.namespace(pod)}/{meta.name(pod)}"
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Evict pod ``namespace/name`` (uid ``uid``) from its node, because of ``taint``
+    (``key=value:NoExecute``), due at ``due`` (epoch seconds)."""
+
+    namespace: str
+    name: str
+    uid: str
+    taint: str
+    due: float
+
+
+@dataclass
+class NodeEvictions:
+    """What one look at a node decided: the pods to evict now, and when the next deadline of
+    a pod on it falls (None: no pod is waiting out a toleration)."""
+
+    node: str
+    evictions: list[Eviction] = field(default_factory=list)
+    next_at: float | None = None
+
+
+def no_execute_taints(node: Obj) -> list[Obj]:
+    """``getNoExecuteTaints``: the node's taints with effect NoExecute, in order."""
+    return [t for t in taints.node_taints(node) if t.get("effect") == taints.NO_EXECUTE]
+
+
+def matching_tolerations(
+    node_taints: list[Obj], tolerations: list[Obj]
+) -> tuple[bool, list[Obj]]:
+    """``GetMatchingTolerations``: whether every taint is tolerated, and for each taint the
+    first toleration that tolerates it (empty when one is not)."""
+    used: list[Obj] = []
+    for taint in node_taints:
+        match = next((t for t in tolerations if taints.tolerates(t, taint)), None)
+        if match is None:
+            return False, []
+        used.append(match)
+    return True, used
+
+
+def toleration_seconds(toleration: Obj) -> float | None:
+    """How long ``toleration`` tolerates a NoExecute taint: None = forever, <= 0 → 0."""
+    value = toleration.get("tolerationSeconds")
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return max(0.0, float(value))
+
+
+def _since(taint: Obj, node: Obj, pod: Obj) -> float:
+    """When ``taint`` reached ``pod``: its timeAdded (else the node's creation), or the pod's
+    creation if later."""
+    added = meta.parse_time(str(taint.get("timeAdded") or "")) or meta.parse_time(
+        meta.creation_timestamp(node)
+    )
+    created = meta.parse_time(meta.creation_timestamp(pod))
+    return max(added or 0.0, created or 0.0)
+
+
+def pod_deadline(
+    node: Obj, node_taints: list[Obj], pod: Obj, now: float
+) -> tuple[float, str] | None:
+    """When ``pod`` must leave ``node`` and for which taint, or None (it may stay): ``now``
+    for a taint it does not tolerate."""
+    spec = pod.get("spec")
+    raw = spec.get("tolerations") if isinstance(spec, dict) else None
+    tolerations = [t for t in raw if isinstance(t, dict)] if isinstance(raw, list) else []
+    tolerated, used = matching_tolerations(node_taints, tolerations)
+    if not tolerated:
+        blocking = taints.find_untolerated(node_taints, tolerations, {taints.NO_EXECUTE})
+        return now, taints.taint_string(blocking or node_taints[0])
+    best: tuple[float, str] | None = None
+    for taint, toleration in zip(node_taints, used, strict=True):
+        seconds = toleration_seconds(toleration)
+        if seconds is None:
+            continue
+        due = _since(taint, node, pod) + seconds
+        if best is None or due < best[0]:
+            best = (due, taints.taint_string(taint))
+    return best
+
+
+def decide(node: Obj, pods: Iterable[Obj], now: float) -> NodeEvictions:
+    """Which of ``pods`` (those bound to ``node``; others are ignored) to evict at ``now``."""
+    name = meta.name(node)
+    result = NodeEvictions(node=name)
+    node_taints = no_execute_taints(node)
+    if not node_taints:
+        return result
+    for pod in sorted(pods, key=meta.key):
+        spec = pod.get("spec")
+        if not isinstance(spec, dict) or spec.get("nodeName") != name:
+            continue
+        if meta.is_being_deleted(pod):
+            continue
+        deadline = pod_deadline(node, node_taints, pod, now)
+        if deadline is None:
+            continue
+        due, taint = deadline
+        if due <= now:
+            result.evictions.append(
+                Eviction(meta.namespace(pod), meta.name(pod), meta.uid(pod), taint, due)
+            )
+        elif result.next_at is None or due < result.next_at:
+            result.next_at = due
+    return result
+
+
+def disruption_condition(now: float) -> Obj:
+    """The condition upstream's ``addConditionAndDeletePod`` sets before the delete."""
+    return {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": CONDITION_REASON,
+        "message": CONDITION_MESSAGE,
+        "lastTransitionTime": meta.format_time(now),
+    }
+
+
+def with_disruption_condition(pod: Obj, now: float) -> Obj:
+    """A copy of ``pod`` (status level) with the DisruptionTarget condition set."""
+    status = dict(pod.get("status") or {})
+    conditions = [
+        c
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and c.get("type") != "DisruptionTarget"
+    ]
+    conditions.append(disruption_condition(now))
+    status["conditions"] = conditions
+    return {**pod, "status": status}
+
+
+def summarize(decision: NodeEvictions) -> dict[str, Any]:
+    """The comparable effects of one decision, as plain data (what a record keeps)."""
+    return {
+        "node": decision.node,
+        "evictions": [
+            [f"{e.namespace}/{e.name}", e.uid, e.taint, e.due] for e in decision.evictions
+        ],
+        "next": decision.next_at,
+    }
+
+
+def make_record(decision: NodeEvictions, position: str, now: float) -> dict[str, Any]:
+    """The decision record of one look at a node: what it read (the log ``position``, the
+    time ``now``) and what it decided, for the log and ``replay --verify``."""
+    return {
+        "rv": RECORD_VERSION,
+        "type": RECORD_TYPE,
+        "node": decision.node,
+        "position": position,
+        "now": now,
+        "actions": summarize(decision),
+        "worker": COMPONENT,
+    }
