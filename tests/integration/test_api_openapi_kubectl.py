@@ -150,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._body()
         ctype = self.headers["Content-Type"]
         query = parse_qs(url.query)
-        self.server.writes.append(("PATCH", url.path, query, ctype, json.loads(raw)))
+        self.server.writes.append(("PATCH", url.path, query, ctype, yaml.safe_load(raw)))
         current = self.server.objects.get((info.kind, namespace, name))
         if current is None:
             self._send(404, _status(404, "NotFound", f'"{name}" not found'))
@@ -303,6 +303,17 @@ def test_kubectl_set_image_label_and_patch_types(server: _Server, tmp_path: Path
                    '[{"op":"test","path":"/metadata/name","value":"other"}]')
     assert bad.returncode == 1
     assert "the server rejected our request due to an error in our request" in bad.stderr
+
+
+def test_kubectl_server_side_apply_merges_the_applied_fields(server: _Server,
+                                                              tmp_path: Path) -> None:
+    _ok(_kubectl(server, tmp_path, "apply", "-f", "-", stdin=_ds()))
+    out = _ok(_kubectl(server, tmp_path, "apply", "--server-side", "-f", "-",
+                       stdin=_ds("agent:5")))
+    assert out == "daemonset.apps/agent serverside-applied\n"
+    assert ("PATCH", patch.APPLY_PATCH, ["kubectl"]) in [
+        (m, c, q.get("fieldManager")) for m, _, q, c, _ in server.writes]
+    assert [c["image"] for c in _containers(server)] == ["agent:5", "sidecar:1"]
 
 
 # ---- tables ---------------------------------------------------------------------------------
