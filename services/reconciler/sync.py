@@ -3,6 +3,12 @@
 The worker's cache may lag the watcher's, so a sync first catches the cache up to the log
 position at which its key was handed out (``Lease.position``) — never deciding on older state
 than the event that caused it.
+
+When the log went backwards below what this worker read or wrote (``shared.store.logmark``),
+its cache lists again, and before deciding it re-derives expectations as a restarted
+controller does: the expectations of every DaemonSet are dropped (creates and deletes they
+count may be gone with the lost entries, and no event would lower them) and every DaemonSet is
+queued (adds of the lost part are gone too).
 """
 
 from __future__ import annotations
@@ -67,11 +73,25 @@ class Reconciler:
             "revisions-ns": ("ControllerRevision", _ns_index),
         })
         self.executor = Executor(store, self.cache, expectations, backoff, queue, clock)
+        self._rewinds = store.mark.rewinds
+
+    def _rederive(self) -> None:
+        """Acts, after the log went backwards: start every DaemonSet afresh (see above)."""
+        if self.store.mark.rewinds == self._rewinds:
+            return
+        self._rewinds = self.store.mark.rewinds
+        keys = sorted(self.cache.objects["DaemonSet"])
+        log.warning("the log went backwards: dropping the expectations of %d DaemonSets and "
+                    "queueing them again", len(keys))
+        for key in keys:
+            self.expectations.delete(key)
+        self.queue.add(keys)
 
     def snapshot(self, key: str, position: str) -> t.Snapshot:
         if not self.cache.synced:
             self.cache.sync()
         self.cache.catch_up(position)
+        self._rederive()
         ds = self.cache.get("DaemonSet", key)
         now = self.clock()
         if ds is None:

@@ -5,6 +5,13 @@ consumer group (any number of replicas; a dead consumer's pending messages are c
 others). Per batch only the newest message of each DaemonSet counts. A write happens only when
 the counters differ or observedGeneration is behind (spec §f, storeDaemonSetStatus), and on a
 Conflict it reads the DaemonSet again and tries once more.
+
+The writer keeps no position of its own beyond the per-DaemonSet positions of the statuses
+it wrote (``Keys.status_positions``), which never pass the log's tip (a message computed
+beyond it is refused), so after the log went backwards (``shared.store.logmark``) none holds
+back a status of the log that came back. Each round also checks the process's log mark
+(what it wrote), so a rewind is logged and the gauges are seeded again from the stored
+statuses.
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ class StatusWriter:
 
     def step(self, block_ms: int = 1000, count: int = 1000) -> int:
         r = self.store.r
+        if self.store.mark.check(r, self.store.keys):
+            self.seed_gauges()
         claimed: Any = r.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
                                start_id="0-0", count=count)
         messages = list(claimed[1]) if claimed and len(claimed) > 1 else []

@@ -9,6 +9,12 @@ So a restarted or new watcher resumes exactly where the last written batch ended
 between the cursor and the tip are replayed through the handlers with their previous state
 unknown (handlers then enqueue conservatively and never observe an expectation twice), and
 every DaemonSet is enqueued once, as an informer's initial list does.
+
+When the log goes backwards below what the watcher read (``shared.store.logmark``: a
+truncated append-only file, a restored or replaced Redis), the queue adds and expectation
+observations of the lost part are gone with it, and the stored cursor may name a lost entry.
+The watcher then starts afresh as a restarted upstream controller does: it lists again, drops
+the expectations of every DaemonSet, queues every DaemonSet and stores the cursor at the tip.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ class Watcher:
         self.batch = RedisWatcherBatch(store.r, store.keys, lease.holder, lease_role=ROLE,
                                        cursor_reader=ROLE)
         self._renewed = time.monotonic()
+        self._rewinds = store.mark.rewinds
 
     # ---- the process ---------------------------------------------------------------------
 
@@ -122,12 +129,19 @@ class Watcher:
     def start(self) -> bool:
         """Sync the cache and catch up from the stored cursor: the entries between the cursor
         and the tip go through the handlers (previous state unknown), then every DaemonSet is
-        enqueued. False when the lease was lost on the way (nothing of it written then)."""
-        tip = self.cache.sync()
+        enqueued. False when the lease was lost on the way (nothing of it written then).
+        After the log went backwards, no replay: every DaemonSet starts afresh (see above)."""
+        tip = self.cache.sync()  # after a rewind it is its listing that notices
+        rewound = self.store.mark.rewinds != self._rewinds
+        self._rewinds = self.store.mark.rewinds
         raw: Any = self.store.r.get(self.cursor_key)
         cursor = raw.decode() if raw else None
         reaction = handlers.Reaction()
-        if cursor is not None and not codec.id_ge(cursor, tip):
+        if rewound:
+            log.warning("the log went backwards: dropping the expectations of every DaemonSet "
+                        "and queueing them all (cursor %s, tip %s)", cursor, tip)
+            reaction.delete_expectations.update(self.cache.objects["DaemonSet"].keys())
+        elif cursor is not None and not codec.id_ge(cursor, tip):
             reader = LogReader(self.store.r, self.store.keys, cursor, name="watcher-replay")
             while not codec.id_ge(reader.position, tip):
                 before = reader.position
@@ -155,6 +169,8 @@ class Watcher:
     def step(self, block_ms: int = 500) -> bool:
         """Handle the next batch of log changes, if any; False when the lease was lost."""
         changes = self.cache.poll(count=5000, block_ms=block_ms)
+        if self.store.mark.rewinds != self._rewinds:
+            return self.start()  # the changes of a relist after a rewind: start afresh
         if not changes:
             return True
         return self.handle(changes)

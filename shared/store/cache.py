@@ -5,6 +5,11 @@ then applies the entries after that position in log order. Applying is idempoten
 resourceVersion: an entry not newer than the cached object is skipped, so at-least-once
 delivery, overlaps and restarts never double-apply. ``poll`` returns the applied changes
 (with the old object), which is what event handlers need.
+
+When the log goes backwards below what this process saw (``shared.store.logmark``: every
+cache of a process shares the store's mark), each cache lists again at the next ``poll``,
+and the differences come out as changes like those of a compaction gap: objects the log no
+longer has are DELETED, objects that went back are MODIFIED.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ class Cache:
         self.store = store
         self.kinds = list(kinds)
         self.objects: dict[str, dict[str, Obj]] = {k: {} for k in self.kinds}
-        self.reader = LogReader(store.r, store.keys, "0-0", name=name)
+        self.reader = LogReader(store.r, store.keys, "0-0", name=name, mark=store.mark)
+        self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
         self._versions: dict[tuple[str, str], tuple[int, int]] = {}
         # index name -> (kind, fn); values: index name -> index value -> set of keys
         self._index_defs = indexes or {}
@@ -62,7 +68,8 @@ class Cache:
 
     def sync(self) -> str:
         """(Re)list every watched kind at one log position; returns that position."""
-        tip, objs = self.store.snapshot(self.kinds)
+        tip, objs = self.store.snapshot(self.kinds)  # checks the mark: a rewind counts there
+        rewinds = self.store.mark.rewinds
         self.objects = {k: {} for k in self.kinds}
         self._versions.clear()
         self._index = {n: {} for n in self._index_defs}
@@ -71,14 +78,25 @@ class Cache:
             for obj in items:
                 self._put(kind, meta.key(obj), obj)
         self.reader.position = tip
+        self.reader.gap = self.reader.rewound = False
+        self.store.mark.saw(tip)
+        self._rewinds = rewinds
         self.synced = True
         return tip
 
+    @property
+    def rewound(self) -> bool:
+        """The log went backwards since this cache last listed (it lists at the next poll)."""
+        return self.store.mark.rewinds != self._rewinds or self.reader.rewound
+
     def poll(self, count: int = 1000, block_ms: int | None = None) -> builtins.list[Change]:
         """Apply the next entries; returns the changes applied (skips other kinds). When
-        compaction trimmed entries this cache had not read, relists instead."""
+        compaction trimmed entries this cache had not read, or the log went backwards,
+        relists instead."""
+        if self.rewound:
+            return self.relist()
         entries = self.reader.read(count=count, block_ms=block_ms)
-        if self.reader.gap:
+        if self.reader.gap or self.rewound:
             return self.relist()
         return self.apply(entries)
 
@@ -87,7 +105,6 @@ class Cache:
         return the differences from the previous contents as changes, in log order."""
         before = self.objects
         tip = self.sync()
-        self.reader.gap = False
         out: builtins.list[Change] = []
         for kind in self.kinds:
             old, new = before.get(kind, {}), self.objects[kind]
@@ -104,9 +121,13 @@ class Cache:
 
     def catch_up(self, position: str, on_change: Callable[[builtins.list[Change]], None] | None = None,
                  block_ms: int = 200, max_rounds: int = 10_000) -> None:
-        """Read until the cache has applied everything up to ``position``."""
+        """Read until the cache has applied everything up to ``position``, or until the log
+        went backwards (``position`` may then be one the log no longer has: the relisted
+        state is the newest there is)."""
         rounds = 0
-        while not codec.id_ge(self.position, position) and rounds < max_rounds:
+        rewinds = self.store.mark.rewinds
+        while not codec.id_ge(self.position, position) and rounds < max_rounds \
+                and self.store.mark.rewinds == rewinds:
             changes = self.poll(count=5000, block_ms=block_ms)
             if on_change and changes:
                 on_change(changes)

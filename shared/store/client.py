@@ -30,6 +30,7 @@ from shared.model import syntax as model_syntax
 from shared.model import validation as model_validation
 from shared.store import codec, errors, scripts
 from shared.store.keys import Keys
+from shared.store.logmark import LogMark
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,8 @@ class Store:
         self.keys = keys or Keys()
         self.clock = clock
         self.log_maxlen = log_maxlen
+        # what this process read from and wrote to the log: its caches check it on every read
+        self.mark = LogMark()
         self._commit = client.register_script(scripts.COMMIT)
         self._snapshot = client.register_script(scripts.SNAPSHOT)
 
@@ -183,18 +186,21 @@ class Store:
         return sorted(items, key=lambda o: (meta.namespace(o), meta.name(o)))
 
     def snapshot(self, kinds: Sequence[str]) -> tuple[str, dict[str, builtins.list[Obj]]]:
-        """The log tip and every object of ``kinds`` at that tip, read atomically."""
-        keys = [self.keys.log]
+        """The log tip and every object of ``kinds`` at that tip, read atomically, with the
+        check of this process's log mark (a rewind is counted there: see
+        ``shared.store.logmark``)."""
+        keys = [self.keys.log, self.keys.meta, self.keys.log_snapshot_id]
         for kind in kinds:
             keys += [self.keys.objects(kind), self.keys.versions(kind)]
         try:
-            raw = self._snapshot(keys=keys, args=[])
+            raw = self._snapshot(keys=keys, args=[self.mark.seen])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         tip = raw[0].decode()
+        self.mark.settle(self.r, self.keys, raw[1], [True] if raw[2] else [], raw[3])
         out: dict[str, builtins.list[Obj]] = {}
         for i, kind in enumerate(kinds):
-            flat_objs, flat_rvs = raw[1 + 2 * i], raw[2 + 2 * i]
+            flat_objs, flat_rvs = raw[4 + 2 * i], raw[5 + 2 * i]
             rvs = {flat_rvs[j]: flat_rvs[j + 1].decode() for j in range(0, len(flat_rvs), 2)}
             items = []
             for j in range(0, len(flat_objs), 2):
@@ -236,19 +242,30 @@ class Store:
         keys = [self.keys.log]
         args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
-                                    fence.key if fence else ""]
+                                    fence.key if fence else "", self.mark.seen]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
                 keys += [self.keys.objects(op.kind), self.keys.versions(op.kind)]
             args += [op.mode, pairs[op.kind], op.kind, op.key, op.expected, op.payload]
+        keys += [self.keys.meta, self.keys.log_snapshot_id]
         if fence:
             keys.append(self.keys.wq_owner)
         try:
             raw = self._commit(keys=keys, args=args)
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
-        return [Result(s.decode(), v.decode(), op) for (s, v), op in zip(raw, ops, strict=True)]
+        epoch, found, trimmed_to = raw[-1]
+        # the mark is checked before anything is written: a rewind counts even though this
+        # batch's new entries are past what was lost
+        self.mark.settle(self.r, self.keys, epoch, [True] if found else [], trimmed_to)
+        out = [Result(s.decode(), v.decode(), op) for (s, v), op in zip(raw[:-1], ops,
+                                                                          strict=True)]
+        for res in reversed(out):  # ids rise through a batch: the last written is the newest
+            if res.ok:
+                self.mark.saw(res.value)
+                break
+        return out
 
     def _raise_for(self, res: Result) -> None:
         if res.status == "exists":

@@ -33,7 +33,8 @@ P:exp                              hash    DaemonSet key → msgpack [add, del, 
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
 P:cursor:<reader>                  string  last log id a reader has fully processed
 P:lease:<role>                     string  holder id of a leader lease (with TTL)
-P:meta                             hash    cluster metadata (schema version, created)
+P:meta                             hash    cluster metadata; "epoch": the log's identity
+                                           (shared.store.logmark)
 =================================  ======  =====================================================
 """
 

@@ -12,31 +12,41 @@ import redis
 
 from shared.store import codec, errors
 from shared.store.keys import Keys
+from shared.store.logmark import LogMark
 
 log = logging.getLogger(__name__)
 
 
 class LogReader:
-    """Reads ``keys.log`` forward from ``position`` (exclusive)."""
+    """Reads ``keys.log`` forward from ``position`` (exclusive).
+
+    Every read also checks, in the same round trip, that the log still holds what was read
+    before (``mark``, shared by the caches of one process: see ``shared.store.logmark``)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, position: str = "0-0",
-                 name: str = "reader") -> None:
+                 name: str = "reader", mark: LogMark | None = None) -> None:
         self.r = client
         self.keys = keys
         self.position = position
         self.name = name
         self.parked = 0
         self.gap = False  # the log was trimmed past our position (see ``read``)
+        self.rewound = False  # the log went backwards below what was read (see ``read``)
+        self.mark = mark if mark is not None else LogMark(name=name)
 
     def read(self, count: int = 1000, block_ms: int | None = None) -> list[codec.Entry]:
         """The next entries after ``position`` (at most ``count``); waits up to ``block_ms``
         when there are none (None: do not wait). Advances ``position`` past every entry
         read, including parked ones. Sets ``gap`` when compaction trimmed the log past the
-        position read from (entries may be missing: the reader must relist)."""
+        position read from (entries may be missing: the reader must relist). Sets
+        ``rewound``, reads nothing and keeps ``position`` when the log is behind what was
+        read (a restored, truncated or replaced Redis): the position is no longer one of
+        this log's, and the reader must relist."""
         start = self.position
         try:
             resp: Any
             pipe = self.r.pipeline(transaction=False)
+            self.mark.queue(pipe, self.keys)
             if block_ms is None:
                 if self.position != "0-0":
                     pipe.xrange(self.keys.log, min="(" + self.position, count=count)
@@ -45,10 +55,13 @@ class LogReader:
             else:
                 pipe.xread({self.keys.log: self.position}, count=count, block=block_ms)
             pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
-            resp, trimmed_to = pipe.execute()
+            epoch, found, resp, trimmed_to = pipe.execute()
             batch: list[Any] = resp if block_ms is None else (resp[0][1] if resp else [])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
+        if self.mark.settle(self.r, self.keys, epoch, found, trimmed_to):
+            self.rewound = True
+            return []
         if trimmed_to is not None and \
                 codec.id_tuple(trimmed_to.decode()) > codec.id_tuple(start):
             self.gap = True
@@ -60,6 +73,8 @@ class LogReader:
             except errors.CorruptEntryError as err:
                 self.park(eid, fields, str(err))
             self.position = eid
+        if batch:
+            self.mark.saw(self.position)
         return out
 
     def park(self, eid: str, fields: dict[bytes, bytes], reason: str) -> None:

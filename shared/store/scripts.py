@@ -11,6 +11,9 @@ COMMIT = r"""
 --
 -- KEYS[1]          the event log stream
 -- KEYS[2k], KEYS[2k+1]  (k = 1..) the object hash and the resourceVersion hash of one kind
+-- then           the cluster's meta hash (field "epoch": the log's identity), then the
+--                  compaction point (Keys.log_snapshot_id)
+-- KEYS[#KEYS]      with a fence only: the hash of the fence (see ARGV[5])
 -- ARGV[1]          number of operations N
 -- ARGV[2]          "1" = all-or-nothing (any failed precondition writes nothing), "0" = each op alone
 -- ARGV[3]          schema version written into each entry
@@ -19,6 +22,8 @@ COMMIT = r"""
 --                  KEYS[#KEYS] holds a value "<token>:..." (a workqueue lease, see
 --                  control_scripts: wq:owner), else every op is {"fenced", ""}
 -- ARGV[6]          fence field (the leased workqueue key)
+-- ARGV[7]          the log id the writer's log mark saw last ("0-0": none), checked before
+--                  writing (shared.store.logmark): a write never hides a rewind
 -- then 6 values per operation:
 --   mode      create | ensure | update | delete | record
 --             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
@@ -32,22 +37,32 @@ COMMIT = r"""
 --
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
 -- | {"notfound", ""} | {"skipped", ""} (all-or-nothing batch aborted by another op)
--- | {"fenced", ""} (the fence token no longer holds the lease: nothing written).
+-- | {"fenced", ""} (the fence token no longer holds the lease: nothing written); then
+-- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false}.
 local n = tonumber(ARGV[1])
 local atomic = ARGV[2] == "1"
 local version = ARGV[3]
 local maxlen = tonumber(ARGV[4])
+local fenced = ARGV[5] ~= ""
+local meta_at = #KEYS - 1
+if fenced then meta_at = #KEYS - 2 end
+local seen = ARGV[7]
+local check = {redis.call("HGET", KEYS[meta_at], "epoch"), 1, false}
+if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0 then
+  check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
+end
 local results = {}
 local failed = false
-if ARGV[5] ~= "" then
+if fenced then
   local owner = redis.call("HGET", KEYS[#KEYS], ARGV[6])
   if not owner or string.match(owner, "^([^:]*):") ~= ARGV[5] then
     for i = 1, n do results[i] = {"fenced", ""} end
+    results[n + 1] = check
     return results
   end
 end
 for i = 0, n - 1 do
-  local b = 7 + i * 6
+  local b = 8 + i * 6
   local mode = ARGV[b]
   local pair = tonumber(ARGV[b + 1])
   local field = ARGV[b + 3]
@@ -76,11 +91,12 @@ if atomic and failed then
   for i = 1, n do
     if results[i][1] == "ok" then results[i] = {"skipped", ""} end
   end
+  results[n + 1] = check
   return results
 end
 for i = 0, n - 1 do
   if results[i + 1][1] == "ok" then
-    local b = 7 + i * 6
+    local b = 8 + i * 6
     local mode = ARGV[b]
     local pair = tonumber(ARGV[b + 1])
     local kind = ARGV[b + 2]
@@ -108,24 +124,33 @@ for i = 0, n - 1 do
     results[i + 1] = {"ok", id}
   end
 end
+results[n + 1] = check
 return results
 """
 
 # ------------------------------------------------------------------------------------------
 SNAPSHOT = r"""
--- snapshot: read the log tip and whole kinds of the materialised view in one atomic step.
+-- snapshot: read the log tip and whole kinds of the materialised view in one atomic step,
+-- with the reads of a log mark's check (shared.store.logmark) in the same step.
 --
 -- KEYS[1]          the event log stream
--- KEYS[2k], KEYS[2k+1]  the object hash and resourceVersion hash of each kind requested
--- ARGV             none
+-- KEYS[2]          the cluster's meta hash (field "epoch": the log's identity)
+-- KEYS[3]          the compaction point (Keys.log_snapshot_id)
+-- KEYS[2k+2], KEYS[2k+3]  the object hash and resourceVersion hash of each kind requested
+-- ARGV[1]          the log id the mark saw last ("0-0": none)
 --
--- Returns {tip, {fields..., payloads...}, {fields..., rvs...}, ...}: tip is the newest log id
--- ("0-0" when empty); then per kind HGETALL of the object hash and of the version hash.
+-- Returns {tip, epoch|false, 1|0 (ARGV[1] is in the log), compaction point|false,
+-- {fields..., payloads...}, {fields..., rvs...}, ...}: tip is the newest log id ("0-0" when
+-- empty); then per kind HGETALL of the object hash and of the version hash.
 local last = redis.call("XREVRANGE", KEYS[1], "+", "-", "COUNT", 1)
 local tip = "0-0"
 if #last > 0 then tip = last[1][1] end
-local out = {tip}
-for k = 2, #KEYS do
+local found = 0
+if ARGV[1] ~= "0-0" and #redis.call("XRANGE", KEYS[1], ARGV[1], ARGV[1], "COUNT", 1) > 0 then
+  found = 1
+end
+local out = {tip, redis.call("HGET", KEYS[2], "epoch"), found, redis.call("GET", KEYS[3])}
+for k = 4, #KEYS do
   out[#out + 1] = redis.call("HGETALL", KEYS[k])
 end
 return out

@@ -47,6 +47,9 @@ class RedisServer:
     data_dir: str = ""
     port: int = 0
     appendonly: bool = False
+    # with the append-only file on: "always" loses no acknowledged write in a crash,
+    # "everysec" up to about a second of them (README, "Durability")
+    appendfsync: str = "always"
     password: str | None = None
     aclfile: str = ""  # an ACL file (users and their rights) instead of one password
     binary: str | None = None
@@ -78,6 +81,7 @@ class RedisServer:
         args = [
             binary, "-", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.data_dir,
             "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
             "--daemonize", "no", "--loglevel", "warning",
         ]
         config = ""

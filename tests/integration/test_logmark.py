@@ -1,0 +1,97 @@
+"""The log mark (shared.store.logmark): a process notices when the log is behind what it read
+or wrote, on real Redis. The log is cut back here by hand (the entries and their view rows
+removed, as a restored older copy has them); test_log_rewind does it with a real
+append-only file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.node_agent.lifecycle import new_node
+from shared.store.cache import Cache
+from shared.store.client import Store, connect
+from shared.store.keys import Keys
+from shared.store.log import LogReader
+from shared.store.logmark import EPOCH_FIELD, LogMark
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str) -> Store:
+    return Store(connect(redis_url), Keys(prefix))
+
+
+def _cut_back(store: Store, count: int) -> None:
+    """Remove the newest ``count`` Node entries and their objects, as a log cut back."""
+    last: Any = store.r.xrevrange(store.keys.log, count=count)
+    for eid, fields in last:
+        store.r.xdel(store.keys.log, eid)
+        field = fields[b"n"]
+        store.r.hdel(store.keys.objects("Node"), field)
+        store.r.hdel(store.keys.versions("Node"), field)
+
+
+def test_a_cache_lists_again_when_the_log_is_cut_back_below_what_it_read(store: Store) -> None:
+    for i in range(3):
+        store.create(new_node(f"n{i}"))
+    cache = Cache(store, ["Node"])
+    cache.sync()
+    store.create(new_node("n3"))
+    store.create(new_node("n4"))
+    assert [c.key for c in cache.poll()] == ["/n3", "/n4"]
+    _cut_back(store, 2)
+    store.create(new_node("n5"))  # the tip is past what the cache read again
+    changes = cache.poll()
+    assert sorted((c.type, c.key) for c in changes) == [
+        ("ADDED", "/n5"), ("DELETED", "/n3"), ("DELETED", "/n4")]
+    assert sorted(cache.objects["Node"]) == ["/n0", "/n1", "/n2", "/n5"]
+    assert store.mark.rewinds == 1
+    assert cache.poll() == [] and store.mark.rewinds == 1  # once noticed, carries on
+
+
+def test_a_write_of_the_process_lost_from_the_log_is_noticed_at_its_next_read(
+        store: Store) -> None:
+    store.create(new_node("n0"))
+    cache = Cache(store, ["Node"])
+    cache.sync()
+    store.create(new_node("n1"))  # written, not read yet
+    _cut_back(store, 1)
+    assert cache.poll() == [] and store.mark.rewinds == 1
+
+
+def test_a_replaced_log_is_noticed_by_its_identity(store: Store) -> None:
+    store.create(new_node("n0"))
+    cache = Cache(store, ["Node"])
+    cache.sync()
+    assert cache.poll() == []
+    store.r.hset(store.keys.meta, EPOCH_FIELD, "another-log")
+    changes = cache.poll()
+    assert changes == [] and store.mark.rewinds == 1 and store.mark.epoch == "another-log"
+
+
+def test_a_listing_at_a_newer_tip_does_not_hide_a_cut_back(store: Store) -> None:
+    store.create(new_node("n0"))
+    store.create(new_node("n1"))
+    cache = Cache(store, ["Node"])
+    cache.sync()
+    _cut_back(store, 1)
+    store.create(new_node("n2"))
+    cache.sync()  # a process listing again (restarted loop) at a tip past what it had
+    assert store.mark.rewinds == 1
+
+
+def test_compaction_past_the_position_is_a_gap_not_a_rewind(store: Store) -> None:
+    ids = [store.create(new_node(f"n{i}"))["metadata"]["resourceVersion"] for i in range(3)]
+    reader = LogReader(store.r, store.keys, mark=LogMark())
+    assert len(reader.read()) == 3
+    store.r.set(store.keys.log_snapshot_id, ids[2])
+    store.r.xtrim(store.keys.log, minid=ids[2])
+    store.r.xdel(store.keys.log, ids[2])  # even the entry read last: compaction covers it
+    assert reader.read() == [] and not reader.rewound and reader.mark.rewinds == 0
+
+
+def test_an_empty_log_gets_an_identity_once(store: Store) -> None:
+    first, second = LogMark(), LogMark()
+    assert not first.check(store.r, store.keys) and not second.check(store.r, store.keys)
+    assert first.epoch and first.epoch == second.epoch
