@@ -75,6 +75,13 @@ def documents(served: tuple[kinds.KindInfo, ...] = kinds.ALL) -> Mapping[str, Ma
             for gv in group_versions(served)}
 
 
+@functools.cache
+def index(served: tuple[kinds.KindInfo, ...] = kinds.ALL) -> Mapping[str, Any]:
+    """:func:`root` of :func:`documents`, built once per set of kinds (hashing the documents
+    takes tens of milliseconds); shared: read only."""
+    return root(documents(served))
+
+
 def document(api_version: str, served: Sequence[kinds.KindInfo]) -> dict[str, Any]:
     """The OpenAPI v3 document of one group-version: paths for each served kind's REST
     operations and the components for the kinds, their lists and what they refer to."""

@@ -151,6 +151,7 @@ def test_root_lists_each_group_version_with_a_content_hash() -> None:
     for path, doc in docs.items():
         url = index["paths"][path]["serverRelativeURL"]
         assert url == f"/openapi/v3/{path}?hash={openapi.document_hash(doc)}"
+    assert openapi.index() == index and openapi.index() is openapi.index()
     changed = copy.deepcopy(docs["api/v1"])
     changed["info"]["version"] = "other"
     assert openapi.document_hash(changed) != openapi.document_hash(docs["api/v1"])
