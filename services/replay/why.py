@@ -18,7 +18,7 @@ from services.replay import bounds, scan
 from shared.daemonset import dsutil, placement, planner
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
-from shared.model import meta, podutil, taints
+from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
@@ -105,8 +105,11 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
     def want(f: scan.Fields) -> bool:
         if f.get(b"k") == b"Pod" and f.get(b"n") == key_b:
             return True
-        return f.get(b"t") == b"DECISION" and (f.get(b"n") or b"").startswith(ns_b) \
-            and name_b in (f.get(b"o") or b"")
+        if f.get(b"t") != b"DECISION" or name_b not in (f.get(b"o") or b""):
+            return False
+        # a DaemonSet sync of the namespace, or a taint eviction on a node naming the pod
+        return (f.get(b"n") or b"").startswith(ns_b) or (
+            f.get(b"k") == b"Node" and key_b in (f.get(b"o") or b""))
 
     decisions: list[scan.Hit] = []
     changes: list[scan.Hit] = []
@@ -176,6 +179,10 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
                        _mentions(d.obj, "deletes", name) is not None),
                       key=lambda d: order(d.id))
     if not deleters:
+        evicted = _eviction(decisions, first, meta.key(last), meta.uid(last))
+        if evicted is not None:
+            lines += _eviction_lines(store, *evicted)
+            return
         lines.append(f"{INDENT*2}not by a DaemonSet sync on record: by the garbage collector "
                      "(owner or node gone), the node agent (grace period over) or a user")
         return
@@ -184,6 +191,32 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
     lines.append(f"{INDENT*2}by {_decision_header(d)}")
     lines.append(f"{INDENT*3}why: {delete_reason(d.obj, last, dnode)}")
     lines += [INDENT * 3 + s for s in decision_inputs(store, d.obj, dnode)]
+
+
+def _eviction(decisions: list[scan.Hit], first: scan.Hit, key: str,
+              uid: str) -> tuple[scan.Hit, list[Any]] | None:
+    """The taint-eviction decision (and its entry for the pod) that deleted pod ``key`` of
+    ``uid``, written with the deletion ``first``. Decides."""
+    order = codec.id_tuple
+    for d in sorted(decisions, key=lambda d: order(d.id)):
+        if d.obj.get("type") != tainteviction.RECORD_TYPE or order(d.id) < order(first.id):
+            continue
+        for item in (d.obj.get("actions") or {}).get("evictions") or []:
+            if len(item) == 5 and item[0] == key and item[1] == uid:
+                return d, item
+    return None
+
+
+def _eviction_lines(store: Store, d: scan.Hit, item: list[Any]) -> list[str]:
+    """How a taint eviction reads in ``why pod``. Acts (reads the entry at its position)."""
+    now, due = float(d.obj.get("now") or 0.0), float(item[3])
+    tolerated = (f"tolerated until {bounds.seconds_time(due)} (tolerationSeconds)" if item[4]
+                 else "not tolerated")
+    return [f"{INDENT*2}by the taint manager: decision {_when(d.id)} on node "
+            f"{d.obj.get('node')} by {d.obj.get('worker') or '?'}",
+            f"{INDENT*3}why: NoExecute taint {item[2]}, {tolerated}",
+            f"{INDENT*3}{_position_line(store, d.obj)}",
+            f"{INDENT*3}time used (now): {bounds.seconds_time(now)}"]
 
 
 # ---- nodes ---------------------------------------------------------------------------------

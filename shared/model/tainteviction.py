@@ -47,13 +47,15 @@ def event_message(pod: Obj) -> str:
 @dataclass(frozen=True)
 class Eviction:
     """Evict pod ``namespace/name`` (uid ``uid``) from its node, because of ``taint``
-    (``key=value:NoExecute``), due at ``due`` (epoch seconds)."""
+    (``key=value:NoExecute``), due at ``due`` (epoch seconds): when its toleration ran out,
+    or at once (``tolerated`` False)."""
 
     namespace: str
     name: str
     uid: str
     taint: str
     due: float
+    tolerated: bool = True
 
 
 @dataclass
@@ -105,24 +107,24 @@ def _since(taint: Obj, node: Obj, pod: Obj) -> float:
 
 def pod_deadline(
     node: Obj, node_taints: list[Obj], pod: Obj, now: float
-) -> tuple[float, str] | None:
-    """When ``pod`` must leave ``node`` and for which taint, or None (it may stay): ``now``
-    for a taint it does not tolerate."""
+) -> tuple[float, str, bool] | None:
+    """When ``pod`` must leave ``node``, for which taint and whether it tolerated it for a
+    while, or None (it may stay): ``now`` for a taint it does not tolerate."""
     spec = pod.get("spec")
     raw = spec.get("tolerations") if isinstance(spec, dict) else None
     tolerations = [t for t in raw if isinstance(t, dict)] if isinstance(raw, list) else []
     tolerated, used = matching_tolerations(node_taints, tolerations)
     if not tolerated:
         blocking = taints.find_untolerated(node_taints, tolerations, {taints.NO_EXECUTE})
-        return now, taints.taint_string(blocking or node_taints[0])
-    best: tuple[float, str] | None = None
+        return now, taints.taint_string(blocking or node_taints[0]), False
+    best: tuple[float, str, bool] | None = None
     for taint, toleration in zip(node_taints, used, strict=True):
         seconds = toleration_seconds(toleration)
         if seconds is None:
             continue
         due = _since(taint, node, pod) + seconds
         if best is None or due < best[0]:
-            best = (due, taints.taint_string(taint))
+            best = (due, taints.taint_string(taint), True)
     return best
 
 
@@ -142,10 +144,10 @@ def decide(node: Obj, pods: Iterable[Obj], now: float) -> NodeEvictions:
         deadline = pod_deadline(node, node_taints, pod, now)
         if deadline is None:
             continue
-        due, taint = deadline
+        due, taint, tolerated = deadline
         if due <= now:
             result.evictions.append(
-                Eviction(meta.namespace(pod), meta.name(pod), meta.uid(pod), taint, due)
+                Eviction(meta.namespace(pod), meta.name(pod), meta.uid(pod), taint, due, tolerated)
             )
         elif result.next_at is None or due < result.next_at:
             result.next_at = due
@@ -181,7 +183,8 @@ def summarize(decision: NodeEvictions) -> dict[str, Any]:
     return {
         "node": decision.node,
         "evictions": [
-            [f"{e.namespace}/{e.name}", e.uid, e.taint, e.due] for e in decision.evictions
+            [f"{e.namespace}/{e.name}", e.uid, e.taint, e.due, e.tolerated]
+            for e in decision.evictions
         ],
         "next": decision.next_at,
     }

@@ -137,7 +137,7 @@ def test_evictions_are_recorded_and_replay_verify_recomputes_them(
     records = [e.obj for e in _decisions(store)]
     assert [r["actions"]["evictions"] for r in records] == [
         [["default/brief", meta.uid(store.get("Pod", "default/brief")),
-          "dedicated=infra:NoExecute", T0 + 5]]]
+          "dedicated=infra:NoExecute", T0 + 5, True]]]
     assert records[0]["now"] == T0 + 5 and records[0]["type"] == tainteviction.RECORD_TYPE
 
     path = tmp_path / "evict.dblog"
@@ -194,6 +194,10 @@ def test_cli_taint_evicts_a_daemon_pod_after_its_toleration_seconds(
     assert meta.uid(still) == meta.uid(first["node-00002"]) and not meta.is_being_deleted(still)
     events = gcstack.run(stack, "get", "events")
     assert "TaintManagerEviction" in events.output, events.output
+    why = gcstack.run(stack, "why", f"pod/{meta.name(first['node-00001'])}")
+    assert why.exit_code == 0, why.output
+    assert "by the taint manager: decision " in why.output
+    assert "why: NoExecute taint dedicated=infra:NoExecute, tolerated until " in why.output
 
     path = tmp_path / "brief.dblog"
     assert gcstack.run(stack, "log", "export", str(path)).exit_code == 0

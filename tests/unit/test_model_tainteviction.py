@@ -117,7 +117,10 @@ def test_eviction_carries_the_pod_the_taint_and_the_due_time() -> None:
     decision = tainteviction.decide(_node(_taint(NOW - 10)), [_pod(_tolerate(5))], NOW)
     assert tainteviction.summarize(decision) == {
         "node": "n1", "evictions": [["default/p", "uid-p", "dedicated=infra:NoExecute",
-                                     NOW - 5]], "next": None}
+                                     NOW - 5, True]], "next": None}
+    untolerated = tainteviction.decide(_node(_taint(NOW - 10)), [_pod()], NOW)
+    assert tainteviction.summarize(untolerated)["evictions"] == [
+        ["default/p", "uid-p", "dedicated=infra:NoExecute", NOW, False]]
     # upstream's event and condition (emitPodDeletionEvent, addConditionAndDeletePod)
     assert tainteviction.event_message(_pod()) == "Marking for deletion Pod default/p"
     [cond] = tainteviction.with_disruption_condition(_pod(), NOW)["status"]["conditions"]
