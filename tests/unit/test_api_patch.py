@@ -1,7 +1,7 @@
 """shared.api.patch: JSON patch, JSON merge patch and strategic merge patch as the API server
-applies them. The strategic cases carry the essence of upstream's strategicpatch tests
-(TestStrategicMergePatch...) on real kinds, and the patches kubectl apply, set image and
-rollout undo send."""
+applies them. The strategic cases carry the essence of upstream's strategicpatch tests on real
+kinds, the patches kubectl apply, set image and rollout undo send, and upstream's own custom
+cases (TestCustomStrategicMergePatch) on its MergeItem test type."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.api import patch
+from shared.api import patch, schema
 from shared.api.patch import PatchError, apply_patch
 
 SMP = patch.STRATEGIC_MERGE_PATCH
@@ -335,3 +335,85 @@ def test_apply_patch_yaml_merges_the_applied_fields() -> None:
     body = "spec:\n  template:\n    spec:\n      containers:\n      - name: b\n        image: b:7\n"
     got = apply_patch(_ds(), body, patch.APPLY_PATCH, "DaemonSet")
     assert [c["image"] for c in _pod_spec(got)["containers"]] == ["a:1", "b:7"]
+
+
+# ---- upstream's custom cases on its MergeItem test type ---------------------------------
+
+
+def _merge_item_field() -> schema.Field:
+    """Upstream's MergeItem test type as a schema (recursive: its lists hold MergeItems)."""
+    item: dict[str, Any] = {"type": "object", "properties": {
+        "name": {"type": "string"}, "value": {"type": "string"}, "other": {"type": "string"},
+        "mergingIntList": {"type": "array", "items": {"type": "integer"},
+                           "x-kubernetes-patch-strategy": "merge"},
+        "nonMergingIntList": {"type": "array", "items": {"type": "integer"}},
+        "simpleMap": {"type": "object", "additionalProperties": {"type": "string"}},
+    }}
+    item["properties"]["mergingList"] = {"type": "array", "items": item,
+                                         "x-kubernetes-patch-strategy": "merge",
+                                         "x-kubernetes-patch-merge-key": "name"}
+    item["properties"]["nonMergingList"] = {"type": "array", "items": item}
+    return schema.Field.of(item)
+
+
+UPSTREAM_CASES: list[tuple[str, Any, Any, Any]] = [
+    ("unique scalars when merging lists",
+     {"mergingIntList": [1, 2]}, {"mergingIntList": [2, 3]}, {"mergingIntList": [1, 2, 3]}),
+    ("delete map from nested map",
+     {"simpleMap": {"key1": "1", "key2": "1"}}, {"simpleMap": {"$patch": "delete"}},
+     {"simpleMap": {}}),
+    ("delete all items from merging list",
+     {"mergingList": [{"name": "1"}, {"name": "2"}]}, {"mergingList": [{"$patch": "replace"}]},
+     {"mergingList": []}),
+    ("merge empty merging lists", {"mergingList": []}, {"mergingList": []}, {"mergingList": []}),
+    ("delete all keys from map", {"name": "1", "value": "1"}, {"$patch": "replace"}, {}),
+    ("add key and delete all keys from map", {"name": "1", "value": "1"},
+     {"other": "a", "$patch": "replace"}, {"other": "a"}),
+    ("preserve the order from the patch in a merging list",
+     {"mergingList": [{"name": "1"}, {"name": "2", "value": "b"}, {"name": "3"}]},
+     {"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"},
+                      {"name": "2", "other": "x"}]},
+     {"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"},
+                      {"name": "2", "value": "b", "other": "x"}]}),
+    ("preserve the order from the patch in a merging list 2",
+     {"mergingList": [{"name": "1"}, {"name": "2", "value": "b"}, {"name": "3"}]},
+     {"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"}]},
+     {"mergingList": [{"name": "2", "value": "b"}, {"name": "3", "value": "c"},
+                      {"name": "1", "value": "a"}]}),
+    ("preserve the order from the patch in a merging int list",
+     {"mergingIntList": [1, 2, 3]}, {"mergingIntList": [3, 1, 2]},
+     {"mergingIntList": [3, 1, 2]}),
+    ("preserve the order from the patch in a merging int list 2",
+     {"mergingIntList": [1, 2, 3]}, {"mergingIntList": [3, 1]}, {"mergingIntList": [2, 3, 1]}),
+    ("$setElementOrder contains item that is not present in the list to be merged",
+     {"mergingList": [{"name": "1"}, {"name": "3"}]},
+     {"$setElementOrder/mergingList": [{"name": "3"}, {"name": "2"}, {"name": "1"}],
+      "mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]},
+     {"mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]}),
+    ("$setElementOrder contains item that is not present in the int list to be merged",
+     {"mergingIntList": [1, 3]}, {"$setElementOrder/mergingIntList": [3, 2, 1]},
+     {"mergingIntList": [3, 1]}),
+    ("should check if order in $setElementOrder and patch list match",
+     {"mergingList": [{"name": "1"}, {"name": "3"}, {"name": "2"}]},
+     {"$setElementOrder/mergingList": [{"name": "1"}, {"name": "2"}, {"name": "3"}],
+      "mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]},
+     "doesn't match"),
+    ("should check if order in $setElementOrder and patch int list match",
+     {"mergingIntList": [1, 3, 2]},
+     {"$setElementOrder/mergingIntList": [1, 2, 3], "mergingIntList": [3, 1]}, "doesn't match"),
+    ("missing merge key should error out",
+     {"mergingList": [{"name": "1", "value": "a"}]}, {"mergingList": [{"value": "b"}]},
+     "does not contain declared merge key"),
+]
+
+
+@pytest.mark.parametrize(("name", "original", "body", "want"), UPSTREAM_CASES,
+                         ids=[c[0] for c in UPSTREAM_CASES])
+def test_upstreams_custom_strategic_merge_cases(name: str, original: Any, body: Any,
+                                                want: Any) -> None:
+    field = _merge_item_field()
+    if isinstance(want, str):
+        with pytest.raises(PatchError, match=want):
+            patch.strategic_merge_patch(original, body, field)
+    else:
+        assert patch.strategic_merge_patch(original, body, field) == want
