@@ -26,7 +26,8 @@ from shared.api import openapi, patch, schema, tables
 from shared.model import kinds, meta
 
 Obj = dict[str, Any]
-CREATED = "2026-01-01T00:00:00Z"
+# ten and a half days ago: AGE reads "10d" for half a day either way, however slow a run
+CREATED = meta.format_time(time.time() - 10.5 * 86400)
 
 
 def _resource_list(api_version: str) -> Obj:
