@@ -2,6 +2,7 @@
 
     python ops/bench_rollout.py [--nodes 5000] [--max-unavailable 10%] [--workers N]
                                 [--label TEXT] [--profile DIR] [--keep-logs]
+                                [--appendfsync always|everysec|no]
 
 Starts a private redis-server and the real processes (the node agent with instant readiness
 and, unless ``--grace`` says otherwise, instant termination), creates the nodes, applies a
@@ -115,13 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=Path, default=None,
                     help="record py-spy profiles (raw collapsed stacks) of every process here")
     ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    ap.add_argument("--appendfsync", choices=("always", "everysec", "no"), default=None,
+                    help="Redis with its append-only file on, fsynced so (default: no file)")
     args = ap.parse_args(argv)
     n = args.nodes
     print(f"== rolling update of {n} nodes, maxUnavailable {args.max_unavailable}, "
           f"{args.workers} reconciler worker(s)")
     try:
         with Cluster(workers=args.workers, profile_dir=args.profile,
-                     keep_logs=args.keep_logs, grace=args.grace) as c:
+                     keep_logs=args.keep_logs, grace=args.grace,
+                     appendfsync=args.appendfsync) as c:
             c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)])
             c.start_all()
             c.warm_up()
@@ -129,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             result: dict[str, Any] = {"bench": "rollout", "nodes": n, "workers": args.workers,
                                       "max_unavailable": args.max_unavailable,
                                       "grace": args.grace,
+                                      "appendfsync": args.appendfsync or "off",
                                       "label": args.label}
             result.update(measure_rollout(c, n))
     except BaseException:

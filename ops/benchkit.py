@@ -143,13 +143,17 @@ class Cluster:
     """A private Redis plus the daemonbus processes, for one benchmark run."""
 
     def __init__(self, workers: int = 1, profile_dir: Path | None = None,
-                 keep_logs: bool = False, grace: float = 0.0) -> None:
+                 keep_logs: bool = False, grace: float = 0.0,
+                 appendfsync: str | None = None) -> None:
         self.workers = workers
         self.grace = grace  # the node agent's termination grace (0: pods go at once)
         self.profile_dir = profile_dir
         self.keep_logs = keep_logs
         self.tmp = Path(tempfile.mkdtemp(prefix="daemonbus-bench-"))
-        self.redis = RedisServer(data_dir=str(self.tmp / "redis"))
+        # appendfsync None: no append-only file; else on, with that fsync policy
+        self.redis = RedisServer(data_dir=str(self.tmp / "redis"),
+                                 appendonly=appendfsync is not None,
+                                 appendfsync=appendfsync or "always")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.metrics_ports: dict[str, int] = {}
         self.spies: list[subprocess.Popen[bytes]] = []

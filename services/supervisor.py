@@ -1,8 +1,9 @@
 """``daemonbus up``: the whole stack on one machine, as child processes of one command.
 
-Starts a private Redis (append-only file on, in a data directory only its owner may read,
-on loopback, with a generated password) unless a URL is given, records its URL (mode 600)
-so commands in other shells find it, then runs the watcher, N
+Starts a private Redis (append-only file on, fsynced before each reply: ``appendfsync
+always``, so a crash loses no acknowledged write; in a data directory only its owner may
+read, on loopback, with a generated password) unless a URL is given, records its URL (mode
+600) so commands in other shells find it, then runs the watcher, N
 reconciler-workers, the status-writer, the garbage collector, the log compactor (snapshot
 plus trim, so the log stays bounded) and a node agent. A child that
 dies is restarted (with a growing delay). Ctrl-C or SIGTERM stops every child, then Redis.
