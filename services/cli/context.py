@@ -88,6 +88,44 @@ def store_error_message(err: store_errors.StoreError) -> str:
     return errors.server_message(err, resources.qualified_plural(info) if info else None)
 
 
+GLOBAL_OPTIONS = (
+    ("--redis-url", "redis_url", "URL",
+     "Redis of the cluster (else $DAEMONBUS_REDIS_URL, else the one `daemonbus up` recorded)."),
+    ("--prefix", "prefix", "P", "Key prefix of the cluster (else $DAEMONBUS_PREFIX)."),
+)
+
+
+def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def store(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            setattr(ctx.ensure_object(CliEnv), name, value)
+    return store
+
+
+def global_options(f: Any) -> Any:
+    """The group's own ``--redis-url`` and ``--prefix`` (stored on the CliEnv)."""
+    for flag, name, metavar, help_ in reversed(GLOBAL_OPTIONS):
+        f = click.option(flag, metavar=metavar, help=help_, expose_value=False,
+                         callback=_set_global(name))(f)
+    return f
+
+
+def accept_global_options_anywhere(group: click.Group) -> None:
+    """Let every command below ``group`` take the global flags too, as kubectl's persistent
+    flags: ``daemonbus get nodes --redis-url URL`` works like ``daemonbus --redis-url URL get
+    nodes``. A command with an option of the same name keeps its own (``replay --prefix``
+    names the prefix to rebuild into). Acts on the command tree; call it once, after every
+    command is registered."""
+    for cmd in group.commands.values():
+        taken = {opt for p in cmd.params for opt in getattr(p, "opts", [])}
+        for flag, name, metavar, help_ in GLOBAL_OPTIONS:
+            if flag not in taken:
+                cmd.params.append(click.Option([flag], metavar=metavar, help=help_,
+                                               expose_value=False, callback=_set_global(name)))
+        if isinstance(cmd, click.Group):
+            accept_global_options_anywhere(cmd)
+
+
 class Group(click.Group):
     """A click group that turns store and Redis errors escaping any command into one line
     on stderr and exit code 1 (no traceback)."""

@@ -279,13 +279,24 @@ def set_schedulable(node: Obj, schedulable: bool) -> Obj | None:
     return None if (bool(spec.get("unschedulable")), taints) == before else node
 
 
-def _cordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None,
-            schedulable: bool) -> None:
-    verb = "uncordon" if schedulable else "cordon"
+def node_args(names: tuple[str, ...] | list[str]) -> list[str]:
+    """kubectl's ``ResourceNames("nodes", args...)``: each argument a bare NODE name or
+    TYPE/NAME (``node/NAME``), as TYPE/NAME arguments."""
+    return [a if "/" in a else f"node/{a}" for a in names]
+
+
+def cordon_nodes(env: context.CliEnv, names: tuple[str, ...], selector: str | None,
+                 schedulable: bool, verb: str | None = None) -> list[str]:
+    """Acts: (un)cordon the named nodes (``NAME`` or ``node/NAME``) or those ``selector``
+    matches, printing kubectl's line for each; returns their store keys."""
+    done = "uncordon" if schedulable else "cordon"
+    verb = verb or done
     if not names and not selector:
         raise CliError(f"error: USAGE: {verb} NODE [flags]")
-    res_args = ["node", *names] if names else ["node"]
-    for key in _node_targets(env, res_args, selector, verb):
+    if names and selector:
+        raise CliError("error: cannot specify both a node name and a --selector option")
+    keys = _node_targets(env, node_args(names) if names else ["node"], selector, verb)
+    for key in keys:
         was: list[bool] = []
 
         def edit(node: Obj, was: list[bool] = was) -> Obj | None:
@@ -294,11 +305,12 @@ def _cordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None,
 
         env.store.mutate("Node", key, edit)
         already = "already " if was[0] == schedulable else ""
-        click.echo(f"node/{key.split('/', 1)[1]} {already}{verb}ed")
+        click.echo(f"node/{key.split('/', 1)[1]} {already}{done}ed")
+    return keys
 
 
 @click.command(short_help="Mark node as unschedulable.")
-@click.argument("names", nargs=-1, metavar="NODE...")
+@click.argument("names", nargs=-1, metavar="NODE... | node/NODE...")
 @click.option("-l", "--selector", help="Cordon the nodes this label selector matches.")
 @context.pass_env
 def cordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None) -> None:
@@ -307,14 +319,15 @@ def cordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None) ->
     DaemonSets keep running on cordoned nodes, as in Kubernetes.
 
     \b
-    Example:
+    Examples:
       daemonbus cordon node-1
+      daemonbus cordon node/node-1
     """
-    _cordon(env, names, selector, schedulable=False)
+    cordon_nodes(env, names, selector, schedulable=False)
 
 
 @click.command(short_help="Mark node as schedulable.")
-@click.argument("names", nargs=-1, metavar="NODE...")
+@click.argument("names", nargs=-1, metavar="NODE... | node/NODE...")
 @click.option("-l", "--selector", help="Uncordon the nodes this label selector matches.")
 @context.pass_env
 def uncordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None) -> None:
@@ -322,10 +335,11 @@ def uncordon(env: context.CliEnv, names: tuple[str, ...], selector: str | None) 
     node.kubernetes.io/unschedulable:NoSchedule taint.
 
     \b
-    Example:
+    Examples:
       daemonbus uncordon node-1
+      daemonbus uncordon node/node-1
     """
-    _cordon(env, names, selector, schedulable=True)
+    cordon_nodes(env, names, selector, schedulable=True)
 
 
 def register(cli: click.Group) -> None:

@@ -18,6 +18,7 @@ from services.cli import apply as apply_cmd
 from services.cli import (
     context,
     describe,
+    drain,
     edits,
     errors,
     health,
@@ -40,12 +41,9 @@ RESOURCE_HELP = ("Resource types: daemonsets (ds), pods (po), nodes (no), contro
 
 
 @click.group(cls=context.Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--redis-url", metavar="URL",
-              help="Redis of the cluster (else $DAEMONBUS_REDIS_URL, else the one `daemonbus "
-                   "up` recorded).")
-@click.option("--prefix", metavar="P", help="Key prefix of the cluster (else $DAEMONBUS_PREFIX).")
+@context.global_options
 @click.pass_context
-def cli(ctx: click.Context, redis_url: str | None, prefix: str | None) -> None:
+def cli(ctx: click.Context) -> None:
     """daemonbus controls a daemonbus cluster: the Kubernetes DaemonSet controller running
     as an event-sourced system on Redis. Its verbs and output follow kubectl.
 
@@ -55,9 +53,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None) -> None:
       daemonbus apply -f fluentd.yaml
       daemonbus get ds -A
     """
-    env = ctx.ensure_object(context.CliEnv)
-    env.redis_url = redis_url or env.redis_url
-    env.prefix = prefix or env.prefix
+    ctx.ensure_object(context.CliEnv)  # the global flags are on it (context.global_options)
 
 
 def main() -> None:
@@ -215,7 +211,6 @@ def describe_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | No
 # ---- delete -------------------------------------------------------------------------------
 
 CASCADE_BOOL = {"true": "background", "false": "orphan"}
-WAIT_FOREVER = 7 * 24 * 3600.0  # kubectl's --timeout=0: a week
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
 
 
@@ -318,7 +313,7 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
     if not deleted and not problems and not any(t.name for t in targets):
         click.echo(_no_resources(ns, False, [i for i, _ in groups]), err=True)
     if wait == "true" and awaited:
-        for a in waiting.wait_gone(env.store, awaited, wait_seconds or WAIT_FOREVER):
+        for a in waiting.wait_gone(env.store, awaited, wait_seconds or waiting.WAIT_FOREVER):
             problems.append(f"error: timed out waiting for the condition on {a.ref}")
     if problems:
         raise CliError("\n".join(problems))
@@ -326,6 +321,7 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
 
 cli.add_command(apply_cmd.apply)
 edits.register(cli)
+drain.register(cli)
 nodes.register(cli)
 
 # ---- commands registered by other modules ---------------------------------------------------
@@ -338,6 +334,7 @@ ops.register(cli)  # up, run
 logcmd.register(cli)  # log export|tail|compact, replay, why
 rollout_cmd.register(cli)  # set image, rollout
 health.register(cli)  # health (container health checks)
+context.accept_global_options_anywhere(cli)  # after every registration: --redis-url anywhere
 
 if __name__ == "__main__":  # python -m services.cli.main (the supervisor starts processes so)
     main()

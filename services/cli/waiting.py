@@ -16,6 +16,7 @@ from shared.store.client import Store
 from shared.store.log import LogReader
 
 BLOCK_MS = 1000
+WAIT_FOREVER = 7 * 24 * 3600.0  # kubectl's --timeout=0: a week
 
 
 @dataclass(frozen=True)

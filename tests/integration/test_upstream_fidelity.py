@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from click.testing import CliRunner
 
+from services.cli import context
+from services.cli.main import cli
 from shared.daemonset import dsutil
 from shared.model import meta, podutil
 from shared.store.log import LogReader
@@ -138,3 +141,66 @@ def test_zero_omitempty_status_fields_are_left_out_of_storage_and_every_output(
     assert all(s.keys() >= {"currentNumberScheduled", "desiredNumberScheduled",
                             "numberMisscheduled", "numberReady"} for s in statuses), statuses
 
+
+# ---- kubectl's argument habits (issue point 7) ----------------------------------------------
+
+
+def cli_after(stack: Stack, *args: str) -> Any:
+    """The CLI with the global flags after the verb and its arguments."""
+    return CliRunner().invoke(
+        cli, [*args, "--redis-url", stack.redis_url, "--prefix", stack.prefix],
+        obj=context.CliEnv(), catch_exceptions=False)
+
+
+def test_drain_cordon_uncordon_take_node_slash_name_or_name_and_global_flags_anywhere(
+        stack: Stack, tmp_path: Path) -> None:
+    # kubectl cordon/uncordon/drain: ResourceNames("nodes", args...) takes NAME or node/NAME;
+    # drain's messages from kubectl pkg/cmd/drain/drain.go (RunDrain) and pkg/drain/filters.go
+    start(stack, 2)
+    listed = cli_after(stack, "get", "nodes", "--no-headers")
+    assert listed.exit_code == 0, listed.output
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["node-00001",
+                                                                       "node-00002"]
+    apply_file(stack, tmp_path, "ds.yaml", yaml.safe_dump(daemonset("agent", image=V1)))
+    lone = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lone", "namespace": "default"},
+            "spec": {"nodeName": "node-00001", "containers": [{"name": "c", "image": V1}]}}
+    apply_file(stack, tmp_path, "pod.yaml", yaml.safe_dump(lone))
+    wait_for(lambda: len(app_pods(stack, "agent")) == 2, timeout=30, what="2 daemon pods")
+    agent = next(p for p in app_pods(stack, "agent")
+                 if p["spec"].get("nodeName") == "node-00001")
+    agent_ref = f"default/{meta.name(agent)}"
+
+    refused = cli_after(stack, "drain", "node/node-00001")
+
+    assert refused.exit_code == 1
+    assert refused.stdout == "node/node-00001 cordoned\n"
+    assert refused.stderr == (
+        'error: unable to drain node "node-00001" due to error:[cannot delete DaemonSet-managed '
+        f"Pods (use --ignore-daemonsets to ignore): {agent_ref}, cannot delete Pods declare no "
+        "controller (use --force to override): default/lone], continuing command...\n"
+        "There are pending nodes to be drained:\n node-00001\n"
+        "[cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): "
+        f"{agent_ref}, cannot delete Pods declare no controller (use --force to override): "
+        "default/lone]\n")
+    assert stack.store.get("Node", "/node-00001")["spec"]["unschedulable"] is True
+
+    drained = cli_after(stack, "drain", "node-00001", "--ignore-daemonsets", "--force")
+
+    assert drained.exit_code == 0, drained.output
+    assert drained.stdout == ("node/node-00001 already cordoned\nevicting pod default/lone\n"
+                              "pod/lone evicted\nnode/node-00001 drained\n")
+    assert drained.stderr == (f"Warning: ignoring DaemonSet-managed Pods: {agent_ref}; "
+                              "deleting Pods that declare no controller: default/lone\n")
+    assert stack.store.try_get("Pod", "default/lone") is None
+    assert stack.store.try_get("Pod", meta.key(agent)) is not None  # daemon pods stay
+
+    assert cli_after(stack, "uncordon", "node/node-00001").stdout == "node/node-00001 uncordoned\n"
+    assert cli_after(stack, "cordon", "node-00002").stdout == "node/node-00002 cordoned\n"
+    assert cli_after(stack, "uncordon", "node-00002").stdout == "node/node-00002 uncordoned\n"
+    assert cli_after(stack, "cordon", "pod/lone").stderr == (
+        "error: invalid resource type pods, only node types are supported\n")
+    # a group's subcommand takes them too; a command's own --prefix stays its own
+    status = cli_after(stack, "rollout", "status", "ds/agent", "--watch=false")
+    assert status.exit_code == 0 and status.stdout.startswith(('daemon set "agent"',
+                                                               "Waiting for daemon set")), \
+        status.output
