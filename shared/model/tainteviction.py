@@ -167,10 +167,12 @@ def disruption_condition(now: float) -> Obj:
 
 def with_disruption_condition(pod: Obj, now: float) -> Obj:
     """A copy of ``pod`` (status level) with the DisruptionTarget condition set."""
-    status = dict(pod.get("status") or {})
+    raw = pod.get("status")
+    status = dict(raw) if isinstance(raw, dict) else {}
+    old = status.get("conditions")
     conditions = [
         c
-        for c in status.get("conditions") or []
+        for c in (old if isinstance(old, list) else [])
         if isinstance(c, dict) and c.get("type") != "DisruptionTarget"
     ]
     conditions.append(disruption_condition(now))

@@ -127,3 +127,18 @@ def test_eviction_carries_the_pod_the_taint_and_the_due_time() -> None:
     assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
         "DisruptionTarget", "True", "DeletionByTaintManager",
         "Taint manager: deleting due to NoExecute taint")
+
+
+def test_malformed_pods_and_taints_are_decided_without_error() -> None:
+    """Whatever a log entry holds, the decision neither raises nor evicts on garbage: a
+    malformed toleration list tolerates nothing, a malformed taint list taints nothing."""
+    pod = _pod(name="odd")
+    pod["spec"]["tolerations"] = "NoExecute"
+    pod["metadata"]["creationTimestamp"] = "yesterday"
+    assert _outcome(_node(_taint(NOW - 10)), [pod]) == (["odd"], None)
+    garbled = _node()
+    garbled["spec"]["taints"] = "NoExecute"
+    assert _outcome(garbled, [pod]) == ([], None)
+    pod["status"] = "Running"
+    [cond] = tainteviction.with_disruption_condition(pod, NOW)["status"]["conditions"]
+    assert cond["reason"] == "DeletionByTaintManager"
