@@ -40,6 +40,9 @@ TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 CONFLICT_RETRIES = 8
+MAX_OBJECT_BYTES = 1536 * 1024
+"""The largest object stored (encoded): etcd's default request limit (``--max-request-bytes``,
+1.5 MiB), which is what caps an object's size behind the API server."""
 CONNECT_TIMEOUT = 5.0  # seconds
 READ_TIMEOUT = 15.0  # seconds
 DEAD_PEER_SECONDS = 25
@@ -62,6 +65,14 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
     kwargs.setdefault("socket_keepalive", True)
     kwargs.setdefault("socket_keepalive_options", dead_peer_options())
     return redis.Redis.from_url(url, **kwargs)
+
+
+def check_size(obj: Obj) -> None:
+    """Refuse ``obj`` when it encodes to more than :data:`MAX_OBJECT_BYTES` (TooLargeError);
+    an object that cannot be encoded raises what msgpack raises. Decides."""
+    size = len(codec.pack(obj))
+    if size > MAX_OBJECT_BYTES:
+        raise errors.TooLargeError(str(obj.get("kind")), meta.key(obj), size, MAX_OBJECT_BYTES)
 
 
 def dead_peer_options() -> dict[int, int]:
@@ -284,7 +295,7 @@ class Store:
         if problems:
             raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
         try:
-            codec.pack(obj)
+            check_size(obj)
         except (OverflowError, TypeError, ValueError) as err:
             raise errors.InvalidError(str(obj.get("kind")), meta.name(obj),
                                       [f"object: Invalid value: cannot be encoded: {err}"]
@@ -309,6 +320,10 @@ class Store:
         if not isinstance(md.get("namespace", ""), str | None):
             raise errors.InvalidError(kind, md["name"], [
                 "metadata.namespace: Invalid value: must be a string"])
+        try:  # the size first, as etcd refuses a request before anyone reads it
+            check_size(obj)
+        except (OverflowError, TypeError, ValueError):
+            pass  # reported by the validation (``_check``)
         return obj
 
     def stamp(self, obj: Obj, now: float | None = None) -> Obj:

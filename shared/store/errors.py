@@ -85,3 +85,14 @@ class MalformedObjectError(CorruptEntryError):
         self.kind, self.key, self.problems = kind, key, problems
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(f'{kind} "{key}" has the wrong shape: {problems[0]}{more}')
+
+
+class TooLargeError(StoreError):
+    """An object larger than the store keeps (etcd's request limit, 1.5 MiB, as the API
+    server meets it: an error of unknown reason). Retrying cannot help."""
+
+    reason = ""
+
+    def __init__(self, kind: str, key: str, size: int, limit: int) -> None:
+        self.kind, self.key, self.size, self.limit = kind, key, size, limit
+        super().__init__("etcdserver: request is too large")
