@@ -123,25 +123,28 @@ def _over_hundred_percent(ds: Obj) -> None:
      "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "
      'intstr.IntOrString{Type:1, IntVal:0, StrVal:"150%"}: must not be greater than 100%'),
 ], ids=["selector-mismatch", "zero-percent-no-surge", "over-100-percent"])
-def test_apply_refuses_an_invalid_manifest_and_writes_nothing(
+def test_apply_applies_the_valid_documents_and_reports_the_invalid_one_as_kubectl(
         run: Run, store: store_client.Store, tmp_path: Path,
         breaks: Callable[[Obj], None], field: str) -> None:
     valid = fluentd()
     valid["metadata"]["name"] = "valid-first"
     invalid = fluentd()
     breaks(invalid)
-    path = write(tmp_path, "mixed.yaml", valid, invalid)
+    after = fluentd()
+    after["metadata"]["name"] = "valid-after"
+    path = write(tmp_path, "mixed.yaml", valid, invalid, after)
     before = log_length(store)
 
     result = run("apply", "-f", path)
 
     assert result.exit_code == 1
-    assert result.stdout == ""
+    assert result.stdout == ("daemonset.apps/valid-first created\n"
+                             "daemonset.apps/valid-after created\n")
     assert result.stderr.startswith('The DaemonSet "fluentd-elasticsearch" is invalid: ')
     assert field in result.stderr
     assert "Traceback" not in result.output
-    assert log_length(store) == before
-    assert store.try_get("DaemonSet", "kube-system/valid-first") is None
+    assert log_length(store) == before + 2
+    assert store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch") is None
 
 
 def test_apply_lists_every_cause_of_a_manifest_with_several_problems(
@@ -214,15 +217,20 @@ def test_apply_reads_multi_document_yaml_lists_and_json_from_stdin(
     assert as_json.stdout == "node/worker-1 unchanged\n"
 
 
-def test_apply_rejects_unknown_kinds_before_writing(run: Run, store: store_client.Store,
-                                                    tmp_path: Path) -> None:
+def test_apply_reports_an_unknown_kind_and_applies_the_rest(run: Run,
+                                                            store: store_client.Store,
+                                                            tmp_path: Path) -> None:
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}
 
-    result = run("apply", "-f", write(tmp_path, "d.yaml", fluentd(), deployment))
+    result = run("apply", "-f", write(tmp_path, "d.yaml", deployment, fluentd()))
 
     assert result.exit_code == 1
-    assert 'no matches for kind "Deployment" in version "apps/v1"' in result.stderr
-    assert log_length(store) == 0
+    assert result.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
+    assert result.stderr == (
+        'error: resource mapping not found for name: "x" namespace: "" from '
+        f'"{tmp_path / "d.yaml"}": no matches for kind "Deployment" in version "apps/v1"\n'
+        "ensure CRDs are installed first\n")
+    assert log_length(store) == 1
 
 
 def test_apply_dry_run_writes_nothing(run: Run, store: store_client.Store) -> None:
