@@ -10,10 +10,15 @@ import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from types import FrameType
+
+import redis
 
 from services import config
 from shared.store import client as store_client
+from shared.store import errors
 from shared.store.keys import Keys
 
 
@@ -31,6 +36,56 @@ def setup_logging(name: str, level: str | None = None) -> logging.Logger:
 # A reconciler-worker's idle loop comes round about once a second; with Redis away, within
 # ~50 s (each Redis call gives up within 15 s, see shared.store.client). Longer is a hang.
 STALL_SECONDS = 120.0
+
+
+# What a loop rides out as "Redis is away": redis-py's connection errors (a refused or reset
+# connection, a server still loading its append-only file) and timeouts, and the store's
+# UnavailableError that wraps them.
+REDIS_DOWN: tuple[type[Exception], ...] = (
+    redis.ConnectionError, redis.TimeoutError, errors.UnavailableError)
+OUTAGE_FIRST_DELAY = 0.5  # seconds before the first retry; doubling up to
+OUTAGE_MAX_DELAY = 5.0  # so a Redis back after any outage is noticed within 5 s
+
+
+class Outage:
+    """One outage of Redis as a loop sees it: a warning when it begins, one line when it ends,
+    and the backoff between attempts (``OUTAGE_FIRST_DELAY`` doubling to
+    ``OUTAGE_MAX_DELAY``), so a restart of any length costs two log lines, not one per try.
+    Decides only: the caller waits the delay ``failed`` returns (on its stop event, so a
+    SIGTERM is not held up) and reports each success with ``ok``."""
+
+    def __init__(self, log: logging.Logger, what: str = "redis",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.log, self.what, self.clock = log, what, clock
+        self.since: float | None = None
+        self.attempts = 0
+        self.delay = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def failed(self, err: BaseException, doing: str = "") -> float:
+        """Record a failed attempt; returns how long to wait before the next one."""
+        self.attempts += 1
+        if self.since is None:
+            self.since = self.clock()
+            self.delay = OUTAGE_FIRST_DELAY
+            where = f" ({doing})" if doing else ""
+            self.log.warning("%s unavailable%s: %s; retrying with backoff until it is back",
+                             self.what, where, err)
+        else:
+            self.delay = min(OUTAGE_MAX_DELAY, self.delay * 2)
+            self.log.debug("%s still unavailable: %s", self.what, err)
+        return self.delay
+
+    def ok(self) -> None:
+        """Record a successful call: an outage in progress is over."""
+        if self.since is None:
+            return
+        self.log.warning("%s is back after %.1fs (%d failed attempts)", self.what,
+                         self.clock() - self.since, self.attempts)
+        self.since, self.attempts = None, 0
 
 
 def enable_stack_dumps() -> None:

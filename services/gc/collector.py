@@ -39,6 +39,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from services import common
 from services.gc import decide
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
@@ -85,9 +86,11 @@ class Collector:
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
+        outage = common.Outage(log)
         while not stop.is_set():
             try:
                 self.cache.sync()
+                outage.ok()
                 self.full_pass()
                 last_full = time.monotonic()
                 while not stop.is_set():
@@ -95,9 +98,8 @@ class Collector:
                     if time.monotonic() - last_full > self.full_pass_every:
                         self.full_pass()
                         last_full = time.monotonic()
-            except errors.UnavailableError as err:
-                log.warning("redis unavailable: %s; retrying", err)
-                stop.wait(1.0)
+            except common.REDIS_DOWN as err:
+                stop.wait(outage.failed(err))
 
     def step(self, block_ms: int = 1000) -> int:
         """Act on the next log entries; then go on with the clean-up of deleted keys."""

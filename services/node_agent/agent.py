@@ -11,10 +11,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
-from shared.store import errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 
@@ -33,6 +33,7 @@ class NodeAgent:
         })
         self._timers: list[tuple[float, str, str]] = []
         self.writes = 0
+        self.outage = common.Outage(log)
 
     # ---- setup ----------------------------------------------------------------------------
 
@@ -50,7 +51,12 @@ class NodeAgent:
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        self.cache.sync()
+        while not stop.is_set():
+            try:
+                self.cache.sync()
+                break
+            except common.REDIS_DOWN as err:
+                stop.wait(self.outage.failed(err))
         self._round({("Node", k) for k in self.cache.objects["Node"]} |
                     {("Pod", k) for k in self.cache.objects["Pod"]})
         while not stop.is_set():
@@ -63,10 +69,10 @@ class NodeAgent:
             wait = max(0.0, min(wait, self._timers[0][0] - now))
         try:
             changes = self.cache.poll(count=5000, block_ms=max(1, int(wait * 1000)))
-        except errors.UnavailableError as err:
-            log.warning("redis unavailable: %s", err)
-            time.sleep(0.5)
+        except common.REDIS_DOWN as err:
+            time.sleep(self.outage.failed(err))
             return
+        self.outage.ok()
         dirty: set[tuple[str, str]] = set()
         for ch in changes:
             if ch.kind == "Pod":
@@ -112,10 +118,10 @@ class NodeAgent:
         for i in range(0, len(ops), BATCH):
             try:
                 results = self.store.commit(ops[i:i + BATCH])
-            except errors.UnavailableError as err:
-                log.warning("redis unavailable: %s", err)
+            except common.REDIS_DOWN as err:
+                retry_at = now + self.outage.failed(err)
                 for op in ops[i:]:
-                    heapq.heappush(self._timers, (now + 0.5, op.kind, op.key))
+                    heapq.heappush(self._timers, (retry_at, op.kind, op.key))
                 return
             self.writes += sum(1 for r in results if r.ok)
             # a conflict means a newer version is already in the log: its entry wakes us

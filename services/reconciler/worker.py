@@ -43,6 +43,7 @@ from typing import Any
 import msgpack
 import redis
 from rq import Queue, SimpleWorker, worker_registration
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.exceptions import DeserializationError, StopRequested
 from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job
@@ -50,6 +51,7 @@ from rq.registry import FailedJobRegistry, StartedJobRegistry
 from rq.utils import current_timestamp, now
 from rq.worker import WorkerStatus
 
+from services import common
 from services.common import STALL_SECONDS
 from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
 from services.reconciler.sync import Reconciler, SyncResult
@@ -158,7 +160,11 @@ def sync_job(key: str, token: str) -> dict[str, Any]:
 
     def keep_alive() -> None:
         while not stop.wait(RENEW_EVERY):
-            renewed = queue.renew(holder["lease"])
+            try:
+                renewed = queue.renew(holder["lease"])
+            except common.REDIS_DOWN as err:  # tried again; the work loop logs the outage
+                log.debug("lease of %s not renewed: %s", key, err)
+                continue
             if renewed is None:
                 log.warning("lost the lease of %s while syncing", key)
                 return
@@ -208,7 +214,114 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.block_seconds = block_seconds
         _CONTEXT.update(reconciler=reconciler, queue=workqueue, leases={})
         self._alive_until = 0.0  # monotonic time the worker hash's last heartbeat keeps it to
+        self._registered = False
         self.stall_seconds = stall_seconds
+        self.outage = common.Outage(self.log)
+
+    # ---- the work loop: RQ's, riding out Redis outages -------------------------------------
+
+    def work(self, burst: bool = False, logging_level: str | None = None,
+             date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+             log_format: str = DEFAULT_LOGGING_FORMAT, max_jobs: int | None = None,
+             max_idle_time: int | None = None, with_scheduler: bool = False,
+             dequeue_strategy: Any = None) -> bool:
+        """RQ's work loop (``BaseWorker.work``), made to ride out Redis going away.
+
+        RQ's ends at the first Redis error anywhere in it (registering, the suspension check,
+        a heartbeat or state write, a job's bookkeeping), so a Redis restart ended every
+        worker. Here a Redis error is part of one outage (``services.common.Outage``: logged
+        when it begins and when it ends, retried with backoff) wherever it happens, down to
+        the bookkeeping of a job that was running when Redis went away (RQ logs the failure
+        it could not record; the key's lease runs out and the workqueue hands it out again).
+        Any other error ends the loop as RQ's does, for the supervisor to start a fresh
+        process. RQ's scheduler and dequeue strategies are not used (no RQ lists are read).
+        Returns whether any job ran."""
+        self.bootstrap(logging_level, date_format, log_format)
+        self._install_signal_handlers()  # type: ignore[no-untyped-call]
+        completed = 0
+        try:
+            while not self._stop_requested:
+                try:
+                    self.check_for_suspension(burst)
+                    if self.should_run_maintenance_tasks:
+                        self.run_maintenance_tasks()
+                    if self._stop_requested:
+                        break
+                    result = self.dequeue_job_and_maintain_ttl(
+                        None if burst else self.dequeue_timeout, max_idle_time)
+                    if result is None:
+                        break
+                    self.execute_job(*result)
+                    self.heartbeat()
+                    self.outage.ok()
+                    completed += 1
+                    if max_jobs is not None and completed >= max_jobs:
+                        break
+                except StopRequested:
+                    break
+                except common.REDIS_DOWN as err:
+                    self._wait(self.outage.failed(err, "work loop"))
+                except Exception:
+                    self.log.exception("worker %s: unhandled exception, quitting", self.name)
+                    break
+        finally:
+            self.teardown()
+        return bool(completed)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, less if a stop is requested meanwhile (RQ's SIGTERM handler
+        raises StopRequested while no job runs: the loop then ends)."""
+        deadline = time.monotonic() + seconds
+        try:
+            while not self._stop_requested and (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(left, 0.2))
+        except StopRequested:
+            self._stop_requested = True
+
+    def bootstrap(self, logging_level: str | None = "INFO",
+                  date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+                  log_format: str = DEFAULT_LOGGING_FORMAT) -> None:
+        """RQ's start (register the worker, subscribe to its command channel, state
+        "started"), tried again until Redis answers."""
+        while True:
+            try:
+                super().bootstrap(logging_level, date_format, log_format)
+                self.outage.ok()
+                return
+            except common.REDIS_DOWN as err:
+                self._wait(self.outage.failed(err, "registering the worker"))
+                if self._stop_requested:
+                    raise StopRequested() from err
+
+    def register_birth(self) -> None:
+        """RQ's registration, once per process (a retried bootstrap must not find its own
+        registration and refuse it as another live worker's)."""
+        if not self._registered:
+            super().register_birth()  # type: ignore[no-untyped-call]
+            self._registered = True
+
+    def teardown(self) -> None:
+        """RQ's unregistering on the way out; with Redis away, the registration is left to
+        expire (``rq info`` stops listing it when its TTL runs out)."""
+        try:
+            super().teardown()  # type: ignore[no-untyped-call]
+        except common.REDIS_DOWN as err:
+            self.log.warning("worker %s not unregistered (redis unavailable: %s)", self.name, err)
+
+    def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, thread: Any) -> None:
+        """The command channel's thread (``rq`` shutdown, stop-job) reconnects after any Redis
+        outage; RQ's ends the thread on a timeout. The work loop logs the outage."""
+        if not isinstance(exc, common.REDIS_DOWN):
+            super()._pubsub_exception_handler(exc, pubsub, thread)
+            return
+        self.log.debug("worker %s: command channel: redis unavailable: %s", self.name, exc)
+        time.sleep(2.0)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        try:
+            super().execute_job(job, queue)
+        finally:  # the job's lease, should RQ fail before the job ran (Redis away)
+            _CONTEXT["leases"].pop(job.args[1], None)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """Heartbeat the worker hash only when its TTL needs it.
@@ -222,26 +335,8 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         at = time.monotonic()
         if self._alive_until - at >= ttl - HEARTBEAT_EVERY:
             return
-        if pipeline is not None:  # sent with the caller's other commands: theirs to handle
-            super().heartbeat(timeout, pipeline)
-        else:
-            try:
-                super().heartbeat(timeout)
-            except redis.RedisError as err:
-                # RQ's work loop ends on any error, so a worker whose Redis was away when a
-                # heartbeat fell due would exit. The hash only keeps the worker listed
-                # (`rq info`): the next loop sends it again.
-                self.log.error("heartbeat not sent: %r; retrying", err)
-                return
+        super().heartbeat(timeout, pipeline)
         self._alive_until = at + ttl
-
-    def check_for_suspension(self, burst: bool) -> None:
-        """RQ's check of `rq suspend`, run before each dequeue; with Redis away it is skipped
-        (the dequeue then waits for Redis) instead of ending the worker."""
-        try:
-            super().check_for_suspension(burst)
-        except redis.RedisError as err:
-            self.log.error("suspension check failed: %r; retrying", err)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
         # RQ drops the job from its intermediate queue (an LREM per job) whenever the worker
@@ -312,21 +407,25 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
                 # supervisor (compose, `daemonbus up`) starts a fresh one. A sync is bounded
                 # by RQ's job timeout instead.
                 faulthandler.dump_traceback_later(self.stall_seconds, exit=True)
-                self.heartbeat()
                 if self._stop_requested:
                     return None
                 try:
+                    self.heartbeat()
                     if not idle_written:
                         self.set_state(WorkerStatus.IDLE)
                         idle_written = True
                     if self.should_run_maintenance_tasks:
-                        self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
+                        self.run_maintenance_tasks()
                     lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
+                    self.outage.ok()
                 except StopRequested:
                     raise  # raised by RQ's signal handler while we wait: a warm shutdown
-                except Exception as err:  # redis down: keep trying, as RQ does
-                    self.log.error("workqueue unavailable: %r; retrying", err)
-                    time.sleep(1.0)
+                except common.REDIS_DOWN as err:
+                    self._wait(self.outage.failed(err, "workqueue"))
+                    continue
+                except Exception as err:
+                    self.log.exception("workqueue get failed: %r; retrying", err)
+                    self._wait(1.0)
                     continue
                 if lease is not None:
                     break
@@ -364,3 +463,20 @@ def drop_job(connection: redis.Redis, queue_name: str, job_id: str) -> None:
             pipe.zrem(started.key, *mine)
         pipe.delete(executions, Job.key_for(job_id))
         pipe.execute()
+
+
+def forget_worker(connection: redis.Redis, name: str) -> bool:
+    """Acts: clear what a worker known to be dead (its process exited, or its key's lease ran
+    out) left in RQ: the jobs it was running and its registration, so ``rq info`` lists live
+    workers only and the name may be used again. False if it had no registration left."""
+    worker = SimpleWorker.find_by_key(SimpleWorker.redis_worker_namespace_prefix + name,
+                                      connection=connection, job_class=AllowListedJob,
+                                      serializer=MsgpackSerializer)
+    if worker is None:
+        return False
+    running: set[Any] = connection.smembers(worker.executions_key)  # type: ignore[assignment]
+    for entry in running:
+        for queue_name in worker.queue_names():
+            drop_job(connection, queue_name, text(entry).split(":", 1)[0])
+    worker.register_death()  # type: ignore[no-untyped-call]
+    return True

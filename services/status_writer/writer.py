@@ -24,6 +24,7 @@ from typing import Any
 import redis
 from prometheus_client import Counter, Gauge
 
+from services import common
 from shared.daemonset import status as ds_status
 from shared.model import meta
 from shared.store import codec, errors, scripts
@@ -77,9 +78,11 @@ class StatusWriter:
                 raise
 
     def run(self, stop: threading.Event) -> None:
+        outage = common.Outage(log)
         while not stop.is_set():
             try:
                 self.ensure_group()
+                outage.ok()
                 self.seed_gauges()
                 refreshed = time.monotonic()
                 while not stop.is_set():
@@ -87,8 +90,10 @@ class StatusWriter:
                     if time.monotonic() - refreshed > GAUGE_REFRESH_SECONDS:
                         self.seed_gauges()
                         refreshed = time.monotonic()
-            except (redis.RedisError, errors.UnavailableError) as err:
-                log.warning("redis unavailable: %s; retrying", err)
+            except common.REDIS_DOWN as err:
+                stop.wait(outage.failed(err))
+            except (redis.RedisError, errors.StoreError) as err:
+                log.warning("redis error: %s; retrying", err)
                 stop.wait(1.0)
 
     def step(self, block_ms: int = 1000, count: int = 1000) -> int:

@@ -27,10 +27,11 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from services import common
 from services.watcher import handlers
 from shared.control.protocols import LeaderLease
 from shared.model import meta
-from shared.store import codec, errors
+from shared.store import codec
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
 from shared.store.log import LogReader
@@ -81,18 +82,21 @@ class Watcher:
     # ---- the process ---------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        outage = common.Outage(log)
         while not stop.is_set():
             try:
-                if not self.lease.acquire():
+                acquired = self.lease.acquire()
+                outage.ok()
+                if not acquired:
                     LEADER.set(0)
                     stop.wait(STANDBY_POLL)
                     continue
                 LEADER.set(1)
                 log.info("holding the watcher lease as %s", self.lease.holder)
                 self.lead(stop)
-            except errors.UnavailableError as err:
-                log.warning("redis unavailable: %s; retrying", err)
-                stop.wait(1.0)
+            except common.REDIS_DOWN as err:
+                LEADER.set(0)
+                stop.wait(outage.failed(err))
             except Exception as err:  # the redis client raises its own errors too
                 log.exception("watcher loop failed: %s; restarting it", err)
                 stop.wait(1.0)
