@@ -34,6 +34,16 @@ class Child:
     next_start: float = 0.0
     log_path: Path | None = None
     started_at: float = field(default_factory=time.time)
+    # a reconciler-worker's RQ name, ``<rq_name>`` on its first start and ``<rq_name>-r<n>``
+    # on its n-th restart: RQ refuses a name whose registration is still there
+    rq_name: str = ""
+
+    @property
+    def worker_name(self) -> str:
+        return self.rq_name if not self.restarts else f"{self.rq_name}-r{self.restarts}"
+
+    def command(self) -> list[str]:
+        return [*self.argv, "--name", self.worker_name] if self.rq_name else self.argv
 
 
 @dataclass
@@ -65,9 +75,8 @@ def children(opts: StackOptions) -> list[Child]:
 
     out = [Child("watcher", _cmd("run", "watcher", *metrics(0)))]
     for i in range(opts.workers):
-        out.append(Child(f"reconciler-{i + 1}",
-                         _cmd("run", "reconciler", "--name", f"reconciler-{i + 1}-{os.getpid()}",
-                              *metrics(1 + i))))
+        out.append(Child(f"reconciler-{i + 1}", _cmd("run", "reconciler", *metrics(1 + i)),
+                         rq_name=f"reconciler-{i + 1}-{os.getpid()}"))
     out.append(Child("status-writer", _cmd("run", "status-writer",
                                             *metrics(1 + opts.workers))))
     out.append(Child("gc", _cmd("run", "gc")))
@@ -119,7 +128,7 @@ class Stack:
             self.opts.log_dir.mkdir(parents=True, exist_ok=True)
             child.log_path = self.opts.log_dir / f"{child.name}.log"
             out = open(child.log_path, "ab")
-        child.proc = subprocess.Popen(child.argv, env=self._env(), stdout=out or None,
+        child.proc = subprocess.Popen(child.command(), env=self._env(), stdout=out or None,
                                       stderr=subprocess.STDOUT if out else None,
                                       start_new_session=True)
         child.started_at = time.time()
@@ -147,6 +156,7 @@ class Stack:
     def watch(self) -> None:
         """Restart children that exit, until asked to stop."""
         while not self.stopping.wait(0.5):
+            self._keep_redis()
             now = time.time()
             for c in self.children:
                 if c.proc is None or c.proc.poll() is None:
@@ -155,10 +165,35 @@ class Stack:
                     delay = min(30.0, 0.5 * 2 ** min(c.restarts, 6))
                     self.echo(f"{c.name} exited with {c.proc.returncode}; restarting in {delay:.1f}s")
                     c.next_start = now + delay
+                    if c.rq_name:
+                        self._forget_worker(c.worker_name)
                 elif now >= c.next_start:
                     c.restarts += 1
                     c.next_start = 0.0
                     self.spawn(c)
+
+    def _forget_worker(self, name: str) -> None:
+        """Clear the RQ registration a dead reconciler-worker left (it could not unregister),
+        so ``rq info`` lists live workers only. Best effort: with Redis away, it expires."""
+        from services.reconciler import worker
+        from shared.store.client import connect
+
+        try:
+            worker.forget_worker(connect(self.url), name)
+        except common.REDIS_DOWN as err:
+            self.echo(f"could not clear the RQ registration of {name}: {err}")
+
+    def _keep_redis(self) -> None:
+        """Restart the embedded Redis should it exit: same port, same data directory (its
+        append-only file), so every child, riding out the outage, reconnects to it."""
+        server = self.redis
+        if server is None or server.proc is None or server.proc.poll() is None:
+            return
+        self.echo(f"redis exited with {server.proc.returncode}; restarting it")
+        try:
+            server.start()
+        except RuntimeError as err:
+            self.echo(f"redis did not start again: {err}; retrying")
 
     def stop(self) -> None:
         self.stopping.set()

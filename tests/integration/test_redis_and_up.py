@@ -3,13 +3,11 @@ stack's lifecycle (children started, shown, and all stopped on SIGTERM)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,8 @@ from services import common, config
 from services.cli.main import cli
 from shared.store import client as store_client
 from shared.store.server import RedisServer, free_port
-from tests.integration.stack import ROOT, wait_for
+from tests.integration.stack import wait_for
+from tests.integration.up import start_with_demo
 
 
 @pytest.fixture
@@ -82,26 +81,10 @@ def test_rediss_url_connects_over_tls(tmp_path: Path, prefix: str) -> None:
 
 
 def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    env = dict(os.environ, DAEMONBUS_HOME=str(home), PYTHONPATH=str(ROOT))
-    env.pop("DAEMONBUS_REDIS_URL", None)
-    env.pop("DAEMONBUS_PREFIX", None)
-    log = open(tmp_path / "up.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "up", "--nodes", "3",
-                             "--workers", "1", "--demo"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(ROOT))
+    up = start_with_demo(tmp_path, nodes=3, workers=1)
+    proc, home, url = up.proc, up.home, up.url
+    url_file = home / "redis-url"
     try:
-        url_file = home / "redis-url"
-        wait_for(url_file.exists, timeout=20, what="the recorded Redis URL")
-        url = url_file.read_text().strip()
-        runner = CliRunner(env={"DAEMONBUS_HOME": str(home)})
-
-        def demo_ready() -> bool:
-            res = runner.invoke(cli, ["get", "ds", "-n", "kube-system", "--no-headers"])
-            cols = res.output.split()
-            return res.exit_code == 0 and cols[1:6] == ["3", "3", "3", "3", "3"]
-
-        wait_for(demo_ready, timeout=30, what="the demo DaemonSet ready on 3 nodes")
         assert (home / "data" / "appendonlydir").exists() or any(
             p.name.startswith("appendonly") for p in (home / "data").iterdir())
         out = (tmp_path / "up.log").read_text()
@@ -124,7 +107,7 @@ def test_up_runs_the_stack_records_its_url_and_stops_everything(tmp_path: Path) 
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-        log.close()
+        up.close()
     assert proc.returncode == 0
     assert "stopped" in (tmp_path / "up.log").read_text()
     assert not (home / "redis-url").exists()
