@@ -83,14 +83,19 @@ class Watcher:
 
     def run(self, stop: threading.Event) -> None:
         outage = common.Outage(log)
+        standing_by = False
         while not stop.is_set():
             try:
                 acquired = self.lease.acquire()
                 outage.ok()
                 if not acquired:
                     LEADER.set(0)
+                    if not standing_by:
+                        log.info("standing by: another watcher holds the lease")
+                        standing_by = True
                     stop.wait(STANDBY_POLL)
                     continue
+                standing_by = False
                 LEADER.set(1)
                 log.info("holding the watcher lease as %s", self.lease.holder)
                 self.lead(stop)

@@ -114,6 +114,10 @@ def test_sigterm_releases_the_lease_for_an_immediate_takeover(stack: Stack) -> N
     kit.start(stack, nodes=1)
     wait_for(lambda: _holder_is(stack, "watcher"), what="the first watcher holds the lease")
     stack.start("watcher-2", "watcher")
+    # time the hand-over, not the stand-by's start: under load, starting a Python process
+    # alone can take seconds
+    wait_for(lambda: "standing by" in (stack.log_dir / "watcher-2.log").read_text(),
+             what="the second watcher stands by")
     stopped = time.monotonic()
     stack.kill("watcher", signal.SIGTERM)
     wait_for(lambda: _holder_is(stack, "watcher-2"), timeout=10, interval=0.02,
