@@ -75,10 +75,8 @@ def _check_fields(doc: manifests.Document, info: kinds.KindInfo, obj: Obj,
     except api_schema.UnknownKindError:
         return
     if unknown:
-        raise CliError(
-            f"Error from server (BadRequest): {_where(doc, exists)}"
-            f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
-            + api_schema.strict_decoding_message(unknown))
+        raise CliError(f"Error from server (BadRequest): {_where(doc, exists)}"
+                       + api_schema.strict_decoding_message(unknown, info.kind, info.version))
 
 
 def _check_size(obj: Obj) -> None:

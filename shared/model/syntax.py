@@ -74,6 +74,78 @@ def parse_int64(text: str) -> int:
     return -number if negative else number
 
 
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+_DAYS_IN = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _num(value: str, fixed: bool) -> tuple[int, str] | None:
+    """Go's ``getnum``: one or two digits (exactly two when ``fixed``)."""
+    if not value[:1].isdigit() or not value[:1].isascii():
+        return None
+    if not (value[1:2].isdigit() and value[1:2].isascii()):
+        return None if fixed else (int(value[0]), value[1:])
+    return int(value[:2]), value[2:]
+
+
+def parse_rfc3339(text: str) -> None:
+    """Go's ``time.Parse(time.RFC3339, text)`` (how ``metav1.Time`` decodes): raises
+    ValueError with Go's message (``parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot
+    parse "x" as "2006"``, ``parsing time "…": month out of range``). Decides."""
+    quoted = fielderr.go_quote(text)
+
+    def bad(rest: str, element: str) -> ValueError:
+        return ValueError(f"parsing time {quoted} as {fielderr.go_quote(RFC3339)}: cannot "
+                          f"parse {fielderr.go_quote(rest)} as {fielderr.go_quote(element)}")
+
+    def out_of_range(what: str) -> ValueError:
+        return ValueError(f"parsing time {quoted}: {what} out of range")
+
+    value = text
+    if len(value) < 4 or not value[:4].isdigit() or not value[:4].isascii():
+        raise bad(value, "2006")
+    year, value = int(value[:4]), value[4:]
+    fields: list[int] = []
+    for sep, element, fixed, hi, what in (("-", "01", True, 12, "month"),
+                                          ("-", "02", True, 31, ""),
+                                          ("T", "15", False, 23, "hour"),
+                                          (":", "04", True, 59, "minute"),
+                                          (":", "05", True, 59, "second")):
+        if not value.startswith(sep):
+            raise bad(value, sep)
+        value = value[1:]
+        got = _num(value, fixed)
+        if got is None:
+            raise bad(value, element)
+        n, value = got
+        low = 1 if what == "month" else 0
+        if what and not low <= n <= hi:
+            raise out_of_range(what)
+        fields.append(n)
+    if len(value) >= 2 and value[0] in ".," and value[1].isdigit():
+        n = 1
+        while n < len(value) and value[n].isdigit() and value[n].isascii():
+            n += 1
+        value = value[n:]
+    if value.startswith("Z"):
+        value = value[1:]
+    else:
+        hh, mm = _num(value[1:3], True), _num(value[4:6], True)
+        if len(value) < 6 or value[3] != ":" or value[0] not in "+-" or hh is None \
+                or mm is None:
+            raise bad(value, "Z07:00")
+        if hh[0] > 24:
+            raise out_of_range("time zone offset hour")
+        if mm[0] > 60:
+            raise out_of_range("time zone offset minute")
+        value = value[6:]
+    if value:
+        raise ValueError(f"parsing time {quoted}: extra text: {fielderr.go_quote(value)}")
+    month, day = fields[0], fields[1]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if day < 1 or day > _DAYS_IN[month - 1] + (1 if month == 2 and leap else 0):
+        raise out_of_range("day")
+
+
 def byte_len(s: str) -> int:
     """Go's ``len(s)``: the UTF-8 length (lone surrogates count as 3 bytes)."""
     return len(s.encode("utf-8", "surrogatepass"))

@@ -324,6 +324,15 @@ class Store:
             check_size(obj)
         except (OverflowError, TypeError, ValueError):
             pass  # reported by the validation (``_check``)
+        for f in ("creationTimestamp", "deletionTimestamp"):  # metav1.Time decodes them
+            value = md.get(f)
+            if isinstance(value, str) and value:
+                try:
+                    model_syntax.parse_rfc3339(value)
+                except ValueError as err:
+                    raise errors.BadRequestError(
+                        f'{kind} in version "v1" cannot be handled as a {kind}: {err}'
+                    ) from err
         return obj
 
     def stamp(self, obj: Obj, now: float | None = None) -> Obj:

@@ -104,6 +104,11 @@ CASES = [
      "invalid Yaml document separator: {a: 1}"),
     ("unknown-tag", "a: !foo bar\n", "could not determine a constructor for the tag '!foo'"),
     ("impossible-date", "a: 2020-13-45\n", "month must be in 1..12"),
+    ("garbage-timestamp", good("ts").replace("namespace: default}",
+                                             "namespace: default, deletionTimestamp: garbage}"),
+     'Error from server (BadRequest): error when creating "STDIN": DaemonSet in version "v1" '
+     'cannot be handled as a DaemonSet: parsing time "garbage" as '
+     '"2006-01-02T15:04:05Z07:00": cannot parse "garbage" as "2006"'),
     ("not-a-mapping", "- a\n- b\n", "a manifest document must be a mapping, got list"),
 ]
 

@@ -39,3 +39,31 @@ def test_parse_int64_errors_read_as_go_prints_them(text: str, message: str) -> N
     with pytest.raises(ValueError) as exc:
         syntax.parse_int64(text)
     assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("text", ["2020-01-01T00:00:00Z", "2024-02-29T23:59:59.123456Z",
+                                  "2020-01-01T00:00:00+01:00", "2020-01-01T1:02:03-05:30"])
+def test_parse_rfc3339_accepts_what_go_time_parse_accepts(text: str) -> None:
+    syntax.parse_rfc3339(text)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # time.ParseError.Error(), layout time.RFC3339 (metav1.Time.UnmarshalJSON)
+    ("garbage", 'parsing time "garbage" as "2006-01-02T15:04:05Z07:00": cannot parse '
+                '"garbage" as "2006"'),
+    ("2020-01-01", 'parsing time "2020-01-01" as "2006-01-02T15:04:05Z07:00": cannot parse '
+                   '"" as "T"'),
+    ("2020-1-01T00:00:00Z", 'parsing time "2020-1-01T00:00:00Z" as "2006-01-02T15:04:05Z07:00"'
+                            ': cannot parse "1-01T00:00:00Z" as "01"'),
+    ("2020-01-01T00:00:00+0100", 'parsing time "2020-01-01T00:00:00+0100" as '
+                                 '"2006-01-02T15:04:05Z07:00": cannot parse "+0100" as '
+                                 '"Z07:00"'),
+    ("2020-13-01T00:00:00Z", 'parsing time "2020-13-01T00:00:00Z": month out of range'),
+    ("2023-02-29T00:00:00Z", 'parsing time "2023-02-29T00:00:00Z": day out of range'),
+    ("2020-01-01T24:00:00Z", 'parsing time "2020-01-01T24:00:00Z": hour out of range'),
+    ("2020-01-01T00:00:00Zx", 'parsing time "2020-01-01T00:00:00Zx": extra text: "x"'),
+])
+def test_parse_rfc3339_errors_read_as_go_prints_them(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        syntax.parse_rfc3339(text)
+    assert str(exc.value) == message
