@@ -105,3 +105,16 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
         created = agent.ensure_nodes(nodes, name_prefix)
         log.info("registered %d new nodes (%d requested)", created, nodes)
     agent.run(common.stop_event())
+
+
+def run_process_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
+                      cfg: object, user: object) -> None:
+    from services.node_agent.processagent import ProcessAgent, ProcessConfig
+    from services.node_agent.procs import User
+
+    log = common.setup_logging("node-agent")
+    common.serve_metrics(*metrics)
+    assert isinstance(cfg, ProcessConfig) and isinstance(user, User)
+    log.info("node agent for %s (process runtime, containers as %s, state in %s)",
+             cfg.node_name, user.name, cfg.state_dir)
+    ProcessAgent(common.open_store(redis_url, prefix), cfg, user).run(common.stop_event())

@@ -224,24 +224,92 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 @click.option("--shard", default="0/1", show_default=True, metavar="I/N",
               help="Serve only the nodes whose name hashes to shard I of N.")
 @click.option("--serve-prefix", default="", help="Serve only nodes whose name starts with this.")
+@click.option("--runtime", type=click.Choice(["simulated", "process"]), default="simulated",
+              show_default=True,
+              help="simulated: many make-believe nodes; process: this machine as one node, "
+                   "running its pods as processes.")
+@click.option("--node-name", default=None,
+              help="[process] This machine's Node name (default: the host name).")
+@click.option("--node-ip", default=None,
+              help="[process] The node's InternalIP, which is also its pods' IP (default: the "
+                   "host's first non-loopback IPv4 address).")
+@click.option("--label", "label_specs", multiple=True, metavar="KEY=VAL",
+              help="[process] Extra node label at registration (repeatable).")
+@click.option("--taint", "taint_specs", multiple=True, metavar="KEY[=VAL]:EFFECT",
+              help="[process] Node taint at registration (repeatable).")
+@click.option("--run-as", default=None, metavar="USER",
+              help="[process] User the containers run as (default: nobody when the agent "
+                   "runs as root, else the agent's own user; root only with --run-as root).")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=None,
+              help="[process] Container records and logs (default: /var/lib/daemonbus/"
+                   "node-agent/NODE as root, else ~/.daemonbus/node-agent/NODE).")
+@click.option("--backoff-initial", type=click.FloatRange(min=0.01), default=10.0,
+              show_default=True,
+              help="[process] First crash-loop back-off in seconds (doubling to 5 min).")
 @click.pass_context
 def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: str, nodes: int,
                    name_prefix: str,
                    ready_delay: float, grace: float, fail_images: tuple[str, ...],
                    never_ready: tuple[str, ...], heartbeat: float, shard: str,
-                   serve_prefix: str) -> None:
-    """Run a simulated kubelet for many nodes (in the spirit of KWOK).
+                   serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
+                   label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
+                   run_as: str | None, state_dir: Path | None, backoff_initial: float) -> None:
+    """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
+    with --runtime process a kubelet for this machine that runs its pods as processes.
 
-    It reports its nodes Ready with a heartbeat, binds the daemon pods aimed at them, runs
-    them Pending → Running → Ready after --ready-delay, and removes deleted pods after
-    --grace. By default it serves every Node in the store; one process serves thousands.
+    Simulated, it reports its nodes Ready with a heartbeat, binds the daemon pods aimed at
+    them, runs them Pending → Running → Ready after --ready-delay, and removes deleted pods
+    after --grace. By default it serves every Node in the store; one process serves
+    thousands.
+
+    With --runtime process it registers this machine as one Node (--node-name, default the
+    host name; labels kubernetes.io/hostname, os and arch from the host; capacity, nodeInfo,
+    addresses), heartbeats it every --heartbeat seconds, and runs each container of each
+    pod bound to it (command + args, env, workingDir) as a process in its own process group,
+    as --run-as, with its output in --state-dir: restartPolicy with crash-loop back-off,
+    readiness and liveness probes, SIGTERM then SIGKILL after the grace period on deletion.
+    Killed and started again, it adopts the processes it left.
 
     \b
-    Example:
+    Examples:
       daemonbus run node-agent --nodes 100 --ready-delay 2 --fail-image '*:broken'
+      daemonbus run node-agent --runtime process --label disktype=ssd
     """
     from services import runner
     from services.node_agent.lifecycle import AgentConfig
+
+    if runtime == "process":
+        from services.cli import edits
+        from services.node_agent import host, processagent, procs
+
+        labels, removals = edits.parse_labels(list(label_specs))
+        taints, untaints = edits.parse_taints(list(taint_specs))
+        if removals or untaints:
+            raise click.BadParameter("labels and taints are KEY=VAL and KEY[=VAL]:EFFECT")
+        try:
+            user = procs.resolve_user(run_as)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--run-as") from None
+        from shared.model import syntax
+
+        name = node_name or host.hostname()
+        if problems := syntax.is_dns1123_subdomain(name):
+            raise click.BadParameter(f"{name!r}: {problems[0]}", param_hint="--node-name")
+        if node_ip is not None:
+            import ipaddress
+
+            try:
+                ipaddress.ip_address(node_ip)
+            except ValueError:
+                raise click.BadParameter(f"{node_ip!r} is not an IP address",
+                                         param_hint="--node-ip") from None
+        pcfg = processagent.ProcessConfig(
+            node_name=name, node_ip=node_ip or host.primary_ip(),
+            state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
+            taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
+            backoff_initial=backoff_initial)
+        runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, user)
+        return
 
     try:
         i, n = (int(x) for x in shard.split("/", 1))

@@ -139,16 +139,10 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
         return Step()
     phase = status.get("phase") or "Pending"
     if not spec.get("nodeName"):
-        new = _evolve(pod)
-        new["spec"]["nodeName"] = target_node(pod)
-        st = new["status"]
-        st["phase"] = "Pending"
-        _set_condition(st, _condition("PodScheduled", "True", stamp))
-        st.setdefault("startTime", stamp)
-        node = new["spec"]["nodeName"]
-        st["hostIP"] = node_ip(node)
-        st["podIP"] = st["hostIP"] if spec.get("hostNetwork") else pod_ip(node, meta.name(pod))
-        st["podIPs"] = [{"ip": st["podIP"]}]
+        node = target_node(pod)
+        host = node_ip(node)
+        ip = host if spec.get("hostNetwork") else pod_ip(node, meta.name(pod))
+        new = bind(pod, node, host, ip, stamp)
         if cfg.ready_delay <= 0:
             _run(cfg, new, stamp)
             return Step(update=new)
@@ -161,6 +155,21 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
         _run(cfg, new, stamp)
         return Step(update=new)
     return Step()
+
+
+def bind(pod: Obj, node: str, host_ip: str, ip: str, stamp: str) -> Obj:
+    """Decides: ``pod`` bound to ``node`` (the scheduler's part: spec.nodeName) and Pending
+    there (the kubelet's first status: PodScheduled, startTime, hostIP, podIP)."""
+    new = _evolve(pod)
+    new["spec"]["nodeName"] = node
+    st = new["status"]
+    st["phase"] = "Pending"
+    _set_condition(st, _condition("PodScheduled", "True", stamp))
+    st.setdefault("startTime", stamp)
+    st["hostIP"] = host_ip
+    st["podIP"] = ip
+    st["podIPs"] = [{"ip": ip}]
+    return new
 
 
 def _evolve(pod: Obj) -> Obj:

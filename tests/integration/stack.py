@@ -56,14 +56,15 @@ class Stack:
         return proc
 
     def start_all(self, workers: int = 1, nodes: int = 0, agent_args: tuple[str, ...] = (),
-                  gc: bool = True) -> None:
+                  gc: bool = True, node_agent: bool = True) -> None:
         self.start("watcher", "watcher")
         for i in range(workers):
             self.start(f"reconciler-{i}", "reconciler", "--name", f"{self.prefix}-r{i}")
         self.start("status-writer", "status-writer")
         if gc:
             self.start("gc", "gc")
-        self.start("node-agent", "node-agent", "--nodes", str(nodes), *agent_args)
+        if node_agent:
+            self.start("node-agent", "node-agent", "--nodes", str(nodes), *agent_args)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)

@@ -1,0 +1,99 @@
+"""This machine as a Node (acts: reads the host): the facts a kubelet registers and reports.
+
+psutil reads them: CPU count, memory and network addresses the same way on every OS it
+supports (rather than parsing /proc, sysctl or ipconfig), and the process runtime needs it
+anyway for process start times and trees (``procs``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import platform
+import socket
+from typing import Any
+
+import psutil
+
+from services.node_agent import lifecycle
+
+Obj = dict[str, Any]
+
+# kubelet's default --max-pods
+MAX_PODS = 110
+KUBELET_VERSION = "v1.30.0-daemonbus"
+
+# platform.machine() → GOARCH, as kubernetes.io/arch is spelled
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+         "armv7l": "arm", "armv6l": "arm", "i386": "386", "i686": "386", "ppc64le": "ppc64le",
+         "s390x": "s390x", "riscv64": "riscv64"}
+
+
+def os_name() -> str:
+    """GOOS: linux, darwin, windows, …"""
+    return platform.system().lower() or "linux"
+
+
+def arch() -> str:
+    machine = platform.machine().lower()
+    return _ARCH.get(machine, machine or "amd64")
+
+
+def hostname() -> str:
+    """The node name kubelet defaults to: the host name, lower case."""
+    return socket.gethostname().lower()
+
+
+def primary_ip() -> str:
+    """The first non-loopback IPv4 address of an interface that is up; 127.0.0.1 without."""
+    stats = psutil.net_if_stats()
+    for ifname, addrs in sorted(psutil.net_if_addrs().items()):
+        if ifname in stats and not stats[ifname].isup:
+            continue
+        for addr in addrs:
+            if addr.family != socket.AF_INET:
+                continue
+            ip = ipaddress.ip_address(addr.address)
+            if not ip.is_loopback and not ip.is_link_local:
+                return str(ip)
+    return "127.0.0.1"
+
+
+def resources() -> Obj:
+    """status.capacity as kubelet reports it: cpu cores, memory in Ki, pods."""
+    return {"cpu": str(psutil.cpu_count() or 1),
+            "memory": f"{psutil.virtual_memory().total // 1024}Ki",
+            "pods": str(MAX_PODS)}
+
+
+def node_info() -> Obj:
+    uname = platform.uname()
+    machine_id = ""
+    try:
+        with open("/etc/machine-id", encoding="ascii") as f:
+            machine_id = f.read().strip()
+    except OSError:
+        pass
+    return {"machineID": machine_id, "systemUUID": "", "bootID": "",
+            "kernelVersion": uname.release, "osImage": f"{uname.system} {uname.release}",
+            "containerRuntimeVersion": "process://daemonbus",
+            "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+            "operatingSystem": os_name(), "architecture": arch()}
+
+
+def host_status(node_ip: str) -> Obj:
+    """The status fields a kubelet owns: capacity, allocatable, nodeInfo, addresses."""
+    cap = resources()
+    return {"capacity": cap, "allocatable": dict(cap), "nodeInfo": node_info(),
+            "addresses": [{"type": "InternalIP", "address": node_ip},
+                          {"type": "Hostname", "address": hostname()}]}
+
+
+def new_node(name: str, node_ip: str, labels: dict[str, str],
+             taints: list[Obj]) -> Obj:
+    """This machine as a kubelet registers it: the well-known labels from the host (any
+    --label on top), --register-with-taints, and its status fields."""
+    base = {"kubernetes.io/hostname": name, "kubernetes.io/os": os_name(),
+            "kubernetes.io/arch": arch()}
+    node = lifecycle.new_node(name, {**base, **labels}, taints)
+    node["status"].update(host_status(node_ip))
+    return node

@@ -1,0 +1,279 @@
+"""What a kubelet decides about a pod's containers (pure): restarts and their back-off, the
+environment a container gets, and the status it reports (phase, conditions,
+containerStatuses), from the state of its containers and the clock it is given.
+
+The agent's process runtime (``procs``) keeps a ``ContainerState`` per container; these
+functions never touch a process.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+# kubelet's crash-loop back-off: 10 s doubling to 5 min; a container that ran this long
+# before it ended restarts at once again.
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+BACKOFF_RESET = 600.0
+
+
+@dataclass
+class ContainerState:
+    """One container of one pod as the agent runs it (kept in the state dir, so a restarted
+    agent knows what it left). ``terminated`` is the current Kubernetes terminated state
+    (while it stays terminated), ``last_terminated`` the one before a restart."""
+
+    name: str
+    init: bool = False
+    pid: int = 0
+    create_time: float = 0.0  # the process's start time as the OS has it (psutil)
+    started_at: float | None = None
+    restart_count: int = 0
+    terminated: Obj | None = None
+    last_terminated: Obj | None = None
+    backoff: float = 0.0  # the next back-off step; 0 = none pending
+    restart_at: float | None = None  # in back-off until then
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    ready: bool = False
+    stop_deadline: float | None = None  # SIGTERM sent; SIGKILL at this time
+
+    def running(self) -> bool:
+        return self.pid > 0 and self.terminated is None
+
+    def to_record(self) -> Obj:
+        rec = asdict(self)
+        rec.pop("ready")
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: Obj) -> ContainerState:
+        names = {f.name for f in fields(cls)} - {"ready"}
+        return cls(**{k: v for k, v in rec.items() if k in names})
+
+
+# ---- restarts ---------------------------------------------------------------------------
+
+
+def should_restart(policy: str, exit_code: int) -> bool:
+    """restartPolicy: Always restarts every ended container, OnFailure those that failed."""
+    if policy == "Never":
+        return False
+    return policy != "OnFailure" or exit_code != 0
+
+
+def after_exit(c: ContainerState, policy: str, terminated: Obj, now: float,
+               base: float = BACKOFF_INITIAL) -> None:
+    """Decides: record that ``c``'s process ended (``terminated``) and when it starts again.
+    The first restart is at once; each further one waits the back-off (``base`` doubling to
+    5 min), as kubelet's; a container that had run for 10 minutes starts the count afresh."""
+    c.pid = 0
+    c.ready = False
+    c.stop_deadline = None
+    c.terminated = terminated
+    exit_code = int(terminated.get("exitCode") or 0)
+    if not should_restart(policy, exit_code):
+        return
+    started = meta.parse_time(terminated.get("startedAt")) or now
+    if now - started >= BACKOFF_RESET:
+        c.backoff = 0.0
+    c.restart_at = now + c.backoff
+    c.waiting_message = f"back-off {int(c.backoff)}s"
+    c.backoff = base if c.backoff <= 0 else min(2 * c.backoff, max(BACKOFF_MAX, base))
+
+
+def terminated_state(exit_code: int, signal: int, started_at: float | None, now: float,
+                     container_id: str, reason: str = "", message: str = "") -> Obj:
+    """A Kubernetes terminated state: exitCode 128+N for signal N, reason Completed or
+    Error as container runtimes report them."""
+    code = 128 + signal if signal else exit_code
+    out: Obj = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
+                "startedAt": meta.format_time(started_at or now),
+                "finishedAt": meta.format_time(now), "containerID": container_id}
+    if signal:
+        out["signal"] = signal
+    if message:
+        out["message"] = message
+    return out
+
+
+# ---- environment ------------------------------------------------------------------------
+
+_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """$(VAR) references as kubelet expands them in env values, command and args: a defined
+    variable is replaced, an undefined reference stays as written, $$ is a literal $."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return _REF.sub(sub, value)
+
+
+class ConfigError(ValueError):
+    """A container whose configuration cannot be satisfied (kubelet's
+    CreateContainerConfigError): it waits with the message, and nothing runs."""
+
+
+def field_ref(pod: Obj, path: str) -> str:
+    """valueFrom.fieldRef.fieldPath, the downward API's pod fields."""
+    md = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    st = pod.get("status") or {}
+    simple = {"metadata.name": md.get("name"), "metadata.namespace": md.get("namespace"),
+              "metadata.uid": md.get("uid"), "spec.nodeName": spec.get("nodeName"),
+              "spec.serviceAccountName": spec.get("serviceAccountName"),
+              "status.podIP": st.get("podIP"), "status.hostIP": st.get("hostIP")}
+    if path in simple:
+        return str(simple[path] or "")
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']*)'\]", path)
+    if m:
+        return str((md.get(m.group(1)) or {}).get(m.group(2)) or "")
+    raise ConfigError(f"unsupported fieldPath: {path}")
+
+
+def container_env(pod: Obj, container: Obj, base: dict[str, str]) -> dict[str, str]:
+    """The environment of one container: ``base`` (PATH, HOME), then ``env`` in order, each
+    value expanded against the ones before it, valueFrom.fieldRef from the pod."""
+    env = dict(base)
+    for item in container.get("env") or []:
+        name = str(item.get("name") or "")
+        if "valueFrom" in item and item["valueFrom"] is not None:
+            ref = (item["valueFrom"] or {}).get("fieldRef")
+            if not ref:
+                raise ConfigError(f"env {name}: only valueFrom.fieldRef is supported by the "
+                                  "process runtime")
+            env[name] = field_ref(pod, str(ref.get("fieldPath") or ""))
+        else:
+            env[name] = expand(str(item.get("value") or ""), env)
+    return env
+
+
+def argv(container: Obj, env: dict[str, str]) -> list[str]:
+    """command + args, expanded; the process runtime has no image entrypoint to fall back on."""
+    words = [str(w) for w in (container.get("command") or [])] + \
+        [str(w) for w in (container.get("args") or [])]
+    if not container.get("command"):
+        raise ConfigError("the process runtime needs a command (there is no image entrypoint)")
+    return [expand(w, env) for w in words]
+
+
+# ---- status -----------------------------------------------------------------------------
+
+
+def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> Obj:
+    cid = f"process://{c.pid}" if c.pid else ""
+    state: Obj
+    if c.running():
+        state = {"running": {"startedAt": meta.format_time(c.started_at or 0)}}
+    elif c.terminated is not None and c.restart_at is None:
+        state = {"terminated": c.terminated}
+    elif c.restart_at is not None:
+        msg = (f"{c.waiting_message} restarting failed container={c.name} "
+               f"pod={meta.name(pod)}_{meta.namespace(pod)}({meta.uid(pod)})")
+        state = {"waiting": {"reason": "CrashLoopBackOff", "message": msg}}
+    else:
+        w: Obj = {"reason": c.waiting_reason or waiting}
+        if c.waiting_message:
+            w["message"] = c.waiting_message
+        state = {"waiting": w}
+    last = c.last_terminated if c.restart_at is None else (c.terminated or c.last_terminated)
+    out: Obj = {"name": c.name, "image": str(spec.get("image") or ""), "imageID": "",
+                "ready": c.ready and c.running(), "restartCount": c.restart_count,
+                "started": c.running(), "state": state,
+                "lastState": {"terminated": last} if last else {}}
+    if cid:
+        out["containerID"] = cid
+    return out
+
+
+def _phase(policy: str, inits: list[ContainerState], mains: list[ContainerState]) -> str:
+    """kubelet's getPhase, for containers this agent runs."""
+    for c in inits:
+        t = c.terminated
+        if t is not None and c.restart_at is None and int(t.get("exitCode") or 0) != 0:
+            return "Failed"  # restartPolicy Never: a failed init container fails the pod
+        if not (t is not None and int(t.get("exitCode") or 0) == 0 and c.restart_at is None):
+            return "Pending"
+    running = waiting = stopped = succeeded = 0
+    for c in mains:
+        if c.running():
+            running += 1
+        elif c.terminated is not None and c.restart_at is None:
+            stopped += 1
+            succeeded += int(c.terminated.get("exitCode") or 0) == 0
+        elif c.restart_at is not None or c.last_terminated is not None:
+            stopped += 1  # waiting to restart after having run
+        else:
+            waiting += 1
+    if waiting:
+        return "Pending"
+    if running:
+        return "Running"
+    if policy == "Always":
+        return "Running"
+    if policy == "OnFailure":
+        return "Succeeded" if stopped == succeeded else "Running"
+    return "Succeeded" if stopped == succeeded else "Failed"
+
+
+def _condition(old: list[Obj], type_: str, ok: bool, stamp: str, reason: str = "",
+               message: str = "") -> Obj:
+    status = "True" if ok else "False"
+    prev = next((c for c in old if c.get("type") == type_), None)
+    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else stamp
+    cond: Obj = {"type": type_, "status": status, "lastProbeTime": None,
+                 "lastTransitionTime": since}
+    if not ok and reason:
+        cond["reason"] = reason
+        cond["message"] = message
+    return cond
+
+
+def pod_status(pod: Obj, inits: list[ContainerState], mains: list[ContainerState],
+               now: float) -> Obj:
+    """Decides: the status a kubelet reports for ``pod`` now. Fields it does not own
+    (hostIP, podIP, startTime) are kept; a condition keeps its lastTransitionTime while its
+    status holds, so an unchanged pod yields an equal status (and nothing is written)."""
+    spec = pod.get("spec") or {}
+    old = dict(pod.get("status") or {})
+    conds = list(old.get("conditions") or [])
+    stamp = meta.format_time(now)
+    policy = str(spec.get("restartPolicy") or "Always")
+    init_specs = {str(c.get("name")): c for c in spec.get("initContainers") or []}
+    main_specs = {str(c.get("name")): c for c in spec.get("containers") or []}
+    phase = _phase(policy, inits, mains)
+    initialized = all(c.terminated is not None and c.restart_at is None
+                      and int(c.terminated.get("exitCode") or 0) == 0 for c in inits)
+    unready = [c.name for c in mains if not (c.ready and c.running())]
+    pending_init = [c.name for c in inits if not (c.terminated and c.restart_at is None
+                                                  and c.terminated.get("exitCode") == 0)]
+    new_conds = [
+        _condition(conds, "Initialized", initialized, stamp, "ContainersNotInitialized",
+                   f"containers with incomplete status: [{' '.join(pending_init)}]"),
+        _condition(conds, "Ready", not unready, stamp, "ContainersNotReady",
+                   f"containers with unready status: [{' '.join(unready)}]"),
+        _condition(conds, "ContainersReady", not unready, stamp, "ContainersNotReady",
+                   f"containers with unready status: [{' '.join(unready)}]"),
+    ]
+    new_conds += [c for c in conds if c.get("type") not in
+                  ("Initialized", "Ready", "ContainersReady")]
+    status = {**old, "phase": phase, "conditions": new_conds,
+              "containerStatuses": [_container_status(main_specs.get(c.name, {}), c,
+                                                      "PodInitializing" if not initialized
+                                                      else "ContainerCreating", pod)
+                                    for c in mains]}
+    if inits:
+        status["initContainerStatuses"] = [
+            _container_status(init_specs.get(c.name, {}), c, "PodInitializing", pod)
+            for c in inits]
+    return status

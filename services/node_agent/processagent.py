@@ -1,0 +1,371 @@
+"""The node agent of one real machine (``--runtime process``): registers this host as one
+Node, heartbeats it, and runs the pods bound to it as processes (``procs``), through
+kubelet's lifecycle: init containers in order, each to completion, then the containers;
+restartPolicy with crash-loop back-off; readiness and liveness probes; on deletion SIGTERM,
+the grace period, SIGKILL, then the pod is released. Decisions about statuses and restarts
+are ``podstatus``'s; this module is the shell that acts on them.
+
+It wakes on log entries and at least every ``TICK`` seconds (probes, back-offs and exits are
+checked then), and writes a pod's status only when it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.node_agent import host, lifecycle, podstatus, probes
+from services.node_agent.podstatus import ContainerState
+from services.node_agent.procs import Runtime, User
+from shared.model import meta
+from shared.store import errors
+from shared.store.cache import Cache
+from shared.store.client import Op, Store
+
+log = logging.getLogger("node-agent")
+Obj = dict[str, Any]
+TICK = 0.2
+DEFAULT_GRACE = 30.0
+
+
+@dataclass(frozen=True)
+class ProcessConfig:
+    node_name: str
+    node_ip: str
+    state_dir: Path
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Obj, ...] = ()
+    heartbeat: float = 300.0
+    backoff_initial: float = podstatus.BACKOFF_INITIAL
+
+
+@dataclass
+class PodRun:
+    """A pod this agent runs (or stops): its newest object, its containers' states."""
+
+    uid: str
+    pod: Obj
+    pod_dir: Path
+    inits: list[ContainerState]
+    mains: list[ContainerState]
+    trackers: dict[tuple[str, str], probes.ProbeTracker] = field(default_factory=dict)
+    gone: bool = False  # the pod object is gone: stop everything, then forget
+
+    def containers(self) -> list[ContainerState]:
+        return self.inits + self.mains
+
+
+class ProcessAgent:
+    def __init__(self, store: Store, cfg: ProcessConfig, user: User,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.clock = clock
+        self.user = user
+        self.runtime = Runtime(cfg.state_dir, user)
+        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
+            "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
+        })
+        self.runs: dict[str, PodRun] = {}
+        self._recorded: dict[str, dict[str, ContainerState]] = {}
+        self._written: dict[str, tuple[str, Obj]] = {}  # uid → (rv written over, status)
+        self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
+
+    # ---- setup ------------------------------------------------------------------------------
+
+    def register(self) -> None:
+        """Create this machine's Node if absent; else report the host's status fields on it
+        (labels and taints are the registration's, as kubelet's --register-with-taints)."""
+        node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
+                             list(self.cfg.taints))
+        res = self.store.commit([self.store.create_op(node, ensure=True)])[0]
+        if res.ok:
+            log.info("registered node %s", self.cfg.node_name)
+            return
+        old = self.store.get("Node", "/" + self.cfg.node_name)
+        new = {**old, "status": {**(old.get("status") or {}),
+                                 **host.host_status(self.cfg.node_ip)}}
+        if new["status"] != old.get("status"):
+            self.store.commit([self.store.status_op(new, old)])
+        log.info("node %s exists; its status updated from this host", self.cfg.node_name)
+
+    def adopt(self) -> None:
+        """Read what a previous run of this agent left: containers whose recorded process
+        still runs are adopted, those whose process is gone are recorded as ended."""
+        now = self.clock()
+        self._recorded = self.runtime.recorded()
+        for uid, states in self._recorded.items():
+            for c in states.values():
+                if c.pid and c.terminated is None and not self.runtime.is_ours(c):
+                    c.pid = 0
+                    c.terminated = podstatus.terminated_state(
+                        137, 0, c.started_at, now, "", reason="ContainerStatusUnknown",
+                        message="the process ended while the node agent was away")
+                elif c.pid and c.terminated is None:
+                    log.info("adopted pod %s container %s (pid %d)", uid, c.name, c.pid)
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.register()
+        self.adopt()
+        self.cache.sync()
+        while not stop.is_set():
+            self.step()
+        log.info("node agent stopping; its containers keep running (a new agent adopts them)")
+
+    def step(self, block: float = TICK) -> None:
+        try:
+            self.cache.poll(count=5000, block_ms=max(1, int(block * 1000)))
+        except errors.UnavailableError as err:
+            log.warning("redis unavailable: %s", err)
+            time.sleep(0.5)
+            return
+        now = self.clock()
+        ops: list[Op] = []
+        node = self.cache.get("Node", "/" + self.cfg.node_name)
+        if node is None:
+            self._safe(self.register)
+        else:
+            beat = lifecycle.node_step(self._node_cfg, node, now)
+            if beat is not None:
+                ops.append(self.store.status_op(beat, node))
+        desired = {meta.uid(p): p for p in self.cache.by_index("node", self.cfg.node_name)}
+        for uid, pod in desired.items():
+            if not (pod.get("spec") or {}).get("nodeName"):
+                if node is not None and not meta.is_being_deleted(pod):
+                    stamp = meta.format_time(now)
+                    ip = self.cfg.node_ip
+                    ops.append(self.store.status_op(
+                        lifecycle.bind(pod, self.cfg.node_name, ip, ip, stamp), pod))
+                continue
+            run = self.runs.get(uid) or self._new_run(pod)
+            run.pod = pod
+            ops.extend(self._sync(run, now))
+        # pods recorded by an earlier run, or gone from the store: stop and forget
+        for uid, states in list(self._recorded.items()):
+            if uid not in desired:
+                self._orphan(uid, states)
+        for uid, run in list(self.runs.items()):
+            if uid not in desired and not run.gone:
+                run.gone = True
+            if run.gone:
+                self._stop(run, now)
+                if not any(c.running() for c in run.containers()):
+                    self.runtime.forget(run.pod_dir)
+                    del self.runs[uid]
+                    self._written.pop(uid, None)
+        if ops:
+            self._safe(lambda: self.store.commit(ops))
+
+    def _safe(self, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except errors.UnavailableError as err:
+            log.warning("redis unavailable: %s", err)
+        except errors.StoreError as err:
+            log.warning("write refused: %s", err)
+
+    # ---- one pod ------------------------------------------------------------------------------
+
+    def _new_run(self, pod: Obj) -> PodRun:
+        uid = meta.uid(pod)
+        spec = pod.get("spec") or {}
+        left = self._recorded.pop(uid, {})
+
+        def states(key: str, init: bool) -> list[ContainerState]:
+            return [left.get(str(c.get("name"))) or ContainerState(str(c.get("name")), init=init)
+                    for c in spec.get(key) or []]
+        run = PodRun(uid, pod, self.runtime.pod_dir(pod), states("initContainers", True),
+                     states("containers", False))
+        self.runs[uid] = run
+        return run
+
+    def _orphan(self, uid: str, states: dict[str, ContainerState]) -> None:
+        del self._recorded[uid]
+        pod_dir = self.runtime.pod_dirs().get(uid)
+        if pod_dir is None:
+            return
+        log.info("pod %s is gone: stopping what an earlier run left of it", uid)
+        self.runs[uid] = PodRun(uid, {"metadata": {"uid": uid}}, pod_dir, [],
+                                list(states.values()), gone=True)
+
+    def _grace(self, pod: Obj) -> float:
+        md = pod.get("metadata") or {}
+        for v in (md.get("deletionGracePeriodSeconds"),
+                  (pod.get("spec") or {}).get("terminationGracePeriodSeconds")):
+            if v is not None:
+                return float(v)
+        return DEFAULT_GRACE
+
+    def _stop(self, run: PodRun, now: float) -> None:
+        """SIGTERM every running container, SIGKILL it once the grace period is over."""
+        for c in run.containers():
+            if not c.running():
+                continue
+            if self._reap(run, c, now, "Never"):
+                continue
+            if c.stop_deadline is None:
+                log.info("stopping pod %s container %s (pid %d)", meta.name(run.pod) or run.uid,
+                         c.name, c.pid)
+                self.runtime.signal(c, signal.SIGTERM)
+                c.stop_deadline = now + self._grace(run.pod)
+                self.runtime.save(run.pod_dir, c)
+            elif now >= c.stop_deadline:
+                self.runtime.signal(c, signal.SIGKILL)
+
+    def _reap(self, run: PodRun, c: ContainerState, now: float, policy: str) -> bool:
+        """If ``c``'s process ended, record it (and when it restarts); True if it ended."""
+        ended = self.runtime.exited(c)
+        if ended is None:
+            return False
+        code, sig = ended
+        cid = f"process://{c.pid}"
+        if code < 0:
+            term = podstatus.terminated_state(137, 0, c.started_at, now, cid,
+                                              reason="ContainerStatusUnknown",
+                                              message="the process ended while the node "
+                                                      "agent was away")
+        else:
+            term = podstatus.terminated_state(code, sig, c.started_at, now, cid)
+        log.info("pod %s container %s exited: %s", meta.name(run.pod), c.name,
+                 term.get("exitCode"))
+        podstatus.after_exit(c, policy, term, now, self.cfg.backoff_initial)
+        run.trackers = {k: t for k, t in run.trackers.items() if k[0] != c.name}
+        self.runtime.save(run.pod_dir, c)
+        return True
+
+    def _sync(self, run: PodRun, now: float) -> list[Op]:
+        pod = run.pod
+        spec = pod.get("spec") or {}
+        if meta.is_being_deleted(pod):
+            self._stop(run, now)
+            if any(c.running() for c in run.containers()) or meta.finalizers(pod):
+                return []
+            log.info("pod %s terminated; released", meta.key(pod))
+            self.runtime.forget(run.pod_dir)
+            self.runs.pop(run.uid, None)
+            return [self.store.final_delete_op(pod)]
+        policy = str(spec.get("restartPolicy") or "Always")
+        for c in run.containers():
+            if c.running():
+                # init containers restart only when they fail, unless the policy is Never
+                self._reap(run, c, now, policy if not c.init or policy == "Never"
+                           else "OnFailure")
+        for c in run.containers():
+            if c.running() and c.stop_deadline is not None and now >= c.stop_deadline:
+                self.runtime.signal(c, signal.SIGKILL)
+        init_specs = spec.get("initContainers") or []
+        initialized = True
+        for cspec, c in zip(init_specs, run.inits, strict=False):
+            t = c.terminated
+            if t is not None and c.restart_at is None and int(t.get("exitCode") or 0) == 0:
+                continue  # completed
+            initialized = False
+            if not c.running():
+                self._maybe_start(run, cspec, c, now)
+            break
+        if initialized:
+            for cspec, c in zip(spec.get("containers") or [], run.mains, strict=False):
+                if not c.running():
+                    self._maybe_start(run, cspec, c, now)
+        self._probe(run, now)
+        return self._report(run, now)
+
+    def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
+        if c.restart_at is not None and now < c.restart_at:
+            return
+        if c.terminated is not None and c.restart_at is None:
+            return  # ended for good (its restartPolicy)
+        pod = run.pod
+        try:
+            env = podstatus.container_env(pod, cspec, self.runtime.base_env())
+            words = podstatus.argv(cspec, env)
+        except podstatus.ConfigError as err:
+            c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
+            return
+        again = c.terminated is not None
+        cwd = str(cspec.get("workingDir") or "/")
+        try:
+            self.runtime.start(run.pod_dir, c, words, env, cwd)
+        except OSError as err:
+            log.info("pod %s container %s failed to start: %s", meta.name(pod), c.name, err)
+            c.last_terminated = c.terminated if again else c.last_terminated
+            if again:
+                c.restart_count += 1
+            policy = str((pod.get("spec") or {}).get("restartPolicy") or "Always")
+            podstatus.after_exit(c, policy if not c.init or policy == "Never" else "OnFailure",
+                                 podstatus.terminated_state(128, 0, now, now, "",
+                                                            reason="StartError",
+                                                            message=str(err)),
+                                 now, self.cfg.backoff_initial)
+            self.runtime.save(run.pod_dir, c)
+            return
+        if again:
+            c.restart_count += 1
+            c.last_terminated = c.terminated
+        c.terminated = None
+        c.restart_at = None
+        c.started_at = now
+        c.waiting_reason = c.waiting_message = ""
+        log.info("pod %s container %s started (pid %d)", meta.name(pod), c.name, c.pid)
+        self.runtime.save(run.pod_dir, c)
+
+    def _probe(self, run: PodRun, now: float) -> None:
+        pod = run.pod
+        specs = {str(c.get("name")): c for c in (pod.get("spec") or {}).get("containers") or []}
+        pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
+        for c in run.mains:
+            cspec = specs.get(c.name) or {}
+            if not c.running():
+                continue
+            if not cspec.get("readinessProbe"):
+                c.ready = True
+            for kind, initial in (("readinessProbe", False), ("livenessProbe", True)):
+                probe = cspec.get(kind)
+                if not probe or c.stop_deadline is not None:
+                    continue
+                tracker = run.trackers.get((c.name, kind))
+                if tracker is None:
+                    tracker = probes.ProbeTracker(probe, c.started_at or now, initial)
+                    run.trackers[(c.name, kind)] = tracker
+                if not tracker.due(now):
+                    continue
+                try:
+                    env = podstatus.container_env(pod, cspec, self.runtime.base_env())
+                except podstatus.ConfigError:
+                    env = self.runtime.base_env()
+                ok = tracker.record(probes.run(probe, cspec, pod_ip, env,
+                                               str(cspec.get("workingDir") or "/"), self.user),
+                                    self.clock())
+                if kind == "readinessProbe":
+                    c.ready = ok
+                elif not ok:
+                    log.info("pod %s container %s failed its liveness probe; restarting",
+                             meta.name(pod), c.name)
+                    self.runtime.signal(c, signal.SIGTERM)
+                    c.stop_deadline = now + self._grace(pod)
+
+    def _report(self, run: PodRun, now: float) -> list[Op]:
+        pod = run.pod
+        status = podstatus.pod_status(pod, run.inits, run.mains, now)
+        if status == (pod.get("status") or {}):
+            return []
+        rv = meta.resource_version(pod)
+        if self._written.get(run.uid) == (rv, status):
+            return []  # written over this version already; the log entry is on its way
+        self._written[run.uid] = (rv, status)
+        return [self.store.status_op({**pod, "status": status}, pod)]
+
+
+def default_state_dir(node_name: str) -> Path:
+    base = Path("/var/lib/daemonbus") if os.getuid() == 0 else \
+        Path.home() / ".daemonbus"
+    return base / "node-agent" / node_name

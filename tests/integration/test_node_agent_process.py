@@ -1,0 +1,272 @@
+"""The node agent's process runtime with real processes: two agents on this machine (two
+--node-name values, each with its own loopback address as node and pod IP, so their pods
+can serve the same port), a DaemonSet of small HTTP servers, probes, restarts, rolling
+updates, deletion and an agent killed mid-rollout.
+
+Every process a test starts carries the test's own directory in its command line; the
+fixture kills whatever is left of them, pass or fail."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from shared.model import meta
+from shared.model.podutil import is_ready
+from tests.integration.stack import Stack, wait_for
+
+SERVER = '''
+import http.server, os, signal, sys
+node, version, marks = os.environ["NODE_NAME"], sys.argv[1], os.environ["MARKS"]
+
+def mark(what):
+    open(os.path.join(marks, f"{node}.{version}.{what}.{os.getpid()}"), "w").close()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = f"{node} {version}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+def term(*_):
+    mark("term")
+    os._exit(0)
+
+signal.signal(signal.SIGTERM, term)
+server = http.server.HTTPServer((os.environ["POD_IP"], int(os.environ["PORT"])), Handler)
+mark("start")
+server.serve_forever()
+'''
+
+_ips = itertools.count(2)
+
+
+@dataclass
+class Machine:
+    """What one test runs on: its directory (scripts, markers), its node IPs, its port."""
+
+    stack: Stack
+    dir: Path
+    state: Path
+    port: int
+    ips: dict[str, str]
+
+    def agent(self, node: str) -> None:
+        self.stack.start(f"agent-{node}", "node-agent", "--runtime", "process",
+                         "--node-name", node, "--node-ip", self.ips[node],
+                         "--state-dir", str(self.state / node), "--backoff-initial", "0.5")
+
+    def processes(self) -> list[psutil.Process]:
+        """The live processes this test's pods started (their command lines name our dir)."""
+        out = []
+        for p in psutil.process_iter(["cmdline", "status"]):
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(str(self.dir) in str(w) for w in p.info["cmdline"] or []):
+                out.append(p)
+        return out
+
+    def marks(self, what: str) -> list[str]:
+        return sorted(f.name for f in self.dir.glob(f"marks/*.{what}.*"))
+
+    def get(self, node: str) -> str:
+        with urllib.request.urlopen(f"http://{self.ips[node]}:{self.port}/", timeout=2) as r:
+            return str(r.read().decode())
+
+
+@pytest.fixture
+def machine(stack: Stack, tmp_path: Path) -> Iterator[Machine]:
+    # containers run as nobody (the agent runs as root here): a directory they can read
+    # and write, outside pytest's root-only tmp_path
+    d = Path(tempfile.mkdtemp(prefix="daemonbus-proc-"))
+    (d / "marks").mkdir()
+    (d / "server.py").write_text(SERVER)
+    for p in (d, d / "marks"):
+        p.chmod(0o777)
+    (d / "server.py").chmod(0o644)
+    base = next(_ips)
+    ips = {f"{stack.prefix}-a": f"127.0.{base}.2", f"{stack.prefix}-b": f"127.0.{base}.3"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    m = Machine(stack, d, tmp_path / "state", port, ips)
+    try:
+        yield m
+    finally:
+        for name in [n for n in stack.procs if n.startswith("agent-")]:
+            stack.kill(name)
+        for p in m.processes():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def daemonset(m: Machine, version: str, probe: bool = True, grace: int = 5,
+              command: list[str] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "web", "image": "python:3",
+        "command": command or ["python3", str(m.dir / "server.py")],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "PORT", "value": str(m.port)},
+                {"name": "MARKS", "value": str(m.dir / "marks")}],
+    }
+    if command is None:
+        container["args"] = [version]
+    if probe:
+        container["readinessProbe"] = {"httpGet": {"path": "/", "port": m.port},
+                                       "periodSeconds": 1}
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"terminationGracePeriodSeconds": grace,
+                                       "containers": [container]}}},
+    }))
+
+
+def container_status(pod: dict[str, Any]) -> dict[str, Any]:
+    return ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+
+
+def ready_pods(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {p["spec"]["nodeName"]: p for p in stack.pods("default")
+            if is_ready(p) and not meta.is_being_deleted(p)}
+
+
+def start(m: Machine, nodes: int = 2) -> list[str]:
+    m.stack.start_all(workers=1, node_agent=False)
+    names = sorted(m.ips)[:nodes]
+    for n in names:
+        m.agent(n)
+    wait_for(lambda: len(m.stack.store.list("Node")) == nodes, what="nodes registered")
+    return names
+
+
+def test_agent_registers_this_machine_as_a_ready_node(machine: Machine) -> None:
+    (name,) = start(machine, nodes=1)
+
+    def ready() -> dict[str, Any] | None:
+        node = machine.stack.store.try_get("Node", "/" + name) or {}
+        conds = (node.get("status") or {}).get("conditions") or []
+        ok = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+        return node if ok else None
+
+    node = wait_for(ready, what="the node Ready")
+    labels = node["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == name
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["kubernetes.io/arch"] in ("amd64", "arm64")
+    cap = node["status"]["capacity"]
+    assert int(cap["cpu"]) == psutil.cpu_count()
+    assert cap["memory"] == f"{psutil.virtual_memory().total // 1024}Ki"
+    assert cap["pods"] == "110" and node["status"]["allocatable"] == cap
+    assert node["status"]["nodeInfo"]["operatingSystem"] == "linux"
+    assert {"type": "InternalIP", "address": machine.ips[name]} in node["status"]["addresses"]
+
+
+def test_daemonset_runs_on_two_agents_ready_by_http_probe_and_rolls_to_new_args(
+        machine: Machine) -> None:
+    a, b = start(machine)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2, timeout=60,
+             what="both pods Ready by their httpGet probe")
+    assert machine.get(a) == f"{a} v1" and machine.get(b) == f"{b} v1"
+    for pod in ready_pods(machine.stack).values():
+        cs = container_status(pod)
+        assert cs["state"]["running"] and cs["restartCount"] == 0 and cs["ready"]
+        assert pod["status"]["phase"] == "Running"
+        assert {c["type"] for c in pod["status"]["conditions"]} >= {
+            "PodScheduled", "Initialized", "ContainersReady", "Ready"}
+    old = {p.pid for p in machine.processes()}
+    assert len(old) == 2
+
+    machine.stack.store.apply(daemonset(machine, "v2"))
+
+    def rolled() -> bool:
+        try:
+            return machine.get(a) == f"{a} v2" and machine.get(b) == f"{b} v2"
+        except OSError:
+            return False
+
+    wait_for(rolled, timeout=90, what="both nodes serving v2")
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2
+             and len(machine.stack.pods("default")) == 2, timeout=30, what="rollout done")
+    assert len(machine.marks("v1.term")) == 2  # each old server saw SIGTERM
+    new = {p.pid for p in machine.processes()}
+    assert len(new) == 2 and not new & old
+
+
+def test_killed_process_is_restarted(machine: Machine) -> None:
+    (a,) = start(machine, nodes=1)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 1, timeout=60, what="pod Ready")
+    (victim,) = machine.processes()
+    victim.kill()
+
+    def restarted() -> dict[str, Any] | None:
+        pods = ready_pods(machine.stack)
+        cs = container_status(pods[a]) if a in pods else {}
+        return cs if cs.get("restartCount") == 1 else None
+
+    cs = wait_for(restarted, timeout=30, what="restartCount 1 and Ready again")
+    assert cs["lastState"]["terminated"]["exitCode"] == 137
+    assert cs["lastState"]["terminated"]["reason"] == "Error"
+    (again,) = machine.processes()
+    assert again.pid != victim.pid
+
+
+def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> None:
+    start(machine, nodes=1)
+    machine.stack.store.apply(daemonset(
+        machine, "v1", probe=False,
+        command=["python3", "-c", "import sys; sys.exit(1)", str(machine.dir)]))
+
+    def crash_looping() -> dict[str, Any] | None:
+        pods = machine.stack.pods("default")
+        cs = container_status(pods[0]) if pods else {}
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        return cs if waiting.get("reason") == "CrashLoopBackOff" else None
+
+    cs = wait_for(crash_looping, timeout=30, what="CrashLoopBackOff")
+    assert cs["restartCount"] >= 1
+    assert cs["lastState"]["terminated"]["exitCode"] == 1
+    assert cs["lastState"]["terminated"]["reason"] == "Error"
+    pod = machine.stack.pods("default")[0]
+    assert pod["status"]["phase"] == "Running" and not is_ready(pod)
+
+
+def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> None:
+    start(machine)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2, timeout=60, what="both pods Ready")
+    assert len(machine.processes()) == 2
+    machine.stack.store.delete("DaemonSet", "default/web")
+    wait_for(lambda: not machine.stack.pods("default"), timeout=30, what="pods released")
+    assert machine.processes() == []
+    assert len(machine.marks("v1.term")) == 2
