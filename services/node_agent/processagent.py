@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services import common
 from services.node_agent import host, lifecycle, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.procs import Runtime, User
@@ -77,6 +78,7 @@ class ProcessAgent:
         self._recorded: dict[str, dict[str, ContainerState]] = {}
         self._written: dict[str, tuple[str, Obj]] = {}  # uid → (rv written over, status)
         self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
+        self.outage = common.Outage(log)
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -114,9 +116,14 @@ class ProcessAgent:
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        self.register()
         self.adopt()
-        self.cache.sync()
+        while not stop.is_set():
+            try:
+                self.register()
+                self.cache.sync()
+                break
+            except common.REDIS_DOWN as err:
+                stop.wait(self.outage.failed(err))
         while not stop.is_set():
             self.step()
         log.info("node agent stopping; its containers keep running (a new agent adopts them)")
@@ -124,10 +131,10 @@ class ProcessAgent:
     def step(self, block: float = TICK) -> None:
         try:
             self.cache.poll(count=5000, block_ms=max(1, int(block * 1000)))
-        except errors.UnavailableError as err:
-            log.warning("redis unavailable: %s", err)
-            time.sleep(0.5)
+        except common.REDIS_DOWN as err:
+            time.sleep(self.outage.failed(err))
             return
+        self.outage.ok()
         now = self.clock()
         ops: list[Op] = []
         node = self.cache.get("Node", "/" + self.cfg.node_name)
@@ -168,8 +175,8 @@ class ProcessAgent:
     def _safe(self, fn: Callable[[], object]) -> None:
         try:
             fn()
-        except errors.UnavailableError as err:
-            log.warning("redis unavailable: %s", err)
+        except common.REDIS_DOWN as err:
+            self.outage.failed(err)
         except errors.StoreError as err:
             log.warning("write refused: %s", err)
 
