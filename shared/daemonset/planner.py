@@ -20,6 +20,7 @@ from typing import Any
 from shared.daemonset import (
     claim,
     dsutil,
+    gates,
     history,
     manage,
     podfacts,
@@ -38,7 +39,7 @@ from shared.daemonset.types import (
     Snapshot,
     SyncNodes,
 )
-from shared.model import labels, meta, podutil
+from shared.model import labels, meta, podutil, rolloutopts
 
 Obj = dict[str, Any]
 
@@ -105,10 +106,12 @@ def plan(snapshot: Snapshot) -> Plan:
     create_nodes, delete_pods = managed.creates, managed.deletes
     deferred = list(managed.deferred)
     waiting: list[str] = []
+    held: dict[str, str] = {}
 
     strategy = dsutil.update_strategy(ds)
     if not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE:
-        rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now)
+        held = gates.held_nodes(rolloutopts.options(ds), nodes, decisions, node_pods)
+        rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
         if rolled.error:
             result.error = rolled.error
         else:
@@ -131,6 +134,7 @@ def plan(snapshot: Snapshot) -> Plan:
         backoff_until=managed.backoff_until,
         deferred=set(deferred),
         waiting=set(waiting),
+        held=held,
     )
     return result
 
@@ -214,9 +218,11 @@ def _reasons(
     backoff_until: Mapping[str, float] | None = None,
     deferred: set[str] | None = None,
     waiting: set[str] | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Why each node has no (up-to-date) daemon pod; nodes that should run and have a pod are
-    left out, except those whose old pod waits for rolling-update budget."""
+    left out, except those whose old pod waits for rolling-update budget or is held by a
+    rollout gate."""
     creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
     reasons: dict[str, str] = {}
     for name in node_names:
@@ -226,6 +232,7 @@ def _reasons(
             decision.should_run
             and len(pods) == 1
             and not (waiting and name in waiting)
+            and not (held and name in held)
             and not (backoff_until and name in backoff_until)
             and not pods[0].deleting
         ):
@@ -246,6 +253,8 @@ def _reasons(
                 reasons[name] = REASON_TERMINATING
             else:
                 reasons[name] = REASON_NO_POD
+        elif held and name in held:
+            reasons[name] = held[name]
         elif waiting and name in waiting:
             reasons[name] = rollout.REASON_BUDGET
     return reasons

@@ -8,7 +8,7 @@ Only *which* candidates are chosen depends on the order, never how many.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,11 +128,15 @@ def rolling_update(
     decisions: Mapping[str, Decision],
     node_pods: Mapping[str, list[PodFacts]],
     now: float,
+    held: Collection[str] = (),
 ) -> Rollout:
     """``rollingUpdate`` (§d.2/§d.3). ``node_names`` is the node list, ``decisions`` the
     placement of each listed node, ``node_pods`` the facts of the claimed pods by target node
     (``podfacts.by_node``: deleted terminal pods left out, updated against the current hash;
-    may include nodes missing from the node list)."""
+    may include nodes missing from the node list). ``held`` names the nodes the rollout
+    gates keep at the old revision (``gates.held_nodes``): their old pods are neither deleted
+    nor surged over, an unavailable one still counts against the budget; empty, this is
+    exactly upstream's pass."""
     # The nodes that should run first, in name order: the sort below then finds its keys
     # nearly sorted (cheap at thousands of nodes).
     entries: dict[str, list[PodFacts]] = {}
@@ -164,7 +168,9 @@ def rolling_update(
                 if not available(new):
                     num_unavailable += 1
             elif old is not None:
-                if not available(old):
+                if name in held:
+                    num_unavailable += not available(old)
+                elif not available(old):
                     allowed.append(old.pod)
                     num_unavailable += 1
                 elif num_unavailable >= max_unavailable:
@@ -193,7 +199,9 @@ def rolling_update(
             continue
         old_available = available(old)
         num_available += old_available
-        if new is None:
+        if name in held:
+            num_surge += new is not None and not available(new)
+        elif new is None:
             decision = decisions.get(name)
             if decision is None:
                 return Rollout(

@@ -26,6 +26,7 @@ from shared.model import (
     labels,
     metavalidation,
     podvalidation,
+    rolloutopts,
     schedvalidation,
     syntax,
     typed,
@@ -248,6 +249,9 @@ def validate_daemonset(obj: Any, old: Any = None) -> list[str]:
     # ValidateDaemonSet: ObjectMeta first, then the spec
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
     raw_spec = obj.get("spec")
+    rolloutopts.validate(typed.get(obj.get("metadata"), "annotations"),
+                         C("metadata", "annotations"), errs,
+                         typed.get(raw_spec, "minReadySeconds") or 0)
     spec = typed.as_map(raw_spec, "spec", errs)
     if spec is not None or raw_spec is None:
         _validate_daemonset_spec(spec or {}, "spec", errs)
