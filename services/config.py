@@ -91,3 +91,12 @@ def redis_url(explicit: str | None = None) -> str | None:
 
 def prefix(explicit: str | None = None) -> str:
     return explicit or os.environ.get("DAEMONBUS_PREFIX") or DEFAULT_PREFIX
+
+
+def apiserver_dir() -> Path:
+    """The API server's token file, certificates and recorded address."""
+    return home() / "apiserver"
+
+
+def kubeconfig_path() -> Path:
+    return home() / "kubeconfig"

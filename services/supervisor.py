@@ -61,6 +61,7 @@ class StackOptions:
     metrics_bind: str = common.METRICS_BIND
     log_dir: Path | None = None
     log_keep: int = 200_000  # entries the compactor keeps (0: no compaction)
+    apiserver_port: int = 0  # 0: no API server
 
 
 def _cmd(*args: str) -> list[str]:
@@ -90,6 +91,9 @@ def children(opts: StackOptions) -> list[Child]:
     for g in opts.never_ready:
         agent += ["--never-ready", g]
     out.append(Child("node-agent", _cmd(*agent, *metrics(2 + opts.workers))))
+    if opts.apiserver_port:
+        out.append(Child("apiserver", _cmd("run", "apiserver", "--port",
+                                           str(opts.apiserver_port))))
     return out
 
 

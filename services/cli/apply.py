@@ -10,7 +10,6 @@ same on a store whose commits write nothing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -24,17 +23,6 @@ from shared.store import codec
 from shared.store import errors as store_errors
 
 Obj = dict[str, Any]
-
-
-class DryRunStore(store_client.Store):
-    """A store whose commits write nothing and report success: an ``apply`` against it runs
-    every read, validation and bookkeeping step of the real one (kubectl's server-side
-    dry run). Relies on the store's contract that every write goes through ``commit``."""
-
-    def commit(self, ops: Sequence[store_client.Op], atomic: bool = False,
-               fence: store_client.Fence | None = None) -> list[store_client.Result]:
-        return [store_client.Result("ok", meta.resource_version(op.obj or {}) or "0-0", op)
-                for op in ops]
 
 
 def _check_document(doc: manifests.Document, namespace: str | None) -> tuple[kinds.KindInfo, Obj]:
@@ -160,8 +148,8 @@ def apply(env: context.CliEnv, filenames: tuple[str, ...], recursive: bool,
     loaded = manifests.load(filenames, sys.stdin, recursive)
     if not loaded.documents and not loaded.errors:
         raise CliError("error: no objects passed to apply")
-    store = env.store if dry_run == "none" else DryRunStore(
-        env.store.r, env.store.keys, clock=env.store.clock)
+    store = env.store if dry_run == "none" else store_client.DryRunStore.of(
+        env.store)
     suffix = {"none": "", "server": " (server dry run)", "client": " (dry run)"}[dry_run]
     failures = list(loaded.errors)
     for doc in loaded.documents:

@@ -216,17 +216,20 @@ def _verify(file: Path, until: str, keep_going: bool) -> None:
 
 
 @click.command("why")
-@click.argument("args", nargs=-1, required=True, metavar="pod/NAME | ds/NAME node/NODE")
+@click.argument("args", nargs=-1, required=True,
+                metavar="pod/NAME | ds/NAME node/NODE | TYPE/NAME")
 @click.option("-n", "--namespace", default=None, help="Namespace (default: default).")
 @context.pass_env
 def why_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
     """Explain from the log why a pod exists (or went away), or why a DaemonSet has no pod
-    on a node: the decision, the state it read and when.
+    on a node: the decision, the state it read and when. Any other TYPE/NAME: its recent
+    writes and who made them (the API server's user).
 
     \b
     Examples:
       daemonbus why pod/fluentd-elasticsearch-x2k4f -n kube-system
       daemonbus why ds/fluentd-elasticsearch node/node-00003 -n kube-system
+      daemonbus why ds/fluentd-elasticsearch -n kube-system
     """
     targets = resources.parse_targets(list(args), "why")
     ns = namespace or "default"
@@ -238,8 +241,13 @@ def why_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -
             ds = next(t for t in targets if t.info.kind == "DaemonSet")
             node = next(t for t in targets if t.info.kind == "Node")
             lines = why.why_node(env.store, f"{ns}/{ds.name}", str(node.name), env.now())
+        elif len(targets) == 1 and targets[0].name:
+            info = targets[0].info
+            lines = why.why_changes(env.store, info.kind,
+                                    resources.store_key(info, targets[0].name, ns))
         else:
-            raise CliError("error: ask about pod/NAME, or ds/NAME node/NODE")
+            raise CliError("error: ask about pod/NAME, ds/NAME node/NODE, or TYPE/NAME "
+                           "(who wrote it)")
     except why.WhyError as err:
         raise CliError(str(err)) from err
     click.echo("\n".join(lines))

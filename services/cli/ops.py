@@ -47,11 +47,14 @@ METRICS_BIND_HELP = ("Address the metrics endpoint listens on (default: loopback
                    "trims the rest every minute (0: keep everything).")
 @click.option("--demo", is_flag=True,
               help="Apply the fluentd-elasticsearch example DaemonSet once the stack runs.")
+@click.option("--apiserver-port", type=click.IntRange(0, 65535), default=6443,
+              show_default=True,
+              help="Port of the Kubernetes API server on 127.0.0.1, for kubectl (0: none).")
 @click.pass_context
 def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
        ready_delay: float, grace: float, fail_images: tuple[str, ...],
        never_ready: tuple[str, ...], metrics_base_port: int | None, metrics_bind: str,
-       log_dir: Path | None, log_keep: int, demo: bool) -> None:
+       log_dir: Path | None, log_keep: int, demo: bool, apiserver_port: int) -> None:
     """Run the whole stack on this machine until Ctrl-C.
 
     Without --redis-url (or DAEMONBUS_REDIS_URL) a private Redis is started (the
@@ -62,6 +65,8 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
     watcher, the reconciler-workers, the status-writer, the garbage collector, the log
     compactor and a node agent serving --nodes simulated nodes start as child processes.
     Children that die are restarted. Ctrl-C or SIGTERM stops all of them, then Redis.
+    An API server on 127.0.0.1:--apiserver-port (TLS, a generated CA) serves kubectl: `up`
+    writes $DAEMONBUS_HOME/kubeconfig (context daemonbus) and prints `export KUBECONFIG=…`.
 
     \b
     Examples:
@@ -79,16 +84,73 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
         redis_url=redis_url, prefix=prefix, nodes=nodes, workers=workers, data_dir=data_dir,
         ready_delay=ready_delay, grace=grace, fail_images=fail_images, never_ready=never_ready,
         metrics_base_port=metrics_base_port, metrics_bind=metrics_bind, log_dir=log_dir, log_keep=log_keep,
+        apiserver_port=apiserver_port,
     )
+    kubeconfig = _prepare_kubeconfig(apiserver_port) if apiserver_port else None
 
     def ready(stack: Any) -> None:
         click.echo(f'\nexport DAEMONBUS_REDIS_URL="$(cat {config.recorded_url_file()})"'
                    "   # for other shells (already recorded for this user)"
                    if stack.redis else "")
+        if kubeconfig is not None:
+            click.echo(f"export KUBECONFIG={kubeconfig}   # then: kubectl get ds -A")
         if demo:
             _apply_demo(stack.url, prefix)
 
     supervisor.run(opts, echo=click.echo, ready=ready)
+
+
+def _prepare_kubeconfig(port: int) -> Path:
+    """The API server's token file and certificates (made before it starts, so the
+    kubeconfig can name them), the kubeconfig written, the server recorded. Acts."""
+    from services.apiserver import kubeconfig, server, tls
+
+    directory = config.apiserver_dir()
+    tokens = server.ensure_token_file(server.default_token_file())
+    ca, _crt, _key = tls.ensure_serving(directory / "pki", "127.0.0.1")
+    url = f"https://127.0.0.1:{port}"
+    kubeconfig.record_server(directory, url, ca)
+    path = config.kubeconfig_path()
+    kubeconfig.write(path, kubeconfig.for_user(url, tokens, ca))
+    return path
+
+
+@click.command("kubeconfig")
+@click.option("--server", default=None, metavar="URL",
+              help="The API server (default: the one `daemonbus up` runs).")
+@click.option("--user", default=None, help="A user of the token file (default: its first "
+                                           "admin).")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Default: $DAEMONBUS_HOME/apiserver/tokens.")
+@click.option("--ca-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The CA of the server's certificate (default: the generated one).")
+@click.option("-n", "--namespace", default="default", show_default=True)
+def kubeconfig_cmd(server: str | None, user: str | None, token_file: Path | None,
+                   ca_file: Path | None, namespace: str) -> None:
+    """Print a kubeconfig for the running stack's API server (context daemonbus, a bearer
+    token, the CA), for kubectl and client libraries.
+
+    \b
+    Examples:
+      daemonbus kubeconfig > ~/.kube/daemonbus && export KUBECONFIG=~/.kube/daemonbus
+      daemonbus kubeconfig --user viewer --server https://10.0.0.5:6443
+    """
+    from services.apiserver import auth, kubeconfig
+    from services.apiserver import server as api_server
+
+    directory = config.apiserver_dir()
+    recorded = kubeconfig.recorded_server(directory)
+    url = server or (recorded[0] if recorded else None)
+    if not url:
+        raise click.ClickException("no API server recorded: start one with `daemonbus up`, "
+                                   "or pass --server")
+    ca = ca_file or (recorded[1] if recorded else None) or directory / "pki" / "ca.crt"
+    try:
+        doc = kubeconfig.for_user(url, token_file or api_server.default_token_file(),
+                                  ca if ca.exists() else None, user, namespace)
+    except auth.TokenFileError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(kubeconfig.dump(doc), nl=False)
 
 
 DEMO = """\
@@ -324,9 +386,43 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg)
 
 
+@run.command("apiserver")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=6443, show_default=True)
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Lines of token,user,role (admin, edit or view). Default: "
+                   "$DAEMONBUS_HOME/apiserver/tokens, made with an admin token if missing.")
+@click.option("--tls/--no-tls", default=True, show_default=True,
+              help="Serve HTTPS with a certificate from a generated CA. --no-tls only on "
+                   "loopback (kubectl sends no token over plain HTTP).")
+@click.option("--cert-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where the CA and serving certificate live "
+                   "(default: $DAEMONBUS_HOME/apiserver/pki).")
+@click.pass_context
+def run_apiserver(ctx: click.Context, bind: str, port: int, token_file: Path | None,
+                  tls: bool, cert_dir: Path | None) -> None:
+    """Serve the Kubernetes API for daemonbus objects, so kubectl and client libraries
+    work unchanged (see `daemonbus kubeconfig`). Stateless: run as many as you like.
+
+    \b
+    Examples:
+      daemonbus run apiserver --port 6443
+      daemonbus run apiserver --bind 0.0.0.0 --token-file /etc/daemonbus/tokens
+    """
+    from services.apiserver import server
+
+    opts = server.Options(bind=bind, port=port, token_file=token_file, tls=tls,
+                          cert_dir=cert_dir)
+    try:
+        server.run(*_ctx_opts(ctx), opts)
+    except server.ConfigError as err:
+        raise click.ClickException(str(err)) from err
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(up)
     cli.add_command(run)
+    cli.add_command(kubeconfig_cmd)
 
 
 __all__ = ["config", "register"]

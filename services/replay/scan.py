@@ -24,6 +24,7 @@ class Hit:
     kind: str
     key: str
     obj: dict[str, Any]  # the object (resourceVersion = id) or the decision record
+    user: str = ""  # who wrote it, when the log records it (writes through the API server)
 
 
 def backwards(client: redis.Redis, keys: Keys, want: Callable[[Fields], bool],
@@ -42,7 +43,7 @@ def backwards(client: redis.Redis, keys: Keys, want: Callable[[Fields], bool],
                     e = codec.decode_entry(rid, fields)
                 except errors.CorruptEntryError:
                     continue
-                yield Hit(e.id, e.type, e.kind, e.key, e.obj)
+                yield Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)
         upper = "(" + text(raw[-1][0])
 
 
@@ -57,7 +58,7 @@ def entry_at(client: redis.Redis, keys: Keys, entry_id: str) -> Hit | None:
         e = codec.decode_entry(raw[0][0], raw[0][1])
     except errors.CorruptEntryError:
         return None
-    return Hit(e.id, e.type, e.kind, e.key, e.obj)
+    return Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)
 
 
 def first_id(client: redis.Redis, keys: Keys) -> str:

@@ -63,6 +63,31 @@ def decision_inputs(store: Store, rec: Obj, node: str | None = None) -> list[str
     return lines
 
 
+def _by_user(hit: scan.Hit) -> str:
+    return f" by user {hit.user}" if hit.user else ""
+
+
+def why_changes(store: Store, kind: str, key: str, limit: int = 20) -> list[str]:
+    """The most recent writes of one object in the retained log, oldest first, each with
+    who made it (the API server's user, when recorded). Acts (reads the log)."""
+    k, n = kind.encode(), key.encode()
+    hits: list[scan.Hit] = []
+    for hit in scan.backwards(store.r, store.keys, lambda f: f.get(b"k") == k
+                              and f.get(b"n") == n and f.get(b"t") != b"DECISION"):
+        hits.append(hit)
+        if len(hits) >= limit:
+            break
+    if not hits:
+        raise WhyError(f"no write of {kind.lower()} {key} in the log (from "
+                       f"{scan.first_id(store.r, store.keys) or 'empty'})")
+    lines = [f"{kind.lower()} {key}: its last {len(hits)} writes in the log"]
+    for hit in reversed(hits):
+        who = f"by user {hit.user}" if hit.user else "by a daemonbus process or the CLI"
+        lines.append(f"{INDENT}{hit.type} entry {_when(hit.id)} {who} (generation "
+                     f"{meta.metadata(hit.obj).get('generation', '-')})")
+    return lines
+
+
 def _decision_header(hit: scan.Hit) -> str:
     worker = hit.obj.get("worker") or "?"
     return f"decision {_when(hit.id)} of daemonset {hit.key} by worker {worker}"
@@ -146,7 +171,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
                      f"(which starts at {scan.first_id(store.r, store.keys)}): "
                      "no decision on record")
     else:
-        lines.append(f"{INDENT}created: entry {_when(added.id)}")
+        lines.append(f"{INDENT}created: entry {_when(added.id)}{_by_user(added)}")
         creators = sorted((d for d in decisions if order(d.id) > order(added.id)
                            and order(str(d.obj.get("position"))) < order(added.id)
                            and _mentions(d.obj, "creates", name) is not None),
@@ -171,7 +196,7 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
     if not marked and not removed:
         return
     first = min(marked + removed, key=lambda c: order(c.id))
-    lines.append(f"{INDENT}deleted: entry {_when(first.id)}"
+    lines.append(f"{INDENT}deleted: entry {_when(first.id)}{_by_user(first)}"
                  + (f", removed from the store at {_when(removed[0].id)}" if removed else ""))
     since = order(added.id) if added is not None else (0, 0)
     deleters = sorted((d for d in decisions if order(d.id) >= order(first.id) and

@@ -158,6 +158,7 @@ class Store:
         keys: Keys | None = None,
         clock: Callable[[], float] = _now,
         log_maxlen: int = 0,
+        writer: str = "",
     ) -> None:
         self.r = client
         self.keys = keys or Keys()
@@ -165,8 +166,16 @@ class Store:
         self.log_maxlen = log_maxlen
         # what this process read from and wrote to the log: its caches check it on every read
         self.mark = LogMark()
+        self.writer = writer  # named in every log entry this store commits ("u"); "" = none
         self._commit = client.register_script(scripts.COMMIT)
         self._snapshot = client.register_script(scripts.SNAPSHOT)
+
+    def as_writer(self, writer: str) -> Store:
+        """This store (same connection, scripts and clock) committing as ``writer``: the API
+        server's user of one request, recorded in each log entry its commits append."""
+        other = copy.copy(self)
+        other.writer = writer
+        return other
 
     # ---- reads --------------------------------------------------------------------------
 
@@ -253,7 +262,7 @@ class Store:
         keys = [self.keys.log]
         args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
-                                    fence.key if fence else "", self.mark.seen]
+                                    fence.key if fence else "", self.mark.seen, self.writer]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
@@ -569,15 +578,22 @@ class Store:
         propagation: str = "background",
         uid: str | None = None,
         grace_seconds: int | None = None,
+        resource_version: str | None = None,
     ) -> Obj | None:
-        """Delete an object (see ``delete_op``); ``uid`` is a precondition. Returns the
-        object as left in the store, or None when it is gone."""
+        """Delete an object (see ``delete_op``); ``uid`` and ``resource_version`` are
+        preconditions. Returns the object as left in the store, or None when it is gone."""
         for _ in range(CONFLICT_RETRIES):
             current = self.get(kind, key)
             if uid and meta.uid(current) != uid:
                 raise errors.ConflictError(
                     kind, key, f"Precondition failed: UID in precondition: {uid}, "
                     f"UID in object meta: {meta.uid(current)}"
+                )
+            if resource_version and meta.resource_version(current) != resource_version:
+                raise errors.ConflictError(
+                    kind, key, "Precondition failed: ResourceVersion in precondition: "
+                    f"{resource_version}, ResourceVersion in object meta: "
+                    f"{meta.resource_version(current)}"
                 )
             op = self.delete_op(current, propagation, grace_seconds)
             if op is None:
@@ -659,3 +675,18 @@ class Store:
 
     def record_ops(self, records: Iterable[tuple[str, Obj]]) -> builtins.list[Op]:
         return [Op.record("DaemonSet", k, rec) for k, rec in records]
+
+
+class DryRunStore(Store):
+    """A store whose commits write nothing and report success: every read, validation and
+    bookkeeping step of the real one runs (the API's ``dryRun=All``, kubectl's server-side
+    dry run). Relies on the store's contract that every write goes through ``commit``."""
+
+    def commit(self, ops: Sequence[Op], atomic: bool = False,
+               fence: Fence | None = None) -> builtins.list[Result]:
+        return [Result("ok", meta.resource_version(op.obj or {}) or "0-0", op) for op in ops]
+
+    @classmethod
+    def of(cls, store: Store) -> DryRunStore:
+        """A dry-run twin of ``store`` (same connection, keys, clock and writer)."""
+        return cls(store.r, store.keys, clock=store.clock, writer=store.writer)

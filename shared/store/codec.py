@@ -11,6 +11,7 @@ k      kind (Node, Pod, DaemonSet, ControllerRevision, Event)
 n      object key "<namespace>/<name>" (empty namespace for cluster-scoped kinds)
 o      msgpack of the object (without metadata.resourceVersion: the entry id is it),
        or of the decision record for DECISION entries
+u      optional: the user who made the write (through the API server)
 =====  ==============================================================================
 """
 
@@ -120,6 +121,7 @@ class Entry:
     kind: str
     key: str
     obj: Obj  # the object (resourceVersion set to id), or the decision record
+    user: str = ""  # who wrote it, when recorded (field "u")
 
 
 def _s(fields: dict[bytes, bytes], name: bytes) -> str:
@@ -175,7 +177,8 @@ def decode_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
             obj = tombstone(kind, obj)
             md = obj["metadata"]
         md["resourceVersion"] = eid
-    return Entry(eid, etype, kind, key, obj)
+    user = _s(fields, b"u") if b"u" in fields else ""
+    return Entry(eid, etype, kind, key, obj, user)
 
 
 def id_tuple(entry_id: str) -> tuple[int, int]:

@@ -24,6 +24,7 @@ COMMIT = r"""
 -- ARGV[6]          fence field (the leased workqueue key)
 -- ARGV[7]          the log id the writer's log mark saw last ("0-0": none), checked before
 --                  writing (shared.store.logmark): a write never hides a rewind
+-- ARGV[8]          who writes (the API server's user; "" = not recorded): field "u" of each entry
 -- then 6 values per operation:
 --   mode      create | ensure | update | delete | record
 --             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
@@ -51,6 +52,7 @@ local check = {redis.call("HGET", KEYS[meta_at], "epoch"), 1, false}
 if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0 then
   check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
 end
+local writer = ARGV[8]
 local results = {}
 local failed = false
 if fenced then
@@ -62,7 +64,7 @@ if fenced then
   end
 end
 for i = 0, n - 1 do
-  local b = 8 + i * 6
+  local b = 9 + i * 6
   local mode = ARGV[b]
   local pair = tonumber(ARGV[b + 1])
   local field = ARGV[b + 3]
@@ -96,7 +98,7 @@ if atomic and failed then
 end
 for i = 0, n - 1 do
   if results[i + 1][1] == "ok" then
-    local b = 8 + i * 6
+    local b = 9 + i * 6
     local mode = ARGV[b]
     local pair = tonumber(ARGV[b + 1])
     local kind = ARGV[b + 2]
@@ -106,14 +108,15 @@ for i = 0, n - 1 do
     if mode == "create" or mode == "ensure" then etype = "ADDED"
     elseif mode == "delete" then etype = "DELETED"
     elseif mode == "record" then etype = "DECISION" end
-    local id
+    local xadd = {"XADD", KEYS[1]}
     if maxlen > 0 then
-      id = redis.call("XADD", KEYS[1], "MAXLEN", "~", maxlen, "*",
-                      "v", version, "t", etype, "k", kind, "n", field, "o", payload)
-    else
-      id = redis.call("XADD", KEYS[1], "*",
-                      "v", version, "t", etype, "k", kind, "n", field, "o", payload)
+      xadd[#xadd + 1] = "MAXLEN"; xadd[#xadd + 1] = "~"; xadd[#xadd + 1] = maxlen
     end
+    for _, v in ipairs({"*", "v", version, "t", etype, "k", kind, "n", field, "o", payload}) do
+      xadd[#xadd + 1] = v
+    end
+    if writer ~= "" then xadd[#xadd + 1] = "u"; xadd[#xadd + 1] = writer end
+    local id = redis.call(unpack(xadd))
     if mode == "delete" then
       redis.call("HDEL", KEYS[2 * pair], field)
       redis.call("HDEL", KEYS[2 * pair + 1], field)

@@ -1,0 +1,313 @@
+"""The HTTP application: routing, authentication and authorization, content negotiation,
+errors as Status, and the server's start (plain HTTP on loopback, TLS otherwise). Acts.
+
+Every request is authenticated (bearer token) and authorized (role) before anything else;
+store calls run in a thread pool (the store is synchronous), watches on the event loop from
+the watch cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from services.apiserver import auth, discovery, handlers, openapi, requests, tables, watch
+from services.apiserver import status as st
+from services.apiserver.requests import Target
+from services.apiserver.watchcache import WatchCache
+from shared.store.client import Store
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+MAX_BODY = 3 * 1024 * 1024  # upstream's limit on a request body (etcd's value size)
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+USER_KEY = "daemonbus.user"  # the request's authenticated auth.User
+STATE_KEY: web.AppKey[State] = web.AppKey("state")
+
+
+@dataclass
+class State:
+    store: Store
+    cache: WatchCache
+    tokens: auth.TokenFile
+    pool: ThreadPoolExecutor
+    server_address: str
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
+
+    def namespaces(self) -> set[str]:
+        return handlers.namespaces_of(self.cache.objects)
+
+
+def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=json.dumps(doc, separators=(",", ":")), status=code,
+                        content_type="application/json", headers=headers)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                            ) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except st.ApiError as err:
+        return respond(err.status, err.code)
+    except web.HTTPRequestEntityTooLarge:
+        doc = st.status("RequestEntityTooLarge", "Request entity too large: limit is "
+                        f"{MAX_BODY}", 413)
+        return respond(doc, 413)
+    except web.HTTPException:
+        raise
+    except Exception as err:  # the one place errors become a 500 Status
+        log.exception("internal error on %s %s", request.method, request.path)
+        return respond(st.status("InternalError", f"Internal error occurred: {err}", 500), 500)
+
+
+@web.middleware
+async def auth_middleware(request: web.Request,
+                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                          ) -> web.StreamResponse:
+    if request.path in UNAUTHENTICATED_PATHS:
+        return await handler(request)
+    state = request.app[STATE_KEY]
+    user = state.tokens.authenticate(request.headers.get("Authorization"))
+    if user is None:
+        raise st.ApiError("Unauthorized", "Unauthorized")
+    request[USER_KEY] = user
+    return await handler(request)
+
+
+def _user(request: web.Request) -> auth.User:
+    user = request[USER_KEY]
+    assert isinstance(user, auth.User)
+    return user
+
+
+def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
+    info = t.resource.info
+    plural = f"{info.plural}.{info.group}" if info.group else info.plural
+    what = f'{plural} "{t.name}"' if t.name else plural
+    where = f' in the namespace "{t.namespace}"' if t.namespace else ""
+    res = t.resource_name
+    return st.ApiError("Forbidden", f'{what} is forbidden: User "{user.name}" cannot {verb} '
+                       f'resource "{res}" in API group "{info.group}"{where}',
+                       {"name": t.name or "", "group": info.group, "kind": info.plural})
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        return None
+    ctype = request.content_type
+    if ctype not in (requests.JSON, "", "application/octet-stream") \
+            and ctype not in requests.PATCH_TYPES:
+        raise st.ApiError("UnsupportedMediaType", f'the body of the request was in an '
+                          f'unknown format - accepted media types include: application/json, '
+                          f'not "{ctype}"')
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        raise st.bad_request(f"the body of the request could not be decoded as JSON: "
+                             f"{err}") from err
+
+
+# ---- discovery and OpenAPI ------------------------------------------------------------------
+
+
+async def version(_request: web.Request) -> web.Response:
+    return respond(discovery.SERVER_VERSION)
+
+
+async def health(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def api_root(request: web.Request) -> web.Response:
+    return respond(discovery.api_versions(request.app[STATE_KEY].server_address))
+
+
+async def apis_root(_request: web.Request) -> web.Response:
+    return respond(discovery.api_group_list())
+
+
+async def api_group(request: web.Request) -> web.Response:
+    doc = discovery.api_group(request.match_info["group"])
+    if doc is None:
+        raise st.ApiError("NotFound", "the server could not find the requested resource")
+    return respond(doc)
+
+
+async def openapi_doc(request: web.Request) -> web.Response:
+    doc = openapi.document(request.match_info.get("path", ""))
+    if doc is None:
+        raise st.ApiError("NotFound", "the server could not find the requested resource")
+    return respond(doc)
+
+
+# ---- resources ----------------------------------------------------------------------------
+
+
+async def core(request: web.Request) -> web.StreamResponse:
+    return await _resource(request, "v1", request.match_info["rest"])
+
+
+async def grouped(request: web.Request) -> web.StreamResponse:
+    gv = f"{request.match_info['group']}/{request.match_info['version']}"
+    return await _resource(request, gv, request.match_info["rest"])
+
+
+async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamResponse:
+    state = request.app[STATE_KEY]
+    parts = [p for p in rest.split("/") if p]
+    if not parts:
+        resources = discovery.resource_list(gv)
+        if resources is None:
+            raise st.ApiError("NotFound", "the server could not find the requested resource")
+        return respond(resources)
+    if gv == discovery.AUTHZ_GROUP_VERSION:
+        return await _access_review(request, parts)
+    t = requests.parse_path(gv, parts)
+    verb = requests.verb(request.method, t, request.query)
+    user = _user(request)
+    if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
+        raise _forbidden(user, verb, t)
+    if verb not in t.resource.verbs and t.sub is None:
+        raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
+                          f"the requested resource ({verb} {t.resource.info.plural})")
+    fmt = requests.negotiate(request.headers.get("Accept"))
+    store = state.store.as_writer(user.name)
+    q = request.query
+    if verb == "watch":
+        return await watch.serve(request, t, state.cache,
+                                 lambda obj, _e: tables.render_one(t, obj, fmt, q))
+    if verb == "get":
+        obj = await state.run(handlers.get, store, t, state.namespaces)
+        return respond(tables.render_one(t, obj, fmt, q))
+    if verb == "list":
+        tip, items = await state.run(handlers.list_objects, store, t, q, state.namespaces)
+        return respond(tables.render_list(t, tip, items, fmt, q))
+    code, doc = await _write(request, state, store, t, verb)
+    return respond(doc, code)
+
+
+async def _write(request: web.Request, state: State, store: Store, t: Target,
+                 verb: str) -> tuple[int, Obj]:
+    q = request.query
+    if verb == "patch":
+        raw = await request.read()
+        if request.content_type not in requests.PATCH_TYPES:
+            raise st.ApiError("UnsupportedMediaType", f'the body of the request was in an '
+                              f'unknown format - accepted media types include: '
+                              f'{", ".join(requests.PATCH_TYPES)}')
+        if request.content_type == "application/apply-patch+yaml":
+            raise st.ApiError("UnsupportedMediaType", "server-side apply is not supported "
+                              "by daemonbus yet: use kubectl apply (client-side)")
+        return await state.run(handlers.patch, store, t, raw, request.content_type,
+                               requests.dry_run(q))
+    body = await _body(request)
+    dry = requests.dry_run(q, body if isinstance(body, dict) else None)
+    if verb == "create":
+        if t.sub == "eviction":
+            return await state.run(handlers.evict, store, t, body, dry)
+        if t.name is not None:
+            raise st.ApiError("MethodNotAllowed", "POST is not supported on an object")
+        return await state.run(handlers.create, store, t, body, dry)
+    if verb == "update":
+        return await state.run(handlers.update, store, t, body, dry)
+    opts = handlers.delete_options(q, body if isinstance(body, dict) else None)
+    if verb == "delete":
+        return await state.run(handlers.delete, store, t, opts, dry)
+    return await state.run(handlers.delete_collection, store, t, q, opts, dry)
+
+
+async def _access_review(request: web.Request, parts: list[str]) -> web.Response:
+    """SelfSubjectAccessReview: may the caller do what it asks about? (``kubectl auth
+    can-i``)."""
+    if parts != ["selfsubjectaccessreviews"] or request.method != "POST":
+        raise st.ApiError("NotFound", "the server could not find the requested resource")
+    body = await _body(request)
+    if not isinstance(body, dict):
+        raise st.bad_request("the body must be a SelfSubjectAccessReview")
+    spec = body.get("spec") or {}
+    attrs = spec.get("resourceAttributes")
+    user = _user(request)
+    if isinstance(attrs, dict):
+        resource = str(attrs.get("resource") or "")
+        if attrs.get("subresource"):
+            resource += "/" + str(attrs["subresource"])
+        served = discovery.resource(
+            f"{attrs['group']}/v1" if attrs.get("group") else "v1",
+            str(attrs.get("resource") or ""))
+        namespaced = served.info.namespaced if served else bool(attrs.get("namespace"))
+        verb = str(attrs.get("verb") or "")
+        if "*" in (verb, resource):
+            allowed = user.role == "admin" or (verb in auth.READ_VERBS)
+        else:
+            allowed = auth.authorize(user, verb, resource, namespaced)
+    else:
+        allowed = user.role == "admin" or str((spec.get("nonResourceAttributes") or {})
+                                                .get("verb") or "get") == "get"
+    body["status"] = {"allowed": allowed,
+                      "reason": f'user {user.name} has role {user.role}'}
+    body.setdefault("apiVersion", discovery.AUTHZ_GROUP_VERSION)
+    body.setdefault("kind", "SelfSubjectAccessReview")
+    return respond(body, 201)
+
+
+# ---- the application --------------------------------------------------------------------
+
+
+def make_app(state: State) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY,
+                          middlewares=[errors_middleware, auth_middleware])
+    app[STATE_KEY] = state
+    for path in UNAUTHENTICATED_PATHS:
+        app.router.add_get(path, health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/api", api_root)
+    app.router.add_get("/apis", apis_root)
+    app.router.add_get("/apis/{group}", api_group)
+    app.router.add_get("/openapi/v3", openapi_doc)
+    app.router.add_get("/openapi/v3/{path:.*}", openapi_doc)
+    app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)
+    app.router.add_route("*", "/apis/{group}/{version}{rest:(/.*)?}", grouped)
+
+    async def on_startup(_app: web.Application) -> None:
+        state.cache.start()
+
+    async def on_cleanup(_app: web.Application) -> None:
+        state.cache.stop()
+        for w in list(state.cache.watchers):
+            w.close("server stopping")
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
+
+
+async def serve(state: State, host: str, port: int, tls: ssl.SSLContext | None,
+                stop: asyncio.Event) -> None:
+    """Acts: serve until ``stop`` is set."""
+    runner = web.AppRunner(make_app(state), access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True)
+    await site.start()
+    log.info("apiserver serving on %s://%s:%d", "https" if tls else "http", host, port)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,98 @@
+"""Who is asking, and may they: bearer tokens from a token file, three roles.
+
+The token file has one ``token,user,role`` line per user (``#`` starts a comment), in the
+spirit of kube-apiserver's ``--token-auth-file``. Roles follow the upstream user-facing
+ClusterRoles: ``view`` reads everything and writes nothing; ``edit`` also writes namespaced
+objects (DaemonSets, Pods, Events, ControllerRevisions, evictions) but not Nodes and not
+status subresources; ``admin`` may do everything. There is no anonymous access: a request
+without a known token is 401. ``authorize`` decides (pure); ``TokenFile`` reads the file.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("admin", "edit", "view")
+READ_VERBS = frozenset({"get", "list", "watch"})
+NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "events",
+                                 "controllerrevisions"})
+
+
+class TokenFileError(ValueError):
+    """The token file cannot be used (unreadable, a malformed line, an unknown role)."""
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: str
+
+
+def parse_tokens(text: str, source: str = "token file") -> dict[str, User]:
+    """The users of a token file's text, by token. Decides; raises TokenFileError."""
+    out: dict[str, User] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not all(parts):
+            raise TokenFileError(f"{source}:{n}: want token,user,role")
+        token, name, role = parts
+        if role not in ROLES:
+            raise TokenFileError(f"{source}:{n}: unknown role {role!r} (one of "
+                                 f"{', '.join(ROLES)})")
+        if len(token) < 16:
+            raise TokenFileError(f"{source}:{n}: a token must have at least 16 characters")
+        out[token] = User(name, role)
+    return out
+
+
+class TokenFile:
+    """The users of a token file, read once."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise TokenFileError(f"cannot read {path}: {err}") from err
+        self.users = parse_tokens(text, str(path))
+        if not self.users:
+            raise TokenFileError(f"{path}: no users")
+
+    def authenticate(self, header: str | None) -> User | None:
+        """The user of an ``Authorization: Bearer <token>`` header, else None (compared in
+        constant time)."""
+        if not header or not header.startswith("Bearer "):
+            return None
+        given = header[len("Bearer "):].strip().encode()
+        found = None
+        for token, user in self.users.items():
+            if hmac.compare_digest(token.encode(), given):
+                found = user
+        return found
+
+
+def authorize(user: User, verb: str, resource: str, namespaced: bool) -> bool:
+    """Whether ``user`` may ``verb`` on ``resource`` (``daemonsets``, ``daemonsets/status``,
+    ``pods/eviction``). Decides."""
+    if user.role == "admin" or verb in READ_VERBS:
+        return True
+    if user.role == "edit":
+        return namespaced and resource in NAMESPACED_WRITABLE
+    return False
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def write_token_file(path: Path, users: list[tuple[str, str, str]]) -> None:
+    """Write ``token,user,role`` lines readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text("".join(f"{t},{u},{r}\n" for t, u, r in users))

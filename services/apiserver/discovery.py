@@ -1,0 +1,123 @@
+"""What the API server serves, as Kubernetes discovery documents (``/api``, ``/apis``,
+``/api/v1``, ``/apis/<group>/<version>``, ``/version``). Pure: documents from constants.
+
+The served kinds are the store's (``shared.model.kinds``) plus Namespace, which daemonbus
+keeps no object for: a namespace exists when something lives in it (or it is one of the four
+every cluster has), as the architecture says. kubectl falls back from aggregated discovery to
+these legacy documents, so only those are served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.model import kinds
+
+Obj = dict[str, Any]
+
+SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-daemonbus",
+                  "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+                  "goVersion": "python", "compiler": "daemonbus", "platform": "linux/amd64"}
+
+WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
+ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
+BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource: the store's kind (or Namespace), its discovery facts."""
+
+    info: kinds.KindInfo
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # name, kind, verbs
+
+    @property
+    def stored(self) -> bool:
+        return self.info.kind != "Namespace"
+
+
+NAMESPACE = kinds.KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",),
+                           namespaced=False)
+RESOURCES: tuple[Resource, ...] = (
+    Resource(NAMESPACE, verbs=("get", "list", "watch")),
+    Resource(kinds.NODE),
+    Resource(kinds.POD, categories=("all",),
+             subresources=(("eviction", "Eviction", ("create",)),
+                           ("status", "Pod", ("get", "patch", "update")))),
+    Resource(kinds.EVENT),
+    Resource(kinds.DAEMONSET, categories=("all",),
+             subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
+    Resource(kinds.CONTROLLER_REVISION),
+)
+STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
+AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
+GROUP_VERSIONS = ("v1", "apps/v1", AUTHZ_GROUP_VERSION)
+
+_BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
+
+
+def resource(group_version: str, plural: str) -> Resource | None:
+    """The served resource at ``/api(s)/<group_version>/…/<plural>``."""
+    return _BY_PATH.get((group_version, plural))
+
+
+def by_kind(kind: str) -> Resource | None:
+    return next((r for r in RESOURCES if r.info.kind == kind), None)
+
+
+def api_versions(server_address: str) -> Obj:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                            "serverAddress": server_address}]}
+
+
+def _group(name: str, version: str) -> Obj:
+    gv = {"groupVersion": f"{name}/{version}", "version": version}
+    return {"name": name, "versions": [gv], "preferredVersion": gv}
+
+
+def api_group_list() -> Obj:
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [_group("apps", "v1"), _group("authorization.k8s.io", "v1")]}
+
+
+def api_group(name: str) -> Obj | None:
+    if name not in ("apps", "authorization.k8s.io"):
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, "v1")}
+
+
+def _api_resource(r: Resource) -> list[Obj]:
+    info = r.info
+    out: Obj = {"name": info.plural, "singularName": info.singular,
+                "namespaced": info.namespaced, "kind": info.kind, "verbs": list(r.verbs)}
+    if info.short_names:
+        out["shortNames"] = list(info.short_names)
+    if r.categories:
+        out["categories"] = list(r.categories)
+    subs = []
+    for sub, kind, verbs in r.subresources:
+        s: Obj = {"name": f"{info.plural}/{sub}", "singularName": "",
+                  "namespaced": info.namespaced, "kind": kind, "verbs": list(verbs)}
+        if sub == "eviction":
+            s.update(group="policy", version="v1")
+        subs.append(s)
+    return [out, *subs]
+
+
+def resource_list(group_version: str) -> Obj | None:
+    """``APIResourceList`` of one group version, None when not served."""
+    if group_version == AUTHZ_GROUP_VERSION:
+        items: list[Obj] = [{"name": "selfsubjectaccessreviews", "singularName": "",
+                             "namespaced": False, "kind": "SelfSubjectAccessReview",
+                             "verbs": ["create"]}]
+    elif group_version in ("v1", "apps/v1"):
+        items = [x for r in RESOURCES if r.info.api_version == group_version
+                 for x in _api_resource(r)]
+    else:
+        return None
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "resources": items}

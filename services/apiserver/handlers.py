@@ -1,0 +1,284 @@
+"""The REST verbs on stored objects: get, list, create, update, patch, delete,
+deletecollection, the ``/status`` subresource and pod eviction. Acts: every read is the
+view (``Store.snapshot`` / ``get``), every write the store's one commit, as the request's
+user (``Store.as_writer``), so the log names who made each change.
+
+The functions here run in a worker thread (the store is synchronous); ``app`` calls them
+through the executor. Each returns ``(HTTP code, document)`` or raises ApiError.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from services.apiserver import discovery, listing, requests
+from services.apiserver import status as st
+from services.apiserver.requests import Target
+from shared.model import kinds, meta
+from shared.store import client as store_client
+from shared.store import errors
+
+Obj = dict[str, Any]
+Store = store_client.Store
+
+# apimachinery's names.SimpleNameGenerator: five of these after generateName
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+PROPAGATION = {"Background": "background", "Foreground": "foreground", "Orphan": "orphan"}
+PATCH_RETRIES = store_client.CONFLICT_RETRIES
+
+
+def _list_kind(kind: str) -> str:
+    return kind + "List"
+
+
+def api_version_of(kind: str) -> str:
+    r = discovery.by_kind(kind)
+    return r.info.api_version if r else "v1"
+
+
+def get(store: Store, t: Target, cache_namespaces: Callable[[], set[str]]) -> Obj:
+    if t.kind == "Namespace":
+        assert t.name is not None
+        if t.name not in cache_namespaces():
+            raise st.not_found("Namespace", t.name)
+        return namespace_object(t.name)
+    try:
+        obj = store.get(t.kind, t.key)
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    return with_type(obj)
+
+
+def with_type(obj: Obj) -> Obj:
+    """The object with its apiVersion and kind (stored objects carry them; be sure)."""
+    kind = str(obj.get("kind") or "")
+    if not obj.get("apiVersion"):
+        obj["apiVersion"] = api_version_of(kind)
+    return obj
+
+
+def namespace_object(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": "", "resourceVersion": "0",
+                         "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def list_objects(store: Store, t: Target, query: Mapping[str, str],
+                 namespaces: Callable[[], set[str]]) -> tuple[str, list[Obj]]:
+    """The log position and the objects a list selects, sorted by namespace and name."""
+    match = listing.matcher(t, query)
+    if t.kind == "Namespace":
+        items = [namespace_object(n) for n in sorted(namespaces())]
+        return "0-0", [o for o in items if match(o)]
+    try:
+        tip, objs = store.snapshot([t.kind])
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    items = [with_type(o) for o in objs[t.kind] if match(o)]
+    items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
+    return tip, items
+
+
+def list_document(kind: str, rv: str, items: list[Obj], cont: str = "",
+                  remaining: int | None = None) -> Obj:
+    md: Obj = {"resourceVersion": rv}
+    if cont:
+        md["continue"] = cont
+    if remaining is not None:
+        md["remainingItemCount"] = remaining
+    return {"kind": _list_kind(kind), "apiVersion": api_version_of(kind), "metadata": md,
+            "items": items}
+
+
+# ---- writes --------------------------------------------------------------------------------
+
+
+def _settle_identity(t: Target, body: Obj, creating: bool) -> Obj:
+    """The body checked against the URL: its kind, apiVersion, namespace and name."""
+    if not isinstance(body, dict):
+        raise st.bad_request("the body must be a JSON object")
+    info = t.resource.info
+    body.setdefault("apiVersion", info.api_version)
+    body.setdefault("kind", info.kind)
+    if body.get("kind") != info.kind or body.get("apiVersion") != info.api_version:
+        raise st.bad_request(f"the API version in the data ({body.get('apiVersion')}) and "
+                             f"kind ({body.get('kind')}) do not match the resource "
+                             f"{info.plural} ({info.api_version})")
+    md = body.setdefault("metadata", {})
+    if not isinstance(md, dict):
+        raise st.bad_request("metadata must be an object")
+    if info.namespaced:
+        given = md.get("namespace")
+        if given and given != t.namespace:
+            raise st.bad_request("the namespace of the provided object does not match the "
+                                 "namespace sent on the request")
+        md["namespace"] = t.namespace
+    else:
+        md.pop("namespace", None)
+    if creating and not md.get("name") and md.get("generateName"):
+        suffix = "".join(random.choice(_NAME_CHARS) for _ in range(5))
+        md["name"] = str(md["generateName"]) + suffix
+    if not creating:
+        if md.get("name") and md["name"] != t.name:
+            raise st.bad_request(f'the name of the object ({md["name"]}) does not match the '
+                                 f"name on the URL ({t.name})")
+        md["name"] = t.name
+    return body
+
+
+def create(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
+    obj = _settle_identity(t, body, creating=True)
+    if t.kind == "Namespace":
+        raise st.ApiError("MethodNotAllowed", "namespaces need no object in daemonbus: a "
+                          "namespace exists once something is created in it")
+    try:
+        if dry:
+            if store.try_get(t.kind, meta.key(obj)) is not None:
+                raise errors.AlreadyExistsError(t.kind, meta.key(obj))
+            created = store_client.DryRunStore.of(store).create(obj)
+        else:
+            created = store.create(obj)
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    return 201, with_type(created)
+
+
+def update(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
+    obj = _settle_identity(t, body, creating=False)
+    target = store_client.DryRunStore.of(store) if dry else store
+    try:
+        if t.sub == "status":
+            out = target.update_status(obj)
+        else:
+            out = target.update(obj)
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    return 200, with_type(out)
+
+
+def patch(store: Store, t: Target, body: bytes, content_type: str,
+          dry: bool) -> tuple[int, Obj]:
+    from shared.api import patch as api_patch  # type: ignore[attr-defined]  # pure rules
+
+    target = store_client.DryRunStore.of(store) if dry else store
+    for _ in range(PATCH_RETRIES):
+        try:
+            current = store.get(t.kind, t.key)
+        except errors.StoreError as err:
+            raise st.from_store(err) from err
+        try:
+            new = api_patch.apply_patch(copy.deepcopy(current), body, content_type, t.kind)
+        except api_patch.PatchError as err:
+            raise st.ApiError(getattr(err, "reason", "BadRequest"), str(err),
+                              code=getattr(err, "code", None)) from err
+        if not isinstance(new, dict):
+            raise st.bad_request("the patched object is not an object")
+        asked_rv = meta.resource_version(new)
+        pinned = bool(asked_rv) and asked_rv != meta.resource_version(current)
+        new = _settle_identity(t, new, creating=False)
+        if not pinned:
+            new["metadata"]["resourceVersion"] = meta.resource_version(current)
+        if new == current:
+            return 200, with_type(current)
+        try:
+            out = target.update_status(new) if t.sub == "status" else target.update(new)
+        except errors.ConflictError as err:
+            if pinned:
+                raise st.from_store(err) from err
+            continue
+        except errors.StoreError as err:
+            raise st.from_store(err) from err
+        return 200, with_type(out)
+    raise st.from_store(errors.ConflictError(t.kind, t.key, "too many concurrent changes; "
+                                             "try again"))
+
+
+def delete_options(query: Mapping[str, str], body: Obj | None) -> Obj:
+    """DeleteOptions from the body and the query (the query wins, as upstream)."""
+    opts = dict(body or {})
+    if "propagationPolicy" in query:
+        opts["propagationPolicy"] = query["propagationPolicy"]
+    grace = requests.integer(query, "gracePeriodSeconds")
+    if grace is not None:
+        opts["gracePeriodSeconds"] = grace
+    if "orphanDependents" in query:
+        opts["orphanDependents"] = requests.boolean(query["orphanDependents"])
+    return opts
+
+
+def _propagation(t: Target, opts: Obj) -> str:
+    policy = opts.get("propagationPolicy")
+    if policy is None:
+        orphan = opts.get("orphanDependents")
+        return "orphan" if orphan is True else "background"
+    if policy not in PROPAGATION:
+        raise st.ApiError("Invalid", f'propagationPolicy: Unsupported value: "{policy}": '
+                          'supported values: "Foreground", "Background", "Orphan"',
+                          {"causes": [{"reason": "FieldValueNotSupported",
+                                       "field": "propagationPolicy",
+                                       "message": f'Unsupported value: "{policy}"'}]})
+    return PROPAGATION[str(policy)]
+
+
+def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
+    if t.kind == "Namespace":
+        raise st.ApiError("MethodNotAllowed", "namespaces cannot be deleted in daemonbus")
+    propagation = _propagation(t, opts)
+    grace = opts.get("gracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or grace < 0):
+        raise st.bad_request("gracePeriodSeconds: must be a non-negative integer")
+    pre = opts.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise st.bad_request("preconditions must be an object")
+    target = store_client.DryRunStore.of(store) if dry else store
+    try:
+        left = target.delete(t.kind, t.key, propagation=propagation,
+                             uid=pre.get("uid") or None, grace_seconds=grace,
+                             resource_version=pre.get("resourceVersion") or None)
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    if left is None:
+        return 200, st.success(str(t.name), t.kind)
+    return 200, with_type(left)
+
+
+def delete_collection(store: Store, t: Target, query: Mapping[str, str], opts: Obj,
+                      dry: bool) -> tuple[int, Obj]:
+    _tip, items = list_objects(store, t, query, lambda: set())
+    deleted = []
+    for obj in items:
+        one = Target(t.resource, meta.namespace(obj) or None, meta.name(obj), None)
+        try:
+            _code, doc = delete(store, one, dict(opts), dry)
+        except st.ApiError as err:
+            if err.code == 404:
+                continue
+            raise
+        deleted.append(doc if doc.get("kind") != "Status" else obj)
+    return 200, list_document(t.kind, "", deleted)
+
+
+def evict(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
+    """``pods/<name>/eviction``: delete the pod as its DeleteOptions say (no disruption
+    budgets exist in daemonbus, so an eviction is always allowed)."""
+    if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
+        raise st.bad_request("the body of an eviction must be an Eviction")
+    opts = body.get("deleteOptions") or {}
+    pod = Target(t.resource, t.namespace, t.name, None)
+    delete(store, pod, opts if isinstance(opts, dict) else {}, dry)
+    return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                 "code": 201}
+
+
+def namespaces_of(objects: Mapping[str, Mapping[str, Obj]]) -> set[str]:
+    """Every namespace something lives in, and the four every cluster has."""
+    out = set(discovery.BUILTIN_NAMESPACES)
+    for kind, objs in objects.items():
+        info = kinds.by_kind(kind)
+        if info is not None and info.namespaced:
+            out.update(key.split("/", 1)[0] for key in objs)
+    return out

@@ -1,0 +1,164 @@
+"""Reading a request: which resource a path names, the verb, what the client accepts, and
+the list options. Pure: values from the path, the method, the query and headers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.apiserver import discovery
+from services.apiserver.status import ApiError, bad_request
+from shared.model import labels
+
+Obj = dict[str, Any]
+
+# kubectl and client-go ask for these
+TABLE_VERSIONS = ("v1",)
+JSON = "application/json"
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource path names: a collection (``name`` None) or one object, optionally
+    one of its subresources; ``namespace`` None for cluster-scoped kinds or all namespaces."""
+
+    resource: discovery.Resource
+    namespace: str | None
+    name: str | None
+    sub: str | None
+
+    @property
+    def kind(self) -> str:
+        return self.resource.info.kind
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace or ''}/{self.name or ''}"
+
+    @property
+    def resource_name(self) -> str:
+        """``daemonsets`` or ``daemonsets/status``: the name RBAC checks."""
+        plural = self.resource.info.plural
+        return f"{plural}/{self.sub}" if self.sub else plural
+
+
+def parse_path(group_version: str, parts: list[str]) -> Target:
+    """The target of ``/api(s)/<group_version>/<parts…>``; raises ApiError NotFound."""
+    namespace: str | None = None
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    if not parts or len(parts) > 3:
+        raise ApiError("NotFound", "the server could not find the requested resource")
+    r = discovery.resource(group_version, parts[0])
+    if r is None or (namespace is not None and not r.info.namespaced):
+        raise ApiError("NotFound", "the server could not find the requested resource")
+    name = parts[1] if len(parts) > 1 else None
+    sub = parts[2] if len(parts) > 2 else None
+    if sub is not None and sub not in {s for s, _, _ in r.subresources}:
+        raise ApiError("NotFound", "the server could not find the requested resource")
+    if r.info.namespaced and name is not None and namespace is None:
+        raise ApiError("NotFound", "the server could not find the requested resource")
+    for value in (namespace, name):
+        if value is not None and (len(value) > 253 or not NAME_RE.match(value)):
+            raise ApiError("NotFound", "the server could not find the requested resource")
+    return Target(r, namespace, name, sub)
+
+
+def verb(method: str, target: Target, query: Mapping[str, str]) -> str:
+    """The Kubernetes verb of a request (``get``, ``list``, ``watch``, ``create``, …)."""
+    if method == "GET":
+        if target.name is not None:
+            return "get"
+        return "watch" if boolean(query.get("watch")) else "list"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if target.name is not None else "deletecollection"
+    raise ApiError("MethodNotAllowed", f"the server does not allow this method on the "
+                   f"requested resource: {method}")
+
+
+def boolean(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+def media_types(accept: str | None) -> list[tuple[str, dict[str, str]]]:
+    """The media types of an Accept header, in order, with their parameters."""
+    out = []
+    for part in (accept or "").split(","):
+        fields = [f.strip() for f in part.split(";")]
+        if not fields[0]:
+            continue
+        params = {}
+        for f in fields[1:]:
+            k, _, v = f.partition("=")
+            params[k.strip().lower()] = v.strip()
+        out.append((fields[0].lower(), params))
+    return out
+
+
+def negotiate(accept: str | None) -> str:
+    """``table``, ``json`` or raises NotAcceptable: a Table when the client lists one
+    (``application/json;as=Table;v=v1;g=meta.k8s.io``) before plain JSON, JSON for any
+    Accept that lists JSON (kubectl prefers protobuf for some calls and accepts JSON)."""
+    types = media_types(accept)
+    if not types:
+        return "json"
+    for mt, params in types:
+        if mt in (JSON, "application/*", "*/*"):
+            if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" \
+                    and params.get("v") in TABLE_VERSIONS:
+                return "table"
+            if "as" not in params:
+                return "json"
+    raise ApiError("NotAcceptable", "only the following media types are accepted: "
+                   "application/json, application/json;as=Table;v=v1;g=meta.k8s.io")
+
+
+def label_selector(query: Mapping[str, str]) -> labels.Selector | None:
+    text = query.get("labelSelector")
+    if not text:
+        return None
+    try:
+        return labels.parse_selector(text)
+    except ValueError as err:
+        raise bad_request(f"unable to parse requirement: {err}") from err
+
+
+def integer(query: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"{name}: Invalid value: {raw!r}: must be an integer") from None
+    if value < minimum:
+        raise bad_request(f"{name}: Invalid value: {value}: must be at least {minimum}")
+    return value
+
+
+def dry_run(query: Mapping[str, str], body: Obj | None = None) -> bool:
+    values = [v for k, v in _items(query) if k == "dryRun"]
+    if body and isinstance(body.get("dryRun"), list):
+        values += [str(v) for v in body["dryRun"]]
+    for v in values:
+        if v != "All":
+            raise ApiError("BadRequest", f'dryRun: Unsupported value: "{v}": supported '
+                           'values: "All"')
+    return bool(values)
+
+
+def _items(query: Mapping[str, str]) -> list[tuple[str, str]]:
+    getall = getattr(query, "items", None)
+    return list(getall()) if getall else []

@@ -1,0 +1,111 @@
+"""``daemonbus run apiserver``: settle the options safely, then serve. Acts.
+
+Safe by default: a token file is always required (without ``--token-file`` the default one
+under ``$DAEMONBUS_HOME/apiserver`` is used, made with one admin token when missing), and
+TLS is on, with a certificate from a generated CA. ``--no-tls`` is for loopback only (a
+non-loopback bind without TLS is refused); note that kubectl sends no bearer token over
+plain HTTP, so it cannot use such a server (the Python client can). The process is
+stateless: any number of replicas may serve one Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+import ssl
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from services import common, config
+from services.apiserver import app, auth, discovery, tls
+from services.apiserver.watchcache import WatchCache
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 6443
+POOL_THREADS = 16
+
+
+class ConfigError(Exception):
+    """The options would make an unsafe or impossible server; nothing was started."""
+
+
+@dataclass
+class Options:
+    bind: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token_file: Path | None = None
+    tls: bool = True
+    cert_dir: Path | None = None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def default_token_file() -> Path:
+    return config.apiserver_dir() / "tokens"
+
+
+def ensure_token_file(path: Path) -> Path:
+    """The default token file, made with one admin token when missing. Acts."""
+    if not path.exists():
+        auth.write_token_file(path, [(auth.new_token(), "admin", "admin")])
+        log.info("wrote an admin token to %s", path)
+    return path
+
+
+def settle(opts: Options) -> tuple[auth.TokenFile, ssl.SSLContext | None, Path | None]:
+    """The token file, the TLS context and the CA file of ``opts``; raises ConfigError."""
+    use_tls = opts.tls
+    if not is_loopback(opts.bind) and not use_tls:
+        raise ConfigError(f"refusing to serve {opts.bind} without TLS: bind 127.0.0.1, or "
+                          "drop --no-tls")
+    path = opts.token_file or ensure_token_file(default_token_file())
+    try:
+        tokens = auth.TokenFile(path)
+    except auth.TokenFileError as err:
+        raise ConfigError(str(err)) from err
+    if not use_tls:
+        return tokens, None, None
+    ca, crt, key = tls.ensure_serving(opts.cert_dir or config.apiserver_dir() / "pki",
+                                      opts.bind)
+    return tokens, tls.server_context(crt, key), ca
+
+
+def run(redis_url: str | None, prefix: str | None, opts: Options) -> None:
+    tokens, context, _ca = settle(opts)  # refuse unsafe options before anything starts
+    common.setup_logging("apiserver")
+    common.tune_gc()
+    store = common.open_store(redis_url, prefix)
+    asyncio.run(_main(store, tokens, context, opts))
+
+
+async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext | None,
+                opts: Options) -> None:
+    from shared.store.client import Store
+
+    assert isinstance(store, Store)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    cache = WatchCache(store, discovery.STORED_KINDS)
+    scheme = "https" if context else "http"
+    state = app.State(store=store, cache=cache, tokens=tokens,
+                      pool=ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="store"),
+                      server_address=f"{opts.bind}:{opts.port}")
+    log.info("apiserver %s://%s:%d (%d users)", scheme, opts.bind, opts.port,
+             len(tokens.users))
+    try:
+        await app.serve(state, opts.bind, opts.port, context, stop)
+    finally:
+        state.pool.shutdown(wait=False, cancel_futures=True)

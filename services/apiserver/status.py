@@ -1,0 +1,121 @@
+"""``meta/v1 Status`` documents: every error the API server returns, and the success of a
+delete. Pure: documents from errors.
+
+The messages are the store's own (the CLI prints the same), in the shape upstream's
+``apierrors`` builds them: ``daemonsets.apps "x" not found``, ``DaemonSet.apps "x" is
+invalid: spec.selector: Required value`` with one ``details.causes[]`` entry per field error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from services.apiserver import discovery
+from shared.model import kinds
+from shared.store import errors
+
+Obj = dict[str, Any]
+
+# field.ErrorType → its StatusCause reason (apimachinery pkg/util/validation/field)
+_CAUSE_REASONS = {
+    "Required value": "FieldValueRequired",
+    "Invalid value": "FieldValueInvalid",
+    "Unsupported value": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+    "Duplicate value": "FieldValueDuplicate",
+    "Not found": "FieldValueNotFound",
+    "Too long": "FieldValueTooLong",
+    "Too many": "FieldValueTooMany",
+}
+_CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422,
+          "ServiceUnavailable": 503, "BadRequest": 400, "Unauthorized": 401, "Forbidden": 403,
+          "MethodNotAllowed": 405, "NotAcceptable": 406, "UnsupportedMediaType": 415,
+          "Expired": 410, "Gone": 410, "RequestEntityTooLarge": 413, "TooManyRequests": 429,
+          "InternalError": 500, "Timeout": 504}
+
+
+class ApiError(Exception):
+    """An error to answer with a Status. ``status`` is the document, ``code`` the HTTP code."""
+
+    def __init__(self, reason: str, message: str, details: Obj | None = None,
+                 code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code or _CODES.get(reason, 500)
+        self.status = status(reason, message, self.code, details)
+
+
+def status(reason: str, message: str, code: int, details: Obj | None = None) -> Obj:
+    out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": reason, "code": code}
+    if details:
+        out["details"] = details
+    return out
+
+
+def success(name: str, kind: str, uid: str = "") -> Obj:
+    """The Status a delete answers with once the object is gone."""
+    r = discovery.by_kind(kind)
+    details: Obj = {"name": name, "group": r.info.group if r else "", "kind": r.info.plural
+                    if r else kind.lower()}
+    if uid:
+        details["uid"] = uid
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}
+
+
+def _resource_name(kind: str) -> tuple[str, str, str]:
+    """(``daemonsets.apps``, group, plural) of a kind."""
+    info = kinds.by_kind(kind) or (discovery.NAMESPACE if kind == "Namespace" else None)
+    if info is None:
+        return kind.lower() + "s", "", kind.lower() + "s"
+    plural = f"{info.plural}.{info.group}" if info.group else info.plural
+    return plural, info.group, info.plural
+
+
+def cause(text: str) -> Obj:
+    """A StatusCause of one rendered field error (``path: Type: value: detail``)."""
+    m = re.match(r"^(?P<field>[^\s:][^:]*?): (?P<body>.*)$", text, re.S)
+    if m is None:
+        return {"reason": "FieldValueInvalid", "message": text}
+    body = m.group("body")
+    reason = next((r for t, r in _CAUSE_REASONS.items() if body.startswith(t)),
+                  "FieldValueInvalid")
+    return {"reason": reason, "message": body, "field": m.group("field")}
+
+
+def not_found(kind: str, name: str) -> ApiError:
+    plural, group, res = _resource_name(kind)
+    return ApiError("NotFound", f'{plural} "{name}" not found',
+                    {"name": name, "group": group, "kind": res})
+
+
+def from_store(err: errors.StoreError) -> ApiError:
+    """The Status of a store error, as upstream's registry would answer."""
+    kind = str(getattr(err, "kind", ""))
+    plural, group, res = _resource_name(kind)
+    name = str(getattr(err, "key", "")).split("/", 1)[-1] or str(getattr(err, "name", ""))
+    if isinstance(err, errors.NotFoundError):
+        return not_found(kind, name)
+    if isinstance(err, errors.AlreadyExistsError):
+        return ApiError("AlreadyExists", f'{plural} "{name}" already exists',
+                        {"name": name, "group": group, "kind": res})
+    if isinstance(err, errors.ConflictError):
+        detail = str(err).split(": ", 1)[-1]
+        return ApiError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
+                        f"{detail}", {"name": name, "group": group, "kind": res})
+    if isinstance(err, errors.InvalidError):
+        info = kinds.by_kind(err.kind)
+        qualified = f"{err.kind}.{info.group}" if info and info.group else err.kind
+        causes = list(err.causes)
+        body = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+        return ApiError("Invalid", f'{qualified} "{err.name}" is invalid: {body}',
+                        {"name": err.name, "group": group, "kind": err.kind,
+                         "causes": [cause(c) for c in causes]})
+    if isinstance(err, errors.UnavailableError):
+        return ApiError("ServiceUnavailable", str(err), {"retryAfterSeconds": 1})
+    return ApiError("InternalError", f"Internal error occurred: {err}")
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError("BadRequest", message)

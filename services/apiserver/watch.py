@@ -1,0 +1,130 @@
+"""WATCH: a chunked stream of JSON lines, one ``{"type", "object"}`` event each, served from
+the process's watch cache. Acts (writes to the client).
+
+``resourceVersion`` semantics as upstream: unset or ``"0"`` starts with a synthetic ADDED
+for every selected object, then the changes after the cache's position; a position starts
+right after it (a position older than the cache's window gets an in-stream ERROR event
+with a 410 Expired Status); ``sendInitialEvents=true`` (with ``allowWatchBookmarks`` and
+``resourceVersionMatch=NotOlderThan``) sends the ADDEDs then a BOOKMARK annotated
+``k8s.io/initial-events-end``. ``allowWatchBookmarks`` adds a BOOKMARK every
+``BOOKMARK_SECONDS`` and when the watch times out; ``timeoutSeconds`` ends the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from services.apiserver import listing, requests
+from services.apiserver import status as st
+from services.apiserver.requests import Target
+from services.apiserver.watchcache import ExpiredError, WatchCache
+from shared.store import codec
+
+Obj = dict[str, Any]
+
+BOOKMARK_SECONDS = 10.0
+MAX_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30 to 60 min by default
+MAX_WATCHERS = 1000  # per process; more is 429 TooManyRequests
+CATCH_UP_SECONDS = 10.0  # how long a watch from a newer position waits for the cache
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _event(etype: str, obj: Obj) -> bytes:
+    return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _bookmark(t: Target, rv: str, initial_end: bool = False) -> Obj:
+    md: Obj = {"resourceVersion": rv}
+    if initial_end:
+        md["annotations"] = {INITIAL_EVENTS_END: "true"}
+    return {"kind": t.kind, "apiVersion": t.resource.info.api_version, "metadata": md}
+
+
+async def serve(request: web.Request, t: Target, cache: WatchCache,
+                render: Callable[[Obj, str], Obj]) -> web.StreamResponse:
+    """Stream the watch ``t`` with the request's query; ``render(obj, event_type)`` turns
+    each object into what the client asked for (the object, or a Table of it)."""
+    q: Mapping[str, str] = request.query
+    match = listing.matcher(t, q)
+    rv = q.get("resourceVersion") or ""
+    bookmarks = requests.boolean(q.get("allowWatchBookmarks"))
+    initial = requests.boolean(q.get("sendInitialEvents"))
+    timeout = requests.integer(q, "timeoutSeconds")
+    if timeout is None or timeout > MAX_TIMEOUT:
+        timeout = int(MAX_TIMEOUT * (1 + random.random())) if timeout is None else MAX_TIMEOUT
+    if initial and (not bookmarks or q.get("resourceVersionMatch") != "NotOlderThan"):
+        raise st.ApiError("Invalid", "sendInitialEvents is forbidden for watch unless the "
+                          "WatchList feature is enabled (allowWatchBookmarks=true and "
+                          "resourceVersionMatch=NotOlderThan are required)")
+    if "sendInitialEvents" in q and not initial and q.get("resourceVersionMatch") \
+            not in (None, "", "NotOlderThan"):
+        raise st.bad_request("resourceVersionMatch: unsupported with sendInitialEvents")
+    if rv not in ("", "0") and codec.id_tuple(rv) == (0, 0) and rv != "0-0":
+        raise st.ApiError("BadRequest", f'resourceVersion: Invalid value: "{rv}": '
+                          "must be a resource version returned by this server")
+    if len(cache.watchers) >= MAX_WATCHERS:
+        raise st.ApiError("TooManyRequests", "too many watches on this API server; "
+                          "try again later", {"retryAfterSeconds": 1})
+    try:
+        await cache.wait_for(rv if rv not in ("", "0") else "0-0", CATCH_UP_SECONDS)
+    except TimeoutError as err:
+        raise st.ApiError("Timeout", "the watch cache is not ready yet") from err
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    first: list[tuple[str, Obj]] = []
+    end_bookmark = ""
+    if initial or rv in ("", "0"):
+        if initial and rv not in ("", "0"):
+            await cache.wait_for(rv, CATCH_UP_SECONDS)
+        first = [("ADDED", o) for o in cache.current(t.kind, match)]
+        start = cache.position
+        end_bookmark = start if initial else ""
+    else:
+        start = rv
+    try:
+        watcher = cache.subscribe(t.kind, match, start)
+    except ExpiredError as err:
+        gone = st.status("Expired", str(err), 410)
+        await resp.write(_event("ERROR", gone))
+        await resp.write_eof()
+        return resp
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        for etype, obj in first:
+            await resp.write(_event(etype, render(obj, etype)))
+        if end_bookmark:
+            await resp.write(_event("BOOKMARK", _bookmark(t, end_bookmark, True)))
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                if bookmarks:
+                    await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
+                break
+            try:
+                item = await asyncio.wait_for(watcher.queue.get(),
+                                              min(left, BOOKMARK_SECONDS) if bookmarks else left)
+            except TimeoutError:
+                if bookmarks and watcher.queue.empty() and not watcher.dropped:
+                    await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
+                continue
+            if item is None:
+                if watcher.dropped.startswith("expired"):
+                    await resp.write(_event("ERROR", st.status(
+                        "Expired", f"too old resource version: {watcher.dropped}", 410)))
+                break
+            etype, obj = item
+            await resp.write(_event(etype, render(obj, etype)))
+        await resp.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        cache.unsubscribe(watcher)
+    return resp

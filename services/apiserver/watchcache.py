@@ -1,0 +1,237 @@
+"""The watch cache: one tail of the event log per API server process, fanned out in memory
+to every watcher (never one Redis read per watcher).
+
+A thread follows the log (``LogReader``, blocking reads) and hands each batch to the event
+loop, where ``WatchCache.apply`` folds it into the current objects and a bounded window of
+recent events, then offers each event to every subscribed watcher. A watch from position
+``rv`` is served from the window: every event after ``rv`` then the live ones. A position
+older than the window (or compacted away) cannot be served: ``ExpiredError`` (410 Gone).
+
+A watcher's buffer is bounded: a watcher too slow to drain it is closed (the client
+re-watches from its last position), never grown. The cache holds every object of the
+served kinds, so a MODIFIED event knows the object before it and a filtered watch gets
+ADDED / DELETED when an object enters or leaves its selection, as upstream's cacher does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.model import meta
+from shared.store import codec, errors
+from shared.store.client import Store
+from shared.store.log import LogReader
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Match = Callable[[Obj], bool]
+
+WINDOW = 20_000  # recent events kept for watches that resume from a position
+BUFFER = 2_000  # events buffered per watcher before it is dropped as too slow
+READ_COUNT = 1_000
+BLOCK_MS = 1_000
+
+
+class ExpiredError(Exception):
+    """The position asked for is older than the cache's window (or was compacted away):
+    the client must list again. Retrying the same position cannot help."""
+
+    def __init__(self, rv: str, oldest: str) -> None:
+        self.rv, self.oldest = rv, oldest
+        super().__init__(f"too old resource version: {rv} ({oldest})")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change of one object, as the log recorded it, with the object before it."""
+
+    id: str
+    type: str  # ADDED | MODIFIED | DELETED
+    kind: str
+    key: str
+    obj: Obj
+    prev: Obj | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One client's watch: the events it selects, buffered up to ``BUFFER``."""
+
+    kind: str
+    match: Match
+    after: str  # deliver events with ids after this position
+    queue: asyncio.Queue[tuple[str, Obj] | None] = field(
+        default_factory=lambda: asyncio.Queue(BUFFER))
+    dropped: str = ""  # why it was closed ("" while open)
+
+    def offer(self, ev: Event) -> None:
+        """Decides which event type (if any) this watcher sees for ``ev``, and queues it."""
+        if ev.kind != self.kind or codec.id_tuple(ev.id) <= codec.id_tuple(self.after):
+            return
+        now = self.match(ev.obj)
+        before = ev.prev is not None and self.match(ev.prev)
+        if ev.type == "ADDED":
+            etype = "ADDED" if now else ""
+        elif ev.type == "DELETED":
+            etype = "DELETED" if now or before else ""
+        elif now:
+            etype = "MODIFIED" if before else "ADDED"
+        else:
+            etype = "DELETED" if before else ""
+        if etype:
+            self.put((etype, ev.obj))
+
+    def put(self, item: tuple[str, Obj]) -> None:
+        if self.dropped:
+            return
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.close("too slow: its buffer of events is full")
+
+    def close(self, why: str) -> None:
+        """End this watch (the stream ends; the client re-watches)."""
+        if self.dropped:
+            return
+        self.dropped = why
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+
+
+class WatchCache:
+    """Current objects of every kind, recent events, and the watchers they are fanned to.
+    Every method but ``start`` and ``stop`` runs on the event loop's thread."""
+
+    def __init__(self, store: Store, kinds: tuple[str, ...], window: int = WINDOW) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.events: collections.deque[Event] = collections.deque(maxlen=window)
+        self.objects: dict[str, dict[str, Obj]] = {k: {} for k in kinds}
+        self.position = "0-0"  # the newest log id folded in
+        self.oldest = "0-0"  # every event after this position is in ``events``
+        self.watchers: set[Watcher] = set()
+        self.ready = asyncio.Event()
+        self._progress: list[asyncio.Future[None]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ---- the tail (a thread) -------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._follow, name="watch-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _follow(self) -> None:
+        """Acts: list once, then follow the log from that position; relist after a gap
+        (the log compacted past our position), which expires every open watch."""
+        assert self._loop is not None
+        reader: LogReader | None = None
+        while not self._stop.is_set():
+            try:
+                if reader is None or reader.gap:
+                    tip, objs = self.store.snapshot(list(self.kinds))
+                    self._loop.call_soon_threadsafe(self._reset, tip, objs)
+                    reader = LogReader(self.store.r, self.store.keys, tip, name="apiserver")
+                batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
+                if reader.gap:
+                    continue
+                position = reader.position
+                self._loop.call_soon_threadsafe(self.apply, batch, position)
+            except errors.UnavailableError as err:
+                log.warning("watch cache: %s; retrying", err)
+                self._stop.wait(1.0)
+            except RuntimeError:  # the event loop closed under us: the server is stopping
+                return
+
+    # ---- on the loop -----------------------------------------------------------------------
+
+    def _reset(self, tip: str, objs: dict[str, list[Obj]]) -> None:
+        for w in list(self.watchers):
+            w.close("expired: the log was compacted past the cache")
+        self.watchers.clear()
+        self.events.clear()
+        self.objects = {k: {meta.key(o): o for o in objs.get(k, [])} for k in self.kinds}
+        self.position = self.oldest = tip
+        self.ready.set()
+        self._wake()
+
+    def apply(self, batch: list[codec.Entry], position: str) -> None:
+        """Fold a batch of log entries in and offer each change to every watcher."""
+        for entry in batch:
+            if entry.type == "DECISION" or entry.kind not in self.objects:
+                continue
+            current = self.objects[entry.kind]
+            prev = current.get(entry.key)
+            if entry.type == "DELETED":
+                current.pop(entry.key, None)
+            else:
+                current[entry.key] = entry.obj
+            if len(self.events) == self.events.maxlen:
+                self.oldest = self.events[0].id
+            ev = Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)
+            self.events.append(ev)
+            for w in list(self.watchers):
+                w.offer(ev)
+                if w.dropped:
+                    self.watchers.discard(w)
+        if codec.id_tuple(position) > codec.id_tuple(self.position):
+            self.position = position
+        self._wake()
+
+    def _wake(self) -> None:
+        for fut in self._progress:
+            if not fut.done():
+                fut.set_result(None)
+        self._progress.clear()
+
+    async def wait_for(self, rv: str, timeout: float) -> bool:
+        """Wait until the cache has folded in the log through ``rv`` (True), or ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await asyncio.wait_for(self.ready.wait(), timeout)
+        while codec.id_tuple(self.position) < codec.id_tuple(rv):
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            fut: asyncio.Future[None] = loop.create_future()
+            self._progress.append(fut)
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                return False
+        return True
+
+    def current(self, kind: str, match: Match) -> list[Obj]:
+        """The cached objects of ``kind`` that ``match`` selects, sorted by key."""
+        objs = self.objects.get(kind, {})
+        return [objs[k] for k in sorted(objs) if match(objs[k])]
+
+    def subscribe(self, kind: str, match: Match, after: str) -> Watcher:
+        """A watcher of ``kind`` getting every selected event after position ``after``:
+        first those still in the window, then live ones. Raises ExpiredError when events
+        after ``after`` have left the window."""
+        if codec.id_tuple(after) < codec.id_tuple(self.oldest):
+            raise ExpiredError(after, self.oldest)
+        w = Watcher(kind, match, after)
+        for ev in self.events:
+            if codec.id_tuple(ev.id) > codec.id_tuple(after):
+                w.offer(ev)
+        if not w.dropped:
+            self.watchers.add(w)
+        return w
+
+    def unsubscribe(self, w: Watcher) -> None:
+        self.watchers.discard(w)

@@ -1,0 +1,181 @@
+"""The real kubectl against a live stack through `daemonbus run apiserver`: discovery, apply
+of every real manifest, get in its output formats, watch, delete, and who wrote what."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from services.replay import why
+from tests.integration.apiserver_kit import TESTDATA, ApiServer
+from tests.integration.stack import Stack, wait_for
+
+FLUENTD = TESTDATA / "kubernetes-website-fluentd-elasticsearch.yaml"
+
+
+@pytest.fixture
+def api(stack: Stack, tmp_path: Path) -> Iterator[ApiServer]:
+    stack.start_all(workers=1, nodes=3)
+    wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
+    server = ApiServer(stack, tmp_path)
+    server.start()
+    yield server
+
+
+def _ready_pods(stack: Stack, ns: str, n: int) -> None:
+    wait_for(lambda: len([p for p in stack.pods(ns) if (p.get("status") or {})
+                          .get("phase") == "Running"]) >= n, timeout=60, what=f"{n} pods")
+
+
+def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
+    out = api.kubectl("version").stdout
+    assert "Server Version: v1.32" in out
+    res = api.kubectl("api-resources", "--no-headers").stdout
+    rows = {line.split()[0]: line.split() for line in res.splitlines()}
+    assert rows["daemonsets"][1:] == ["ds", "apps/v1", "true", "DaemonSet"]
+    assert rows["pods"][1:] == ["po", "v1", "true", "Pod"]
+    assert rows["nodes"][1:] == ["no", "v1", "false", "Node"]
+    assert rows["events"][1] == "ev" and rows["namespaces"][1] == "ns"
+    cats = api.kubectl("api-resources", "--categories=all", "-o", "name").stdout.split()
+    assert sorted(cats) == ["daemonsets.apps", "pods"]
+
+
+def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> None:
+    files = sorted(TESTDATA.glob("*.yaml"))
+    assert len(files) == 8
+    for f in files:
+        out = api.kubectl("apply", "--validate=false", "-f", str(f)).stdout
+        assert " created" in out, out
+    for f in files:
+        doc = yaml.safe_load(f.read_text())
+        ns = doc["metadata"].get("namespace", "default")
+        got = api.json("get", "ds", doc["metadata"]["name"], "-n", ns)
+        assert got["spec"]["template"]["spec"]["containers"][0]["image"] == \
+            doc["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert got["metadata"]["generation"] == 1
+
+
+def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
+    api.kubectl("apply", "--validate=false", "-f", str(FLUENTD))
+    _ready_pods(stack, "kube-system", 3)
+    names = api.kubectl("get", "ds", "-A", "-o", "name").stdout.split()
+    assert names == ["daemonset.apps/fluentd-elasticsearch"]
+    doc = api.json("get", "ds", "fluentd-elasticsearch", "-n", "kube-system")
+    assert doc["kind"] == "DaemonSet" and doc["apiVersion"] == "apps/v1"
+    yml = yaml.safe_load(api.kubectl("get", "ds/fluentd-elasticsearch", "-n", "kube-system",
+                                     "-o", "yaml").stdout)
+    assert yml["metadata"]["uid"] == doc["metadata"]["uid"]
+    pods = api.json("get", "pods", "-n", "kube-system")
+    assert pods["kind"] == "List" and len(pods["items"]) == 3
+    jp = api.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout
+    assert jp.split() == ["node-00001", "node-00002", "node-00003"]
+    missing = api.kubectl("get", "ds", "nope", "-n", "kube-system", check=False)
+    assert missing.returncode == 1
+    assert 'Error from server (NotFound): daemonsets.apps "nope" not found' in missing.stderr
+
+
+def test_kubectl_get_watch_sees_a_change_and_ends_at_its_timeout(api: ApiServer,
+                                                                  stack: Stack) -> None:
+    api.kubectl("apply", "--validate=false", "-f", str(FLUENTD))
+    proc = subprocess.Popen(
+        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "get", "ds", "-n",
+         "kube-system", "-w", "--request-timeout=8s", "-o", "name"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"HOME": str(api.home), "KUBECONFIG": str(api.kubeconfig())})
+    try:
+        wait_for(lambda: stack.store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch"),
+                 what="the DaemonSet")
+        api.kubectl("label", "ds", "fluentd-elasticsearch", "-n", "kube-system", "seen=yes")
+        out, _err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = out.split()
+    assert lines[0] == "daemonset.apps/fluentd-elasticsearch"  # the list
+    assert len(lines) >= 2  # then at least the label change, from the watch
+
+
+def test_writes_through_the_api_name_their_user_in_the_log(api: ApiServer,
+                                                           stack: Stack) -> None:
+    api.kubectl("apply", "--validate=false", "-f", str(FLUENTD), user="editor")
+    lines = why.why_changes(stack.store, "DaemonSet", "kube-system/fluentd-elasticsearch")
+    assert any("ADDED" in line and "by user editor" in line for line in lines), lines
+
+
+def test_no_token_is_401_and_a_viewer_cannot_write(api: ApiServer) -> None:
+    code, doc = api.request("GET", "/api/v1/nodes", token=None)
+    assert code == 401 and doc["kind"] == "Status" and doc["reason"] == "Unauthorized"
+    code, doc = api.request("GET", "/api/v1/nodes", token="not-a-token-of-anyone-at-all")
+    assert code == 401
+    assert api.kubectl("get", "nodes", user="viewer").returncode == 0
+    res = api.kubectl("apply", "--validate=false", "-f", str(FLUENTD), user="viewer", check=False)
+    assert res.returncode == 1
+    assert 'User "viewer" cannot create resource "daemonsets" in API group "apps"' in \
+        res.stderr, res.stderr
+    code, doc = api.request("DELETE", "/api/v1/nodes/node-00001", token="editor")
+    assert code == 403 and doc["reason"] == "Forbidden"
+    assert api.json("get", "node", "node-00001")["metadata"]["name"] == "node-00001"
+
+
+def test_an_invalid_daemonset_is_a_422_with_its_field_causes(api: ApiServer,
+                                                             stack: Stack) -> None:
+    doc = yaml.safe_load(FLUENTD.read_text())
+    doc["spec"]["template"]["metadata"]["labels"] = {"other": "x"}
+    code, status = api.request("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets", doc)
+    assert code == 422, status
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith('DaemonSet.apps "fluentd-elasticsearch" is invalid: ')
+    fields = [c["field"] for c in status["details"]["causes"]]
+    assert "spec.template.metadata.labels" in fields
+    assert stack.store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch") is None
+
+
+def test_dry_run_writes_nothing_and_generate_name_names(api: ApiServer, stack: Stack) -> None:
+    doc = yaml.safe_load(FLUENTD.read_text())
+    code, out = api.request("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets"
+                            "?dryRun=All", doc)
+    assert code == 201 and out["metadata"]["name"] == "fluentd-elasticsearch"
+    assert stack.store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch") is None
+    del doc["metadata"]["name"]
+    doc["metadata"]["generateName"] = "fluentd-"
+    code, out = api.request("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets", doc)
+    assert code == 201, out
+    name = out["metadata"]["name"]
+    assert name.startswith("fluentd-") and len(name) == len("fluentd-") + 5
+    assert stack.store.try_get("DaemonSet", f"kube-system/{name}") is not None
+
+
+def test_update_with_a_stale_resource_version_is_a_409(api: ApiServer) -> None:
+    api.kubectl("apply", "--validate=false", "-f", str(FLUENTD))
+    path = "/apis/apps/v1/namespaces/kube-system/daemonsets/fluentd-elasticsearch"
+
+
+    def put_label() -> tuple[dict, dict] | None:
+        _, current = api.request("GET", path)
+        stale = json.loads(json.dumps(current))
+        current["metadata"].setdefault("labels", {})["a"] = "1"
+        code, updated = api.request("PUT", path, current)  # the controller may write too
+        return (stale, updated) if code == 200 else None
+
+    stale, updated = wait_for(put_label, what="an update at the current resourceVersion")
+    assert updated["metadata"]["labels"]["a"] == "1"
+    stale["metadata"].setdefault("labels", {})["b"] = "2"
+    code, status = api.request("PUT", path, stale)
+    assert code == 409 and status["reason"] == "Conflict"
+    assert "the object has been modified" in status["message"]
+
+
+def test_kubectl_delete_cascade_orphan_keeps_the_pods(api: ApiServer, stack: Stack) -> None:
+    api.kubectl("apply", "--validate=false", "-f", str(FLUENTD))
+    _ready_pods(stack, "kube-system", 3)
+    out = api.kubectl("delete", "ds", "fluentd-elasticsearch", "-n", "kube-system",
+                      "--cascade=orphan").stdout
+    assert 'daemonset.apps "fluentd-elasticsearch" deleted' in out
+    wait_for(lambda: stack.store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch")
+             is None, what="the DaemonSet gone")
+    assert len(stack.pods("kube-system")) == 3

@@ -1,0 +1,75 @@
+"""`daemonbus up` runs an API server and writes a kubeconfig the real kubectl uses as it is;
+`daemonbus kubeconfig` prints one for the running stack; unsafe options are refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from services.cli.main import cli
+from tests.integration.apiserver_kit import free_port, kubectl_binary
+from tests.integration.stack import ROOT, wait_for
+
+
+def test_up_writes_a_kubeconfig_that_kubectl_uses(tmp_path: Path) -> None:
+    kubectl = kubectl_binary()
+    home = tmp_path / "home"
+    port = free_port()
+    env = dict(os.environ, DAEMONBUS_HOME=str(home), PYTHONPATH=str(ROOT))
+    env.pop("DAEMONBUS_REDIS_URL", None)
+    env.pop("DAEMONBUS_PREFIX", None)
+    log = open(tmp_path / "up.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "up", "--nodes", "2",
+                             "--workers", "1", "--demo", "--apiserver-port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    kubeconfig = home / "kubeconfig"
+    try:
+        wait_for(lambda: f"export KUBECONFIG={kubeconfig}" in
+                 (tmp_path / "up.log").read_text(), timeout=30, what="the export line")
+        assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        assert cfg["current-context"] == "daemonbus"
+        cluster = cfg["clusters"][0]["cluster"]
+        assert cluster["server"] == f"https://127.0.0.1:{port}"
+        assert cluster["certificate-authority-data"]
+        kube_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                    "KUBECONFIG": str(kubeconfig)}
+
+        def demo_listed() -> str:
+            res = subprocess.run([kubectl, "--cache-dir", str(tmp_path / "cache"), "get",
+                                  "ds", "-A", "-o", "name"], capture_output=True, text=True,
+                                 env=kube_env, timeout=30)
+            return res.stdout if res.returncode == 0 and res.stdout.strip() else ""
+
+        out = wait_for(demo_listed, timeout=60, what="kubectl get ds -A")
+        assert out.split() == ["daemonset.apps/fluentd-elasticsearch"]
+        printed = CliRunner(env={"DAEMONBUS_HOME": str(home)}).invoke(cli, ["kubeconfig"])
+        assert printed.exit_code == 0, printed.output
+        assert yaml.safe_load(printed.output) == cfg
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        log.close()
+    assert proc.returncode == 0
+
+
+def test_apiserver_refuses_a_non_loopback_bind_without_tls(tmp_path: Path) -> None:
+    res = CliRunner(env={"DAEMONBUS_HOME": str(tmp_path)}).invoke(
+        cli, ["run", "apiserver", "--bind", "0.0.0.0", "--no-tls"])
+    assert res.exit_code != 0
+    assert "refusing to serve 0.0.0.0 without TLS" in res.output
+
+
+def test_apiserver_refuses_a_token_file_with_an_unknown_role(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("0123456789abcdef0123,alice,root\n")
+    res = CliRunner(env={"DAEMONBUS_HOME": str(tmp_path)}).invoke(
+        cli, ["run", "apiserver", "--token-file", str(tokens)])
+    assert res.exit_code != 0
+    assert "unknown role 'root'" in res.output
