@@ -20,10 +20,20 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from services.apiserver import auth, discovery, handlers, openapi, requests, tables, watch
+from services.apiserver import (
+    auth,
+    discovery,
+    handlers,
+    openapi,
+    protobuf,
+    requests,
+    tables,
+    watch,
+)
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
+from shared.api import patch as api_patch
 from shared.store.client import Store
 
 log = logging.getLogger(__name__)
@@ -113,8 +123,14 @@ async def _body(request: web.Request) -> Any:
     if not raw:
         return None
     ctype = request.content_type
+    if ctype == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode(raw)
+        except protobuf.ProtobufError as err:
+            raise st.ApiError("UnsupportedMediaType", f"the body of the request could not "
+                              f"be decoded as protobuf: {err}") from err
     if ctype not in (requests.JSON, "", "application/octet-stream") \
-            and ctype not in requests.PATCH_TYPES:
+            and ctype not in api_patch.PATCH_TYPES:
         raise st.ApiError("UnsupportedMediaType", f'the body of the request was in an '
                           f'unknown format - accepted media types include: application/json, '
                           f'not "{ctype}"')
@@ -209,13 +225,10 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
     q = request.query
     if verb == "patch":
         raw = await request.read()
-        if request.content_type not in requests.PATCH_TYPES:
+        if request.content_type not in api_patch.PATCH_TYPES:
             raise st.ApiError("UnsupportedMediaType", f'the body of the request was in an '
                               f'unknown format - accepted media types include: '
-                              f'{", ".join(requests.PATCH_TYPES)}')
-        if request.content_type == "application/apply-patch+yaml":
-            raise st.ApiError("UnsupportedMediaType", "server-side apply is not supported "
-                              "by daemonbus yet: use kubectl apply (client-side)")
+                              f'{", ".join(api_patch.PATCH_TYPES)}')
         return await state.run(handlers.patch, store, t, raw, request.content_type,
                                requests.dry_run(q))
     body = await _body(request)

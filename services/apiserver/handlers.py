@@ -17,6 +17,7 @@ from typing import Any
 from services.apiserver import discovery, listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
+from shared.api import patch as api_patch
 from shared.model import kinds, meta
 from shared.store import client as store_client
 from shared.store import errors
@@ -162,21 +163,21 @@ def update(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
 
 def patch(store: Store, t: Target, body: bytes, content_type: str,
           dry: bool) -> tuple[int, Obj]:
-    from shared.api import patch as api_patch  # type: ignore[attr-defined]  # pure rules
-
+    """Apply a JSON, merge, strategic merge or apply patch (``shared.api.patch``) to the
+    current object and update it, retrying on a conflict unless the patch pins a
+    resourceVersion. A server-side apply of a missing object creates it."""
     target = store_client.DryRunStore.of(store) if dry else store
+    ssa = api_patch.media_type(content_type) == api_patch.APPLY_PATCH
     for _ in range(PATCH_RETRIES):
         try:
             current = store.get(t.kind, t.key)
+        except errors.NotFoundError as err:
+            if not ssa:
+                raise st.from_store(err) from err
+            return create(store, t, _decoded(body, content_type, t.kind), dry)
         except errors.StoreError as err:
             raise st.from_store(err) from err
-        try:
-            new = api_patch.apply_patch(copy.deepcopy(current), body, content_type, t.kind)
-        except api_patch.PatchError as err:
-            raise st.ApiError(getattr(err, "reason", "BadRequest"), str(err),
-                              code=getattr(err, "code", None)) from err
-        if not isinstance(new, dict):
-            raise st.bad_request("the patched object is not an object")
+        new = _patched(current, body, content_type, t.kind)
         asked_rv = meta.resource_version(new)
         pinned = bool(asked_rv) and asked_rv != meta.resource_version(current)
         new = _settle_identity(t, new, creating=False)
@@ -195,6 +196,24 @@ def patch(store: Store, t: Target, body: bytes, content_type: str,
         return 200, with_type(out)
     raise st.from_store(errors.ConflictError(t.kind, t.key, "too many concurrent changes; "
                                              "try again"))
+
+
+def _patch_error(err: api_patch.PatchError) -> st.ApiError:
+    details = {"causes": [{"reason": "UnexpectedServerResponse", "message": err.cause}]} \
+        if err.cause else None
+    return st.ApiError(err.reason, str(err), details, code=err.code)
+
+
+def _patched(current: Obj, body: bytes, content_type: str, kind: str) -> Obj:
+    try:
+        return api_patch.apply_patch(copy.deepcopy(current), body, content_type, kind)
+    except api_patch.PatchError as err:
+        raise _patch_error(err) from err
+
+
+def _decoded(body: bytes, content_type: str, kind: str) -> Obj:
+    """The object a server-side apply body describes (for a create)."""
+    return _patched({}, body, content_type, kind)
 
 
 def delete_options(query: Mapping[str, str], body: Obj | None) -> Obj:

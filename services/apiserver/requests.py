@@ -18,8 +18,6 @@ Obj = dict[str, Any]
 # kubectl and client-go ask for these
 TABLE_VERSIONS = ("v1",)
 JSON = "application/json"
-PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

@@ -1,0 +1,134 @@
+"""Decoding the few request bodies kubectl sends as Kubernetes protobuf (its typed clients
+do: ``auth can-i`` posts a SelfSubjectAccessReview, ``drain`` an Eviction) into the JSON
+shape of the same object. Decides (pure). Answers always go out as JSON, which those
+clients accept.
+
+The wire format: the magic ``k8s\\0``, then a ``runtime.Unknown`` message (1: typeMeta
+{1: apiVersion, 2: kind}, 2: raw, the object's own message). Only the fields the API server
+reads are decoded; unknown fields are skipped, as protobuf readers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+MAGIC = b"k8s\x00"
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+
+Obj = dict[str, Any]
+Fields = dict[int, list[Any]]
+
+
+class ProtobufError(ValueError):
+    """The body is not a well-formed Kubernetes protobuf message we read."""
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise ProtobufError("truncated varint")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def fields(data: bytes) -> Fields:
+    """Field number → values (ints for varints, bytes for length-delimited)."""
+    out: Fields = {}
+    i = 0
+    while i < len(data):
+        tag, i = _varint(data, i)
+        number, wire = tag >> 3, tag & 7
+        value: Any
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 2:
+            length, i = _varint(data, i)
+            if i + length > len(data):
+                raise ProtobufError("truncated field")
+            value, i = data[i:i + length], i + length
+        elif wire == 1:
+            value, i = data[i:i + 8], i + 8
+        elif wire == 5:
+            value, i = data[i:i + 4], i + 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wire}")
+        out.setdefault(number, []).append(value)
+    return out
+
+
+def _str(f: Fields, n: int) -> str | None:
+    v = f.get(n)
+    return v[-1].decode("utf-8", "replace") if v and isinstance(v[-1], bytes) else None
+
+
+def _msg(f: Fields, n: int) -> Fields:
+    v = f.get(n)
+    return fields(v[-1]) if v and isinstance(v[-1], bytes) else {}
+
+
+def _strings(f: Fields, names: dict[int, str]) -> Obj:
+    return {name: s for n, name in names.items() if (s := _str(f, n)) is not None}
+
+
+def _meta(f: Fields) -> Obj:
+    return _strings(f, {1: "name", 2: "generateName", 3: "namespace", 5: "uid"})
+
+
+def _access_review(f: Fields) -> Obj:
+    spec = _msg(f, 2)
+    out: Obj = {"metadata": _meta(_msg(f, 1)), "spec": {}}
+    if 1 in spec:
+        out["spec"]["resourceAttributes"] = _strings(_msg(spec, 1), {
+            1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource",
+            6: "subresource", 7: "name"})
+    if 2 in spec:
+        out["spec"]["nonResourceAttributes"] = _strings(_msg(spec, 2), {1: "path", 2: "verb"})
+    return out
+
+
+def _eviction(f: Fields) -> Obj:
+    out: Obj = {"metadata": _meta(_msg(f, 1))}
+    if 2 in f:
+        d = _msg(f, 2)
+        opts: Obj = {}
+        if 1 in d:
+            grace = d[1][-1]
+            opts["gracePeriodSeconds"] = grace - (1 << 64) if grace >= 1 << 63 else grace
+        if 2 in d:
+            opts["preconditions"] = _strings(_msg(d, 2), {1: "uid", 2: "resourceVersion"})
+        if 3 in d:
+            opts["orphanDependents"] = bool(d[3][-1])
+        if (policy := _str(d, 4)) is not None:
+            opts["propagationPolicy"] = policy
+        if 5 in d:
+            opts["dryRun"] = [v.decode() for v in d[5]]
+        out["deleteOptions"] = opts
+    return out
+
+
+DECODERS: dict[str, Callable[[Fields], Obj]] = {
+    "SelfSubjectAccessReview": _access_review,
+    "Eviction": _eviction,
+}
+
+
+def decode(body: bytes) -> Obj:
+    """The JSON-shaped object of a protobuf body; raises ProtobufError for anything but
+    the kinds in DECODERS."""
+    if not body.startswith(MAGIC):
+        raise ProtobufError("missing the k8s protobuf magic")
+    unknown = fields(body[len(MAGIC):])
+    type_meta = _msg(unknown, 1)
+    api_version, kind = _str(type_meta, 1) or "", _str(type_meta, 2) or ""
+    decoder = DECODERS.get(kind)
+    if decoder is None:
+        raise ProtobufError(f"kind {kind!r} is not accepted as protobuf; send JSON")
+    raw = unknown.get(2)
+    obj = decoder(fields(raw[-1]) if raw else {})
+    return {"apiVersion": api_version, "kind": kind, **obj}

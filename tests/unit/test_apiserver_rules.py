@@ -1,0 +1,118 @@
+"""The API server's pure rules: tokens and roles, content negotiation, Status causes, the
+protobuf bodies kubectl sends, and which event a filtered watcher sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.apiserver import auth, protobuf, requests, status
+from services.apiserver.status import ApiError
+from services.apiserver.watchcache import Event, Watcher
+
+TOKEN = "0123456789abcdef0123456789"
+
+
+def test_token_file_lines_name_users_and_roles() -> None:
+    users = auth.parse_tokens(f"# comment\n{TOKEN},alice,edit\n\n")
+    assert users == {TOKEN: auth.User("alice", "edit")}
+    with pytest.raises(auth.TokenFileError, match="unknown role 'root'"):
+        auth.parse_tokens(f"{TOKEN},bob,root")
+    with pytest.raises(auth.TokenFileError, match="at least 16"):
+        auth.parse_tokens("short,bob,view")
+    with pytest.raises(auth.TokenFileError, match="want token,user,role"):
+        auth.parse_tokens(f"{TOKEN},bob")
+
+
+def test_roles_view_reads_edit_writes_namespaced_admin_everything() -> None:
+    view, edit, admin = (auth.User(r, r) for r in ("view", "edit", "admin"))
+    assert auth.authorize(view, "list", "daemonsets", True)
+    assert not auth.authorize(view, "create", "daemonsets", True)
+    assert not auth.authorize(view, "patch", "nodes", False)
+    assert auth.authorize(edit, "patch", "daemonsets", True)
+    assert auth.authorize(edit, "create", "pods/eviction", True)
+    assert not auth.authorize(edit, "patch", "nodes", False)
+    assert not auth.authorize(edit, "update", "daemonsets/status", True)
+    assert auth.authorize(admin, "delete", "nodes", False)
+
+
+def test_negotiate_a_table_only_when_asked_json_for_any_accept_listing_it() -> None:
+    kubectl_get = ("application/json;as=Table;v=v1;g=meta.k8s.io,"
+                   "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
+    assert requests.negotiate(kubectl_get) == "table"
+    assert requests.negotiate("application/vnd.kubernetes.protobuf, */*") == "json"
+    assert requests.negotiate("application/vnd.kubernetes.protobuf,application/json") == "json"
+    assert requests.negotiate(None) == "json"
+    with pytest.raises(ApiError) as err:
+        requests.negotiate("application/vnd.kubernetes.protobuf")
+    assert err.value.code == 406
+
+
+def test_a_field_error_becomes_a_status_cause_with_its_field() -> None:
+    c = status.cause('spec.template.metadata.labels: Invalid value: map[string]string{"a":'
+                     '"b"}: `selector` does not match template `labels`')
+    assert c["field"] == "spec.template.metadata.labels"
+    assert c["reason"] == "FieldValueInvalid"
+    assert c["message"].startswith("Invalid value: ")
+    assert status.cause("spec.selector: Required value")["reason"] == "FieldValueRequired"
+
+
+def _field(number: int, value: bytes | int) -> bytes:
+    def varint(n: int) -> bytes:
+        out = b""
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    return varint(number << 3 | 2) + varint(len(value)) + value
+
+
+def test_protobuf_access_review_and_eviction_decode_to_their_json_shape() -> None:
+    attrs = _field(1, b"kube-system") + _field(2, b"create") + _field(3, b"apps") + \
+        _field(5, b"daemonsets")
+    review = _field(2, _field(1, attrs))
+    body = protobuf.MAGIC + _field(1, _field(1, b"authorization.k8s.io/v1") +
+                                   _field(2, b"SelfSubjectAccessReview")) + _field(2, review)
+    doc = protobuf.decode(body)
+    assert doc["kind"] == "SelfSubjectAccessReview"
+    assert doc["spec"]["resourceAttributes"] == {"namespace": "kube-system", "verb": "create",
+                                                 "group": "apps", "resource": "daemonsets"}
+    evict = _field(1, _field(1, b"p1") + _field(3, b"default")) + _field(2, _field(1, 0))
+    body = protobuf.MAGIC + _field(1, _field(1, b"policy/v1") + _field(2, b"Eviction")) + \
+        _field(2, evict)
+    doc = protobuf.decode(body)
+    assert doc["metadata"] == {"name": "p1", "namespace": "default"}
+    assert doc["deleteOptions"] == {"gracePeriodSeconds": 0}
+    with pytest.raises(protobuf.ProtobufError):
+        protobuf.decode(b"not protobuf")
+
+
+def _ev(etype: str, labels: dict[str, str], prev: dict[str, str] | None,
+        eid: str = "5-0") -> Event:
+    obj = {"kind": "Pod", "metadata": {"name": "p", "labels": labels}}
+    before = {"kind": "Pod", "metadata": {"name": "p", "labels": prev}} if prev is not None \
+        else None
+    return Event(eid, etype, "Pod", "/p", obj, before)
+
+
+def test_a_filtered_watcher_sees_objects_enter_and_leave_its_selection() -> None:
+    w = Watcher("Pod", lambda o: o["metadata"]["labels"].get("app") == "x", after="1-0")
+    w.offer(_ev("MODIFIED", {"app": "x"}, {"app": "y"}))  # enters
+    w.offer(_ev("MODIFIED", {"app": "x", "b": "1"}, {"app": "x"}))  # stays
+    w.offer(_ev("MODIFIED", {"app": "y"}, {"app": "x"}))  # leaves
+    w.offer(_ev("MODIFIED", {"app": "z"}, {"app": "y"}))  # never selected
+    w.offer(_ev("ADDED", {"app": "x"}, None, eid="1-0"))  # not after the start position
+    got = [w.queue.get_nowait()[0] for _ in range(w.queue.qsize())]
+    assert got == ["ADDED", "MODIFIED", "DELETED"]
+
+
+def test_a_watcher_whose_buffer_is_full_is_dropped_not_grown(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    w = Watcher("Pod", lambda o: True, after="0-0", queue=asyncio.Queue(2))
+    for i in range(5):
+        w.offer(_ev("ADDED", {}, None, eid=f"{i + 1}-0"))
+    assert w.dropped.startswith("too slow")
+    assert w.queue.qsize() == 1 and w.queue.get_nowait() is None
