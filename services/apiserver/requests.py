@@ -11,7 +11,6 @@ from typing import Any
 
 from services.apiserver import discovery
 from services.apiserver.status import ApiError, bad_request
-from shared.model import labels
 
 Obj = dict[str, Any]
 
@@ -121,16 +120,6 @@ def negotiate(accept: str | None) -> str:
                 return "json"
     raise ApiError("NotAcceptable", "only the following media types are accepted: "
                    "application/json, application/json;as=Table;v=v1;g=meta.k8s.io")
-
-
-def label_selector(query: Mapping[str, str]) -> labels.Selector | None:
-    text = query.get("labelSelector")
-    if not text:
-        return None
-    try:
-        return labels.parse_selector(text)
-    except ValueError as err:
-        raise bad_request(f"unable to parse requirement: {err}") from err
 
 
 def integer(query: Mapping[str, str], name: str, minimum: int = 0) -> int | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import urllib.error
@@ -23,16 +22,13 @@ import pytest
 import yaml
 
 from services.apiserver import auth, kubeconfig
+from tests.integration.controller_kit import free_port
 from tests.integration.stack import ROOT, Stack, wait_for
+
+__all__ = ["ApiServer", "free_port", "kubectl_binary", "manifest"]
 
 TESTDATA = ROOT.parent / "shared" / "testdata" / "daemonsets"
 USERS = {"admin": "admin", "editor": "edit", "viewer": "view"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def kubectl_binary() -> str:

@@ -1,0 +1,273 @@
+"""kubectl's verbs, each through the real kubectl against one live stack with an API server
+(shared by this module's tests; each test works on objects of its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.model import meta
+from shared.store.server import RedisServer
+from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset
+from tests.integration.stack import Stack, wait_for
+
+NODES = ["node-00001", "node-00002", "node-00003"]
+
+
+@pytest.fixture(scope="module")
+def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[ApiServer]:
+    tmp = tmp_path_factory.mktemp("verbs")
+    stack = Stack(redis_server.url, f"verbs{os.getpid()}", tmp)
+    stack.start_all(workers=1, nodes=3)
+    try:
+        wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
+        server = ApiServer(stack, tmp)
+        server.start()
+        yield server
+    finally:
+        stack.stop()
+
+
+def _apply(api: ApiServer, obj: dict[str, Any]) -> str:
+    return api.kubectl("apply", "-f", "-", input=json.dumps(obj)).stdout.strip()
+
+
+def _running(api: ApiServer, ns: str, name: str, n: int = 3) -> list[dict[str, Any]]:
+    """Wait until the DaemonSet ``ns/name`` has ``n`` running pods of its current template."""
+    key = f"{ns}/{name}"
+
+    def done() -> list[dict[str, Any]]:
+        ds = api.stack.store.try_get("DaemonSet", key)
+        if ds is None:
+            return []
+        st = ds.get("status") or {}
+        pods = [p for p in api.stack.pods(ns) if (meta.controller_ref(p) or {}).get("uid")
+                == meta.uid(ds) and not meta.is_being_deleted(p)]
+        ok = st.get("observedGeneration") == ds["metadata"]["generation"] and \
+            st.get("updatedNumberScheduled") == n and st.get("numberReady") == n and \
+            len(pods) == n
+        return pods if ok else []
+
+    return list(wait_for(done, timeout=90, what=f"{key} rolled out on {n} nodes"))
+
+
+def test_get_wide_shows_upstreams_daemonset_columns(api: ApiServer) -> None:
+    _apply(api, daemonset("wide", "v-wide"))
+    _running(api, "v-wide", "wide")
+    out = api.kubectl("get", "ds", "-n", "v-wide", "-o", "wide").stdout.splitlines()
+    assert out[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE",
+                              "AVAILABLE", "NODE", "SELECTOR", "AGE", "CONTAINERS", "IMAGES",
+                              "SELECTOR"]
+    assert out[1].split()[:6] == ["wide", "3", "3", "3", "3", "3"]
+    pods = api.kubectl("get", "pods", "-n", "v-wide", "-o", "wide").stdout.splitlines()
+    assert pods[0].split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert len(pods) == 4
+
+
+def test_get_selects_by_label_field_and_namespace_and_sorts(api: ApiServer) -> None:
+    _apply(api, daemonset("sel", "v-sel", labels={"app": "sel", "tier": "x"}))
+    _running(api, "v-sel", "sel")
+    on_one = api.kubectl("get", "pods", "-n", "v-sel", "--field-selector",
+                         "spec.nodeName=node-00002", "-o", "name").stdout.split()
+    assert len(on_one) == 1
+    assert api.kubectl("get", "pods", "-n", "v-sel", "-l", "tier in (x,y)", "-o",
+                       "name").stdout.split().__len__() == 3
+    none = api.kubectl("get", "pods", "-n", "v-sel", "-l", "tier=z")
+    assert none.stdout == "" and "No resources found in v-sel namespace." in none.stderr
+    everywhere = api.kubectl("get", "ds", "-A", "--no-headers").stdout
+    assert any(line.split()[:2] == ["v-sel", "sel"] for line in everywhere.splitlines())
+    by_node = api.kubectl("get", "pods", "-n", "v-sel", "--sort-by=.spec.nodeName", "-o",
+                          "custom-columns=NODE:.spec.nodeName,IMAGE:.spec.containers[0].image"
+                          ).stdout.splitlines()
+    assert by_node[0].split() == ["NODE", "IMAGE"]
+    assert [line.split()[0] for line in by_node[1:]] == NODES
+    reverse = api.kubectl("get", "nodes", "--sort-by=.metadata.name", "-o",
+                          "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}").stdout
+    assert reverse.split() == NODES
+    bad = api.kubectl("get", "pods", "-n", "v-sel", "--field-selector", "spec.nope=1",
+                      check=False)
+    assert bad.returncode == 1 and "field label not supported" in bad.stderr
+
+
+def test_apply_again_is_unchanged_and_an_edited_manifest_configured(api: ApiServer) -> None:
+    ds = daemonset("reapply", "v-apply")
+    assert _apply(api, ds) == "daemonset.apps/reapply created"
+    assert _apply(api, ds) == "daemonset.apps/reapply unchanged"
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
+    assert _apply(api, ds) == "daemonset.apps/reapply configured"
+    got = api.json("get", "ds", "reapply", "-n", "v-apply")
+    assert got["spec"]["template"]["spec"]["containers"][0]["image"].endswith("pause:3.10")
+    assert got["metadata"]["generation"] == 2
+
+
+def test_apply_with_an_unknown_field_is_refused_by_strict_validation(api: ApiServer) -> None:
+    ds = daemonset("strict", "v-strict")
+    ds["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    res = api.kubectl("apply", "-f", "-", input=json.dumps(ds), check=False)
+    assert res.returncode == 1
+    assert 'unknown field "spec.template.spec.containers[0].imagePullPolicyy"' in res.stderr
+    assert api.stack.store.try_get("DaemonSet", "v-strict/strict") is None
+
+
+def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
+    _apply(api, daemonset("desc", "v-desc"))
+    pods = _running(api, "v-desc", "desc")
+    out = api.kubectl("describe", "ds", "desc", "-n", "v-desc").stdout
+    assert "Name:           desc" in out
+    assert "Desired Number of Nodes Scheduled: 3" in out
+    assert "SuccessfulCreate" in out  # its events
+    pod = api.kubectl("describe", "pod", meta.name(pods[0]), "-n", "v-desc").stdout
+    assert f"Name:             {meta.name(pods[0])}" in pod
+    assert "Controlled By:  DaemonSet/desc" in pod
+    node = api.kubectl("describe", "node", "node-00001").stdout
+    assert "Name:               node-00001" in node
+    assert "v-desc" in node  # its non-terminated pods
+
+
+def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
+    _apply(api, daemonset("edited", "v-edit"))
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/pause:3.9/pause:3.10/' \"$1\"\n")
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    out = api.kubectl("edit", "ds/edited", "-n", "v-edit", env={"EDITOR": str(editor)}).stdout
+    assert "daemonset.apps/edited edited" in out
+    got = api.json("get", "ds", "edited", "-n", "v-edit")
+    assert got["spec"]["template"]["spec"]["containers"][0]["image"].endswith("pause:3.10")
+
+
+def test_diff_shows_the_change_and_writes_nothing(api: ApiServer) -> None:
+    ds = daemonset("differ", "v-diff")
+    _apply(api, ds)
+    before = api.json("get", "ds", "differ", "-n", "v-diff")
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
+    res = api.kubectl("diff", "-f", "-", input=json.dumps(ds), check=False)
+    assert res.returncode == 1, res.stderr  # 1: there are differences
+    assert "-        image: registry.k8s.io/pause:3.9" in res.stdout
+    assert "+        image: registry.k8s.io/pause:3.10" in res.stdout
+    after = api.json("get", "ds", "differ", "-n", "v-diff")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_patch_strategic_merge_and_json(api: ApiServer) -> None:
+    _apply(api, daemonset("patched", "v-patch"))
+    api.kubectl("patch", "ds", "patched", "-n", "v-patch", "-p",
+                '{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"b:1"}]}}}}')
+    got = api.json("get", "ds", "patched", "-n", "v-patch")
+    names = [c["name"] for c in got["spec"]["template"]["spec"]["containers"]]
+    assert names == ["side", "main"]  # strategic: merged by name, the patch's first
+    api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=merge", "-p",
+                '{"metadata":{"labels":{"merged":"yes"}}}')
+    api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
+                '[{"op":"remove","path":"/spec/template/spec/containers/0"}]')
+    got = api.json("get", "ds", "patched", "-n", "v-patch")
+    assert got["metadata"]["labels"]["merged"] == "yes"
+    assert [c["name"] for c in got["spec"]["template"]["spec"]["containers"]] == ["main"]
+    bad = api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
+                      '[{"op":"remove","path":"/spec/nope"}]', check=False)
+    assert bad.returncode == 1 and "Error from server" in bad.stderr
+
+
+def test_label_and_annotate(api: ApiServer) -> None:
+    _apply(api, daemonset("tagged", "v-label"))
+    assert "labeled" in api.kubectl("label", "ds", "tagged", "-n", "v-label", "team=a").stdout
+    assert "annotated" in api.kubectl("annotate", "ds/tagged", "-n", "v-label",
+                                      "note=hello").stdout
+    got = api.json("get", "ds", "tagged", "-n", "v-label")
+    assert got["metadata"]["labels"]["team"] == "a"
+    assert got["metadata"]["annotations"]["note"] == "hello"
+    api.kubectl("label", "ds", "tagged", "-n", "v-label", "team-")
+    assert "team" not in (api.json("get", "ds", "tagged", "-n", "v-label")["metadata"]
+                          .get("labels") or {})
+
+
+def test_taint_cordon_uncordon_and_drain_a_node(api: ApiServer) -> None:
+    node = "extra-node"
+    api.kubectl("create", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+    assert "tainted" in api.kubectl("taint", "nodes", node, "dedicated=infra:NoSchedule").stdout
+    taints = api.json("get", "node", node)["spec"]["taints"]
+    assert {"key": "dedicated", "value": "infra", "effect": "NoSchedule"} in taints
+    api.kubectl("taint", "nodes", node, "dedicated=infra:NoSchedule-")
+    assert "cordoned" in api.kubectl("cordon", f"node/{node}").stdout
+    assert api.json("get", "node", node)["spec"]["unschedulable"] is True
+    assert "uncordoned" in api.kubectl("uncordon", node).stdout
+    assert not api.json("get", "node", node)["spec"].get("unschedulable")
+    out = api.kubectl("drain", node, "--ignore-daemonsets", "--timeout=60s")
+    assert f"node/{node} drained" in out.stdout + out.stderr
+    assert api.json("get", "node", node)["spec"]["unschedulable"] is True
+    api.kubectl("delete", "node", node)
+
+
+def test_set_image_and_rollout_status_history_undo_restart(api: ApiServer) -> None:
+    ns, name = "v-roll", "rolled"
+    _apply(api, daemonset(name, ns))
+    _running(api, ns, name)
+    out = api.kubectl("set", "image", f"ds/{name}", "-n", ns, "main=registry.k8s.io/pause:3.10")
+    assert "image updated" in out.stdout
+    status = api.kubectl("rollout", "status", f"ds/{name}", "-n", ns, "--timeout=90s").stdout
+    assert f'daemon set "{name}" successfully rolled out' in status
+    history = api.kubectl("rollout", "history", f"ds/{name}", "-n", ns).stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
+    rev1 = api.kubectl("rollout", "history", f"ds/{name}", "-n", ns, "--revision=1").stdout
+    assert "pause:3.9" in rev1
+    assert "rolled back" in api.kubectl("rollout", "undo", f"ds/{name}", "-n", ns).stdout
+    _running(api, ns, name)
+    image = api.json("get", "ds", name, "-n", ns)["spec"]["template"]["spec"]["containers"][0]
+    assert image["image"].endswith("pause:3.9")
+    api.kubectl("rollout", "undo", f"ds/{name}", "-n", ns, "--to-revision=2")
+    _running(api, ns, name)
+    image = api.json("get", "ds", name, "-n", ns)["spec"]["template"]["spec"]["containers"][0]
+    assert image["image"].endswith("pause:3.10")
+    assert "restarted" in api.kubectl("rollout", "restart", f"ds/{name}", "-n", ns).stdout
+    got = api.json("get", "ds", name, "-n", ns)
+    assert "kubectl.kubernetes.io/restartedAt" in got["spec"]["template"]["metadata"][
+        "annotations"]
+    api.kubectl("rollout", "status", f"ds/{name}", "-n", ns, "--timeout=90s")
+
+
+@pytest.mark.parametrize("cascade", ["background", "foreground", "orphan"])
+def test_delete_with_each_cascade(api: ApiServer, cascade: str) -> None:
+    ns, name = f"v-del-{cascade}", "doomed"
+    _apply(api, daemonset(name, ns))
+    _running(api, ns, name)
+    out = api.kubectl("delete", "ds", name, "-n", ns, f"--cascade={cascade}",
+                      "--timeout=90s").stdout
+    assert f'daemonset.apps "{name}" deleted' in out
+    assert api.stack.store.try_get("DaemonSet", f"{ns}/{name}") is None  # kubectl waited
+    if cascade == "orphan":
+        assert len(api.stack.pods(ns)) == 3
+        assert all(meta.controller_ref(p) is None for p in api.stack.pods(ns))
+    else:
+        wait_for(lambda: not api.stack.pods(ns), timeout=60, what="the pods gone")
+
+
+def test_wait_for_jsonpath(api: ApiServer) -> None:
+    _apply(api, daemonset("waited", "v-wait"))
+    out = api.kubectl("wait", "ds/waited", "-n", "v-wait",
+                      "--for=jsonpath={.status.numberReady}=3", "--timeout=90s").stdout
+    assert "daemonset.apps/waited condition met" in out
+
+
+def test_explain_daemonset_update_strategy(api: ApiServer) -> None:
+    out = api.kubectl("explain", "daemonset.spec.updateStrategy").stdout
+    assert "KIND:       DaemonSet" in out
+    assert "rollingUpdate" in out and "type" in out
+
+
+def test_get_events_lists_the_controllers_events(api: ApiServer) -> None:
+    _apply(api, daemonset("evented", "v-ev"))
+    _running(api, "v-ev", "evented")
+    out = api.kubectl("get", "events", "-n", "v-ev").stdout.splitlines()
+    assert out[0].split()[:4] == ["LAST", "SEEN", "TYPE", "REASON"]
+    assert any("SuccessfulCreate" in line and "daemonset/evented" in line for line in out)
+    ev = yaml.safe_load(api.kubectl("get", "ev", "-n", "v-ev", "-o", "yaml").stdout)
+    assert ev["items"] and all(i["kind"] == "Event" for i in ev["items"])
