@@ -216,12 +216,15 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if verb == "list":
         tip, items = await state.run(handlers.list_objects, store, t, q, state.namespaces)
         return respond(tables.render_list(t, tip, items, fmt, q))
-    code, doc = await _write(request, state, store, t, verb)
-    return respond(doc, code)
+    fields = handlers.FieldCheck.of(q)
+    code, doc = await _write(request, state, store, t, verb, fields)
+    headers = {"Warning": ", ".join('299 - "' + w.replace('"', '\\"') + '"'
+                                    for w in fields.warnings)} if fields.warnings else None
+    return respond(doc, code, headers)
 
 
 async def _write(request: web.Request, state: State, store: Store, t: Target,
-                 verb: str) -> tuple[int, Obj]:
+                 verb: str, fields: handlers.FieldCheck) -> tuple[int, Obj]:
     q = request.query
     if verb == "patch":
         raw = await request.read()
@@ -230,7 +233,7 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
                               f'unknown format - accepted media types include: '
                               f'{", ".join(api_patch.PATCH_TYPES)}')
         return await state.run(handlers.patch, store, t, raw, request.content_type,
-                               requests.dry_run(q))
+                               requests.dry_run(q), fields)
     body = await _body(request)
     dry = requests.dry_run(q, body if isinstance(body, dict) else None)
     if verb == "create":
@@ -238,9 +241,9 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
             return await state.run(handlers.evict, store, t, body, dry)
         if t.name is not None:
             raise st.ApiError("MethodNotAllowed", "POST is not supported on an object")
-        return await state.run(handlers.create, store, t, body, dry)
+        return await state.run(handlers.create, store, t, body, dry, fields)
     if verb == "update":
-        return await state.run(handlers.update, store, t, body, dry)
+        return await state.run(handlers.update, store, t, body, dry, fields)
     opts = handlers.delete_options(q, body if isinstance(body, dict) else None)
     if verb == "delete":
         return await state.run(handlers.delete, store, t, opts, dry)

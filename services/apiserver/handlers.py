@@ -12,12 +12,14 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.apiserver import discovery, listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from shared.api import patch as api_patch
+from shared.api import schema
 from shared.model import kinds, meta
 from shared.store import client as store_client
 from shared.store import errors
@@ -131,8 +133,41 @@ def _settle_identity(t: Target, body: Obj, creating: bool) -> Obj:
     return body
 
 
-def create(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
+FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+
+
+@dataclass
+class FieldCheck:
+    """``fieldValidation``: unknown fields (by the kind's schema) refuse the write
+    (Strict), become ``Warning`` headers (Warn, upstream's default) or pass (Ignore)."""
+
+    mode: str = "Warn"
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> FieldCheck:
+        mode = query.get("fieldValidation") or "Warn"
+        if mode not in FIELD_VALIDATION:
+            raise st.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported '
+                                 'values: "Ignore", "Strict", "Warn"')
+        return cls(mode)
+
+    def check(self, obj: Obj) -> None:
+        if self.mode == "Ignore":
+            return
+        try:
+            unknown = schema.unknown_fields(obj)
+        except schema.UnknownKindError:
+            return
+        if unknown and self.mode == "Strict":
+            raise st.bad_request(schema.strict_decoding_message(unknown))
+        self.warnings += [schema.unknown_field_message(u) for u in unknown]
+
+
+def create(store: Store, t: Target, body: Obj, dry: bool,
+           fields: FieldCheck | None = None) -> tuple[int, Obj]:
     obj = _settle_identity(t, body, creating=True)
+    (fields or FieldCheck()).check(obj)
     if t.kind == "Namespace":
         raise st.ApiError("MethodNotAllowed", "namespaces need no object in daemonbus: a "
                           "namespace exists once something is created in it")
@@ -148,8 +183,10 @@ def create(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
     return 201, with_type(created)
 
 
-def update(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
+def update(store: Store, t: Target, body: Obj, dry: bool,
+           fields: FieldCheck | None = None) -> tuple[int, Obj]:
     obj = _settle_identity(t, body, creating=False)
+    (fields or FieldCheck()).check(obj)
     target = store_client.DryRunStore.of(store) if dry else store
     try:
         if t.sub == "status":
@@ -162,7 +199,7 @@ def update(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
 
 
 def patch(store: Store, t: Target, body: bytes, content_type: str,
-          dry: bool) -> tuple[int, Obj]:
+          dry: bool, fields: FieldCheck | None = None) -> tuple[int, Obj]:
     """Apply a JSON, merge, strategic merge or apply patch (``shared.api.patch``) to the
     current object and update it, retrying on a conflict unless the patch pins a
     resourceVersion. A server-side apply of a missing object creates it."""
@@ -174,13 +211,16 @@ def patch(store: Store, t: Target, body: bytes, content_type: str,
         except errors.NotFoundError as err:
             if not ssa:
                 raise st.from_store(err) from err
-            return create(store, t, _decoded(body, content_type, t.kind), dry)
+            return create(store, t, _decoded(body, content_type, t.kind), dry, fields)
         except errors.StoreError as err:
             raise st.from_store(err) from err
         new = _patched(current, body, content_type, t.kind)
         asked_rv = meta.resource_version(new)
         pinned = bool(asked_rv) and asked_rv != meta.resource_version(current)
         new = _settle_identity(t, new, creating=False)
+        check = fields or FieldCheck()
+        check.warnings.clear()
+        check.check(new)
         if not pinned:
             new["metadata"]["resourceVersion"] = meta.resource_version(current)
         if new == current:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,14 +123,14 @@ def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
     _apply(api, daemonset("desc", "v-desc"))
     pods = _running(api, "v-desc", "desc")
     out = api.kubectl("describe", "ds", "desc", "-n", "v-desc").stdout
-    assert "Name:           desc" in out
+    assert re.search(r"^Name:\s+desc$", out, re.M)
     assert "Desired Number of Nodes Scheduled: 3" in out
     assert "SuccessfulCreate" in out  # its events
     pod = api.kubectl("describe", "pod", meta.name(pods[0]), "-n", "v-desc").stdout
-    assert f"Name:             {meta.name(pods[0])}" in pod
-    assert "Controlled By:  DaemonSet/desc" in pod
+    assert re.search(rf"^Name:\s+{meta.name(pods[0])}$", pod, re.M)
+    assert re.search(r"^Controlled By:\s+DaemonSet/desc$", pod, re.M)
     node = api.kubectl("describe", "node", "node-00001").stdout
-    assert "Name:               node-00001" in node
+    assert re.search(r"^Name:\s+node-00001$", node, re.M)
     assert "v-desc" in node  # its non-terminated pods
 
 
@@ -151,8 +152,8 @@ def test_diff_shows_the_change_and_writes_nothing(api: ApiServer) -> None:
     ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
     res = api.kubectl("diff", "-f", "-", input=json.dumps(ds), check=False)
     assert res.returncode == 1, res.stderr  # 1: there are differences
-    assert "-        image: registry.k8s.io/pause:3.9" in res.stdout
-    assert "+        image: registry.k8s.io/pause:3.10" in res.stdout
+    assert re.search(r"^-\s+(- )?image: registry.k8s.io/pause:3.9$", res.stdout, re.M)
+    assert re.search(r"^\+\s+(- )?image: registry.k8s.io/pause:3.10$", res.stdout, re.M)
     after = api.json("get", "ds", "differ", "-n", "v-diff")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
@@ -173,7 +174,7 @@ def test_patch_strategic_merge_and_json(api: ApiServer) -> None:
     assert [c["name"] for c in got["spec"]["template"]["spec"]["containers"]] == ["main"]
     bad = api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
                       '[{"op":"remove","path":"/spec/nope"}]', check=False)
-    assert bad.returncode == 1 and "Error from server" in bad.stderr
+    assert bad.returncode == 1 and "nope" in bad.stderr
 
 
 def test_label_and_annotate(api: ApiServer) -> None:
