@@ -65,6 +65,7 @@ ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
 LEASE_SECONDS = 8.0  # a dead worker's key is handed out again within this (< 10 s)
 RENEW_EVERY = 2.0
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
+ABANDONED_CHECK_EVERY = 2.0  # seconds between looks for jobs whose lease was reclaimed
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
 
@@ -145,6 +146,18 @@ def job_id(lease: Lease) -> str:
     return f"sync_{encoded}_{lease.token}".replace("=", "")
 
 
+def lease_of(job: str) -> tuple[str, str] | None:
+    """The (key, token) a ``job_id`` names; None for an id that is not one of ours."""
+    head, _, token = job.rpartition("_")
+    if not head.startswith("sync_") or not token.isdigit():
+        return None
+    encoded = head[len("sync_"):]
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode(), token
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 # The worker process runs jobs in its own thread (SimpleWorker): the job function finds the
 # process's reconciler and the lease it was handed here.
 _CONTEXT: dict[str, Any] = {}
@@ -217,6 +230,8 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self._registered = False
         self.stall_seconds = stall_seconds
         self.outage = common.Outage(self.log)
+        self._abandoned_check_at = 0.0
+        self._suspects: dict[str, float] = {}  # started entry → when first seen unleased
 
     # ---- the work loop: RQ's, riding out Redis outages -------------------------------------
 
@@ -337,6 +352,52 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             return
         super().heartbeat(timeout, pipeline)
         self._alive_until = at + ttl
+        if pipeline is None and self._registered and not self.connection.sismember(
+                self.redis_workers_keys, self.key):
+            # our registration was cleared as a dead worker's (our lease ran out while we
+            # stalled, see clear_abandoned): alive after all, so listed again
+            self.log.warning("worker %s: registration cleared; registering again", self.name)
+            super().register_birth()  # type: ignore[no-untyped-call]
+            self.set_state(self.get_state())
+
+    def clear_abandoned(self) -> int:
+        """Acts: clear the RQ leftovers of workers that died mid-sync; returns how many.
+
+        A worker killed while syncing leaves its job in StartedJobRegistry (for its heartbeat
+        TTL, job timeout + 60 s) and its registration in ``rq info`` (as long), while the
+        workqueue reclaims its key's lease within ``LEASE_SECONDS`` and hands it out again.
+        A started job of ours whose lease is no longer held under its token, seen so on two
+        looks at least ``ABANDONED_CHECK_EVERY`` apart (a job just done is out of the
+        registry by then), was abandoned: it is deleted, and its worker's registration and
+        other jobs cleared (``forget_worker``). A worker that was only stalled and carries on
+        registers again on its next heartbeat."""
+        queue = self.queues[0].name
+        started: list[Any] = self.connection.zrange(  # type: ignore[assignment]
+            StartedJobRegistry(queue, connection=self.connection).key, 0, -1)
+        leases = {text(e): lease_of(text(e).split(":", 1)[0]) for e in started}
+        held = self.workqueue.current_tokens(sorted({kt[0] for kt in leases.values() if kt}))
+        at, suspects, cleared = time.monotonic(), {}, 0
+        for entry, kt in leases.items():
+            if kt is None or held.get(kt[0]) == kt[1]:
+                continue
+            suspects[entry] = first = self._suspects.get(entry, at)
+            if at - first < ABANDONED_CHECK_EVERY:
+                continue
+            job, _, execution = entry.partition(":")
+            raw: Any = self.connection.hget(Execution(execution, job, self.connection).key,
+                                            "worker_name")
+            holder = text(raw) if raw else ""
+            if holder == self.name:
+                continue  # our own, stalled past its lease: we are still running it
+            drop_job(self.connection, queue, job)
+            if holder:
+                forget_worker(self.connection, holder)
+            suspects.pop(entry)
+            cleared += 1
+            self.log.warning("cleared RQ job %s and worker %s: the lease of %s was reclaimed",
+                             job, holder or "?", kt[0])
+        self._suspects = suspects
+        return cleared
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
         # RQ drops the job from its intermediate queue (an LREM per job) whenever the worker
@@ -416,6 +477,9 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
                         idle_written = True
                     if self.should_run_maintenance_tasks:
                         self.run_maintenance_tasks()
+                    if time.monotonic() >= self._abandoned_check_at:
+                        self._abandoned_check_at = time.monotonic() + ABANDONED_CHECK_EVERY
+                        self.clear_abandoned()
                     lease = self.workqueue.get(self.name, block_seconds=self.block_seconds)
                     self.outage.ok()
                 except StopRequested:

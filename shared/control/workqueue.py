@@ -309,6 +309,10 @@ class InMemoryWorkQueue:
     def __len__(self) -> int:
         return self.len()
 
+    def current_tokens(self, keys: Sequence[str]) -> dict[str, str]:
+        with self._cond:
+            return {k: self._processing[k].token for k in keys if k in self._processing}
+
     def stats(self) -> QueueStats:
         with self._cond:
             now_ms = _ms(self.clock.now())

@@ -155,6 +155,15 @@ class RedisWorkQueue:
     def remove_all(self, key: str) -> None:
         self._call(self._remove_all, "remove_all", key)
 
+    def current_tokens(self, keys: Sequence[str]) -> dict[str, str]:
+        """One HMGET of the owner hash (``<token>:<leased ms>:<worker>`` per held key)."""
+        if not keys:
+            return {}
+        with redis_errors("workqueue current_tokens"):
+            owners = self.r.hmget(self.keys.wq_owner, list(keys))
+        return {k: text(o).split(":", 1)[0] for k, o in zip(keys, owners, strict=True)
+                if o is not None}
+
     # ---- shutdown and introspection --------------------------------------------------------------
 
     def shutdown(self) -> None:

@@ -254,6 +254,19 @@ def test_renew_of_a_lost_lease_fails(handles: Handles) -> None:
     assert q.renew(lease) is None
 
 
+def test_current_tokens_name_each_held_key_until_done_or_reclaimed(handles: Handles) -> None:
+    q = handles(lease_seconds=0.3)
+    q.add(["a", "b"])
+    a, b = take(q, "dead"), take(q, "alive")
+    assert q.current_tokens(["a", "b", "c"]) == {"a": a.token, "b": b.token}
+    assert q.done(b)
+    assert q.current_tokens(["a", "b"]) == {"a": a.token}  # held until done, or reclaimed by a get
+    q.add(["a"])
+    again = take(handles(lease_seconds=0.3), "alive", block=5)
+    assert q.current_tokens(["a"]) == {"a": again.token} and again.token != a.token
+    assert q.current_tokens([]) == {}
+
+
 def test_remove_all_drops_every_trace_of_a_key(handles: Handles) -> None:
     q = handles()
     q.add(["a", "b"])

@@ -169,6 +169,24 @@ def test_worker_heartbeats_are_throttled_but_never_shorten_the_worker_ttl(stack:
         worker.register_death()
 
 
+def test_a_live_worker_cleared_as_dead_registers_again_on_its_next_heartbeat(
+        stack: Stack) -> None:
+    """A worker stalled past its lease is cleared as a dead one (clear_abandoned): when it
+    carries on, its next heartbeat lists it again."""
+    worker, _ = _in_process_worker(stack)
+    r = stack.store.r
+    worker.register_birth()
+    try:
+        assert rq_worker.forget_worker(r, worker.name)
+        assert not r.sismember("rq:workers", worker.key)
+        worker._alive_until = 0.0  # a heartbeat is due
+        worker.heartbeat()
+        assert r.sismember("rq:workers", worker.key)
+        assert not r.hexists(worker.key, "death") and r.ttl(worker.key) > worker.worker_ttl
+    finally:
+        worker.register_death()
+
+
 def test_rq_info_lists_the_reconciler_workers(stack: Stack) -> None:
     kit.start(stack, workers=2, nodes=1)
     names = [f"{stack.prefix}-r0", f"{stack.prefix}-r1"]
@@ -268,6 +286,7 @@ def test_worker_killed_mid_sync_loses_its_lease_and_key_is_handed_out_again(
              what="the second worker up")
     assert _owner(stack, key) == f"{stack.prefix}-slow"
 
+    [dead_job] = _our_jobs(stack, key)
     killed = time.monotonic()
     stack.kill("slow-worker", signal.SIGKILL)
     wait_for(lambda: _owner(stack, key) == f"{stack.prefix}-ok"
@@ -280,6 +299,32 @@ def test_worker_killed_mid_sync_loses_its_lease_and_key_is_handed_out_again(
              what="the other worker synced it")
     stats = RedisWorkQueue(stack.store.r, stack.store.keys).stats()
     assert stats.reclaimed_total >= 1
+    # RQ's leftovers of the dead worker (its registration, its job in StartedJobRegistry,
+    # kept by RQ for the job timeout + 60 s) cleared once its lease was reclaimed
+    dead, r = f"{stack.prefix}-slow", stack.store.r
+    started = StartedJobRegistry(stack.store.keys.rq_queue_name, connection=r,
+                                 job_class=rq_worker.AllowListedJob,
+                                 serializer=rq_worker.MsgpackSerializer)
+
+    def rq_info() -> subprocess.CompletedProcess[str]:
+        # our queue named: with none, `rq info` lists the workers of RQ-registered queues only
+        return subprocess.run([_rq_cli(), "info", "--url", stack.redis_url,
+                               stack.store.keys.rq_queue_name],
+                              capture_output=True, text=True, timeout=30)
+
+    def leftovers() -> list[str]:
+        out = rq_info()
+        assert out.returncode == 0, out.stderr
+        return [what for what, there in (
+            ("rq info lists it", f"{dead} " in out.stdout or f"{dead}\n" in out.stdout),
+            ("registered", r.sismember("rq:workers", f"rq:worker:{dead}")),
+            ("its job started", any(e.decode().startswith(f"{dead_job}:")
+                                    for e in r.zrange(started.key, 0, -1))),
+            ("its job hash", r.exists(f"rq:job:{dead_job}")),
+        ) if there]
+
+    wait_for(lambda: not leftovers(), timeout=20, interval=0.5, what="RQ's leftovers cleared")
+    assert f"{stack.prefix}-ok" in rq_info().stdout  # the live worker is still listed
 
 
 class _Lines(logging.Handler):
