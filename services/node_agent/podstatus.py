@@ -43,6 +43,7 @@ class ContainerState:
     waiting_message: str = ""
     ready: bool = False
     stop_deadline: float | None = None  # SIGTERM sent; SIGKILL at this time
+    starting: bool = False  # its process is being started (run number ``restart_count``)
 
     def running(self) -> bool:
         return self.pid > 0 and self.terminated is None

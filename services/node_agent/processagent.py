@@ -103,8 +103,12 @@ class ProcessAgent:
         still runs are adopted, those whose process is gone are recorded as ended."""
         now = self.clock()
         self._recorded = self.runtime.recorded()
+        dirs = self.runtime.pod_dirs()
         for uid, states in self._recorded.items():
             for c in states.values():
+                if c.starting:
+                    self.runtime.find_started(dirs[uid], c)
+                    c.starting = False
                 if c.pid and c.terminated is None and not self.runtime.is_ours(c):
                     c.pid = 0
                     c.terminated = podstatus.terminated_state(
@@ -193,6 +197,7 @@ class ProcessAgent:
         run = PodRun(uid, pod, self.runtime.pod_dir(pod), states("initContainers", True),
                      states("containers", False))
         self.runs[uid] = run
+        self.runtime.save_pod(run.pod_dir, pod)
         return run
 
     def _orphan(self, uid: str, states: dict[str, ContainerState]) -> None:
@@ -201,8 +206,8 @@ class ProcessAgent:
         if pod_dir is None:
             return
         log.info("pod %s is gone: stopping what an earlier run left of it", uid)
-        self.runs[uid] = PodRun(uid, {"metadata": {"uid": uid}}, pod_dir, [],
-                                list(states.values()), gone=True)
+        pod = self.runtime.pod_stub(pod_dir) or {"metadata": {"uid": uid}}
+        self.runs[uid] = PodRun(uid, pod, pod_dir, [], list(states.values()), gone=True)
 
     def _grace(self, pod: Obj) -> float:
         md = pod.get("metadata") or {}
@@ -260,12 +265,9 @@ class ProcessAgent:
             self.runtime.forget(run.pod_dir)
             self.runs.pop(run.uid, None)
             return [self.store.final_delete_op(pod)]
-        policy = str(spec.get("restartPolicy") or "Always")
         for c in run.containers():
             if c.running():
-                # init containers restart only when they fail, unless the policy is Never
-                self._reap(run, c, now, policy if not c.init or policy == "Never"
-                           else "OnFailure")
+                self._reap(run, c, now, self._policy(pod, c))
         for c in run.containers():
             if c.running() and c.stop_deadline is not None and now >= c.stop_deadline:
                 self.runtime.signal(c, signal.SIGKILL)
@@ -298,32 +300,39 @@ class ProcessAgent:
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
             return
-        again = c.terminated is not None
-        cwd = str(cspec.get("workingDir") or "/")
+        if c.terminated is not None:  # a restart: the run before becomes lastState
+            c.restart_count += 1
+            c.last_terminated = c.terminated
+            c.terminated = None
+        c.restart_at = None
+        c.waiting_reason = c.waiting_message = ""
+        # recorded before the process exists: an agent killed in between finds the
+        # process by its log file (``Runtime.find_started``) instead of starting another
+        c.starting = True
+        self.runtime.save(run.pod_dir, c)
         try:
-            self.runtime.start(run.pod_dir, c, words, env, cwd)
+            self.runtime.start(run.pod_dir, c, words, env, str(cspec.get("workingDir") or "/"))
         except OSError as err:
             log.info("pod %s container %s failed to start: %s", meta.name(pod), c.name, err)
-            c.last_terminated = c.terminated if again else c.last_terminated
-            if again:
-                c.restart_count += 1
-            policy = str((pod.get("spec") or {}).get("restartPolicy") or "Always")
-            podstatus.after_exit(c, policy if not c.init or policy == "Never" else "OnFailure",
+            c.starting = False
+            podstatus.after_exit(c, self._policy(pod, c),
                                  podstatus.terminated_state(128, 0, now, now, "",
                                                             reason="StartError",
                                                             message=str(err)),
                                  now, self.cfg.backoff_initial)
             self.runtime.save(run.pod_dir, c)
             return
-        if again:
-            c.restart_count += 1
-            c.last_terminated = c.terminated
-        c.terminated = None
-        c.restart_at = None
+        c.starting = False
         c.started_at = now
-        c.waiting_reason = c.waiting_message = ""
         log.info("pod %s container %s started (pid %d)", meta.name(pod), c.name, c.pid)
         self.runtime.save(run.pod_dir, c)
+
+    @staticmethod
+    def _policy(pod: Obj, c: ContainerState) -> str:
+        """The restart policy of one container: init containers restart only when they
+        fail, unless the pod's policy is Never."""
+        policy = str((pod.get("spec") or {}).get("restartPolicy") or "Always")
+        return policy if not c.init or policy == "Never" else "OnFailure"
 
     def _probe(self, run: PodRun, now: float) -> None:
         pod = run.pod

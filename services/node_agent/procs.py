@@ -62,6 +62,14 @@ def resolve_user(run_as: str | None) -> User:
                 tuple(os.getgrouplist(pw.pw_name, pw.pw_gid)), pw.pw_dir)
 
 
+def _write_json(path: Path, data: object) -> None:
+    """Write ``path`` whole or not at all (a crash leaves the old file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
 class Runtime:
     """Starts, signals and watches container processes, and keeps their records."""
 
@@ -78,11 +86,23 @@ class Runtime:
         return self.state_dir / "pods" / f"{md.get('namespace')}_{md.get('name')}_{md.get('uid')}"
 
     def save(self, pod_dir: Path, c: ContainerState) -> None:
-        d = pod_dir / c.name
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "state.json.tmp"
-        tmp.write_text(json.dumps(c.to_record()))
-        os.replace(tmp, d / "state.json")
+        _write_json(pod_dir / c.name / "state.json", c.to_record())
+
+    def save_pod(self, pod_dir: Path, pod: Obj) -> None:
+        """What stopping the pod's containers needs once the pod object is gone: its name
+        and grace period (``pod.json``, a stub of the pod)."""
+        md = pod.get("metadata") or {}
+        stub = {"metadata": {k: md.get(k) for k in ("name", "namespace", "uid")},
+                "spec": {"terminationGracePeriodSeconds":
+                         (pod.get("spec") or {}).get("terminationGracePeriodSeconds")}}
+        _write_json(pod_dir / "pod.json", stub)
+
+    def pod_stub(self, pod_dir: Path) -> Obj | None:
+        try:
+            stub = json.loads((pod_dir / "pod.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return stub if isinstance(stub, dict) else None
 
     def recorded(self) -> dict[str, dict[str, ContainerState]]:
         """Every pod dir's containers: pod uid → container name → state (unreadable records
@@ -119,7 +139,7 @@ class Runtime:
             raise FileNotFoundError(f'exec: "{words[0]}": executable file not found in $PATH')
         d = pod_dir / c.name
         d.mkdir(parents=True, exist_ok=True)
-        with open(d / f"{c.restart_count}.log", "ab") as out:
+        with open(self.log_path(pod_dir, c), "ab") as out:
             u = self.user
             proc = subprocess.Popen(
                 [exe, *words[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
@@ -132,6 +152,27 @@ class Runtime:
             c.create_time = psutil.Process(proc.pid).create_time()
         except psutil.Error:
             c.create_time = 0.0
+
+    def log_path(self, pod_dir: Path, c: ContainerState) -> Path:
+        """The log file of ``c``'s current run (one per restart, as kubelet keeps them)."""
+        return pod_dir / c.name / f"{c.restart_count}.log"
+
+    def find_started(self, pod_dir: Path, c: ContainerState) -> None:
+        """Acts: for a container recorded as being started when the agent died, find its
+        process (the one whose stdout is the run's log file) and record it running; if there
+        is none, it never started (and will be, once)."""
+        path = str(self.log_path(pod_dir, c))
+        for p in psutil.process_iter():
+            try:
+                if any(f.fd == 1 and f.path == path for f in p.open_files()) \
+                        and p.pid == os.getpgid(p.pid):
+                    c.pid, c.create_time = p.pid, p.create_time()
+                    c.started_at = c.create_time
+                    log.info("found container %s (pid %d) started by an earlier run", c.name,
+                             c.pid)
+                    return
+            except (psutil.Error, OSError):
+                continue
 
     def is_ours(self, c: ContainerState) -> bool:
         """Is the process of ``c.pid`` the one recorded (same start time)?"""

@@ -270,3 +270,79 @@ def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> No
     wait_for(lambda: not machine.stack.pods("default"), timeout=30, what="pods released")
     assert machine.processes() == []
     assert len(machine.marks("v1.term")) == 2
+
+
+def server_nodes(m: Machine) -> list[tuple[str, str]]:
+    """(node, version) of each live server process."""
+    out = []
+    for p in m.processes():
+        try:
+            out.append((p.environ().get("NODE_NAME", ""), p.cmdline()[-1]))
+        except psutil.Error:
+            continue
+    return sorted(out)
+
+
+def test_restarted_agent_adopts_its_processes_and_stops_those_of_gone_pods(
+        machine: Machine) -> None:
+    a, b = start(machine)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2, timeout=60, what="both pods Ready")
+    before = {p.pid for p in machine.processes()}
+    pods = ready_pods(machine.stack)
+    machine.stack.kill(f"agent-{a}")
+    machine.stack.kill(f"agent-{b}")
+    assert {p.pid for p in machine.processes()} == before  # the containers outlive the agent
+    # while b's agent is away its pod is removed outright (a forced delete)
+    machine.stack.store.commit([machine.stack.store.final_delete_op(pods[b])])
+    machine.agent(a)
+    machine.agent(b)
+
+    def settled() -> bool:
+        now = ready_pods(machine.stack)
+        return (set(now) == {a, b} and meta.uid(now[a]) == meta.uid(pods[a])
+                and meta.uid(now[b]) != meta.uid(pods[b]))
+
+    wait_for(settled, timeout=60, what="a's pod adopted, b's replacement Ready")
+    after = ready_pods(machine.stack)
+    assert container_status(after[a])["restartCount"] == 0
+    assert container_status(after[a])["containerID"] == container_status(pods[a])["containerID"]
+    wait_for(lambda: server_nodes(machine) == [(a, "v1"), (b, "v1")], timeout=30,
+             what="one server per node")
+    live = {p.pid for p in machine.processes()}
+    assert container_status(pods[a])["containerID"] == f"process://{min(live & before)}"
+    assert len(live & before) == 1  # b's old server was stopped (SIGTERM), a's adopted
+    assert [n for n in machine.marks("v1.term") if n.startswith(b)] and \
+        not [n for n in machine.marks("v1.term") if n.startswith(a)]
+    assert len([n for n in machine.marks("v1.start") if n.startswith(a)]) == 1
+
+
+def test_agent_sigkilled_mid_rollout_leaves_no_duplicate_and_no_orphan(
+        machine: Machine) -> None:
+    a, b = start(machine)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2, timeout=60, what="both pods Ready")
+    machine.stack.store.apply(daemonset(machine, "v2"))
+    wait_for(lambda: any(meta.is_being_deleted(p) or
+                         "v2" in str(p["spec"]["containers"][0].get("args"))
+                         for p in machine.stack.pods("default")),
+             timeout=30, what="the rollout under way")
+    machine.stack.kill(f"agent-{a}")
+    machine.stack.kill(f"agent-{b}")
+    machine.agent(a)
+    machine.agent(b)
+    seen: list[list[tuple[str, str]]] = []
+
+    def done() -> bool:
+        servers = server_nodes(machine)
+        seen.append(servers)
+        return servers == [(a, "v2"), (b, "v2")] and len(ready_pods(machine.stack)) == 2 \
+            and len(machine.stack.pods("default")) == 2
+
+    wait_for(done, timeout=120, interval=0.2, what="v2 alone on both nodes")
+    for servers in seen:  # never two servers of one node at once
+        nodes = [n for n, _ in servers]
+        assert len(nodes) == len(set(nodes)), servers
+    assert len(machine.marks("v1.term")) == 2
+    for pod in ready_pods(machine.stack).values():
+        assert container_status(pod)["restartCount"] == 0

@@ -1,0 +1,155 @@
+"""The process runtime's kubelet decisions (pure): crash-loop back-off, restart policy,
+phase and conditions, the container environment, probe thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.node_agent import podstatus
+from services.node_agent.podstatus import ContainerState
+from services.node_agent.probes import ProbeTracker
+from shared.model import meta
+
+POD: dict[str, Any] = {
+    "metadata": {"name": "web-x", "namespace": "ns", "uid": "u1",
+                 "labels": {"app": "web"}},
+    "spec": {"nodeName": "n1", "containers": [{"name": "web", "image": "i"}]},
+    "status": {"podIP": "10.0.0.2", "hostIP": "10.0.0.1", "phase": "Pending"},
+}
+
+
+def crash(c: ContainerState, now: float, policy: str = "Always", code: int = 1,
+          ran: float = 1.0, base: float = 10.0) -> None:
+    c.pid, c.terminated, c.started_at = 100, None, now - ran
+    podstatus.after_exit(c, policy,
+                         podstatus.terminated_state(code, 0, now - ran, now, "process://100"),
+                         now, base)
+
+
+def test_crash_loop_back_off_restarts_at_once_then_doubles_from_the_base_to_5_minutes() -> None:
+    c = ContainerState("web")
+    delays = []
+    now = 1000.0
+    for _ in range(9):
+        crash(c, now)
+        assert c.restart_at is not None
+        delays.append(c.restart_at - now)
+        now = c.restart_at + 1
+        c.restart_at = None
+    assert delays == [0, 10, 20, 40, 80, 160, 300, 300, 300]
+
+
+def test_back_off_starts_afresh_after_ten_minutes_running() -> None:
+    c = ContainerState("web")
+    for i in range(4):
+        crash(c, 1000.0 + 100 * i)
+    crash(c, 5000.0, ran=600)
+    assert c.restart_at == 5000.0
+
+
+@pytest.mark.parametrize(("policy", "code", "restarts"), [
+    ("Always", 0, True), ("Always", 1, True), ("OnFailure", 0, False), ("OnFailure", 2, True),
+    ("Never", 1, False)])
+def test_restart_policy(policy: str, code: int, restarts: bool) -> None:
+    c = ContainerState("web")
+    crash(c, 1000.0, policy=policy, code=code)
+    assert (c.restart_at is not None) is restarts
+    assert c.terminated is not None and c.terminated["exitCode"] == code
+    assert c.terminated["reason"] == ("Completed" if code == 0 else "Error")
+
+
+def test_a_crash_looping_container_is_waiting_with_its_last_termination_and_the_pod_runs() -> None:
+    c = ContainerState("web")
+    crash(c, 1000.0)
+    c.restart_at = None
+    c.restart_count, c.last_terminated, c.terminated, c.pid = 1, c.terminated, None, 7
+    crash(c, 1010.0)  # second exit: waits 10 s
+    st = podstatus.pod_status(POD, [], [c], 1011.0)
+    cs = st["containerStatuses"][0]
+    assert cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert cs["state"]["waiting"]["message"].startswith("back-off 10s restarting failed "
+                                                        "container=web pod=web-x_ns(u1)")
+    assert cs["lastState"]["terminated"]["exitCode"] == 1 and cs["restartCount"] == 1
+    assert st["phase"] == "Running"
+    conds = {x["type"]: x for x in st["conditions"]}
+    assert conds["Ready"]["status"] == "False"
+    assert conds["Ready"]["message"] == "containers with unready status: [web]"
+
+
+def test_pending_until_init_containers_complete_failed_when_one_fails_under_never() -> None:
+    init = ContainerState("setup", init=True, pid=5, started_at=1.0)
+    main = ContainerState("web")
+    pod = {**POD, "spec": {**POD["spec"], "initContainers": [{"name": "setup"}]}}
+    st = podstatus.pod_status(pod, [init], [main], 2.0)
+    assert st["phase"] == "Pending"
+    assert st["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert {x["type"]: x["status"] for x in st["conditions"]}["Initialized"] == "False"
+    crash(init, 3.0, policy="Never", code=0)
+    assert podstatus.pod_status(pod, [init], [main], 3.0)["phase"] == "Pending"
+    main.pid, main.started_at, main.ready = 9, 3.0, True
+    st = podstatus.pod_status(pod, [init], [main], 4.0)
+    assert st["phase"] == "Running"
+    assert all(x["status"] == "True" for x in st["conditions"])
+    failed = ContainerState("setup", init=True)
+    crash(failed, 3.0, policy="Never", code=3)
+    assert podstatus.pod_status(pod, [failed], [ContainerState("web")], 4.0)["phase"] == "Failed"
+
+
+def test_completed_containers_succeed_under_on_failure() -> None:
+    c = ContainerState("web")
+    crash(c, 5.0, policy="OnFailure", code=0)
+    pod = {**POD, "spec": {**POD["spec"], "restartPolicy": "OnFailure"}}
+    assert podstatus.pod_status(pod, [], [c], 6.0)["phase"] == "Succeeded"
+
+
+def test_an_unchanged_pod_reports_an_equal_status() -> None:
+    c = ContainerState("web", pid=5, started_at=100.0, ready=True)
+    first = podstatus.pod_status(POD, [], [c], 101.0)
+    again = podstatus.pod_status({**POD, "status": first}, [], [c], 500.0)
+    assert again == first
+    c.ready = False
+    later = podstatus.pod_status({**POD, "status": first}, [], [c], 600.0)
+    ready = next(x for x in later["conditions"] if x["type"] == "Ready")
+    assert ready["lastTransitionTime"] == meta.format_time(600.0)
+
+
+def test_env_expands_earlier_variables_and_reads_pod_fields() -> None:
+    container = {"env": [
+        {"name": "A", "value": "x"},
+        {"name": "B", "value": "$(A)-$(NOPE)-$$(A)"},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+        {"name": "NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+    ], "command": ["echo", "$(B)"], "args": ["$(NODE)"]}
+    env = podstatus.container_env(POD, container, {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "A": "x", "B": "x-$(NOPE)-$(A)", "NODE": "n1",
+                   "IP": "10.0.0.2", "HOST": "10.0.0.1", "NAME": "web-x", "NS": "ns",
+                   "APP": "web"}
+    assert podstatus.argv(container, env) == ["echo", "x-$(NOPE)-$(A)", "n1"]
+
+
+def test_unsupported_env_sources_are_a_config_error() -> None:
+    for item in ({"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+                 {"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "spec.nope"}}}):
+        with pytest.raises(podstatus.ConfigError):
+            podstatus.container_env(POD, {"env": [item]}, {})
+    with pytest.raises(podstatus.ConfigError):
+        podstatus.argv({"args": ["x"]}, {})
+
+
+def test_probe_thresholds_and_timing() -> None:
+    t = ProbeTracker({"initialDelaySeconds": 5, "periodSeconds": 2, "successThreshold": 2,
+                      "failureThreshold": 2}, started_at=100.0, ok=False)
+    assert not t.due(104.9) and t.due(105.0)
+    assert t.record(True, 105.0) is False  # one success of two
+    assert not t.due(106.9) and t.due(107.0)
+    assert t.record(True, 107.0) is True
+    assert t.record(False, 109.0) is True  # one failure of two
+    assert t.record(True, 111.0) is True
+    assert t.record(False, 113.0) is True
+    assert t.record(False, 115.0) is False
