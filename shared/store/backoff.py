@@ -8,6 +8,7 @@ entries its plan advanced in one HSET; the decisions (``next_entry``,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ from shared.store import control_scripts as scripts
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
+log = logging.getLogger(__name__)
+
 SCAN_COUNT = 500
 
 
@@ -26,9 +29,22 @@ def _decode(raw: bytes | str) -> bo.BackoffEntry:
     if isinstance(raw, str):
         raise errors.CorruptEntryError("the client decodes responses; msgpack needs bytes")
     value: Any = codec.unpack(raw)
-    if not isinstance(value, list) or len(value) != 2:
-        raise errors.CorruptEntryError(f"backoff entry is not [delay, last_update]: {value!r}")
-    return bo.BackoffEntry(float(value[0]), float(value[1]))
+    try:
+        if not isinstance(value, list) or len(value) != 2:
+            raise TypeError
+        return bo.BackoffEntry(float(value[0]), float(value[1]))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise errors.CorruptEntryError(
+            f"backoff entry is not [delay, last_update]: {value!r:.200}") from err
+
+
+def _decoded(key: str, raw: bytes | str) -> bo.BackoffEntry | None:
+    """An entry as read, or None (logged) for one that cannot be: read as no entry."""
+    try:
+        return _decode(raw)
+    except errors.CorruptEntryError as err:
+        log.error("ignored backoff entry %r: %s", key, err)
+        return None
 
 
 def _glob_escape(s: str) -> str:
@@ -52,7 +68,9 @@ class RedisBackoff:
             return {}
         with redis_errors("backoff get_many"):
             raws = self.r.hmget(self.keys.backoff, wanted)
-        return {k: _decode(raw) for k, raw in zip(wanted, raws, strict=True) if raw is not None}
+        decoded = {k: _decoded(k, raw) for k, raw in zip(wanted, raws, strict=True)
+                   if raw is not None}
+        return {k: e for k, e in decoded.items() if e is not None}
 
     def put_many(self, entries: Mapping[str, bo.BackoffState]) -> None:
         """Store entries (as advanced by the planner) in one round trip."""

@@ -325,17 +325,23 @@ return out
 
 _EXP_LOWER = r"""
 -- LowerExpectations for the triples ARGV[first..last] (DaemonSet key, creations observed,
--- deletions observed) in the expectations hash EXP; keys without an entry are skipped.
+-- deletions observed) in the expectations hash EXP; keys without an entry are skipped, and
+-- an entry that is not [add, del, timestamp] is deleted (read as none, as the store reads
+-- it: the next sync sets it anew).
 -- Returns the number of entries changed.
 local function lower_expectations(EXP, first, last)
   local n = 0
   for i = first, last, 3 do
     local raw = redis.call('HGET', EXP, ARGV[i])
     if raw then
-      local e = cmsgpack.unpack(raw)
-      e[1] = e[1] - tonumber(ARGV[i + 1])
-      e[2] = e[2] - tonumber(ARGV[i + 2])
-      redis.call('HSET', EXP, ARGV[i], cmsgpack.pack(e))
+      local ok, e = pcall(cmsgpack.unpack, raw)
+      if ok and type(e) == 'table' and type(e[1]) == 'number' and type(e[2]) == 'number' then
+        e[1] = e[1] - tonumber(ARGV[i + 1])
+        e[2] = e[2] - tonumber(ARGV[i + 2])
+        redis.call('HSET', EXP, ARGV[i], cmsgpack.pack(e))
+      else
+        redis.call('HDEL', EXP, ARGV[i])
+      end
       n = n + 1
     end
   end
@@ -404,7 +410,7 @@ return {1, added, down and 1 or 0, lowered}
 
 BACKOFF_GC = r"""
 -- gc: delete the given backoff entries that are still older than the cutoff (an entry
--- advanced since the caller scanned it is kept).
+-- advanced since the caller scanned it is kept), and those that are not [delay, last_update].
 -- KEYS[1] backoff hash: backoff key → msgpack [delay, last_update]
 -- ARGV[1] cutoff: entries with last_update < cutoff (epoch seconds) are dropped
 -- ARGV[2..] candidate backoff keys
@@ -414,8 +420,9 @@ local n = 0
 for i = 2, #ARGV do
   local raw = redis.call('HGET', KEYS[1], ARGV[i])
   if raw then
-    local e = cmsgpack.unpack(raw)
-    if tonumber(e[2]) < cutoff then
+    local ok, e = pcall(cmsgpack.unpack, raw)
+    local last = ok and type(e) == 'table' and tonumber(e[2]) or nil
+    if last == nil or last < cutoff then
       redis.call('HDEL', KEYS[1], ARGV[i])
       n = n + 1
     end

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from shared.model import fielderr
+
 
 class StoreError(Exception):
     """Base of all store errors."""
@@ -84,7 +86,8 @@ class MalformedObjectError(CorruptEntryError):
     def __init__(self, kind: str, key: str, problems: list[str]) -> None:
         self.kind, self.key, self.problems = kind, key, problems
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(f'{kind} "{key}" has the wrong shape: {problems[0]}{more}')
+        shown = fielderr.cut(fielderr.go_quote(key), 256)
+        super().__init__(f"{kind} {shown} has the wrong shape: {problems[0]}{more}")
 
 
 class TooLargeError(StoreError):

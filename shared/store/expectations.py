@@ -9,6 +9,7 @@ snapshot's time), so replays decide the same way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,14 +21,20 @@ from shared.store import control_scripts as scripts
 from shared.store.guard import redis_errors
 from shared.store.keys import Keys
 
+log = logging.getLogger(__name__)
+
 
 def _decode(raw: bytes | str) -> exp.Expectation:
     if isinstance(raw, str):
         raise errors.CorruptEntryError("the client decodes responses; msgpack needs bytes")
     value: Any = codec.unpack(raw)
-    if not isinstance(value, list) or len(value) != 3:
-        raise errors.CorruptEntryError(f"expectation entry is not [add, del, timestamp]: {value!r}")
-    return exp.Expectation(int(value[0]), int(value[1]), float(value[2]))
+    try:
+        if not isinstance(value, list) or len(value) != 3:
+            raise TypeError
+        return exp.Expectation(int(value[0]), int(value[1]), float(value[2]))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise errors.CorruptEntryError(
+            f"expectation entry is not [add, del, timestamp]: {value!r:.200}") from err
 
 
 def observe_args(observations: Iterable[tuple[str, int, int]]) -> list[str | int]:
@@ -59,7 +66,13 @@ class RedisExpectations:
     def get(self, key: str) -> exp.Expectation | None:
         with redis_errors("expectations get"):
             raw = self.r.hget(self.keys.expectations, key)
-        return None if raw is None else _decode(raw)
+        if raw is None:
+            return None
+        try:
+            return _decode(raw)
+        except errors.CorruptEntryError as err:  # read as none: the next sync sets it anew
+            log.error("ignored expectations of %s: %s", key, err)
+            return None
 
     def set(self, key: str, add: int, delete: int, now: float) -> None:
         """``SetExpectations``: replace the entry, stamped ``now``."""

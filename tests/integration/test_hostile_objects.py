@@ -1,5 +1,6 @@
 """Stored objects of the wrong shape, written straight into Redis as anything that can write
-it could (through the commit script, or appended to the log alone), on a running stack:
+it could (through the commit script, or appended to the log alone), and control state
+(expectations, backoff) of the wrong shape, on a running stack:
 every process stays alive, parks or skips each one with a line naming the kind, key and
 field, and the rest of the cluster converges. Also: the status-writer survives a DaemonSet
 deleted during its status write."""
@@ -162,6 +163,12 @@ def test_hostile_objects_are_parked_and_the_cluster_converges(stack: Stack) -> N
     stack.store.r.hdel(stack.store.keys.versions("Pod"), "default/hostile-4")
     _log_only(stack.store, "DELETED", gone)
 
+    # control state of the wrong shape too: expectations and a failed-pod backoff entry
+    for key in ("default/victim", "default/after"):
+        stack.store.r.hset(stack.store.keys.expectations, key, codec.pack(["a", "b", "c"]))
+    stack.store.r.hset(stack.store.keys.backoff, f"{meta.uid(victim)}/1/node-00001",
+                       codec.pack({"delay": "forever"}))
+
     # the rest of the cluster goes on: a new DaemonSet, and a rollout of the victim
     stack.store.apply(_ds("after"))
     rolled = _ds("victim")
@@ -217,3 +224,25 @@ def test_status_writer_survives_a_daemonset_deleted_during_its_write(redis_url: 
                                          "numberReady": 0}}
     assert writer.write("default/racer", msg) is False
     assert store.try_get("DaemonSet", "default/racer") is None
+
+
+def test_control_state_of_the_wrong_shape_is_read_as_none_and_cleared(redis_url: str,
+                                                                      prefix: str) -> None:
+    from shared.store.backoff import RedisBackoff
+    from shared.store.expectations import RedisExpectations
+    from shared.store.keys import Keys
+
+    keys = Keys(prefix)
+    r = connect(redis_url)
+    for raw in (codec.pack(["a", "b", "c"]), codec.pack("x"), b"\xc1not msgpack"):
+        r.hset(keys.expectations, "default/ds", raw)
+        exp = RedisExpectations(r, keys)
+        assert exp.get("default/ds") is None
+        assert exp.satisfied("default/ds", 0.0)
+        exp.lower("default/ds", 1, 0)  # the script deletes what it cannot lower
+        assert r.hget(keys.expectations, "default/ds") is None
+        r.hset(keys.backoff, "uid/1/n1", raw)
+        backoff = RedisBackoff(r, keys)
+        assert backoff.get_many(["uid/1/n1"]) == {}
+        assert backoff.gc(now=0.0) == 1
+        assert r.hget(keys.backoff, "uid/1/n1") is None
