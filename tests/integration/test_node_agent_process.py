@@ -346,3 +346,65 @@ def test_agent_sigkilled_mid_rollout_leaves_no_duplicate_and_no_orphan(
     assert len(machine.marks("v1.term")) == 2
     for pod in ready_pods(machine.stack).values():
         assert container_status(pod)["restartCount"] == 0
+
+
+FIRST = """
+import json, os
+print("first init container says hello", flush=True)
+out = {k: os.environ.get(k) for k in ("NAME", "NS", "NODE_NAME", "POD_IP", "HOST_IP", "GREETING")}
+out.update(cwd=os.getcwd(), uid=os.getuid())
+open("first.out", "w").write(json.dumps(out))
+"""
+SECOND = "import os, sys; sys.exit(0 if os.path.exists('first.out') else 3)"
+
+
+def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
+        machine: Machine) -> None:
+    (a,) = start(machine, nodes=1)
+    work = machine.dir / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    field = [("NAME", "metadata.name"), ("NS", "metadata.namespace"),
+             ("NODE_NAME", "spec.nodeName"), ("POD_IP", "status.podIP"),
+             ("HOST_IP", "status.hostIP")]
+    env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in field] + \
+        [{"name": "GREETING", "value": "hi $(NODE_NAME)"}]
+    ds = daemonset(machine, "v1", probe=False,
+                   command=["python3", "-c", "import time; time.sleep(1e6)", str(machine.dir)])
+    spec = ds["spec"]["template"]["spec"]
+    spec["initContainers"] = [
+        {"name": "first", "image": "python:3", "command": ["python3", "-c", FIRST],
+         "workingDir": str(work), "env": env},
+        {"name": "second", "image": "python:3", "command": ["python3", "-c", SECOND],
+         "workingDir": str(work)},
+    ]
+    spec["containers"][0]["workingDir"] = str(work)
+    spec["containers"][0]["env"].append({"name": "SWITCH", "value": "stop-$(NODE_NAME)"})
+    spec["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["sh", "-c", 'test ! -e "$SWITCH"']},
+        "periodSeconds": 1, "failureThreshold": 2}
+    machine.stack.store.apply(ds)
+    pod = wait_for(lambda: ready_pods(machine.stack).get(a), timeout=60, what="pod Ready")
+    inits = pod["status"]["initContainerStatuses"]
+    assert [(c["name"], c["state"]["terminated"]["exitCode"], c["state"]["terminated"]["reason"])
+            for c in inits] == [("first", 0, "Completed"), ("second", 0, "Completed")]
+    assert [c["restartCount"] for c in inits] == [0, 0]  # second ran after first, once
+    seen = yaml.safe_load((work / "first.out").read_text())
+    ip = machine.ips[a]
+    assert seen == {"NAME": meta.name(pod), "NS": "default", "NODE_NAME": a, "POD_IP": ip,
+                    "HOST_IP": ip, "GREETING": f"hi {a}", "cwd": str(work),
+                    "uid": 65534 if os.getuid() == 0 else os.getuid()}
+    logs = machine.state / a / "pods" / f"default_{meta.name(pod)}_{meta.uid(pod)}"
+    assert (logs / "first" / "0.log").read_text() == "first init container says hello\n"
+
+    (work / f"stop-{a}").touch()  # the liveness probe fails from now on
+
+    def restarted() -> dict[str, Any] | None:
+        p = machine.stack.store.try_get("Pod", meta.key(pod)) or {}
+        cs = container_status(p)
+        return cs if cs.get("restartCount", 0) >= 1 else None
+
+    cs = wait_for(restarted, timeout=30, what="the container restarted by its liveness probe")
+    (work / f"stop-{a}").unlink()
+    assert cs["lastState"]["terminated"]["exitCode"] == 128 + signal.SIGTERM
+    wait_for(lambda: ready_pods(machine.stack).get(a), timeout=30, what="Ready again")
