@@ -25,6 +25,7 @@ from services.cli import (
     logcmd,
     nodes,
     ops,
+    podlogs,
     printers,
     resources,
     waiting,
@@ -334,6 +335,7 @@ ops.register(cli)  # up, run
 logcmd.register(cli)  # log export|tail|compact, replay, why
 rollout_cmd.register(cli)  # set image, rollout
 health.register(cli)  # health (container health checks)
+podlogs.register(cli)  # logs pod/NAME (the process runtime's log files)
 context.accept_global_options_anywhere(cli)  # after every registration: --redis-url anywhere
 
 if __name__ == "__main__":  # python -m services.cli.main (the supervisor starts processes so)

@@ -62,6 +62,18 @@ def resolve_user(run_as: str | None) -> User:
                 tuple(os.getgrouplist(pw.pw_name, pw.pw_gid)), pw.pw_dir)
 
 
+def pod_dir(state_dir: Path, pod: Obj) -> Path:
+    """Where an agent with ``state_dir`` keeps a pod's container records and logs."""
+    md = pod.get("metadata") or {}
+    return state_dir / "pods" / f"{md.get('namespace')}_{md.get('name')}_{md.get('uid')}"
+
+
+def log_file(pod_dir: Path, container: str, run: int) -> Path:
+    """The log of a container's run number ``run`` (its restartCount then; one file per
+    run, as kubelet keeps them)."""
+    return pod_dir / container / f"{run}.log"
+
+
 def _write_json(path: Path, data: object) -> None:
     """Write ``path`` whole or not at all (a crash leaves the old file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,8 +94,7 @@ class Runtime:
     # ---- records ------------------------------------------------------------------------
 
     def pod_dir(self, pod: Obj) -> Path:
-        md = pod.get("metadata") or {}
-        return self.state_dir / "pods" / f"{md.get('namespace')}_{md.get('name')}_{md.get('uid')}"
+        return pod_dir(self.state_dir, pod)
 
     def save(self, pod_dir: Path, c: ContainerState) -> None:
         _write_json(pod_dir / c.name / "state.json", c.to_record())
@@ -154,8 +165,7 @@ class Runtime:
             c.create_time = 0.0
 
     def log_path(self, pod_dir: Path, c: ContainerState) -> Path:
-        """The log file of ``c``'s current run (one per restart, as kubelet keeps them)."""
-        return pod_dir / c.name / f"{c.restart_count}.log"
+        return log_file(pod_dir, c.name, c.restart_count)
 
     def find_started(self, pod_dir: Path, c: ContainerState) -> None:
         """Acts: for a container recorded as being started when the agent died, find its

@@ -13,6 +13,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -370,7 +372,8 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in field] + \
         [{"name": "GREETING", "value": "hi $(NODE_NAME)"}]
     ds = daemonset(machine, "v1", probe=False,
-                   command=["python3", "-c", "import time; time.sleep(1e6)", str(machine.dir)])
+                   command=["python3", "-c", "import time; print('up', flush=True); "
+                            "time.sleep(1e6)", str(machine.dir)])
     spec = ds["spec"]["template"]["spec"]
     spec["initContainers"] = [
         {"name": "first", "image": "python:3", "command": ["python3", "-c", FIRST],
@@ -397,6 +400,11 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     logs = machine.state / a / "pods" / f"default_{meta.name(pod)}_{meta.uid(pod)}"
     assert (logs / "first" / "0.log").read_text() == "first init container says hello\n"
 
+    logs = ("logs", f"pod/{meta.name(pod)}", "--state-dir", str(machine.state / a))
+    assert cli(machine, *logs, "-c", "first") == b"first init container says hello\n"
+    wait_for(lambda: cli(machine, *logs) == b"up\n", what="the container's output")
+    follow = subprocess.Popen([sys.executable, "-m", "services.cli.main", *logs, "-f"],
+                              env=machine.stack.env(), stdout=subprocess.PIPE)
     (work / f"stop-{a}").touch()  # the liveness probe fails from now on
 
     def restarted() -> dict[str, Any] | None:
@@ -408,3 +416,16 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     (work / f"stop-{a}").unlink()
     assert cs["lastState"]["terminated"]["exitCode"] == 128 + signal.SIGTERM
     wait_for(lambda: ready_pods(machine.stack).get(a), timeout=30, what="Ready again")
+    try:
+        out, _ = follow.communicate(timeout=30)  # -f ends with the run it follows
+    finally:
+        follow.kill()
+    assert out == b"up\n"
+    assert cli(machine, *logs, "--previous") == b"up\n"
+    assert cli(machine, *logs, "--tail", "0") == b""
+
+
+def cli(m: Machine, *args: str) -> bytes:
+    res = subprocess.run([sys.executable, "-m", "services.cli.main", *args],
+                         env=m.stack.env(), capture_output=True, timeout=60, check=True)
+    return res.stdout
