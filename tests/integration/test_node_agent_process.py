@@ -429,3 +429,32 @@ def cli(m: Machine, *args: str) -> bytes:
     res = subprocess.run([sys.executable, "-m", "services.cli.main", *args],
                          env=m.stack.env(), capture_output=True, timeout=60, check=True)
     return res.stdout
+
+
+def test_rollout_to_a_crashing_version_stalls_at_max_unavailable(machine: Machine) -> None:
+    a, b = start(machine)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    wait_for(lambda: len(ready_pods(machine.stack)) == 2, timeout=60, what="both pods Ready")
+    old = ready_pods(machine.stack)
+    bad = daemonset(machine, "v2", command=["python3", "-c", "import sys; sys.exit(1)",
+                                            str(machine.dir)])
+    machine.stack.store.apply(bad)
+
+    def stalled() -> tuple[str, dict[str, Any]] | None:
+        for pod in machine.stack.pods("default"):
+            cs = container_status(pod)
+            if cs.get("restartCount", 0) >= 3 and not meta.is_being_deleted(pod):
+                return str(pod["spec"]["nodeName"]), pod
+        return None
+
+    # the new pod crash-loops on one node (three restarts: the back-off has run for a while)
+    node, pod = wait_for(stalled, timeout=60, what="the new pod crash-looping")
+    other = b if node == a else a
+    assert not is_ready(pod)
+    # the other node keeps its old pod, Ready and serving: maxUnavailable 1 is used up
+    assert meta.uid(ready_pods(machine.stack)[other]) == meta.uid(old[other])
+    assert machine.get(other) == f"{other} v1"
+    wait_for(lambda: machine.stack.status("default/web").get("updatedNumberScheduled") == 1
+             and machine.stack.status("default/web").get("numberUnavailable") == 1,
+             what="status: one updated, one unavailable")
+    assert server_nodes(machine) == [(other, "v1")]
