@@ -5,6 +5,7 @@ The work is done by ``services.replay``; this module parses arguments and prints
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -129,9 +130,16 @@ def compact_cmd(env: context.CliEnv, keep: int | None, max_age: str | None,
     except bounds.BoundError as err:
         raise CliError(f"error: {err}") from err
     store = env.store
+    outage = common.Outage(logging.getLogger("compactor"))
     while True:
+        wait = period
         try:
             res = compact.compact(store.r, store.keys, keep=keep, max_age=age)
+            outage.ok()
+        except common.REDIS_DOWN as err:
+            if period is None:
+                raise
+            wait = min(period, outage.failed(err))  # --every rides out a Redis outage
         except compact.CompactError as err:
             if period is None:
                 raise CliError(f"error: {err}") from err
@@ -142,7 +150,7 @@ def compact_cmd(env: context.CliEnv, keep: int | None, max_age: str | None,
                            f"{res.trimmed} entries; {res.length} left")
             elif period is None:
                 click.echo(f"nothing to compact ({res.length} entries)")
-        if period is None or stop.wait(period):
+        if wait is None or stop.wait(wait):
             return
 
 

@@ -8,7 +8,10 @@ rollout finishes."""
 from __future__ import annotations
 
 import copy
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import redis
 
 from shared.store.server import RedisServer
 from tests.integration import controller_kit as kit
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import ROOT, Stack, wait_for
 
 Obj = dict[str, Any]
 NODES = 6
@@ -90,5 +93,38 @@ def test_every_process_rides_out_redis_killed_mid_rollout(tmp_path: Path, prefix
             assert began <= 2, f"{log.name} logged the outage {began} times:\n{text[-4000:]}"
     finally:
         stack.stop()
+        for server in servers:
+            server.stop()
+
+
+def test_the_log_compactor_rides_out_a_redis_restart(tmp_path: Path, prefix: str) -> None:
+    """`log compact --every` (a child of `daemonbus up`) waits for Redis to come back, saying
+    so once, instead of exiting."""
+    servers = [_redis(tmp_path / "redis")]
+    out = open(tmp_path / "compactor.log", "wb")
+    env = dict(os.environ, DAEMONBUS_REDIS_URL=servers[0].url, DAEMONBUS_PREFIX=prefix,
+               PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "log", "compact",
+                             "--keep", "10", "--every", "1s"], env=env, stdout=out,
+                            stderr=subprocess.STDOUT, cwd=str(ROOT))
+    try:
+        log = tmp_path / "compactor.log"
+        store = Stack(servers[0].url, prefix, tmp_path).store
+        for i in range(15):
+            store.apply(kit.daemonset(f"ds-{i}"))
+        wait_for(lambda: "snapshot at" in log.read_text(), timeout=30,
+                 what="the compactor's first compaction")
+        servers[0].stop()
+        wait_for(lambda: "redis unavailable" in log.read_text() or proc.poll() is not None,
+                 timeout=30, what="the compactor meeting the outage")
+        servers.append(_redis(tmp_path / "redis", port=servers[0].port))
+        wait_for(lambda: "redis is back" in log.read_text() or proc.poll() is not None,
+                 timeout=30, what="the compactor back on Redis")
+        assert proc.poll() is None, log.read_text()
+        assert log.read_text().count("redis unavailable") == 1, log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        out.close()
         for server in servers:
             server.stop()
