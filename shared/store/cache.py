@@ -123,9 +123,17 @@ class Cache:
                  block_ms: int = 200, max_rounds: int = 10_000) -> None:
         """Read until the cache has applied everything up to ``position``, or until the log
         went backwards (``position`` may then be one the log no longer has: the relisted
-        state is the newest there is)."""
-        rounds = 0
+        state is the newest there is). A cache already past ``position`` reads nothing but
+        still checks that the log holds what it read (one round trip): ahead of a log that
+        went backwards it would otherwise decide on objects the log lost; then it relists."""
         rewinds = self.store.mark.rewinds
+        if codec.id_ge(self.position, position):
+            if self.store.mark.check(self.store.r, self.store.keys) or self.rewound:
+                changes = self.relist()
+                if on_change and changes:
+                    on_change(changes)
+            return
+        rounds = 0
         while not codec.id_ge(self.position, position) and rounds < max_rounds \
                 and self.store.mark.rewinds == rewinds:
             changes = self.poll(count=5000, block_ms=block_ms)

@@ -95,3 +95,17 @@ def test_an_empty_log_gets_an_identity_once(store: Store) -> None:
     first, second = LogMark(), LogMark()
     assert not first.check(store.r, store.keys) and not second.check(store.r, store.keys)
     assert first.epoch and first.epoch == second.epoch
+
+
+def test_catch_up_to_a_position_behind_the_cache_still_checks_the_log(store: Store) -> None:
+    """A worker handed a key at a position its cache is past still reads once: a cache ahead
+    of a log that went backwards would otherwise decide on objects the log lost."""
+    first = store.create(new_node("n0"))["metadata"]["resourceVersion"]
+    cache = Cache(store, ["Node"])
+    cache.sync()
+    other = Store(store.r, store.keys)  # another process wrote n1, which this cache read
+    other.create(new_node("n1"))
+    assert [c.key for c in cache.poll()] == ["/n1"]
+    _cut_back(store, 1)
+    cache.catch_up(first)
+    assert store.mark.rewinds == 1 and sorted(cache.objects["Node"]) == ["/n0"]
