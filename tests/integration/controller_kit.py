@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import socket
 import urllib.request
+from collections import defaultdict
 from typing import Any
 
 from services.node_agent.lifecycle import target_node
+from shared.daemonset import dsutil
 from shared.model import meta
 from shared.store import codec
 from shared.store.client import Store
@@ -90,6 +92,33 @@ def log_entries(store: Store, kind: str | None = None) -> list[codec.Entry]:
             if kind is None or e.kind == kind:
                 out.append(e)
         last = raw[-1][0].decode()
+
+
+def revision_of(pod: Obj) -> str:
+    """The pod's controller-revision-hash label ("" when it has none)."""
+    return meta.labels(pod).get(dsutil.HASH_LABEL, "")
+
+
+def live_together(entries: list[codec.Entry], per_revision: bool = False) -> list[str]:
+    """Replay Pod entries in log order: the places where a DaemonSet (by uid) held two live
+    pods on one node at once (of one revision, with ``per_revision``: a surge legitimately
+    runs an old and a new pod side by side)."""
+    live: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    problems: list[str] = []
+    for e in entries:
+        ref = meta.controller_ref(e.obj)
+        if ref is None:
+            continue
+        slot: tuple[str, ...] = (str(ref.get("uid")), target_node(e.obj) or "")
+        if per_revision:
+            slot += (revision_of(e.obj),)
+        if e.type == "DELETED" or meta.is_being_deleted(e.obj):
+            live[slot].discard(e.key)
+            continue
+        live[slot].add(e.key)
+        if len(live[slot]) > 1:
+            problems.append(f"{e.id}: {sorted(live[slot])} live together on {slot[1]}")
+    return problems
 
 
 def decisions(store: Store, key: str) -> list[Obj]:

@@ -9,13 +9,13 @@ import glob
 import os
 import signal
 import subprocess
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from services.node_agent.lifecycle import target_node
-from shared.daemonset import dsutil
 from shared.model import meta, podutil
 from shared.store.server import RedisServer
 from tests.integration.stack import Stack
@@ -139,6 +139,14 @@ class Supervisor:
             args = (*args, "--name", f"{self.stack.prefix}-{name}-{self.restarts[name]}")
         self.stack.start(name, *args)
 
+    def dump_stacks(self) -> None:
+        """Have every live process print its threads' stacks to its log (kill -USR1), for a
+        failed test's report."""
+        for proc in self.stack.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)  # not waiting for logic: giving the processes time to write
+
     def revive(self) -> list[str]:
         """Start again every process that exited; returns their names."""
         dead = [n for n in self.argv
@@ -157,10 +165,6 @@ def live_pods_by_node(pods: list[dict[str, Any]], uid: str) -> dict[str, list[di
         if (meta.controller_ref(p) or {}).get("uid") == uid and not meta.is_being_deleted(p):
             out[target_node(p)].append(p)
     return out
-
-
-def revision_of(pod: dict[str, Any]) -> str:
-    return meta.labels(pod).get(dsutil.HASH_LABEL, "")
 
 
 def rolled_out(stack: Stack, key: str, nodes: list[str], image: str) -> bool:

@@ -45,24 +45,6 @@ def _progress(stack: Stack) -> tuple[int, int]:
     return sum(1 for d in dss if _complete(d)), int(stack.store.r.hlen(stack.store.keys.objects("Pod")))
 
 
-def _live_pods_per_node_over_the_log(entries: list[codec.Entry]) -> list[str]:
-    """Replay every Pod entry: a (DaemonSet uid, node) never holds two live pods at once."""
-    live: dict[tuple[str, str], set[str]] = defaultdict(set)
-    problems: list[str] = []
-    for e in entries:
-        ref = meta.controller_ref(e.obj)
-        if ref is None:
-            continue
-        slot = (str(ref.get("uid")), target_node(e.obj))
-        if e.type == "DELETED" or meta.is_being_deleted(e.obj):
-            live[slot].discard(e.key)
-            continue
-        live[slot].add(e.key)
-        if len(live[slot]) > 1:
-            problems.append(f"{e.id}: {sorted(live[slot])} live together on {slot[1]}")
-    return problems
-
-
 def _added_per_revision(entries: list[codec.Entry]) -> dict[tuple[str, str, str], list[str]]:
     """ADDED pods that were never deleted, per (DaemonSet uid, node, revision hash)."""
     deleted = {e.obj["metadata"]["uid"] for e in entries if e.type == "DELETED"}
@@ -128,7 +110,7 @@ def test_chaos_three_workers_one_killed_converges_without_duplicates(stack: Stac
     for uid, nodes in per_ds.items():
         assert len(nodes) == NODES and len(set(nodes)) == NODES, f"{uid}: two pods on one node"
     entries = kit.log_entries(stack.store, "Pod")
-    assert _live_pods_per_node_over_the_log(entries) == []
+    assert kit.live_together(entries) == []
     groups = _added_per_revision(entries)
     assert len(groups) == DAEMONSETS * NODES
     assert [g for g in groups.values() if len(g) > 1] == []

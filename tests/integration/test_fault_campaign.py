@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 import redis
 
-from services.node_agent.lifecycle import target_node
 from shared.model import meta, podutil
 from shared.store import codec, errors
 from shared.store.client import Store, connect
@@ -48,9 +47,9 @@ KILLS_PER_ROUND = 6
 CONVERGE_SECONDS = 30.0
 # name → (manifest updateStrategy, the unavailable nodes it allows)
 DAEMONSETS: dict[str, tuple[dict[str, Any], int]] = {
-    "unavail": ({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}}, 3),
+    "unavail": ({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "20%"}}, 6),
     "surge": ({"type": "RollingUpdate",
-               "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}, 0),
+               "rollingUpdate": {"maxSurge": "20%", "maxUnavailable": 0}}, 0),
 }
 PROCESSES: dict[str, tuple[str, ...]] = {
     "watcher-1": ("watcher",), "watcher-2": ("watcher",),
@@ -103,7 +102,7 @@ class Monitor:
             name = meta.name(ds)
             by_node = faultkit.live_pods_by_node(pods, meta.uid(ds))
             for node, live in by_node.items():
-                per_rev = Counter(faultkit.revision_of(p) for p in live)
+                per_rev = Counter(kit.revision_of(p) for p in live)
                 for rev, n in per_rev.items():
                     if n > 1:
                         self.violations.append(f"{name}: {n} live pods of {rev} on {node}")
@@ -117,24 +116,6 @@ class Monitor:
             self.max_unavailable[name] = max(self.max_unavailable[name], unavailable)
             if unavailable > DAEMONSETS[name][1]:
                 self.violations.append(f"{name}: {unavailable} nodes unavailable")
-
-
-def _live_per_revision_over_the_log(store: Store) -> list[str]:
-    """Replay every Pod entry: a (DaemonSet, node, revision) never holds two live pods."""
-    live: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    problems = []
-    for e in kit.log_entries(store, "Pod"):
-        ref = meta.controller_ref(e.obj)
-        if ref is None:
-            continue
-        slot = (str(ref.get("uid")), target_node(e.obj), faultkit.revision_of(e.obj))
-        if e.type == "DELETED" or meta.is_being_deleted(e.obj):
-            live[slot].discard(e.key)
-        else:
-            live[slot].add(e.key)
-            if len(live[slot]) > 1:
-                problems.append(f"{e.id}: {sorted(live[slot])} live together")
-    return problems
 
 
 def test_fault_campaign_random_kills_of_every_role_and_redis_during_rollouts(
@@ -204,7 +185,7 @@ def test_fault_campaign_random_kills_of_every_role_and_redis_during_rollouts(
     logs = {f.stem: f.read_text() for f in stack.log_dir.glob("*.log")}
     rewound = sorted(n for n, text in logs.items() if "the log went backwards" in text)
     lost = [rv for rv in acked if not stack.store.r.xrange(stack.store.keys.log, rv, rv)]
-    over_the_log = _live_per_revision_over_the_log(stack.store)
+    over_the_log = kit.live_together(kit.log_entries(stack.store, "Pod"), per_revision=True)
     print(f"\nfault campaign (seed {SEED}): {ROUNDS} rollouts of {len(DAEMONSETS)} "
           f"DaemonSets on {NODES} nodes in {elapsed:.1f}s; SIGKILLs {dict(sorted(kills.items()))}"
           f", Redis SIGKILLed and restarted {redis_restarts}x; processes restarted "
@@ -214,7 +195,7 @@ def test_fault_campaign_random_kills_of_every_role_and_redis_during_rollouts(
           f"{ {n: a for n, (_s, a) in DAEMONSETS.items()} }); converged "
           f"{', '.join(f'{s:.1f}s' for s in convergence)} after each round's last fault; "
           f"acknowledged writes lost {len(lost)} of {len(acked)}")
-    assert monitor.checks > 100
+    assert monitor.checks > 50
     assert monitor.violations == [], monitor.violations[:10]
     assert over_the_log == [], over_the_log[:10]
     assert set(monitor.armed) == set(DAEMONSETS)

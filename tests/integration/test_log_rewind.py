@@ -88,6 +88,7 @@ def test_log_cut_back_mid_rollout_every_process_resyncs_and_the_rollout_converge
             break
         time.sleep(0.2)
     else:
+        sup.dump_stacks()
         pods = faultkit.live_pods_by_node(stack.store.list("Pod", "default"),
                                           meta.uid(stack.store.get("DaemonSet", KEY)))
         raise AssertionError(f"no convergence: {len(pods)} nodes with a live pod, "
