@@ -8,7 +8,8 @@ every old one (Redis' clock moved on), so a reader that simply carries on reads 
 learns that entries it acted on are gone.
 
 A ``LogMark`` is what one process saw of the log: the log's identity (``epoch``, a random id
-stored in ``Keys.meta`` beside the log, so it lives and dies with the log's own history) and
+stored in ``Keys.meta`` beside the log by the first check once the log exists, so it lives
+and dies with the log's own history; an empty prefix stays empty) and
 the newest entry id it read or wrote (``seen``). The log holds what the mark saw when the
 epoch is the same and the entry ``seen`` is still there: entries are appended in id order
 and a cut-back history is a prefix, so when the newest surviving entry is there, every older
@@ -39,7 +40,7 @@ from typing import Any
 
 import redis
 
-from shared.store import codec
+from shared.store import codec, scripts
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
@@ -74,7 +75,7 @@ class LogMark:
         """Judge the two replies of ``queue`` and the compaction point read with them
         (``Keys.log_snapshot_id``); True when the log is behind this mark (a rewind:
         counted and logged, ``seen`` forgotten, the current epoch adopted). Creates the
-        epoch when the log has none yet."""
+        epoch when the log has none yet (see ``ensure_epoch``)."""
         epoch = text(raw_epoch) if raw_epoch is not None else None
         why = ""
         if self.epoch is not None and epoch != self.epoch:
@@ -104,11 +105,10 @@ class LogMark:
         return self.settle(client, keys, raw_epoch, found, trimmed_to)
 
 
-def ensure_epoch(client: redis.Redis, keys: Keys) -> str:
-    """The log's identity, created (a random id) if it has none."""
+def ensure_epoch(client: redis.Redis, keys: Keys) -> str | None:
+    """The log's identity, created (a random id) if the log has none; None while there is no
+    log (nothing is written then)."""
     with redis_errors("log epoch"):
-        pipe = client.pipeline(transaction=False)
-        pipe.hsetnx(keys.meta, EPOCH_FIELD, uuid.uuid4().hex)
-        pipe.hget(keys.meta, EPOCH_FIELD)
-        _created, raw = pipe.execute()
-    return text(raw)
+        raw = client.register_script(scripts.ENSURE_EPOCH)(keys=[keys.log, keys.meta],
+                                                            args=[uuid.uuid4().hex])
+    return text(raw) if raw is not None else None

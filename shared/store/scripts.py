@@ -193,3 +193,19 @@ end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
+
+# ------------------------------------------------------------------------------------------
+ENSURE_EPOCH = r"""
+-- ensure_epoch: the log's identity (shared.store.logmark), created with the log.
+--
+-- KEYS[1]   the event log stream
+-- KEYS[2]   the cluster's meta hash (field "epoch")
+-- ARGV[1]   a new random epoch, stored only if the log exists and has none yet
+--
+-- Returns the epoch, or false while there is no log (nothing is written then: reading an
+-- empty prefix leaves it empty, so `replay` can still rebuild into it).
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  redis.call("HSETNX", KEYS[2], "epoch", ARGV[1])
+end
+return redis.call("HGET", KEYS[2], "epoch")
+"""

@@ -91,8 +91,13 @@ def test_compaction_past_the_position_is_a_gap_not_a_rewind(store: Store) -> Non
     assert reader.read() == [] and not reader.rewound and reader.mark.rewinds == 0
 
 
-def test_an_empty_log_gets_an_identity_once(store: Store) -> None:
+def test_a_log_gets_one_identity_and_reading_an_empty_prefix_writes_nothing(
+        store: Store) -> None:
     first, second = LogMark(), LogMark()
+    assert not first.check(store.r, store.keys) and first.epoch is None
+    store.list("Node")
+    assert store.r.keys(store.keys.tag + ":*") == []  # `replay` can still rebuild into it
+    store.create(new_node("n0"))
     assert not first.check(store.r, store.keys) and not second.check(store.r, store.keys)
     assert first.epoch and first.epoch == second.epoch
 
