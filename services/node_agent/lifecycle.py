@@ -193,8 +193,8 @@ def _run(cfg: AgentConfig, pod: Obj, stamp: str) -> None:
         st["message"] = "simulated failure (--fail-image)"
         _set_condition(st, _condition("Ready", "False", stamp))
         st["containerStatuses"] = [
-            {"name": c.get("name"), "image": c.get("image"), "ready": False, "restartCount": 0,
-             "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+            {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
+             "restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
             for c in containers
         ]
         return
@@ -204,8 +204,8 @@ def _run(cfg: AgentConfig, pod: Obj, stamp: str) -> None:
     _set_condition(st, _condition("ContainersReady", "True" if ready else "False", stamp))
     _set_condition(st, _condition("Ready", "True" if ready else "False", stamp))
     st["containerStatuses"] = [
-        {"name": c.get("name"), "image": c.get("image"), "ready": ready, "restartCount": 0,
-         "started": True, "state": {"running": {"startedAt": stamp}}}
+        {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": ready,
+         "restartCount": 0, "started": True, "state": {"running": {"startedAt": stamp}}}
         for c in containers
     ]
 
@@ -244,8 +244,12 @@ def new_node(name: str, labels: dict[str, str] | None = None,
         "status": {
             "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
                             "message": "waiting for a node agent"}],
-            "nodeInfo": {"kubeletVersion": "v1.30.0-daemonbus", "operatingSystem": "linux",
-                         "architecture": "amd64"},
+            # every field of NodeSystemInfo is required (client libraries refuse a node
+            # without them): a simulated node has no machine, boot or kernel to name
+            "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                         "osImage": "", "containerRuntimeVersion": "simulated://daemonbus",
+                         "kubeletVersion": "v1.30.0-daemonbus", "kubeProxyVersion": "",
+                         "operatingSystem": "linux", "architecture": "amd64"},
             "addresses": [{"type": "InternalIP", "address": node_ip(name)},
                           {"type": "Hostname", "address": name}],
         },
