@@ -13,11 +13,13 @@ import functools
 import json
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import prometheus_client
 from aiohttp import web
 
 from services.apiserver import (
@@ -44,6 +46,8 @@ T = TypeVar("T")
 MAX_BODY = 3 * 1024 * 1024  # upstream's limit on a request body (etcd's value size)
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 USER_KEY = "daemonbus.user"  # the request's authenticated auth.User
+VERB_KEY = "daemonbus.verb"  # and its verb and resource, for the metrics
+RESOURCE_KEY = "daemonbus.resource"
 STATE_KEY: web.AppKey[State] = web.AppKey("state")
 
 
@@ -68,6 +72,29 @@ def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) ->
                         content_type="application/json", headers=headers)
 
 
+REQUESTS = prometheus_client.Counter(
+    "apiserver_request_total", "API requests by verb, resource and HTTP code.",
+    ["verb", "resource", "code"])
+LATENCY = prometheus_client.Histogram(
+    "apiserver_request_duration_seconds", "API request latency (watches: until the stream "
+    "starts).", ["verb", "resource"])
+WATCHERS = prometheus_client.Gauge("apiserver_watchers", "Open watches of this API server.")
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request,
+                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                             ) -> web.StreamResponse:
+    started = time.perf_counter()
+    resp = await handler(request)
+    verb = str(request.get(VERB_KEY, request.method.lower()))
+    resource = str(request.get(RESOURCE_KEY, ""))
+    REQUESTS.labels(verb, resource, str(resp.status)).inc()
+    LATENCY.labels(verb, resource).observe(time.perf_counter() - started)
+    WATCHERS.set(len(request.app[STATE_KEY].cache.watchers))
+    return resp
+
+
 @web.middleware
 async def errors_middleware(request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
@@ -80,7 +107,11 @@ async def errors_middleware(request: web.Request,
         doc = st.status("RequestEntityTooLarge", "Request entity too large: limit is "
                         f"{MAX_BODY}", 413)
         return respond(doc, 413)
-    except web.HTTPException:
+    except web.HTTPException as err:
+        if err.status in (404, 405):  # no route: a Status too, as upstream answers
+            reason = "NotFound" if err.status == 404 else "MethodNotAllowed"
+            return respond(st.status(reason, "the server could not find the requested "
+                                     "resource", err.status), err.status)
         raise
     except Exception as err:  # the one place errors become a 500 Status
         log.exception("internal error on %s %s", request.method, request.path)
@@ -198,6 +229,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
         return await _access_review(request, parts)
     t = requests.parse_path(gv, parts)
     verb = requests.verb(request.method, t, request.query)
+    request[VERB_KEY], request[RESOURCE_KEY] = verb, t.resource_name
     user = _user(request)
     if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
         raise _forbidden(user, verb, t)
@@ -289,7 +321,7 @@ async def _access_review(request: web.Request, parts: list[str]) -> web.Response
 
 def make_app(state: State) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY,
-                          middlewares=[errors_middleware, auth_middleware])
+                          middlewares=[metrics_middleware, errors_middleware, auth_middleware])
     app[STATE_KEY] = state
     for path in UNAUTHENTICATED_PATHS:
         app.router.add_get(path, health)

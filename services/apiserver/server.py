@@ -81,10 +81,12 @@ def settle(opts: Options) -> tuple[auth.TokenFile, ssl.SSLContext | None, Path |
     return tokens, tls.server_context(crt, key), ca
 
 
-def run(redis_url: str | None, prefix: str | None, opts: Options) -> None:
+def run(redis_url: str | None, prefix: str | None, opts: Options,
+        metrics: common.Metrics = (None, common.METRICS_BIND)) -> None:
     tokens, context, _ca = settle(opts)  # refuse unsafe options before anything starts
     common.setup_logging("apiserver")
     common.tune_gc()
+    common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix)
     asyncio.run(_main(store, tokens, context, opts))
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from services.apiserver import handlers
+from services.apiserver import handlers, listing
 from services.apiserver.requests import Target
 from services.apiserver.status import bad_request
 from shared.api import tables
@@ -36,6 +36,10 @@ def render_one(t: Target, obj: Obj, fmt: str, query: Mapping[str, str]) -> Obj:
 
 def render_list(t: Target, rv: str, items: list[Obj], fmt: str,
                 query: Mapping[str, str]) -> Obj:
+    items, cont, remaining = listing.page(items, query, rv)
     if fmt == "table":
-        return _table(t, items, {"resourceVersion": rv}, query)
-    return handlers.list_document(t.kind, rv, items)
+        list_meta: Obj = {"resourceVersion": rv}
+        if cont:
+            list_meta.update({"continue": cont, "remainingItemCount": remaining})
+        return _table(t, items, list_meta, query)
+    return handlers.list_document(t.kind, rv, items, cont, remaining)

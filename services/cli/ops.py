@@ -387,6 +387,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
 
 
 @run.command("apiserver")
+@_metrics_opt
 @click.option("--bind", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=6443, show_default=True)
 @click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -399,8 +400,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
               help="Where the CA and serving certificate live "
                    "(default: $DAEMONBUS_HOME/apiserver/pki).")
 @click.pass_context
-def run_apiserver(ctx: click.Context, bind: str, port: int, token_file: Path | None,
-                  tls: bool, cert_dir: Path | None) -> None:
+def run_apiserver(ctx: click.Context, metrics_port: int | None, metrics_bind: str, bind: str,
+                  port: int, token_file: Path | None, tls: bool, cert_dir: Path | None) -> None:
     """Serve the Kubernetes API for daemonbus objects, so kubectl and client libraries
     work unchanged (see `daemonbus kubeconfig`). Stateless: run as many as you like.
 
@@ -414,7 +415,7 @@ def run_apiserver(ctx: click.Context, bind: str, port: int, token_file: Path | N
     opts = server.Options(bind=bind, port=port, token_file=token_file, tls=tls,
                           cert_dir=cert_dir)
     try:
-        server.run(*_ctx_opts(ctx), opts)
+        server.run(*_ctx_opts(ctx), opts, (metrics_port, metrics_bind))
     except server.ConfigError as err:
         raise click.ClickException(str(err)) from err
 
