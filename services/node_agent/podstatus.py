@@ -41,7 +41,8 @@ class ContainerState:
     restart_at: float | None = None  # in back-off until then
     waiting_reason: str = ""
     waiting_message: str = ""
-    ready: bool = False
+    ready: bool = False  # readiness, and startup below: not kept (probes start afresh)
+    started: bool = False
     stop_deadline: float | None = None  # SIGTERM sent; SIGKILL at this time
     starting: bool = False  # its process is being started (run number ``restart_count``)
 
@@ -51,11 +52,12 @@ class ContainerState:
     def to_record(self) -> Obj:
         rec = asdict(self)
         rec.pop("ready")
+        rec.pop("started")
         return rec
 
     @classmethod
     def from_record(cls, rec: Obj) -> ContainerState:
-        names = {f.name for f in fields(cls)} - {"ready"}
+        names = {f.name for f in fields(cls)} - {"ready", "started"}
         return cls(**{k: v for k, v in rec.items() if k in names})
 
 
@@ -75,7 +77,7 @@ def after_exit(c: ContainerState, policy: str, terminated: Obj, now: float,
     The first restart is at once; each further one waits the back-off (``base`` doubling to
     5 min), as kubelet's; a container that had run for 10 minutes starts the count afresh."""
     c.pid = 0
-    c.ready = False
+    c.ready = c.started = False
     c.stop_deadline = None
     c.terminated = terminated
     exit_code = int(terminated.get("exitCode") or 0)
@@ -189,8 +191,10 @@ def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> O
         state = {"waiting": w}
     last = c.last_terminated if c.restart_at is None else (c.terminated or c.last_terminated)
     out: Obj = {"name": c.name, "image": str(spec.get("image") or ""), "imageID": "",
-                "ready": c.ready and c.running(), "restartCount": c.restart_count,
-                "started": c.running(), "state": state,
+                "ready": c.ready and c.started and c.running(),
+                "restartCount": c.restart_count,
+                "started": (c.started or c.init) and c.running(),
+                "state": state,
                 "lastState": {"terminated": last} if last else {}}
     if cid:
         out["containerID"] = cid
@@ -255,7 +259,7 @@ def pod_status(pod: Obj, inits: list[ContainerState], mains: list[ContainerState
     phase = _phase(policy, inits, mains)
     initialized = all(c.terminated is not None and c.restart_at is None
                       and int(c.terminated.get("exitCode") or 0) == 0 for c in inits)
-    unready = [c.name for c in mains if not (c.ready and c.running())]
+    unready = [c.name for c in mains if not (c.ready and c.started and c.running())]
     pending_init = [c.name for c in inits if not (c.terminated and c.restart_at is None
                                                   and c.terminated.get("exitCode") == 0)]
     new_conds = [

@@ -335,39 +335,62 @@ class ProcessAgent:
         return policy if not c.init or policy == "Never" else "OnFailure"
 
     def _probe(self, run: PodRun, now: float) -> None:
+        """Run the probes that are due: the startup probe until it succeeds (readiness and
+        liveness wait for it), then readiness and liveness. A failed startup or liveness
+        probe stops the container (its restartPolicy then says what follows)."""
         pod = run.pod
         specs = {str(c.get("name")): c for c in (pod.get("spec") or {}).get("containers") or []}
-        pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
         for c in run.mains:
             cspec = specs.get(c.name) or {}
-            if not c.running():
+            if not c.running() or c.stop_deadline is not None:
+                continue
+            if not cspec.get("startupProbe"):
+                c.started = True
+            elif not c.started:
+                verdict = self._run_probe(run, c, cspec, "startupProbe", False, now)
+                if verdict is not None:
+                    c.started = verdict.ok
+                    if not verdict.ok and verdict.failures >= \
+                            int(cspec["startupProbe"].get("failureThreshold") or 3):
+                        self._kill_unhealthy(run, c, "startup")
                 continue
             if not cspec.get("readinessProbe"):
                 c.ready = True
-            for kind, initial in (("readinessProbe", False), ("livenessProbe", True)):
-                probe = cspec.get(kind)
-                if not probe or c.stop_deadline is not None:
-                    continue
-                tracker = run.trackers.get((c.name, kind))
-                if tracker is None:
-                    tracker = probes.ProbeTracker(probe, c.started_at or now, initial)
-                    run.trackers[(c.name, kind)] = tracker
-                if not tracker.due(now):
-                    continue
-                try:
-                    env = podstatus.container_env(pod, cspec, self.runtime.base_env())
-                except podstatus.ConfigError:
-                    env = self.runtime.base_env()
-                ok = tracker.record(probes.run(probe, cspec, pod_ip, env,
-                                               str(cspec.get("workingDir") or "/"), self.user),
-                                    self.clock())
-                if kind == "readinessProbe":
-                    c.ready = ok
-                elif not ok:
-                    log.info("pod %s container %s failed its liveness probe; restarting",
-                             meta.name(pod), c.name)
-                    self.runtime.signal(c, signal.SIGTERM)
-                    c.stop_deadline = now + self._grace(pod)
+            else:
+                verdict = self._run_probe(run, c, cspec, "readinessProbe", False, now)
+                if verdict is not None:
+                    c.ready = verdict.ok
+            verdict = self._run_probe(run, c, cspec, "livenessProbe", True, now)
+            if verdict is not None and not verdict.ok:
+                self._kill_unhealthy(run, c, "liveness")
+
+    def _run_probe(self, run: PodRun, c: ContainerState, cspec: Obj, kind: str, initial: bool,
+                   now: float) -> probes.ProbeTracker | None:
+        """Run ``c``'s probe ``kind`` if it is due; its tracker after the result, else None."""
+        probe = cspec.get(kind)
+        if not probe:
+            return None
+        tracker = run.trackers.get((c.name, kind))
+        if tracker is None:
+            tracker = probes.ProbeTracker(probe, c.started_at or now, initial)
+            run.trackers[(c.name, kind)] = tracker
+        if not tracker.due(now):
+            return None
+        pod = run.pod
+        try:
+            env = podstatus.container_env(pod, cspec, self.runtime.base_env())
+        except podstatus.ConfigError:
+            env = self.runtime.base_env()
+        pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
+        tracker.record(probes.run(probe, cspec, pod_ip, env,
+                                  str(cspec.get("workingDir") or "/"), self.user), self.clock())
+        return tracker
+
+    def _kill_unhealthy(self, run: PodRun, c: ContainerState, which: str) -> None:
+        log.info("pod %s container %s failed its %s probe; restarting", meta.name(run.pod),
+                 c.name, which)
+        self.runtime.signal(c, signal.SIGTERM)
+        c.stop_deadline = self.clock() + self._grace(run.pod)
 
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import shutil
 import signal
 import socket
@@ -140,6 +141,9 @@ def daemonset(m: Machine, version: str, probe: bool = True, grace: int = 5,
     if command is None:
         container["args"] = [version]
     if probe:
+        container["ports"] = [{"name": "http", "containerPort": m.port}]
+        container["startupProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 1,
+                                     "failureThreshold": 30}
         container["readinessProbe"] = {"httpGet": {"path": "/", "port": m.port},
                                        "periodSeconds": 1}
     return yaml.safe_load(yaml.safe_dump({
@@ -201,7 +205,8 @@ def test_daemonset_runs_on_two_agents_ready_by_http_probe_and_rolls_to_new_args(
     assert machine.get(a) == f"{a} v1" and machine.get(b) == f"{b} v1"
     for pod in ready_pods(machine.stack).values():
         cs = container_status(pod)
-        assert cs["state"]["running"] and cs["restartCount"] == 0 and cs["ready"]
+        assert cs["state"]["running"] and cs["restartCount"] == 0
+        assert cs["started"] and cs["ready"]  # the tcpSocket startup probe, then httpGet
         assert pod["status"]["phase"] == "Running"
         assert {c["type"] for c in pod["status"]["conditions"]} >= {
             "PodScheduled", "Initialized", "ContainersReady", "Ready"}
@@ -405,6 +410,10 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     wait_for(lambda: cli(machine, *logs) == b"up\n", what="the container's output")
     follow = subprocess.Popen([sys.executable, "-m", "services.cli.main", *logs, "-f"],
                               env=machine.stack.env(), stdout=subprocess.PIPE)
+    assert follow.stdout is not None
+    ready, _, _ = select.select([follow.stdout], [], [], 60)
+    assert ready, "logs -f printed nothing"
+    first = follow.stdout.readline()  # it follows the first run now
     (work / f"stop-{a}").touch()  # the liveness probe fails from now on
 
     def restarted() -> dict[str, Any] | None:
@@ -417,10 +426,10 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     assert cs["lastState"]["terminated"]["exitCode"] == 128 + signal.SIGTERM
     wait_for(lambda: ready_pods(machine.stack).get(a), timeout=30, what="Ready again")
     try:
-        out, _ = follow.communicate(timeout=30)  # -f ends with the run it follows
+        rest, _ = follow.communicate(timeout=30)  # -f ends with the run it follows
     finally:
         follow.kill()
-    assert out == b"up\n"
+    assert first + rest == b"up\n"
     assert cli(machine, *logs, "--previous") == b"up\n"
     assert cli(machine, *logs, "--tail", "0") == b""
 

@@ -88,7 +88,7 @@ def test_pending_until_init_containers_complete_failed_when_one_fails_under_neve
     assert {x["type"]: x["status"] for x in st["conditions"]}["Initialized"] == "False"
     crash(init, 3.0, policy="Never", code=0)
     assert podstatus.pod_status(pod, [init], [main], 3.0)["phase"] == "Pending"
-    main.pid, main.started_at, main.ready = 9, 3.0, True
+    main.pid, main.started_at, main.ready, main.started = 9, 3.0, True, True
     st = podstatus.pod_status(pod, [init], [main], 4.0)
     assert st["phase"] == "Running"
     assert all(x["status"] == "True" for x in st["conditions"])
@@ -105,7 +105,7 @@ def test_completed_containers_succeed_under_on_failure() -> None:
 
 
 def test_an_unchanged_pod_reports_an_equal_status() -> None:
-    c = ContainerState("web", pid=5, started_at=100.0, ready=True)
+    c = ContainerState("web", pid=5, started_at=100.0, ready=True, started=True)
     first = podstatus.pod_status(POD, [], [c], 101.0)
     again = podstatus.pod_status({**POD, "status": first}, [], [c], 500.0)
     assert again == first
@@ -153,3 +153,13 @@ def test_probe_thresholds_and_timing() -> None:
     assert t.record(True, 111.0) is True
     assert t.record(False, 113.0) is True
     assert t.record(False, 115.0) is False
+
+
+def test_a_container_is_not_ready_until_its_startup_probe_succeeded() -> None:
+    c = ContainerState("web", pid=5, started_at=100.0, ready=True)
+    cs = podstatus.pod_status(POD, [], [c], 101.0)["containerStatuses"][0]
+    assert (cs["started"], cs["ready"]) == (False, False)
+    c.started = True
+    cs = podstatus.pod_status(POD, [], [c], 102.0)["containerStatuses"][0]
+    assert (cs["started"], cs["ready"]) == (True, True)
+    assert ContainerState.from_record(c.to_record()).started is False  # probes start afresh
