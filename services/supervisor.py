@@ -182,10 +182,13 @@ class Stack:
         from services.reconciler import worker
         from shared.store.client import connect
 
+        client = connect(self.url)
         try:
-            worker.forget_worker(connect(self.url), name)
+            worker.forget_worker(client, name)
         except common.REDIS_DOWN as err:
             self.echo(f"could not clear the RQ registration of {name}: {err}")
+        finally:
+            client.close()
 
     def _keep_redis(self) -> None:
         """Restart the embedded Redis should it exit: same port, same data directory (its

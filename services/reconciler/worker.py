@@ -23,7 +23,12 @@ a failed one (the job raised) is kept by RQ as usual: FailedJobRegistry, traceba
 
 Leases: a worker renews the lease of the key it syncs every ``RENEW_EVERY`` seconds, for
 ``LEASE_SECONDS``; a worker that dies mid-sync therefore loses its key at most
-``LEASE_SECONDS`` later, when an idle worker's ``get`` reclaims it and hands it out again.
+``LEASE_SECONDS`` later, when an idle worker's ``get`` reclaims it and hands it out again;
+what it left in RQ (its started job, its registration) is cleared a few seconds after that
+(``ReconcilerWorker.clear_abandoned``), so ``rq info`` lists live workers only.
+
+Redis outages: RQ's work loop ends at its first Redis error; ours (``ReconcilerWorker.work``)
+rides out an outage of any length, logging it once as it begins and once as it ends.
 
 Test hook (off by default): ``DAEMONBUS_TEST_SYNC_DELAY="<namespace/name>=<seconds>"`` makes
 this process sleep that long before syncing that one key, so tests can kill a worker
