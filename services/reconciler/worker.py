@@ -357,13 +357,22 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             return
         super().heartbeat(timeout, pipeline)
         self._alive_until = at + ttl
-        if pipeline is None and self._registered and not self.connection.sismember(
-                self.redis_workers_keys, self.key):
+        if pipeline is None and self._registered and not self._still_registered():
             # our registration was cleared as a dead worker's (our lease ran out while we
-            # stalled, see clear_abandoned): alive after all, so listed again
-            self.log.warning("worker %s: registration cleared; registering again", self.name)
+            # stalled, see clear_abandoned), or expired during a long outage: alive after
+            # all, so listed again
+            self.log.warning("worker %s: registration gone; registering again", self.name)
+            self.connection.delete(self.key)  # what is left of it (a heartbeat, a death)
             super().register_birth()  # type: ignore[no-untyped-call]
             self.set_state(self.get_state())
+
+    def _still_registered(self) -> bool:
+        """Listed among RQ's workers, with the hash a registration writes."""
+        with self.connection.pipeline(transaction=False) as pipe:
+            pipe.sismember(self.redis_workers_keys, self.key)
+            pipe.hexists(self.key, "birth")
+            listed, born = pipe.execute()
+        return bool(listed and born)
 
     def clear_abandoned(self) -> int:
         """Acts: clear the RQ leftovers of workers that died mid-sync; returns how many.

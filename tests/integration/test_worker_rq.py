@@ -183,6 +183,10 @@ def test_a_live_worker_cleared_as_dead_registers_again_on_its_next_heartbeat(
         worker.heartbeat()
         assert r.sismember("rq:workers", worker.key)
         assert not r.hexists(worker.key, "death") and r.ttl(worker.key) > worker.worker_ttl
+        r.delete(worker.key)  # expired meanwhile (an outage longer than its TTL)
+        worker._alive_until = 0.0
+        worker.heartbeat()
+        assert r.hexists(worker.key, "birth") and r.sismember("rq:workers", worker.key)
     finally:
         worker.register_death()
 
