@@ -1,0 +1,319 @@
+"""The official Python ``kubernetes`` client, unchanged, against a live stack with an API
+server (real Redis, real daemonbus processes, TLS, bearer tokens from the kubeconfig the
+server's users get): list, read, create, patch (a dict is a strategic merge patch) and watch
+DaemonSets and Pods, a watch resumed from a resourceVersion, a 410 for a position the
+server no longer holds, a viewer's write refused with 403 and a bad manifest with 422."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from shared.store import codec
+from shared.store.server import RedisServer
+from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset, log_entries
+from tests.integration.stack import Stack, wait_for
+
+NODES = ["node-00001", "node-00002", "node-00003"]
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[ApiServer]:
+    tmp = tmp_path_factory.mktemp("pyclient")
+    stack = Stack(redis_server.url, f"pyclient{os.getpid()}", tmp)
+    stack.start_all(workers=1, nodes=3)
+    try:
+        wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
+        server = ApiServer(stack, tmp)
+        server.start()
+        yield server
+    finally:
+        stack.stop()
+
+
+def _client(api: ApiServer, user: str = "admin") -> client.ApiClient:
+    """An ApiClient configured from the user's kubeconfig, as any tool would load it."""
+    return config.new_client_from_config(config_file=str(api.kubeconfig(user)))
+
+
+@pytest.fixture(scope="module")
+def apps(api: ApiServer) -> client.AppsV1Api:
+    return client.AppsV1Api(_client(api))
+
+
+@pytest.fixture(scope="module")
+def core(api: ApiServer) -> client.CoreV1Api:
+    return client.CoreV1Api(_client(api))
+
+
+def _two_containers(name: str, ns: str) -> Obj:
+    ds = daemonset(name, ns)
+    ds["metadata"]["labels"] = {"app": name}
+    ds["spec"]["template"]["spec"]["containers"] = [
+        {"name": "main", "image": "registry.k8s.io/pause:3.9",
+         "env": [{"name": "MODE", "value": "a"}]},
+        {"name": "side", "image": "busybox:1.36"},
+    ]
+    return ds
+
+
+def _ds_status(apps: client.AppsV1Api, ns: str, name: str) -> client.V1DaemonSetStatus:
+    ds = apps.read_namespaced_daemon_set(name, ns)
+    return ds.status
+
+
+def _rolled_out(apps: client.AppsV1Api, ns: str, name: str) -> Callable[[], bool]:
+    def done() -> bool:
+        ds = apps.read_namespaced_daemon_set(name, ns)
+        st = ds.status
+        return bool(st and st.observed_generation == ds.metadata.generation and
+                    st.updated_number_scheduled == 3 and st.number_ready == 3)
+    return done
+
+
+def _log_ids(api: ApiServer, kind: str, ns: str, after: str, through: str) -> list[tuple[str, str]]:
+    """(event type, log id) of every log entry of ``kind`` in ``ns`` in (after, through]."""
+    lo, hi = codec.id_tuple(after), codec.id_tuple(through)
+    return [(e.type, e.id) for e in log_entries(api.stack.store, kind)
+            if e.type != "DECISION" and e.key.startswith(ns + "/")
+            and lo < codec.id_tuple(e.id) <= hi]
+
+
+# ---- DaemonSets -------------------------------------------------------------------------------
+
+
+def test_create_list_read_and_strategic_patch_of_a_daemonset(apps: client.AppsV1Api,
+                                                             core: client.CoreV1Api) -> None:
+    ns = "py-ds"
+    created = apps.create_namespaced_daemon_set(ns, _two_containers("agent", ns))
+    assert isinstance(created, client.V1DaemonSet)
+    assert created.metadata.uid and created.metadata.resource_version
+    assert created.metadata.generation == 1
+    wait_for(_rolled_out(apps, ns, "agent"), timeout=90, what="agent on 3 nodes")
+
+    listed = apps.list_namespaced_daemon_set(ns)
+    assert [d.metadata.name for d in listed.items] == ["agent"]
+    assert listed.metadata.resource_version
+    everywhere = apps.list_daemon_set_for_all_namespaces(label_selector="app=agent")
+    assert [(d.metadata.namespace, d.metadata.name) for d in everywhere.items] == [(ns, "agent")]
+    read = apps.read_namespaced_daemon_set("agent", ns)
+    assert read.metadata.uid == created.metadata.uid
+    assert read.status.desired_number_scheduled == 3
+
+    pods = core.list_namespaced_pod(ns, label_selector="app=agent")
+    assert sorted(p.spec.node_name for p in pods.items) == NODES
+    one = core.read_namespaced_pod(pods.items[0].metadata.name, ns)
+    assert one.metadata.owner_references[0].uid == created.metadata.uid
+
+    # a dict body is sent as a strategic merge patch: containers merge by name, so "side"
+    # and main's env stay (a JSON merge patch would have replaced the whole list)
+    patched = apps.patch_namespaced_daemon_set("agent", ns, {"spec": {"template": {"spec": {
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    containers = patched.spec.template.spec.containers
+    assert [(c.name, c.image) for c in containers] == [
+        ("main", "registry.k8s.io/pause:3.10"), ("side", "busybox:1.36")]
+    assert [(e.name, e.value) for e in containers[0].env] == [("MODE", "a")]
+    assert patched.metadata.generation == 2
+    wait_for(_rolled_out(apps, ns, "agent"), timeout=90, what="the patched template rolled out")
+    images = {p.spec.containers[0].image
+              for p in core.list_namespaced_pod(ns, label_selector="app=agent").items
+              if p.metadata.deletion_timestamp is None}
+    assert images == {"registry.k8s.io/pause:3.10"}
+
+
+def test_watch_of_daemonsets_sees_the_controller_bring_it_up(apps: client.AppsV1Api) -> None:
+    ns = "py-dsw"
+    start = apps.list_namespaced_daemon_set(ns).metadata.resource_version
+    apps.create_namespaced_daemon_set(ns, daemonset("watched", ns))
+    seen: list[tuple[str, int]] = []
+    w = watch.Watch()
+    for ev in w.stream(apps.list_namespaced_daemon_set, ns, resource_version=start,
+                       timeout_seconds=90):
+        ds = ev["object"]
+        assert isinstance(ds, client.V1DaemonSet)
+        seen.append((ev["type"], (ds.status.number_ready or 0) if ds.status else 0))
+        if ds.status and ds.status.number_ready == 3:
+            w.stop()
+    assert seen[0] == ("ADDED", 0)
+    assert seen[-1] == ("MODIFIED", 3)
+    assert {t for t, _ in seen[1:]} == {"MODIFIED"}
+
+
+# ---- Pods ------------------------------------------------------------------------------------------
+
+
+def _bare_pod(name: str, ns: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": "bare"}},
+            "spec": {"nodeName": NODES[0], "containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:3.9"},
+                {"name": "side", "image": "busybox:1.36"}]}}
+
+
+def test_create_read_patch_and_watch_of_pods(core: client.CoreV1Api) -> None:
+    ns = "py-pod"
+    start = core.list_namespaced_pod(ns).metadata.resource_version
+    created = core.create_namespaced_pod(ns, _bare_pod("bare", ns))
+    assert isinstance(created, client.V1Pod)
+    assert created.metadata.uid and created.status.phase == "Pending"
+    patched = core.patch_namespaced_pod("bare", ns, {
+        "metadata": {"labels": {"patched": "yes"}},
+        "spec": {"containers": [{"name": "side", "image": "busybox:1.37"}]}})
+    assert patched.metadata.labels == {"app": "bare", "patched": "yes"}
+    assert [(c.name, c.image) for c in patched.spec.containers] == [
+        ("main", "registry.k8s.io/pause:3.9"), ("side", "busybox:1.37")]
+    assert core.read_namespaced_pod("bare", ns).metadata.resource_version == \
+        patched.metadata.resource_version
+
+    # from before the create: the ADDED, then our patch and the node agent running it (in
+    # whichever order they came), each a MODIFIED
+    events: list[tuple[str, str | None, bool]] = []
+    w = watch.Watch()
+    for ev in w.stream(core.list_namespaced_pod, ns, resource_version=start,
+                       field_selector="metadata.name=bare", timeout_seconds=60):
+        pod = ev["object"]
+        assert isinstance(pod, client.V1Pod)
+        ready = any(c.type == "Ready" and c.status == "True"
+                    for c in (pod.status.conditions or []))
+        events.append((ev["type"], (pod.metadata.labels or {}).get("patched"), ready))
+        if ready and events[-1][1] == "yes":
+            w.stop()
+    assert events[0] == ("ADDED", None, False)
+    assert {t for t, _, _ in events[1:]} == {"MODIFIED"}
+    assert ("MODIFIED", "yes") in [(t, label) for t, label, _ in events]
+    assert events[-1] == ("MODIFIED", "yes", True)
+    listed = core.list_pod_for_all_namespaces(label_selector="app=bare,patched=yes")
+    assert [(p.metadata.namespace, p.metadata.name, p.status.phase) for p in listed.items] == \
+        [(ns, "bare", "Running")]
+
+
+# ---- resourceVersion and 410 -----------------------------------------------------------------------
+
+
+def test_a_watch_resumed_from_a_resource_version_sees_exactly_the_events_after_it(
+        api: ApiServer, apps: client.AppsV1Api) -> None:
+    ns = "py-resume"
+    apps.create_namespaced_daemon_set(ns, daemonset("resume", ns))
+    marks = [apps.patch_namespaced_daemon_set(
+        "resume", ns, {"metadata": {"labels": {"step": str(i)}}}).metadata.resource_version
+        for i in range(4)]
+    resume_at, last = marks[1], marks[-1]
+
+    got: list[tuple[str, str]] = []
+    steps: list[str | None] = []
+    w = watch.Watch()
+    for ev in w.stream(apps.list_namespaced_daemon_set, ns, resource_version=resume_at,
+                       timeout_seconds=60):
+        md = ev["object"].metadata
+        got.append((ev["type"], md.resource_version))
+        steps.append((md.labels or {}).get("step"))
+        if codec.id_tuple(md.resource_version) >= codec.id_tuple(last):
+            w.stop()
+    # exactly the log's entries after the position: none at or before it, none missed,
+    # none twice, in log order (the controller's status writes interleave with ours)
+    assert got == _log_ids(api, "DaemonSet", ns, resume_at, last)
+    assert got[-1] == ("MODIFIED", last)
+    ids = [rv for _t, rv in got]
+    assert marks[2] in ids and marks[0] not in ids and resume_at not in ids
+    assert steps[0] in ("1", "2") and steps[-1] == "3"
+    assert w.resource_version == last  # where the client would resume next
+
+
+def _counted(fn: Callable[..., Any], calls: list[Obj]) -> Callable[..., Any]:
+    """``fn`` recording each call's keyword arguments (the watch reads its docstring)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        calls.append(dict(kw))
+        return fn(*args, **kw)
+    return wrapper
+
+
+def test_a_position_the_server_no_longer_holds_is_410_expired(
+        api: ApiServer, core: client.CoreV1Api) -> None:
+    # the log's first entry is older than anything this server's watch cache holds (it
+    # started later, at the log's tip): what a compacted position is to a client
+    oldest = log_entries(api.stack.store)[0].id
+    newest = core.list_namespaced_pod("default").metadata.resource_version
+    assert codec.id_tuple(oldest) < codec.id_tuple(newest)
+
+    status, body = api.request("GET", f"/api/v1/pods?watch=1&resourceVersion={oldest}")
+    assert status == 200  # upstream's watch cache answers in the stream, not with the status
+    assert isinstance(body, dict) and body["type"] == "ERROR"
+    assert body["object"]["code"] == 410 and body["object"]["reason"] == "Expired"
+    assert "too old resource version" in body["object"]["message"]
+
+    # with timeoutSeconds the client does not retry: the ERROR event is an ApiException 410
+    calls: list[Obj] = []
+    with pytest.raises(ApiException) as err:
+        for _ in watch.Watch().stream(_counted(core.list_pod_for_all_namespaces, calls),
+                                      resource_version=oldest, timeout_seconds=10):
+            pytest.fail("no event may come from an expired position")
+    assert err.value.status == 410 and "Expired" in str(err.value.reason)
+    assert len(calls) == 1
+
+    # without it the client retries once from the same position, then gives up the same way
+    calls.clear()
+    with pytest.raises(ApiException) as err:
+        for _ in watch.Watch().stream(_counted(core.list_pod_for_all_namespaces, calls),
+                                      resource_version=oldest):
+            pytest.fail("no event may come from an expired position")
+    assert err.value.status == 410
+    assert [c["resource_version"] for c in calls] == [oldest, oldest]
+
+    # what the client is told to do then: list again, and watch from the list's position
+    fresh = core.list_pod_for_all_namespaces(limit=1).metadata.resource_version
+    core.create_namespaced_pod("py-410", _bare_pod("after-410", "py-410"))
+    w = watch.Watch()
+    first = next(iter(w.stream(core.list_namespaced_pod, "py-410", resource_version=fresh,
+                               timeout_seconds=30)))
+    w.stop()
+    assert (first["type"], first["object"].metadata.name) == ("ADDED", "after-410")
+
+
+# ---- refusals ----------------------------------------------------------------------------------------
+
+
+def test_a_viewer_reads_but_a_write_is_403_forbidden(api: ApiServer,
+                                                     apps: client.AppsV1Api) -> None:
+    viewer = client.AppsV1Api(_client(api, "viewer"))
+    assert viewer.list_daemon_set_for_all_namespaces().kind == "DaemonSetList"
+    with pytest.raises(ApiException) as err:
+        viewer.create_namespaced_daemon_set("py-view", daemonset("nope", "py-view"))
+    assert err.value.status == 403
+    body = json.loads(err.value.body)
+    assert body["kind"] == "Status" and body["reason"] == "Forbidden"
+    assert body["message"] == ('daemonsets.apps is forbidden: User "viewer" cannot create '
+                               'resource "daemonsets" in API group "apps" in the namespace '
+                               '"py-view"')
+    with pytest.raises(ApiException) as gone:
+        apps.read_namespaced_daemon_set("nope", "py-view")
+    assert gone.value.status == 404  # nothing was written
+
+
+def test_a_bad_manifest_is_422_invalid_with_the_field_as_cause(api: ApiServer,
+                                                              apps: client.AppsV1Api) -> None:
+    bad = daemonset("bad", "py-bad", labels={"app": "bad"})
+    bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(ApiException) as err:
+        apps.create_namespaced_daemon_set("py-bad", bad)
+    assert err.value.status == 422
+    body = json.loads(err.value.body)
+    assert body["reason"] == "Invalid" and body["code"] == 422
+    assert body["details"]["name"] == "bad" and body["details"]["kind"] == "DaemonSet"
+    causes = body["details"]["causes"]
+    assert [c["field"] for c in causes] == ["spec.template.metadata.labels"]
+    assert causes[0]["reason"] == "FieldValueInvalid"
+    assert "`selector` does not match template `labels`" in causes[0]["message"]
+    assert body["message"].startswith('DaemonSet.apps "bad" is invalid: '
+                                      'spec.template.metadata.labels: Invalid value: ')
+    assert api.stack.store.try_get("DaemonSet", "py-bad/bad") is None
