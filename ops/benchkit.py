@@ -188,11 +188,16 @@ class Cluster:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, metrics: bool = True) -> None:
+        """Start ``daemonbus run ARGS`` as ``name``, serving metrics unless ``metrics`` is
+        False (for a process without a metrics endpoint, such as the API server)."""
         log = open(self.tmp / f"{name}.log", "ab")  # the child keeps it open
-        port = self.metrics_ports[name] = free_port()
+        extra: list[str] = []
+        if metrics:
+            port = self.metrics_ports[name] = free_port()
+            extra = ["--metrics-port", str(port)]
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "services.cli.main", "run", *args, "--metrics-port", str(port)],
+            [sys.executable, "-m", "services.cli.main", "run", *args, *extra],
             env=self.env(),
             stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
         log.close()

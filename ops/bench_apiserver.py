@@ -1,0 +1,465 @@
+"""Benchmark: the API server in front of a 5,000-node cluster (simulated nodes, instant
+readiness).
+
+    python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
+                                  [--creates 2000] [--clients 8] [--no-tls]
+                                  [--label TEXT] [--profile DIR] [--keep-logs]
+
+Starts a private redis-server, the real controller processes and ``daemonbus run apiserver``
+(TLS with a generated CA and a bearer token, as ``daemonbus up`` runs it), rolls a DaemonSet
+out on every node, then measures through the HTTP API:
+
+* **LIST** of the N pods, as JSON and as a ``meta.k8s.io/v1`` Table: request → last byte
+  of the body, p50/p99 over ``--repeats``. Floors measured in the same run: the driver's own
+  read of the same pods from Redis plus encoding them as JSON (the work a list cannot avoid),
+  and a ``GET /version`` round trip (the HTTP, TLS and token cost of any request).
+* **WATCH** lag: ``--watchers`` concurrent watches of the DaemonSet's pods during a rolling
+  update of every node (``set image``). Each event's lag is its delivery time minus its commit
+  time: the resourceVersion is a log entry id whose first part is Redis' clock in ms at the
+  commit. Every watcher must see every pod entry of the rollout (checked against the log);
+  a stream the server ends is re-watched from the last resourceVersion, as client-go does.
+  Floor in the same run: a direct tail of the log (XREAD) in the driver's event loop, which
+  shares its scheduling delays.
+* **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
+  same clients sending ``GET /version``, and the store's own create from as many threads.
+
+Results: a JSON line in ops/results/bench.jsonl (``bench: apiserver``, with the 1-minute load
+average) and ops/results/bench-apiserver.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import ssl
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import bench_rollout
+import benchkit
+import redis.asyncio as aioredis
+from benchkit import NAMESPACE, Cluster, id_ms, percentile
+
+from services.apiserver import auth
+from shared.store import codec
+
+SUMMARY = benchkit.RESULTS / "bench-apiserver.md"
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+CREATE_NAMESPACE = "bench-create"
+RV = re.compile(rb'"resourceVersion":"(\d+-\d+)"')
+
+Obj = dict[str, Any]
+
+
+def ms_now() -> float:
+    return time.time() * 1000.0
+
+
+def stats(values: list[float]) -> Obj:
+    if not values:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    return {"n": len(values), "p50": round(percentile(values, 50), 1),
+            "p99": round(percentile(values, 99), 1), "max": round(max(values), 1)}
+
+
+def fmt(s: Obj, unit: str = "ms") -> str:
+    if not s["n"]:
+        return "no samples"
+    return f"p50 {s['p50']} {unit}, p99 {s['p99']} {unit} (max {s['max']}, n={s['n']})"
+
+
+def loadavg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# ---- the API server --------------------------------------------------------------------------
+
+class Api:
+    """``daemonbus run apiserver`` in the cluster, and how the driver reaches it."""
+
+    def __init__(self, c: Cluster, use_tls: bool) -> None:
+        self.c = c
+        self.port = benchkit.free_port()
+        self.token = auth.new_token()
+        token_file = c.tmp / "tokens"
+        auth.write_token_file(token_file, [(self.token, "bench", "admin")])
+        self.cert_dir = c.tmp / "pki"
+        args = ["apiserver", "--port", str(self.port), "--token-file", str(token_file),
+                "--cert-dir", str(self.cert_dir)]
+        if not use_tls:
+            args.append("--no-tls")
+        c.start("apiserver", *args, metrics=False)
+        self.base = f"{'https' if use_tls else 'http'}://127.0.0.1:{self.port}"
+        self.use_tls = use_tls
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+
+    def ssl(self) -> ssl.SSLContext | bool:
+        if not self.use_tls:
+            return False
+        return ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+
+    def session(self, **kw: Any) -> aiohttp.ClientSession:
+        conn = aiohttp.TCPConnector(ssl=self.ssl(), limit=0)
+        return aiohttp.ClientSession(self.base, connector=conn, headers=self.headers,
+                                     timeout=aiohttp.ClientTimeout(total=None), **kw)
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.c.check_alive()
+            if not self.use_tls or (self.cert_dir / "ca.crt").exists():
+                try:
+                    async with self.session() as s, s.get("/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, OSError):
+                    pass
+            await asyncio.sleep(0.2)
+        raise RuntimeError("the API server did not become ready:\n" +
+                           self.c.log_tail("apiserver"))
+
+
+# ---- LIST ----------------------------------------------------------------------------------------
+
+async def timed_get(s: aiohttp.ClientSession, path: str, accept: str = "application/json"
+                    ) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    async with s.get(path, headers={"Accept": accept}) as resp:
+        body = await resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path}: {resp.status} {body[:300]!r}")
+    return (time.perf_counter() - started) * 1000.0, body
+
+
+def driver_list_floor(c: Cluster) -> float:
+    """ms for the driver to read the pods from Redis and encode them as JSON."""
+    started = time.perf_counter()
+    _tip, objs = c.s.snapshot(["Pod"])
+    pods = [o for o in objs["Pod"] if o["metadata"].get("namespace") == NAMESPACE]
+    json.dumps({"kind": "PodList", "items": pods}, separators=(",", ":"))
+    return (time.perf_counter() - started) * 1000.0
+
+
+async def measure_list(api: Api, n: int, repeats: int) -> Obj:
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    out: Obj = {"load_before": loadavg()}
+    async with api.session() as s:
+        _, body = await timed_get(s, path)  # warm: connection, TLS session, caches
+        items = len(json.loads(body)["items"])
+        if items != n:
+            raise RuntimeError(f"LIST returned {items} pods, expected {n}")
+        out["json_bytes"] = len(body)
+        _, table = await timed_get(s, path, TABLE_ACCEPT)
+        rows = json.loads(table)
+        if rows.get("kind") != "Table" or len(rows.get("rows") or []) != n:
+            raise RuntimeError(f"the Table LIST has {len(rows.get('rows') or [])} rows")
+        out["table_bytes"] = len(table)
+        json_ms, table_ms, version_ms, floor_ms = [], [], [], []
+        for _ in range(repeats):  # interleaved, so machine noise hits every series alike
+            json_ms.append((await timed_get(s, path))[0])
+            table_ms.append((await timed_get(s, path, TABLE_ACCEPT))[0])
+            version_ms.append((await timed_get(s, "/version"))[0])
+            floor_ms.append(driver_list_floor(api.c))
+    out.update(json_ms=stats(json_ms), table_ms=stats(table_ms),
+               version_ms=stats(version_ms), driver_read_encode_ms=stats(floor_ms),
+               load_after=loadavg())
+    print(f"  LIST {n} pods as JSON  ({out['json_bytes'] / 1e6:.1f} MB): "
+          f"{fmt(out['json_ms'])}")
+    print(f"  LIST {n} pods as Table ({out['table_bytes'] / 1e6:.1f} MB): "
+          f"{fmt(out['table_ms'])}")
+    print(f"    floor: Redis read + JSON encode in the driver {fmt(out['driver_read_encode_ms'])}"
+          f"; GET /version {fmt(out['version_ms'])}")
+    return out
+
+
+# ---- WATCH -----------------------------------------------------------------------------------------
+
+@dataclass
+class Tail:
+    """What one watcher (or the floor's direct log tail) received."""
+
+    rv: str
+    lags: list[float] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    streams: int = 0  # watch requests made (1 + re-watches)
+    expired: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def got(self, rv: str, at: float) -> None:
+        self.rv = rv
+        if rv not in self.seen:
+            self.seen.add(rv)
+            self.lags.append(at - id_ms(rv))
+
+
+def past(rv: str, target: str | None) -> bool:
+    return target is not None and codec.id_tuple(rv) >= codec.id_tuple(target)
+
+
+async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: dict[str, str | None]
+                     ) -> None:
+    """Watch the DaemonSet's pods from ``tail.rv`` until an event at or past ``end['id']``;
+    re-watch from the last resourceVersion when the server ends the stream."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    while not past(tail.rv, end["id"]):
+        tail.streams += 1
+        params = {"watch": "1", "resourceVersion": tail.rv, "timeoutSeconds": "900"}
+        try:
+            async with s.get(path, params=params) as resp:
+                if resp.status != 200:
+                    tail.errors.append(f"{resp.status}: {(await resp.read())[:200]!r}")
+                    await asyncio.sleep(0.2)
+                    continue
+                async for line in resp.content:
+                    at = ms_now()
+                    if line.startswith(b'{"type":"ERROR"'):
+                        tail.expired += b'"code":410' in line
+                        tail.errors.append(line[:200].decode(errors="replace"))
+                        return  # the position is gone: a client would have to list again
+                    m = RV.search(line)
+                    if m is None:
+                        continue
+                    tail.got(m.group(1).decode(), at)
+                    if past(tail.rv, end["id"]):
+                        return
+        except (aiohttp.ClientError, OSError) as err:
+            tail.errors.append(repr(err))
+            await asyncio.sleep(0.2)
+
+
+async def tail_log(c: Cluster, url: str, tail: Tail, end: dict[str, str | None]) -> None:
+    """The floor: XREAD the log directly, the pod entries of the benchmark's namespace."""
+    r = aioredis.Redis.from_url(url)
+    try:
+        while not past(tail.rv, end["id"]):
+            reply: Any = await r.xread({c.s.keys.log: tail.rv}, count=1000, block=500)
+            at = ms_now()
+            for _stream, entries in reply or []:
+                for eid, f in entries:
+                    tail.rv = eid.decode()
+                    if f[b"k"] == b"Pod" and f[b"n"].startswith(NAMESPACE.encode() + b"/"):
+                        tail.got(tail.rv, at)
+    finally:
+        await r.aclose()
+
+
+async def measure_watch(api: Api, n: int, watchers: int) -> Obj:
+    c = api.c
+    end: dict[str, str | None] = {"id": None}
+    async with api.session() as s:
+        async with s.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"}) as r:
+            start_rv = (await r.json())["metadata"]["resourceVersion"]
+        tails = [Tail(start_rv) for _ in range(watchers)]
+        tasks = [asyncio.create_task(watch_pods(s, t, end)) for t in tails]
+        floor = Tail(start_rv)
+        tasks.append(asyncio.create_task(tail_log(c, c.redis.url, floor, end)))
+        await asyncio.sleep(1.0)  # every watch request is in before the rollout starts
+        load_before = loadavg()
+        c.start_profiling(f"watch-{n}")
+        cpu_before = c.cpu_reading()
+        started = time.monotonic()
+        ds = await asyncio.to_thread(bench_rollout.set_image, c, bench_rollout.NEW_IMAGE)
+        generation = int(ds["metadata"]["generation"])
+        while True:
+            _pods, st = await asyncio.to_thread(c.poll_counts)
+            if benchkit.status_complete(st.get("status") or {}, n, generation, updated=True):
+                break
+            if time.monotonic() - started > 900:
+                raise RuntimeError("the rollout did not complete in 900 s")
+            c.check_alive()
+            await asyncio.sleep(0.2)
+        rollout_s = time.monotonic() - started
+        expected = [eid for eid, f in c.scan_log(start_rv)
+                    if f[b"k"] == b"Pod" and f[b"n"].startswith(NAMESPACE.encode() + b"/")]
+        end["id"] = expected[-1]
+        done, pending = await asyncio.wait(tasks, timeout=300)
+        for t in pending:
+            t.cancel()
+        drained_s = time.monotonic() - started
+        cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
+        c.stop_profiling()
+        for t in done:
+            if t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+    want = set(expected)
+    lags = [lag for t in tails for lag in t.lags]
+    missing = [len(want - t.seen) for t in tails]
+    out = {"watchers": watchers, "pod_events": len(expected), "rollout_s": round(rollout_s, 2),
+           "drained_s": round(drained_s, 2), "lag_ms": stats(lags),
+           "floor_lag_ms": stats(floor.lags),
+           "watchers_complete": sum(1 for m in missing if m == 0),
+           "events_missing_max": max(missing), "rewatches": sum(t.streams - 1 for t in tails),
+           "expired": sum(t.expired for t in tails),
+           "errors": sorted({e for t in tails for e in t.errors})[:5],
+           "cpu_seconds": cpu, "load_before": load_before, "load_after": loadavg()}
+    print(f"  {watchers} watchers, {len(expected)} pod events of the rollout "
+          f"(rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after set image)")
+    print(f"    commit → delivery lag: {fmt(out['lag_ms'])}")
+    print(f"    floor (direct log tail in the driver): {fmt(out['floor_lag_ms'])}")
+    print(f"    watchers with every event: {out['watchers_complete']}/{watchers}; re-watches "
+          f"{out['rewatches']}, 410 Expired {out['expired']}; cpu seconds {cpu}")
+    return out
+
+
+# ---- CREATE ----------------------------------------------------------------------------------------
+
+def bare_pod(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": CREATE_NAMESPACE,
+                         "labels": {"app": "bench-create"}},
+            "spec": {"containers": [{"name": "c", "image": "bench/create:1"}]}}
+
+
+async def rate(clients: int, total: int, one: Any) -> tuple[float, list[float]]:
+    """(requests per second, per-request ms) of ``total`` calls ``one(i)`` by ``clients``."""
+    counter = iter(range(total))
+    times: list[float] = []
+
+    async def client() -> None:
+        for i in counter:
+            t0 = time.perf_counter()
+            await one(i)
+            times.append((time.perf_counter() - t0) * 1000.0)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return total / (time.perf_counter() - started), times
+
+
+async def measure_create(api: Api, total: int, clients: int) -> Obj:
+    path = f"/api/v1/namespaces/{CREATE_NAMESPACE}/pods"
+    out: Obj = {"clients": clients, "creates": total, "load_before": loadavg()}
+    sessions = [api.session() for _ in range(clients)]
+    try:
+        async def version(i: int) -> None:
+            async with sessions[i % clients].get("/version") as resp:
+                await resp.read()
+
+        async def create(i: int) -> None:
+            async with sessions[i % clients].post(path, json=bare_pod(f"p-{i:06d}")) as resp:
+                body = await resp.read()
+                if resp.status != 201:
+                    raise RuntimeError(f"POST pod: {resp.status} {body[:300]!r}")
+
+        await rate(clients, clients * 5, version)  # warm every connection
+        version_rate, _ = await rate(clients, total, version)
+        create_rate, create_ms = await rate(clients, total, create)
+    finally:
+        for s in sessions:
+            await s.close()
+
+    def direct(i: int) -> None:
+        api.c.s.create(bare_pod(f"d-{i:06d}"))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(direct, range(total)))
+    store_rate = total / (time.perf_counter() - started)
+    out.update(create_per_s=round(create_rate, 1), create_ms=stats(create_ms),
+               version_per_s=round(version_rate, 1), store_create_per_s=round(store_rate, 1),
+               load_after=loadavg())
+    print(f"  create through the API, {clients} clients: {create_rate:.0f} pods/s "
+          f"(per request {fmt(out['create_ms'])})")
+    print(f"    floor: GET /version {version_rate:.0f}/s; the store's create from {clients} "
+          f"threads in the driver {store_rate:.0f}/s")
+    return out
+
+
+# ---- results ----------------------------------------------------------------------------------------
+
+def write_summary() -> None:
+    rows = [r for r in benchkit._load() if r.get("bench") == "apiserver"]
+    lines = [
+        "# daemonbus API server benchmarks",
+        "",
+        "Written by `ops/bench_apiserver.py` from `bench.jsonl` (`bench: apiserver`). All "
+        "processes, Redis and the driver on one 2-core machine; `load` is the 1-minute load "
+        "average when the run was recorded (other work sharing the cores).",
+        "",
+        "| at | nodes | TLS | LIST JSON p50 / p99 | LIST Table p50 / p99 | list floor p50 | "
+        "watchers | watch lag p50 / p99 | floor lag p99 | complete | creates/s (8 clients) | "
+        "load | revision | label |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+        "--- | --- |",
+    ]
+
+    def pp(s: Obj | None) -> str:
+        s = s or {}
+        return f"{s.get('p50')} / {s.get('p99')} ms" if s.get("n") else "-"
+
+    for r in rows[-20:]:
+        li, wa, cr = r.get("list") or {}, r.get("watch") or {}, r.get("create") or {}
+        lines.append(
+            f"| {r.get('at')} | {r.get('nodes')} | {'yes' if r.get('tls') else 'no'} | "
+            f"{pp(li.get('json_ms'))} | {pp(li.get('table_ms'))} | "
+            f"{(li.get('driver_read_encode_ms') or {}).get('p50', '-')} ms | "
+            f"{wa.get('watchers', '-')} | {pp(wa.get('lag_ms'))} | "
+            f"{(wa.get('floor_lag_ms') or {}).get('p99', '-')} ms | "
+            f"{wa.get('watchers_complete', '-')}/{wa.get('watchers', '-')} | "
+            f"{cr.get('create_per_s', '-')} | {r.get('loadavg_1m')} | {r.get('revision')} | "
+            f"{r.get('label', '')} |")
+    SUMMARY.write_text("\n".join(lines) + "\n")
+
+
+async def run(c: Cluster, args: argparse.Namespace) -> Obj:
+    api = Api(c, not args.no_tls)
+    await api.wait_ready()
+    result: Obj = {"bench": "apiserver", "nodes": args.nodes, "tls": not args.no_tls,
+                   "label": args.label}
+    if "list" in args.only:
+        result["list"] = await measure_list(api, args.nodes, args.repeats)
+    if "watch" in args.only:
+        result["watch"] = await measure_watch(api, args.nodes, args.watchers)
+    if "create" in args.only:
+        result["create"] = await measure_create(api, args.creates, args.clients)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--watchers", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=20, help="LIST repetitions per format")
+    ap.add_argument("--creates", type=int, default=2000)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--no-tls", action="store_true", help="plain HTTP (loopback only)")
+    ap.add_argument("--only", default="list,watch,create",
+                    help="comma-separated subset of list, watch, create")
+    ap.add_argument("--label", default="", help="a note stored with the results")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="record py-spy profiles (raw collapsed stacks) during the watch phase")
+    ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    args = ap.parse_args(argv)
+    args.only = set(args.only.split(","))
+    n = args.nodes
+    print(f"== API server: {n} nodes, {args.watchers} watchers, {args.clients} create clients, "
+          f"{'TLS' if not args.no_tls else 'plain HTTP'}; load average {loadavg()}")
+    try:
+        with Cluster(workers=1, profile_dir=args.profile, keep_logs=args.keep_logs) as c:
+            c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)])
+            c.start_all()
+            c.warm_up()
+            bench_rollout.converge(c, n, "10%")
+            result = asyncio.run(run(c, args))
+    except BaseException:
+        if not benchkit.interrupted():
+            raise
+        print("interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+    benchkit.record(result)
+    write_summary()
+    print(f"results: {benchkit.JSONL.relative_to(benchkit.ROOT)}, "
+          f"{SUMMARY.relative_to(benchkit.ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
