@@ -2,7 +2,7 @@
 readiness).
 
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
-                                  [--creates 2000] [--clients 8] [--no-tls]
+                                  [--client-procs 5] [--creates 2000] [--clients 8] [--no-tls]
                                   [--label TEXT] [--profile DIR] [--keep-logs]
 
 Starts a private redis-server, the real controller processes and ``daemonbus run apiserver``
@@ -18,8 +18,8 @@ out on every node, then measures through the HTTP API:
   time: the resourceVersion is a log entry id whose first part is Redis' clock in ms at the
   commit. Every watcher must see every pod entry of the rollout (checked against the log);
   a stream the server ends is re-watched from the last resourceVersion, as client-go does.
-  Floor in the same run: a direct tail of the log (XREAD) in the driver's event loop, which
-  shares its scheduling delays.
+  The watchers are spread over ``--client-procs`` client processes. Floor in the same run: a
+  process tailing the log in Redis directly (XREAD), what any reader on this machine sees.
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
   same clients sending ``GET /version``, and the store's own create from as many threads.
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import re
 import ssl
@@ -39,13 +40,14 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import bench_rollout
 import benchkit
-import redis.asyncio as aioredis
+import redis
 from benchkit import NAMESPACE, Cluster, id_ms, percentile
 
 from services.apiserver import auth
@@ -162,12 +164,14 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
         if rows.get("kind") != "Table" or len(rows.get("rows") or []) != n:
             raise RuntimeError(f"the Table LIST has {len(rows.get('rows') or [])} rows")
         out["table_bytes"] = len(table)
+        api.c.start_profiling(f"list-{n}")
         json_ms, table_ms, version_ms, floor_ms = [], [], [], []
         for _ in range(repeats):  # interleaved, so machine noise hits every series alike
             json_ms.append((await timed_get(s, path))[0])
             table_ms.append((await timed_get(s, path, TABLE_ACCEPT))[0])
             version_ms.append((await timed_get(s, "/version"))[0])
             floor_ms.append(driver_list_floor(api.c))
+        api.c.stop_profiling()
     out.update(json_ms=stats(json_ms), table_ms=stats(table_ms),
                version_ms=stats(version_ms), driver_read_encode_ms=stats(floor_ms),
                load_after=loadavg())
@@ -181,6 +185,12 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
 
 
 # ---- WATCH -----------------------------------------------------------------------------------------
+#
+# The watchers run in client processes of their own (``--client-procs``, default 5 of 10
+# watchers each), as real watchers are separate clients: one driver loop reading a million
+# lines would itself be the bottleneck. The floor, a direct tail of the log, is a process too.
+# Each child gets its start position, then (on its pipe) the rollout's last pod entry id and
+# the ids every watcher must see; it answers with what it measured.
 
 @dataclass
 class Tail:
@@ -199,13 +209,16 @@ class Tail:
             self.seen.add(rv)
             self.lags.append(at - id_ms(rv))
 
+    def report(self, expected: list[str]) -> Obj:
+        return {"lags": self.lags, "missing": len(set(expected) - self.seen),
+                "streams": self.streams, "expired": self.expired, "errors": self.errors[:5]}
+
 
 def past(rv: str, target: str | None) -> bool:
     return target is not None and codec.id_tuple(rv) >= codec.id_tuple(target)
 
 
-async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: dict[str, str | None]
-                     ) -> None:
+async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: Obj) -> None:
     """Watch the DaemonSet's pods from ``tail.rv`` until an event at or past ``end['id']``;
     re-watch from the last resourceVersion when the server ends the stream."""
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -235,75 +248,134 @@ async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: dict[str, str | 
             await asyncio.sleep(0.2)
 
 
-async def tail_log(c: Cluster, url: str, tail: Tail, end: dict[str, str | None]) -> None:
-    """The floor: XREAD the log directly, the pod entries of the benchmark's namespace."""
-    r = aioredis.Redis.from_url(url)
-    try:
-        while not past(tail.rv, end["id"]):
-            reply: Any = await r.xread({c.s.keys.log: tail.rv}, count=1000, block=500)
-            at = ms_now()
-            for _stream, entries in reply or []:
-                for eid, f in entries:
-                    tail.rv = eid.decode()
-                    if f[b"k"] == b"Pod" and f[b"n"].startswith(NAMESPACE.encode() + b"/"):
-                        tail.got(tail.rv, at)
-    finally:
-        await r.aclose()
+async def _await_end(conn: Connection, end: Obj) -> None:
+    """Set ``end`` from the parent's message (its last id and the ids to see)."""
+    while not conn.poll():
+        await asyncio.sleep(0.1)
+    end["id"], end["expected"] = conn.recv()
 
 
-async def measure_watch(api: Api, n: int, watchers: int) -> Obj:
-    c = api.c
-    end: dict[str, str | None] = {"id": None}
-    async with api.session() as s:
-        async with s.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"}) as r:
-            start_rv = (await r.json())["metadata"]["resourceVersion"]
-        tails = [Tail(start_rv) for _ in range(watchers)]
+async def _watch_group(spec: Obj, conn: Connection) -> list[Obj]:
+    ctx: ssl.SSLContext | bool = False
+    if spec["ca"]:
+        ctx = ssl.create_default_context(cafile=spec["ca"])
+    end: Obj = {"id": None, "expected": []}
+    tails = [Tail(spec["rv"]) for _ in range(spec["watchers"])]
+    conn_pool = aiohttp.TCPConnector(ssl=ctx, limit=0)
+    async with aiohttp.ClientSession(spec["base"], connector=conn_pool,
+                                     headers={"Authorization": f"Bearer {spec['token']}"},
+                                     timeout=aiohttp.ClientTimeout(total=None)) as s:
+        ender = asyncio.create_task(_await_end(conn, end))
         tasks = [asyncio.create_task(watch_pods(s, t, end)) for t in tails]
-        floor = Tail(start_rv)
-        tasks.append(asyncio.create_task(tail_log(c, c.redis.url, floor, end)))
-        await asyncio.sleep(1.0)  # every watch request is in before the rollout starts
-        load_before = loadavg()
-        c.start_profiling(f"watch-{n}")
-        cpu_before = c.cpu_reading()
-        started = time.monotonic()
-        ds = await asyncio.to_thread(bench_rollout.set_image, c, bench_rollout.NEW_IMAGE)
-        generation = int(ds["metadata"]["generation"])
-        while True:
-            _pods, st = await asyncio.to_thread(c.poll_counts)
-            if benchkit.status_complete(st.get("status") or {}, n, generation, updated=True):
-                break
-            if time.monotonic() - started > 900:
-                raise RuntimeError("the rollout did not complete in 900 s")
-            c.check_alive()
-            await asyncio.sleep(0.2)
-        rollout_s = time.monotonic() - started
-        expected = [eid for eid, f in c.scan_log(start_rv)
-                    if f[b"k"] == b"Pod" and f[b"n"].startswith(NAMESPACE.encode() + b"/")]
-        end["id"] = expected[-1]
-        done, pending = await asyncio.wait(tasks, timeout=300)
-        for t in pending:
-            t.cancel()
-        drained_s = time.monotonic() - started
-        cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
-        c.stop_profiling()
-        for t in done:
-            if t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
-    want = set(expected)
-    lags = [lag for t in tails for lag in t.lags]
-    missing = [len(want - t.seen) for t in tails]
-    out = {"watchers": watchers, "pod_events": len(expected), "rollout_s": round(rollout_s, 2),
-           "drained_s": round(drained_s, 2), "lag_ms": stats(lags),
-           "floor_lag_ms": stats(floor.lags),
-           "watchers_complete": sum(1 for m in missing if m == 0),
-           "events_missing_max": max(missing), "rewatches": sum(t.streams - 1 for t in tails),
-           "expired": sum(t.expired for t in tails),
-           "errors": sorted({e for t in tails for e in t.errors})[:5],
+        conn.send("watching")
+        await ender
+        deadline = time.monotonic() + spec["drain_timeout"]
+        while time.monotonic() < deadline and not all(t.done() for t in tasks):
+            for tail, task in zip(tails, tasks, strict=True):
+                if past(tail.rv, end["id"]):  # it had it all before it knew the end
+                    task.cancel()
+            await asyncio.sleep(0.1)
+        for task in tasks:
+            task.cancel()
+    return [t.report(end["expected"]) for t in tails]
+
+
+def watch_group(spec: Obj, conn: Connection) -> None:
+    """A client process: ``spec['watchers']`` watches on one connection pool."""
+    conn.send(asyncio.run(_watch_group(spec, conn)))
+
+
+def tail_log(spec: Obj, conn: Connection) -> None:
+    """The floor process: XREAD the log directly, the benchmark namespace's pod entries."""
+    r = redis.Redis.from_url(spec["redis"], socket_timeout=30)
+    tail, end_id, expected = Tail(spec["rv"]), None, []
+    prefix = NAMESPACE.encode() + b"/"
+    conn.send("watching")
+    while not past(tail.rv, end_id):
+        if end_id is None and conn.poll():
+            end_id, expected = conn.recv()
+        try:
+            reply: Any = r.xread({spec["log"]: tail.rv}, count=1000, block=200)
+        except redis.RedisError as err:
+            tail.errors.append(repr(err))
+            continue
+        at = ms_now()
+        for _stream, entries in reply or []:
+            for eid, f in entries:
+                if f[b"k"] == b"Pod" and f[b"n"].startswith(prefix):
+                    tail.got(eid.decode(), at)
+                else:
+                    tail.rv = eid.decode()
+    conn.send([tail.report(expected)])
+
+
+async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
+    c = api.c
+    async with api.session() as s, \
+            s.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"}) as r:
+        start_rv = (await r.json())["metadata"]["resourceVersion"]
+    mp = multiprocessing.get_context("spawn")
+    spec: Obj = {"base": api.base, "token": api.token, "rv": start_rv, "drain_timeout": 300,
+                 "ca": str(api.cert_dir / "ca.crt") if api.use_tls else "",
+                 "redis": c.redis.url, "log": c.s.keys.log}
+    children: list[tuple[Any, Connection]] = []
+    sizes = [watchers // procs + (i < watchers % procs) for i in range(procs)]
+    for size in [0, *sizes]:  # 0: the floor
+        ours, theirs = mp.Pipe()
+        target = tail_log if size == 0 else watch_group
+        child = mp.Process(target=target, args=({**spec, "watchers": size}, theirs),
+                           daemon=True)
+        child.start()
+        children.append((child, ours))
+    for _child, conn in children:
+        if not await asyncio.to_thread(conn.poll, 120):
+            raise RuntimeError("a watcher process did not start")
+        conn.recv()
+    await asyncio.sleep(1.0)  # every watch request is in before the rollout starts
+    load_before = loadavg()
+    c.start_profiling(f"watch-{n}")
+    cpu_before = c.cpu_reading()
+    started = time.monotonic()
+    ds = await asyncio.to_thread(bench_rollout.set_image, c, bench_rollout.NEW_IMAGE)
+    generation = int(ds["metadata"]["generation"])
+    while True:
+        _pods, st = await asyncio.to_thread(c.poll_counts)
+        if benchkit.status_complete(st.get("status") or {}, n, generation, updated=True):
+            break
+        if time.monotonic() - started > 900:
+            raise RuntimeError("the rollout did not complete in 900 s")
+        c.check_alive()
+        await asyncio.sleep(0.2)
+    rollout_s = time.monotonic() - started
+    expected = [eid for eid, f in c.scan_log(start_rv)
+                if f[b"k"] == b"Pod" and f[b"n"].startswith(NAMESPACE.encode() + b"/")]
+    reports: list[list[Obj]] = []
+    for _child, conn in children:
+        conn.send((expected[-1], expected))
+    for child, conn in children:
+        if not await asyncio.to_thread(conn.poll, 400):
+            raise RuntimeError("a watcher process did not report")
+        reports.append(conn.recv())
+        child.join(10)
+    drained_s = time.monotonic() - started
+    cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
+    c.stop_profiling()
+    floor, tails = reports[0][0], [t for group in reports[1:] for t in group]
+    lags = [lag for t in tails for lag in t["lags"]]
+    out = {"watchers": watchers, "client_procs": procs, "pod_events": len(expected),
+           "rollout_s": round(rollout_s, 2), "drained_s": round(drained_s, 2),
+           "lag_ms": stats(lags), "floor_lag_ms": stats(floor["lags"]),
+           "watchers_complete": sum(1 for t in tails if t["missing"] == 0),
+           "events_missing_max": max(t["missing"] for t in tails),
+           "rewatches": sum(t["streams"] - 1 for t in tails),
+           "expired": sum(t["expired"] for t in tails),
+           "errors": sorted({e for t in tails for e in t["errors"]})[:5],
            "cpu_seconds": cpu, "load_before": load_before, "load_after": loadavg()}
-    print(f"  {watchers} watchers, {len(expected)} pod events of the rollout "
-          f"(rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after set image)")
+    print(f"  {watchers} watchers in {procs} client processes, {len(expected)} pod events of "
+          f"the rollout (rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after "
+          f"set image)")
     print(f"    commit → delivery lag: {fmt(out['lag_ms'])}")
-    print(f"    floor (direct log tail in the driver): {fmt(out['floor_lag_ms'])}")
+    print(f"    floor (a process tailing the log in Redis): {fmt(out['floor_lag_ms'])}")
     print(f"    watchers with every event: {out['watchers_complete']}/{watchers}; re-watches "
           f"{out['rewatches']}, 410 Expired {out['expired']}; cpu seconds {cpu}")
     return out
@@ -417,7 +489,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> Obj:
     if "list" in args.only:
         result["list"] = await measure_list(api, args.nodes, args.repeats)
     if "watch" in args.only:
-        result["watch"] = await measure_watch(api, args.nodes, args.watchers)
+        result["watch"] = await measure_watch(api, args.nodes, args.watchers, args.client_procs)
     if "create" in args.only:
         result["create"] = await measure_create(api, args.creates, args.clients)
     return result
@@ -427,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--watchers", type=int, default=50)
+    ap.add_argument("--client-procs", type=int, default=5,
+                    help="processes the watchers are spread over")
     ap.add_argument("--repeats", type=int, default=20, help="LIST repetitions per format")
     ap.add_argument("--creates", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
@@ -435,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated subset of list, watch, create")
     ap.add_argument("--label", default="", help="a note stored with the results")
     ap.add_argument("--profile", type=Path, default=None,
-                    help="record py-spy profiles (raw collapsed stacks) during the watch phase")
+                    help="record py-spy profiles (raw collapsed stacks) of the LIST and WATCH "
+                         "phases here")
     ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     args = ap.parse_args(argv)
     args.only = set(args.only.split(","))
