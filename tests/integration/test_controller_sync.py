@@ -202,8 +202,9 @@ def test_failed_pods_are_killed_with_doubling_backoff_and_recreated(stack: Stack
         assert cur.last_update > prev.last_update
         assert cur.last_update - prev.last_update >= prev.delay  # never killed inside backoff
     assert all(field.endswith(f"/{nodes[0]}") for field in seen)
-    failed = kit.events(stack.store, key, "FailedDaemonPod")
-    assert len(failed) >= 3
+    # the kill's Event is a commit of its own, after the backoff entry: wait for it
+    failed = wait_for(lambda: (lambda evs: evs if len(evs) >= 3 else None)(
+        kit.events(stack.store, key, "FailedDaemonPod")), what="three FailedDaemonPod events")
     msg = failed[0]["message"]
     assert msg.startswith("Found failed daemon pod t-failed/agent-") and msg.endswith(
         f" on node {nodes[0]}, will try to kill it")
