@@ -65,15 +65,21 @@ def resources() -> Obj:
             "pods": str(MAX_PODS)}
 
 
-def node_info() -> Obj:
-    uname = platform.uname()
-    machine_id = ""
+def _read(path: str) -> str:
     try:
-        with open("/etc/machine-id", encoding="ascii") as f:
-            machine_id = f.read().strip()
-    except OSError:
-        pass
-    return {"machineID": machine_id, "systemUUID": "", "bootID": "",
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def node_info() -> Obj:
+    """status.nodeInfo: kubelet reads the same files (machine-id, DMI product UUID, the
+    kernel's boot id); a field the host does not have is empty."""
+    uname = platform.uname()
+    return {"machineID": _read("/etc/machine-id"),
+            "systemUUID": _read("/sys/class/dmi/id/product_uuid").lower(),
+            "bootID": _read("/proc/sys/kernel/random/boot_id"),
             "kernelVersion": uname.release, "osImage": f"{uname.system} {uname.release}",
             "containerRuntimeVersion": "process://daemonbus",
             "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",

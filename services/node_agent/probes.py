@@ -8,6 +8,7 @@ import http.client
 import socket
 import ssl
 import subprocess
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,7 @@ class ProbeTracker:
     next_at: float = 0.0
     successes: int = 0
     failures: int = 0
+    pending: Future[bool] | None = None  # a run of the probe not finished yet
 
     def __post_init__(self) -> None:
         self.next_at = self.started_at + float(self.probe.get("initialDelaySeconds") or 0)

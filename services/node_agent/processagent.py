@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from shared.store.client import Op, Store
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
 TICK = 0.2
+PROBE_THREADS = 8
 DEFAULT_GRACE = 30.0
 
 
@@ -79,6 +81,7 @@ class ProcessAgent:
         self._written: dict[str, tuple[str, Obj]] = {}  # uid → (rv written over, status)
         self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
         self.outage = common.Outage(log)
+        self.prober = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="probe")
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -130,6 +133,7 @@ class ProcessAgent:
                 stop.wait(self.outage.failed(err))
         while not stop.is_set():
             self.step()
+        self.prober.shutdown(wait=False, cancel_futures=True)
         log.info("node agent stopping; its containers keep running (a new agent adopts them)")
 
     def step(self, block: float = TICK) -> None:
@@ -151,6 +155,7 @@ class ProcessAgent:
         desired = {meta.uid(p): p for p in self.cache.by_index("node", self.cfg.node_name)}
         for uid, pod in desired.items():
             if not (pod.get("spec") or {}).get("nodeName"):
+                # (an unbound pod is removed by its delete at once: nothing to release)
                 if node is not None and not meta.is_being_deleted(pod):
                     stamp = meta.format_time(now)
                     ip = self.cfg.node_ip
@@ -374,6 +379,14 @@ class ProcessAgent:
         if tracker is None:
             tracker = probes.ProbeTracker(probe, c.started_at or now, initial)
             run.trackers[(c.name, kind)] = tracker
+        if tracker.pending is not None:
+            if not tracker.pending.done():
+                return None
+            done = tracker.pending
+            success = done.exception() is None and done.result()
+            tracker.pending = None
+            tracker.record(success, self.clock())
+            return tracker
         if not tracker.due(now):
             return None
         pod = run.pod
@@ -382,9 +395,11 @@ class ProcessAgent:
         except podstatus.ConfigError:
             env = self.runtime.base_env()
         pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
-        tracker.record(probes.run(probe, cspec, pod_ip, env,
-                                  str(cspec.get("workingDir") or "/"), self.user), self.clock())
-        return tracker
+        # each probe runs on the pool (as kubelet's run in their own goroutines), so a slow
+        # one holds up no other pod; its result is taken on a later round
+        tracker.pending = self.prober.submit(probes.run, probe, cspec, pod_ip, env,
+                                             str(cspec.get("workingDir") or "/"), self.user)
+        return None
 
     def _kill_unhealthy(self, run: PodRun, c: ContainerState, which: str) -> None:
         log.info("pod %s container %s failed its %s probe; restarting", meta.name(run.pod),
