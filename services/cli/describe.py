@@ -52,6 +52,11 @@ def daemonset(ds: Obj, pods: list[Obj], evs: list[Obj], now: float) -> str:
     w.write(0, f"Pods Status:\t{running} Running / {waiting} Waiting / {succeeded} Succeeded / "
                f"{failed} Failed\n")
     sec.pod_template(w, template)
+    conds = [c for c in st.get("conditions") or [] if isinstance(c, dict)]
+    if conds:  # as a Deployment's (only the rollout annotations set them)
+        w.write(0, "Conditions:\n  Type\tStatus\tReason\n  ----\t------\t------\n")
+        for c in conds:
+            w.write(1, f"{c.get('type')} \t{c.get('status')} \t{c.get('reason') or ''}\n")
     sec.events(w, evs, now)
     return w.text()
 

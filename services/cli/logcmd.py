@@ -225,13 +225,15 @@ def _verify(file: Path, until: str, keep_going: bool) -> None:
 
 @click.command("why")
 @click.argument("args", nargs=-1, required=True,
-                metavar="pod/NAME | ds/NAME node/NODE | TYPE/NAME")
+                metavar="pod/NAME | ds/NAME | ds/NAME node/NODE | TYPE/NAME")
 @click.option("-n", "--namespace", default=None, help="Namespace (default: default).")
 @context.pass_env
 def why_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
     """Explain from the log why a pod exists (or went away), or why a DaemonSet has no pod
-    on a node: the decision, the state it read and when. Any other TYPE/NAME: its recent
-    writes and who made them (the API server's user).
+    on a node: the decision, the state it read and when. For a DaemonSet alone: its
+    unavailable pods by cause with the node names, the nodes its rollout gates hold at the
+    old revision and its rollout conditions, from the current state, then its recent writes.
+    Any other TYPE/NAME: its recent writes and who made them (the API server's user).
 
     \b
     Examples:
@@ -245,6 +247,13 @@ def why_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -
     try:
         if kinds_given == ["Pod"] and targets[0].name:
             lines = why.why_pod(env.store, ns, targets[0].name)
+        elif kinds_given == ["DaemonSet"] and targets[0].name:
+            key = f"{ns}/{targets[0].name}"
+            lines = why.why_daemonset(env.store, key, env.now())
+            try:
+                lines += why.why_changes(env.store, "DaemonSet", key)
+            except why.WhyError as err:  # its writes compacted away: the breakdown stands
+                lines.append(str(err))
         elif sorted(kinds_given) == ["DaemonSet", "Node"] and all(t.name for t in targets):
             ds = next(t for t in targets if t.info.kind == "DaemonSet")
             node = next(t for t in targets if t.info.kind == "Node")
@@ -254,8 +263,8 @@ def why_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -
             lines = why.why_changes(env.store, info.kind,
                                     resources.store_key(info, targets[0].name, ns))
         else:
-            raise CliError("error: ask about pod/NAME, ds/NAME node/NODE, or TYPE/NAME "
-                           "(who wrote it)")
+            raise CliError("error: ask about pod/NAME, ds/NAME, ds/NAME node/NODE, or "
+                           "TYPE/NAME (who wrote it)")
     except why.WhyError as err:
         raise CliError(str(err)) from err
     click.echo("\n".join(lines))

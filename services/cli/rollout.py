@@ -1,4 +1,4 @@
-"""``set image`` and ``rollout status|history|undo|restart|pause|resume`` for DaemonSets, with
+"""``set image`` and ``rollout status|history|undo|restart|pause|resume|promote`` for DaemonSets, with
 kubectl's arguments, output and errors. A template change (set image, undo, restart) is one
 store update of the DaemonSet; the controller then rolls the pods per its update strategy and
 keeps the revision history (spec §d, §e). What to print and what to change is decided in
@@ -301,36 +301,75 @@ def _restart_edit(current: Obj, now: float) -> Obj | None:
     return None if new == current else new
 
 
-def _not_supported(verb: str) -> Callable[..., None]:
-    def run(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
-        problems = [f'error: {resources.qualified_plural(info)} "{meta.name(obj)}" {verb} '
-                    "is not supported"
-                    for info, obj in _targets(env, args, namespace, f"rollout {verb}",
-                                              all_=True)]
+def _annotate(env: context.CliEnv, args: tuple[str, ...], namespace: str | None, verb: str,
+              noun: str, edit: Callable[[Obj], Obj | None]) -> None:
+    """``rollout pause|resume|promote``: apply ``edit`` (a rollout_views annotation edit) to
+    each named DaemonSet and print ``<ref> <verb>`` (``already <verb>`` when it changed
+    nothing), as kubectl's pause and resume print; other kinds are refused as kubectl refuses
+    them (``"<name>" <noun> is not supported``)."""
+    problems: list[str] = []
+    for info, obj in _targets(env, args, namespace, f"rollout {verb}", all_=True):
+        if info.kind != "DaemonSet":
+            problems.append(f'error: {resources.qualified_plural(info)} "{meta.name(obj)}" '
+                            f"{noun} is not supported")
+            continue
+        changed = _update(env, info, obj, edit)
+        ref = resources.ref(info, meta.name(obj))
+        click.echo(f"{ref} {verb}d" if changed is not None else f"{ref} already {verb}d")
+    if problems:
         raise CliError("\n".join(problems))
-    return run
 
 
-@rollout.command("pause", short_help="Mark the provided resource as paused.",
-                 epilog="Only Deployments can be paused; DaemonSets cannot.")
+_GATES_HELP = ("DaemonSets only: the rollout.daemonbus.io annotations (docs/rollouts.md); "
+               + ROLLOUT_HELP)
+
+
+@rollout.command("pause", short_help="Mark the provided resource as paused.", epilog=_GATES_HELP)
 @click.argument("args", nargs=-1, metavar="(TYPE NAME | TYPE/NAME)")
 @_namespace_option
 @context.pass_env
 def pause_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
-    """Pausing is not supported for DaemonSets (kubectl pauses only Deployments): this
-    answers as kubectl does, with an error."""
-    _not_supported("pausing")(env, args, namespace)
+    """Pause a DaemonSet's rollout: sets the rollout.daemonbus.io/paused annotation, so no
+    pod of an old revision is replaced until it is resumed (nodes that newly need a pod still
+    get one, of the current revision).
+
+    \b
+    Examples:
+      daemonbus rollout pause ds/fluentd-elasticsearch -n kube-system
+    """
+    _annotate(env, args, namespace, "pause", "pausing", views.paused)
 
 
-@rollout.command("resume", short_help="Resume a paused resource.",
-                 epilog="Only Deployments can be paused; DaemonSets cannot.")
+@rollout.command("resume", short_help="Resume a paused resource.", epilog=_GATES_HELP)
 @click.argument("args", nargs=-1, metavar="(TYPE NAME | TYPE/NAME)")
 @_namespace_option
 @context.pass_env
 def resume_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
-    """Resuming is not supported for DaemonSets (kubectl resumes only Deployments): this
-    answers as kubectl does, with an error."""
-    _not_supported("resuming")(env, args, namespace)
+    """Resume a paused DaemonSet's rollout: removes the rollout.daemonbus.io/paused
+    annotation.
+
+    \b
+    Examples:
+      daemonbus rollout resume ds/fluentd-elasticsearch -n kube-system
+    """
+    _annotate(env, args, namespace, "resume", "resuming", views.resumed)
+
+
+@rollout.command("promote", short_help="Roll a partitioned or canary rollout out to all nodes.",
+                 epilog=_GATES_HELP)
+@click.argument("args", nargs=-1, metavar="(TYPE NAME | TYPE/NAME)")
+@_namespace_option
+@context.pass_env
+def promote_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | None) -> None:
+    """Finish a DaemonSet's partitioned or canary rollout: removes the
+    rollout.daemonbus.io/partition and rollout.daemonbus.io/node-selector annotations, so
+    every node is updated (a pause stays: resume it too).
+
+    \b
+    Examples:
+      daemonbus rollout promote ds/fluentd-elasticsearch -n kube-system
+    """
+    _annotate(env, args, namespace, "promote", "promoting", views.promoted)
 
 
 def register(cli: click.Group) -> None:

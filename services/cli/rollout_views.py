@@ -15,9 +15,9 @@ from typing import Any
 
 from services.cli import printers
 from services.cli import sections as sec
-from shared.daemonset import dsutil
+from shared.daemonset import conditions, dsutil
 from shared.daemonset import history as ds_history
-from shared.model import labels, meta
+from shared.model import labels, meta, rolloutopts
 
 Obj = dict[str, Any]
 
@@ -29,6 +29,35 @@ TIMEOUT_MESSAGE = "timed out waiting for the condition"
 class RolloutError(Exception):
     """A rollout request kubectl refuses; ``str(err)`` is its message (without ``error: ``).
     Retrying cannot help."""
+
+
+# ---- rollout pause, resume, promote ---------------------------------------------------------
+
+
+def _with_annotations(ds: Obj, set_: dict[str, str], remove: tuple[str, ...]) -> Obj | None:
+    """A copy of ``ds`` with annotations set and removed; None when that changes nothing."""
+    current = meta.annotations(ds)
+    wanted = {k: v for k, v in {**current, **set_}.items() if k not in remove}
+    if wanted == current:
+        return None
+    new = copy.deepcopy(ds)
+    new["metadata"]["annotations"] = wanted
+    return new
+
+
+def paused(ds: Obj) -> Obj | None:
+    """``rollout pause``: the paused annotation set. Decides."""
+    return _with_annotations(ds, {rolloutopts.PAUSED: "true"}, ())
+
+
+def resumed(ds: Obj) -> Obj | None:
+    """``rollout resume``: the paused annotation removed. Decides."""
+    return _with_annotations(ds, {}, (rolloutopts.PAUSED,))
+
+
+def promoted(ds: Obj) -> Obj | None:
+    """``rollout promote``: the partition and node-selector annotations removed. Decides."""
+    return _with_annotations(ds, {}, (rolloutopts.PARTITION, rolloutopts.NODE_SELECTOR))
 
 
 # ---- rollout status -------------------------------------------------------------------------
@@ -47,6 +76,17 @@ def status_message(ds: Obj) -> tuple[str, bool]:
         desired = int(st.get("desiredNumberScheduled") or 0)
         updated = int(st.get("updatedNumberScheduled") or 0)
         available = int(st.get("numberAvailable") or 0)
+        progressing = conditions.find(conditions.conditions_of(st), conditions.PROGRESSING)
+        reason = (progressing or {}).get("reason")
+        if reason == conditions.REASON_DEADLINE:
+            raise RolloutError(f'daemon set "{name}" exceeded its progress deadline')
+        if updated < desired or available < desired:
+            if rolloutopts.options(ds).paused:
+                return (f'daemon set "{name}" rollout is paused: {updated} out of {desired} '
+                        "new pods have been updated\n", True)
+            if reason == conditions.REASON_PARTITIONED:
+                return (f'daemon set "{name}" partitioned roll out complete: {updated} out of '
+                        f"{desired} new pods have been updated...\n", True)
         if updated < desired:
             return (f'Waiting for daemon set "{name}" rollout to finish: {updated} out of '
                     f"{desired} new pods have been updated...\n", False)

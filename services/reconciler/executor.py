@@ -437,6 +437,7 @@ def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:
         "generation": int((ds.get("metadata") or {}).get("generation") or 0),
         "status": plan.status, "observe": plan.update_observed_generation,
         "position": snap.position,
+        "unavailable": {reason: len(names) for reason, names in plan.unavailable.items()},
     }
 
 

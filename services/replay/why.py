@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from services.replay import bounds, scan
-from shared.daemonset import dsutil, placement, planner
+from shared.daemonset import dsutil, placement, planner, rollout
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
+from shared.daemonset import unavailable as ds_unavailable
 from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec
 from shared.store.backoff import RedisBackoff
@@ -273,15 +274,63 @@ def _live_reason(store: Store, ds: Obj, node: Obj, now: float) -> str:
     reason = placement.why_not_run(node, ds)
     if reason:
         return reason
+    return _live_plan(store, ds, now, [meta.name(node)]).reasons.get(meta.name(node), "")
+
+
+def _live_plan(store: Store, ds: Obj, now: float, backoff_nodes: list[str] | None = None
+               ) -> t.Plan:
+    """The plan of ``ds`` on the current state, with the failed-pod backoff of
+    ``backoff_nodes`` (every node when None). Acts (reads the store, backoff and
+    expectations; the judging is the planner's)."""
     key, ns = meta.key(ds), meta.namespace(ds)
     gen = dsutil.observed_generation(ds)
+    nodes = store.list("Node")
+    names = backoff_nodes if backoff_nodes is not None else [meta.name(n) for n in nodes]
     backoff = RedisBackoff(store.r, store.keys).get_many(
-        [f"{meta.uid(ds)}/{gen}/{meta.name(node)}"])
-    snap = t.Snapshot(key=key, ds=ds, nodes=store.list("Node"), pods=store.list("Pod", ns),
+        [f"{meta.uid(ds)}/{gen}/{name}" for name in names])
+    snap = t.Snapshot(key=key, ds=ds, nodes=nodes, pods=store.list("Pod", ns),
                       revisions=store.list("ControllerRevision", ns), backoff=backoff,
                       expectations_satisfied=RedisExpectations(store.r, store.keys)
                       .satisfied(key, now), now=now)
-    return planner.plan(snap).reasons.get(meta.name(node), "")
+    return planner.plan(snap)
+
+
+def why_daemonset(store: Store, ds_key: str, now: float) -> list[str]:
+    """Why DaemonSet ``ds_key`` has unavailable pods, by cause with the node names, which
+    nodes the rollout gates hold at the old revision, and its rollout conditions, judged on
+    the current state. Acts (reads the store; the judging is the planner's)."""
+    ds = store.try_get("DaemonSet", ds_key)
+    if ds is None:
+        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ds_key.split("/")[1]}" '
+                       "not found")
+    plan = _live_plan(store, ds, now)
+    st = plan.status or {}
+    desired, available = int(st.get("desiredNumberScheduled") or 0), int(
+        st.get("numberAvailable") or 0)
+    lines = [f"daemonset {ds_key}: {desired} desired, {available} available, "
+             f"{desired - available} unavailable, {int(st.get('updatedNumberScheduled') or 0)} "
+             f"updated (computed from the current state, {meta.format_time(now)})"]
+    if plan.unavailable:
+        lines.append(f"{INDENT}unavailable, by cause:")
+        for reason in ds_unavailable.REASONS:
+            nodes = plan.unavailable.get(reason)
+            if nodes:
+                lines.append(f"{INDENT*2}{reason} ({len(nodes)}): {', '.join(nodes)}")
+    if plan.held:
+        lines.append(f"{INDENT}held at the old revision by the rollout gates:")
+        by_reason: dict[str, list[str]] = {}
+        for node, reason in sorted(plan.held.items()):
+            by_reason.setdefault(reason, []).append(node)
+        for reason, nodes in by_reason.items():
+            lines.append(f"{INDENT*2}{reason} ({len(nodes)}): {', '.join(nodes)}")
+    waiting = sorted(n for n, r in plan.reasons.items() if r == rollout.REASON_BUDGET)
+    if waiting:
+        lines.append(f"{INDENT}{rollout.REASON_BUDGET} ({len(waiting)}): {', '.join(waiting)}")
+    for cond in st.get("conditions") or []:
+        if isinstance(cond, dict):
+            lines.append(f"{INDENT}condition {cond.get('type')}={cond.get('status')} "
+                         f"{cond.get('reason') or ''}: {cond.get('message') or ''}")
+    return lines
 
 
 def _failed_reason(store: Store, ds: Obj, node: str) -> str:

@@ -25,7 +25,9 @@ import redis
 from prometheus_client import Counter, Gauge
 
 from services import common
+from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
+from shared.daemonset import unavailable as ds_unavailable
 from shared.model import meta
 from shared.store import codec, errors, scripts
 from shared.store.client import Store
@@ -35,6 +37,17 @@ log = logging.getLogger("status-writer")
 GROUP = "status-writers"
 GAUGE_REFRESH_SECONDS = 30.0
 WRITES = Counter("daemonbus_status_writes_total", "DaemonSet status updates", ["result"])
+UNAVAILABLE = Gauge(
+    "daemonbus_daemonset_unavailable_pods",
+    "Nodes that should run the daemon pod and have none available, by first cause "
+    "(shared.daemonset.unavailable: NodeNotReady, NodeUnreachable, NoPod, Terminating, "
+    "PodNotBound, PodFailed, CrashLoopBackOff, PodPending, PodNotReady, MinReadySeconds).",
+    ["namespace", "daemonset", "reason"])
+DEADLINE_EXCEEDED = Gauge(
+    "daemonbus_daemonset_progress_deadline_exceeded",
+    "1 while the DaemonSet's rollout is past its rollout.daemonbus.io/progress-deadline-seconds "
+    "(condition Progressing=False, reason ProgressDeadlineExceeded), else 0.",
+    ["namespace", "daemonset"])
 GAUGES = {
     name: Gauge(f"kube_daemonset_status_{metric}", help_, ["namespace", "daemonset"])
     for name, metric, help_ in [
@@ -161,6 +174,8 @@ class StatusWriter:
                 return False
             if attempt == 0 and not self.claim(key, str(msg.get("position") or "")):
                 return False
+            if attempt == 0:
+                self._unavailable(ds, msg.get("unavailable") or {})
             # the message is in JSON shape (zero omitempty counters left out): a missing
             # counter is 0, not the stored value
             new = {**dict.fromkeys(ds_status.COUNTERS, 0), **msg["status"]}
@@ -176,6 +191,8 @@ class StatusWriter:
                 self._gauges(ds, old)
                 return False
             ds["status"] = {**old, **new}
+            if "conditions" not in new:  # computed from the cached status: dropped there
+                ds["status"].pop("conditions", None)
             try:
                 self.store.update_status(ds)
                 WRITES.labels("ok").inc()
@@ -201,18 +218,35 @@ class StatusWriter:
         for ds in self.store.list("DaemonSet"):
             self._gauges(ds, ds.get("status") or {})
             live.add((meta.namespace(ds), meta.name(ds)))
-        for gauge in GAUGES.values():
+        for gauge in (*GAUGES.values(), DEADLINE_EXCEEDED):
             for labels in _label_sets(gauge) - live:
                 gauge.remove(*labels)
+        for metric in UNAVAILABLE.collect():
+            for sample in metric.samples:
+                ns, name = sample.labels["namespace"], sample.labels["daemonset"]
+                if (ns, name) not in live:
+                    UNAVAILABLE.remove(ns, name, sample.labels["reason"])
+
+    def _unavailable(self, ds: dict[str, Any], counts: dict[str, Any]) -> None:
+        """The unavailable-pods gauge of ``ds``, one sample per reason (0 when none)."""
+        ns, name = meta.namespace(ds), meta.name(ds)
+        for reason in ds_unavailable.REASONS:
+            count = counts.get(reason)
+            UNAVAILABLE.labels(ns, name, reason).set(
+                count if isinstance(count, int) and not isinstance(count, bool) else 0)
 
     def _gauges(self, ds: dict[str, Any], status: dict[str, Any]) -> None:
         ns, name = meta.namespace(ds), meta.name(ds)
         for field_name, gauge in GAUGES.items():
             gauge.labels(ns, name).set(int(status.get(field_name) or 0))
+        progressing = ds_conditions.find(ds_conditions.conditions_of(status),
+                                         ds_conditions.PROGRESSING)
+        DEADLINE_EXCEEDED.labels(ns, name).set(
+            int((progressing or {}).get("reason") == ds_conditions.REASON_DEADLINE))
 
 
 _MESSAGE_FIELDS = (("key", str), ("uid", str), ("position", str), ("generation", int),
-                   ("observe", bool), ("status", dict))
+                   ("observe", bool), ("status", dict), ("unavailable", dict))
 
 
 def _message(msg: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ REASON_SELECTOR = f"held at the old revision: node does not match {rolloutopts.N
 
 
 def partition_reason(partition: int) -> str:
-    return f"held at the old revision by {rolloutopts.PARTITION} ({partition} nodes)"
+    return f"held at the old revision by {rolloutopts.PARTITION}={partition}"
 
 
 def held_nodes(

@@ -19,6 +19,7 @@ from typing import Any
 
 from shared.daemonset import (
     claim,
+    conditions,
     dsutil,
     gates,
     history,
@@ -27,6 +28,7 @@ from shared.daemonset import (
     podtemplate,
     rollout,
     status,
+    unavailable,
 )
 from shared.daemonset.placement import Decision, Placement
 from shared.daemonset.podfacts import PodFacts
@@ -89,9 +91,16 @@ def plan(snapshot: Snapshot) -> Plan:
         claimed, status.labels_updated_check(hist.hash, dsutil.template_generation(ds))
     )
 
+    strategy = dsutil.update_strategy(ds)
+    held: dict[str, str] = {}
+    if strategy.type == dsutil.ROLLING_UPDATE:
+        held = gates.held_nodes(rolloutopts.options(ds), nodes, decisions, node_pods)
+    result.held = held
+
     if not snapshot.expectations_satisfied:
         result.update_observed_generation = False
-        _finish(result, ds, node_names, decisions, node_pods, now, update_observed_gen=False)
+        _finish(result, ds, nodes, decisions, node_pods, now, len(held),
+                update_observed_gen=False)
         result.reasons = _reasons(
             node_names, decisions, node_pods, result, waiting_expectations=True
         )
@@ -106,11 +115,8 @@ def plan(snapshot: Snapshot) -> Plan:
     create_nodes, delete_pods = managed.creates, managed.deletes
     deferred = list(managed.deferred)
     waiting: list[str] = []
-    held: dict[str, str] = {}
 
-    strategy = dsutil.update_strategy(ds)
     if not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE:
-        held = gates.held_nodes(rolloutopts.options(ds), nodes, decisions, node_pods)
         rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
         if rolled.error:
             result.error = rolled.error
@@ -125,7 +131,8 @@ def plan(snapshot: Snapshot) -> Plan:
     )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
-    _finish(result, ds, node_names, decisions, node_pods, now, update_observed_gen=True)
+    _finish(result, ds, nodes, decisions, node_pods, now, len(held),
+            update_observed_gen=True)
     result.reasons = _reasons(
         node_names,
         decisions,
@@ -189,19 +196,31 @@ def _sync_nodes(
 def _finish(
     result: Plan,
     ds: Obj,
-    node_names: Sequence[str],
+    nodes: Sequence[tuple[str, Obj]],
     decisions: Mapping[str, Decision],
     node_pods: Mapping[str, list[PodFacts]],
     now: float,
+    held: int,
     *,
     update_observed_gen: bool,
 ) -> None:
-    """Status and its requeue."""
+    """Status (with the rollout conditions, ``held`` nodes kept at the old revision by the
+    gates) and its requeue."""
     new_status = status.compute_status(
-        ds, node_names, decisions, node_pods, now, update_observed_gen
+        ds, [name for name, _ in nodes], decisions, node_pods, now, update_observed_gen
     )
-    result.status = new_status
+    if new_status.get("numberUnavailable"):
+        result.unavailable = unavailable.breakdown(
+            dsutil.min_ready_seconds(ds), nodes, decisions, node_pods, now
+        )
     again = status.requeue_after(ds, new_status)
+    rolled = conditions.rollout_conditions(ds, new_status, held, now)
+    if rolled is not None:
+        new_status = status.json_shape({**new_status, "conditions": rolled.conditions})
+        result.events.extend(rolled.events)
+        if rolled.requeue_after is not None:
+            again = rolled.requeue_after if again is None else min(again, rolled.requeue_after)
+    result.status = new_status
     if again is not None:
         result.requeue_after = (
             again if result.requeue_after is None else min(result.requeue_after, again)

@@ -98,7 +98,7 @@ def compute_status(
             if not pods:
                 continue
             current += 1
-            pod = pods[0] if len(pods) == 1 else min(pods, key=_sort_key)
+            pod = counted(pods)
             if pod.ready:
                 ready += 1
                 available += available_check(pod)
@@ -122,15 +122,24 @@ def compute_status(
     return json_shape(new)
 
 
+def counted(pods: list[PodFacts]) -> PodFacts:
+    """The pod of a node that status counts (ready, available, updated): the first by
+    ``podutil.sort_key``. ``pods`` is not empty."""
+    return pods[0] if len(pods) == 1 else min(pods, key=_sort_key)
+
+
 def _sort_key(facts: PodFacts) -> tuple[int, float, str]:
     return podutil.sort_key(facts.pod)
 
 
 def status_changed(old_status: Obj | None, new_status: Obj, generation: int) -> bool:
-    """Whether ``storeDaemonSetStatus`` writes: not if all seven counters equal the cached
-    ones and the cached observedGeneration ≥ ``generation`` (``metadata.generation``)."""
+    """Whether ``storeDaemonSetStatus`` writes: not if all seven counters (and the
+    conditions, which only the rollout annotations set) equal the cached ones and the cached
+    observedGeneration ≥ ``generation`` (``metadata.generation``)."""
     old = old_status or {}
     if any(int(old.get(c) or 0) != int(new_status.get(c) or 0) for c in COUNTERS):
+        return True
+    if (old.get("conditions") or []) != (new_status.get("conditions") or []):
         return True
     return int(old.get("observedGeneration") or 0) < generation
 

@@ -178,4 +178,9 @@ class Plan:
     delete_expectations: bool = False  # DaemonSet not found
     hash: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
+    # why the unavailable nodes are (``unavailable.breakdown``: reason → node names), and
+    # which nodes the rollout gates hold at the old revision (node → reason); for `why ds`
+    # and the unavailable-pods gauge, not part of the decision record
+    unavailable: dict[str, list[str]] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
     error: str = ""  # the sync fails with this message (see the module docstring)

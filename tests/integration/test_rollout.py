@@ -418,14 +418,8 @@ def test_orphaned_revision_is_adopted_and_numbered_below_the_current(stack: Stac
 # ---- what the CLI refuses, as kubectl does ------------------------------------------------------
 
 
-def test_rollout_pause_and_resume_are_not_supported_for_daemonsets(stack: Stack) -> None:
+def test_rollout_refuses_what_kubectl_refuses(stack: Stack) -> None:
     stack.store.create(daemonset("web"))
-    pause = run(stack, "rollout", "pause", "ds/web")
-    assert (pause.exit_code, pause.stderr) == (
-        1, 'error: daemonsets.apps "web" pausing is not supported\n')
-    resume = run(stack, "rollout", "resume", "daemonset", "web")
-    assert (resume.exit_code, resume.stderr) == (
-        1, 'error: daemonsets.apps "web" resuming is not supported\n')
     missing = run(stack, "rollout", "history", "ds/nope")
     assert (missing.exit_code, missing.stderr) == (
         1, 'Error from server (NotFound): daemonsets.apps "nope" not found\n')
