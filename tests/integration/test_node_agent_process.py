@@ -212,6 +212,7 @@ def test_daemonset_runs_on_two_agents_ready_by_http_probe_and_rolls_to_new_args(
             "PodScheduled", "Initialized", "ContainersReady", "Ready"}
     old = {p.pid for p in machine.processes()}
     assert len(old) == 2
+    node_versions = {meta.resource_version(n) for n in machine.stack.store.list("Node")}
 
     machine.stack.store.apply(daemonset(machine, "v2"))
 
@@ -227,6 +228,10 @@ def test_daemonset_runs_on_two_agents_ready_by_http_probe_and_rolls_to_new_args(
     assert len(machine.marks("v1.term")) == 2  # each old server saw SIGTERM
     new = {p.pid for p in machine.processes()}
     assert len(new) == 2 and not new & old
+    # the agents stepped hundreds of times meanwhile; a heartbeat is due every 300 s only,
+    # so neither Node was written
+    assert {meta.resource_version(n) for n in machine.stack.store.list("Node")} \
+        == node_versions
 
 
 def test_killed_process_is_restarted(machine: Machine) -> None:
