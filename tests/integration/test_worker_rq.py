@@ -405,9 +405,11 @@ def test_sigusr1_makes_a_running_worker_print_its_threads_and_carry_on(stack: St
     wait_for(lambda: stack.store.r.hget(f"rq:worker:{stack.prefix}-r0", "state") == b"idle",
              timeout=30, what="the worker in its idle loop")
     proc.send_signal(signal.SIGUSR1)
-    dump = wait_for(lambda: "Current thread" in log.read_text() and log.read_text(),
-                    timeout=10, what="the threads' stacks in the log")
-    assert "dequeue_job_and_maintain_ttl" in dump  # the main thread, waiting for a key
+    # the main thread's stack comes last, frame by frame: wait for the one that shows it
+    # waiting for a key (the header alone may be written before its frames)
+    wait_for(lambda: "dequeue_job_and_maintain_ttl" in
+             log.read_text().partition("Current thread")[2],
+             timeout=10, what="the main thread's stack in the log, waiting for a key")
     assert proc.poll() is None
     RedisWorkQueue(stack.store.r, stack.store.keys).add(["kube-system/after-the-dump"])
     wait_for(lambda: _synced(stack, f"{stack.prefix}-r0") == 1, timeout=30,
