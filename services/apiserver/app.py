@@ -14,11 +14,12 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import orjson
 import prometheus_client
 from aiohttp import web
 
@@ -26,6 +27,7 @@ from services.apiserver import (
     auth,
     discovery,
     handlers,
+    listing,
     openapi,
     protobuf,
     requests,
@@ -36,6 +38,7 @@ from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
 from shared.api import patch as api_patch
+from shared.model import meta
 from shared.store.client import Store
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")
 
+LIST_CATCH_UP_SECONDS = 3.0  # how long a list waits for the watch cache, then reads Redis
 MAX_BODY = 3 * 1024 * 1024  # upstream's limit on a request body (etcd's value size)
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 USER_KEY = "daemonbus.user"  # the request's authenticated auth.User
@@ -68,7 +72,7 @@ class State:
 
 
 def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=json.dumps(doc, separators=(",", ":")), status=code,
+    return web.Response(body=orjson.dumps(doc), status=code,
                         content_type="application/json", headers=headers)
 
 
@@ -241,18 +245,40 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     q = request.query
     if verb == "watch":
         return await watch.serve(request, t, state.cache,
-                                 lambda obj, _e: tables.render_one(t, obj, fmt, q))
+                                 lambda obj, _e: tables.render_one(t, obj, fmt, q),
+                                 f"{fmt}:{q.get('includeObject', '')}")
     if verb == "get":
         obj = await state.run(handlers.get, store, t, state.namespaces)
         return respond(tables.render_one(t, obj, fmt, q))
     if verb == "list":
-        tip, items = await state.run(handlers.list_objects, store, t, q, state.namespaces)
+        tip, items = await _list(state, store, t, q)
         return respond(tables.render_list(t, tip, items, fmt, q))
     fields = handlers.FieldCheck.of(q)
     code, doc = await _write(request, state, store, t, verb, fields)
     headers = {"Warning": ", ".join('299 - "' + w.replace('"', '\\"') + '"'
                                     for w in fields.warnings)} if fields.warnings else None
     return respond(doc, code, headers)
+
+
+async def _list(state: State, store: Store, t: Target,
+                q: Mapping[str, str]) -> tuple[str, list[Obj]]:
+    """A list, consistent as upstream's reads from its watch cache: the log tip is read
+    now, and once the cache has folded the log in through it, the cache's objects are the
+    view at its position (no bulk read of Redis per list). ``resourceVersion=0`` (any)
+    takes the cache as it is. A cache that does not catch up in time: the view in Redis."""
+    if t.resource.stored:
+        tip = "0-0" if q.get("resourceVersion") == "0" else \
+            await state.run(handlers.log_tip, store)
+        try:
+            caught_up = await state.cache.wait_for(tip, LIST_CATCH_UP_SECONDS)
+        except TimeoutError:
+            caught_up = False
+        if caught_up:
+            match = listing.matcher(t, q)
+            items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
+            items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
+            return state.cache.position, items
+    return await state.run(handlers.list_objects, store, t, q, state.namespaces)
 
 
 async def _write(request: web.Request, state: State, store: Store, t: Target,

@@ -86,6 +86,15 @@ def list_objects(store: Store, t: Target, query: Mapping[str, str],
     return tip, items
 
 
+def log_tip(store: Store) -> str:
+    """The newest log position."""
+    try:
+        tip, _ = store.snapshot([])
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+    return tip
+
+
 def list_document(kind: str, rv: str, items: list[Obj], cont: str = "",
                   remaining: int | None = None) -> Obj:
     md: Obj = {"resourceVersion": rv}

@@ -13,17 +13,18 @@ with a 410 Expired Status); ``sendInitialEvents=true`` (with ``allowWatchBookmar
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from services.apiserver import listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import ExpiredError, WatchCache
+from shared.model import meta
 from shared.store import codec
 
 Obj = dict[str, Any]
@@ -36,7 +37,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 def _event(etype: str, obj: Obj) -> bytes:
-    return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return orjson.dumps({"type": etype, "object": obj}) + b"\n"
 
 
 def _bookmark(t: Target, rv: str, initial_end: bool = False) -> Obj:
@@ -47,9 +48,16 @@ def _bookmark(t: Target, rv: str, initial_end: bool = False) -> Obj:
 
 
 async def serve(request: web.Request, t: Target, cache: WatchCache,
-                render: Callable[[Obj, str], Obj]) -> web.StreamResponse:
+                render: Callable[[Obj, str], Obj], render_key: str) -> web.StreamResponse:
     """Stream the watch ``t`` with the request's query; ``render(obj, event_type)`` turns
-    each object into what the client asked for (the object, or a Table of it)."""
+    each object into what the client asked for (the object, or a Table of it), the same
+    for every request with the same ``render_key``, so each event is encoded once."""
+
+    def encoded(etype: str, obj: Obj) -> bytes:
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        return cache.encode((t.kind, meta.key(obj), rv, etype, render_key),
+                            lambda: _event(etype, render(obj, etype)))
+
     q: Mapping[str, str] = request.query
     match = listing.matcher(t, q)
     rv = q.get("resourceVersion") or ""
@@ -99,7 +107,7 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
     deadline = loop.time() + timeout
     try:
         for etype, obj in first:
-            await resp.write(_event(etype, render(obj, etype)))
+            await resp.write(encoded(etype, obj))
         if end_bookmark:
             await resp.write(_event("BOOKMARK", _bookmark(t, end_bookmark, True)))
         while True:
@@ -121,7 +129,7 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
                         "Expired", f"too old resource version: {watcher.dropped}", 410)))
                 break
             etype, obj = item
-            await resp.write(_event(etype, render(obj, etype)))
+            await resp.write(encoded(etype, obj))
         await resp.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass

@@ -34,7 +34,8 @@ Obj = dict[str, Any]
 Match = Callable[[Obj], bool]
 
 WINDOW = 20_000  # recent events kept for watches that resume from a position
-BUFFER = 2_000  # events buffered per watcher before it is dropped as too slow
+BUFFER = 10_000  # events buffered per watcher (references, not copies) before it is dropped
+ENCODED = 8_192  # encoded watch events kept, shared by every watcher that sends them
 READ_COUNT = 1_000
 BLOCK_MS = 1_000
 
@@ -118,6 +119,10 @@ class WatchCache:
         self.position = "0-0"  # the newest log id folded in
         self.oldest = "0-0"  # every event after this position is in ``events``
         self.watchers: set[Watcher] = set()
+        # an event is encoded once however many watchers send it (key: object version,
+        # event type and how it is rendered)
+        self.encoded: collections.OrderedDict[tuple[str, ...], bytes] = \
+            collections.OrderedDict()
         self.ready = asyncio.Event()
         self._progress: list[asyncio.Future[None]] = []
         self._stop = threading.Event()
@@ -213,6 +218,15 @@ class WatchCache:
             except TimeoutError:
                 return False
         return True
+
+    def encode(self, key: tuple[str, ...], make: Callable[[], bytes]) -> bytes:
+        """The encoding of ``key``, made once (by ``make``) and kept for a while."""
+        data = self.encoded.get(key)
+        if data is None:
+            data = self.encoded[key] = make()
+            if len(self.encoded) > ENCODED:
+                self.encoded.popitem(last=False)
+        return data
 
     def current(self, kind: str, match: Match) -> list[Obj]:
         """The cached objects of ``kind`` that ``match`` selects, sorted by key."""

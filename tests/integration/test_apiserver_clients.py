@@ -155,3 +155,21 @@ def test_list_pages_with_limit_and_continue(api: ApiServer, core: k8s.CoreV1Api)
     names = [n.metadata.name for n in first.items + rest.items]
     assert names[:3] == ["node-00001", "node-00002", "node-00003"]
     assert len(names) == len(set(names))
+
+
+def test_an_unknown_field_warns_by_default_and_is_refused_under_strict(api: ApiServer) -> None:
+    body = daemonset("warned", "pywarn")
+    body["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    path = "/apis/apps/v1/namespaces/pywarn/daemonsets"
+    code, status = api.request("POST", path + "?fieldValidation=Strict", body)
+    assert code == 400 and status["reason"] == "BadRequest"
+    assert status["message"] == ('strict decoding error: unknown field '
+                                 '"spec.template.spec.containers[0].imagePullPolicyy"')
+    req = urllib.request.Request(f"https://127.0.0.1:{api.port}{path}",
+                                 data=json.dumps(body).encode(), method="POST")
+    req.add_header("Authorization", f"Bearer {api.tokens['admin']}")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, context=api.ssl_context(), timeout=30) as resp:
+        assert resp.status == 201
+        assert resp.headers["Warning"] == ('299 - "unknown field \\"spec.template.spec.'
+                                           'containers[0].imagePullPolicyy\\""')
