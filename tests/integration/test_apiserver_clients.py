@@ -81,8 +81,9 @@ def test_python_watch_resumes_from_a_resource_version(apps: k8s.AppsV1Api) -> No
         seen.append((ev["type"], ev["object"].metadata.name))
         if ("DELETED", "first") in seen:
             break
-    assert seen[0] == ("ADDED", "second")  # nothing from before rv
-    assert ("DELETED", "first") in seen
+    assert ("ADDED", "first") not in seen  # nothing from before rv
+    assert ("ADDED", "second") in seen and ("DELETED", "first") in seen
+    assert seen.index(("ADDED", "second")) < seen.index(("DELETED", "first"))
 
 
 def test_python_watch_from_a_position_too_old_gets_410(apps: k8s.AppsV1Api) -> None:
