@@ -9,7 +9,7 @@ functions never touch a process.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from shared.model import meta
@@ -57,8 +57,29 @@ class ContainerState:
 
     @classmethod
     def from_record(cls, rec: Obj) -> ContainerState:
-        names = {f.name for f in fields(cls)} - {"ready", "started"}
-        return cls(**{k: v for k, v in rec.items() if k in names})
+        """A record read back; ValueError unless every field has its type (a damaged file
+        must not make the agent signal a pid it did not record)."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
+            raise ValueError("not a container record")
+        out = cls(rec["name"])
+        for name, types in _RECORD_TYPES.items():
+            if name not in rec:
+                continue
+            value = rec[name]
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise ValueError(f"container record: {name}: {value!r} has the wrong type")
+            setattr(out, name, value)
+        return out
+
+
+_NUMBER = (int, float)
+_RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "init": (bool,), "pid": (int,), "create_time": _NUMBER, "started_at": (*_NUMBER, type(None)),
+    "restart_count": (int,), "terminated": (dict, type(None)),
+    "last_terminated": (dict, type(None)), "backoff": _NUMBER,
+    "restart_at": (*_NUMBER, type(None)), "waiting_reason": (str,), "waiting_message": (str,),
+    "stop_deadline": (*_NUMBER, type(None)), "starting": (bool,),
+}
 
 
 # ---- restarts ---------------------------------------------------------------------------

@@ -285,11 +285,13 @@ def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> No
 
 
 def server_nodes(m: Machine) -> list[tuple[str, str]]:
-    """(node, version) of each live server process."""
+    """(node, version) of each live server process (not of other commands)."""
     out = []
     for p in m.processes():
         try:
-            out.append((p.environ().get("NODE_NAME", ""), p.cmdline()[-1]))
+            words = p.cmdline()
+            if len(words) > 1 and words[-2].endswith("server.py"):
+                out.append((p.environ().get("NODE_NAME", ""), words[-1]))
         except psutil.Error:
             continue
     return sorted(out)

@@ -3,6 +3,7 @@ phase and conditions, the container environment, probe thresholds."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -163,3 +164,17 @@ def test_a_container_is_not_ready_until_its_startup_probe_succeeded() -> None:
     cs = podstatus.pod_status(POD, [], [c], 102.0)["containerStatuses"][0]
     assert (cs["started"], cs["ready"]) == (True, True)
     assert ContainerState.from_record(c.to_record()).started is False  # probes start afresh
+
+
+def test_a_container_record_reads_back_and_a_damaged_one_is_refused() -> None:
+    c = ContainerState("web", pid=5, create_time=1.5, started_at=2.0, restart_count=2,
+                       terminated=None, last_terminated={"exitCode": 1}, backoff=20.0,
+                       restart_at=None, starting=True)
+    assert ContainerState.from_record(c.to_record()) == c
+    for bad in ({"name": 3}, {"name": "web", "pid": "5"}, {"name": "web", "pid": True},
+                {"name": "web", "terminated": [1]}, {"name": "web", "restart_at": "soon"},
+                {"name": "web", "starting": 1}, []):
+        with pytest.raises(ValueError):
+            ContainerState.from_record(bad)  # type: ignore[arg-type]
+    kept = {f.name for f in dataclasses.fields(ContainerState)} - {"name", "ready", "started"}
+    assert kept == set(podstatus._RECORD_TYPES)  # every kept field is checked on reading
