@@ -34,6 +34,7 @@ MAX_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30 to 60 m
 MAX_WATCHERS = 1000  # per process; more is 429 TooManyRequests
 CATCH_UP_SECONDS = 10.0  # how long a watch from a newer position waits for the cache
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+WRITE_BATCH = 256  # queued events written to the stream at once
 
 
 def _event(etype: str, obj: Obj) -> bytes:
@@ -123,13 +124,19 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
                 if bookmarks and watcher.queue.empty() and not watcher.dropped:
                     await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
                 continue
+            chunk: list[bytes] = []
+            while item is not None:  # what is queued goes out in one write
+                chunk.append(encoded(*item))
+                if watcher.queue.empty() or len(chunk) >= WRITE_BATCH:
+                    break
+                item = watcher.queue.get_nowait()
+            if chunk:
+                await resp.write(b"".join(chunk))
             if item is None:
                 if watcher.dropped.startswith("expired"):
                     await resp.write(_event("ERROR", st.status(
                         "Expired", f"too old resource version: {watcher.dropped}", 410)))
                 break
-            etype, obj = item
-            await resp.write(encoded(etype, obj))
         await resp.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass

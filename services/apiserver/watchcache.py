@@ -16,7 +16,9 @@ ADDED / DELETED when an object enters or leaves its selection, as upstream's cac
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -59,6 +61,10 @@ class Event:
     key: str
     obj: Obj
     prev: Obj | None
+    pos: tuple[int, int] = field(default=(0, 0), compare=False)  # ``id`` parsed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pos", codec.id_tuple(self.id))
 
 
 @dataclass(eq=False)
@@ -71,10 +77,14 @@ class Watcher:
     queue: asyncio.Queue[tuple[str, Obj] | None] = field(
         default_factory=lambda: asyncio.Queue(BUFFER))
     dropped: str = ""  # why it was closed ("" while open)
+    after_pos: tuple[int, int] = (0, 0)  # ``after`` parsed once
+
+    def __post_init__(self) -> None:
+        self.after_pos = codec.id_tuple(self.after)
 
     def offer(self, ev: Event) -> None:
         """Decides which event type (if any) this watcher sees for ``ev``, and queues it."""
-        if ev.kind != self.kind or codec.id_tuple(ev.id) <= codec.id_tuple(self.after):
+        if ev.kind != self.kind or ev.pos <= self.after_pos:
             return
         now = self.match(ev.obj)
         before = ev.prev is not None and self.match(ev.prev)
@@ -240,9 +250,13 @@ class WatchCache:
         if codec.id_tuple(after) < codec.id_tuple(self.oldest):
             raise ExpiredError(after, self.oldest)
         w = Watcher(kind, match, after)
-        for ev in self.events:
-            if codec.id_tuple(ev.id) > codec.id_tuple(after):
-                w.offer(ev)
+        # the first event after ``after``, found by bisection (the window is in log order):
+        # a scan of the whole window per resumed watch stalls every other watcher
+        start = bisect.bisect_right(self.events, w.after_pos, key=lambda e: e.pos)
+        for ev in itertools.islice(self.events, start, None):
+            w.offer(ev)
+            if w.dropped:
+                break
         if not w.dropped:
             self.watchers.add(w)
         return w
