@@ -54,7 +54,6 @@ RESOURCES: tuple[Resource, ...] = (
 )
 STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
-GROUP_VERSIONS = ("v1", "apps/v1", AUTHZ_GROUP_VERSION)
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
 

@@ -31,7 +31,7 @@ from shared.daemonset import types as t
 from shared.model import events as model_events
 from shared.model import meta, podutil
 from shared.store import client as store_client
-from shared.store import codec, errors
+from shared.store import errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
 
@@ -439,7 +439,3 @@ def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:
         "position": snap.position,
         "unavailable": {reason: len(names) for reason, names in plan.unavailable.items()},
     }
-
-
-def pack_status(msg: dict[str, Any]) -> bytes:
-    return codec.pack(msg)

@@ -268,10 +268,3 @@ def _label_sets(gauge: Gauge) -> set[tuple[str, str]]:
     """The (namespace, daemonset) label values a gauge currently exports."""
     return {(s.labels["namespace"], s.labels["daemonset"])
             for metric in gauge.collect() for s in metric.samples}
-
-
-def consumer_name() -> str:
-    import os
-    import socket
-
-    return f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"

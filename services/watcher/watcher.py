@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -59,11 +58,10 @@ def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
 
 
 class Watcher:
-    def __init__(self, store: Store, lease: LeaderLease, clock: Callable[[], float] = time.time,
+    def __init__(self, store: Store, lease: LeaderLease,
                  renew_every: float = LEASE_SECONDS / 4) -> None:
         self.store = store
         self.lease = lease
-        self.clock = clock
         self.renew_every = renew_every
         self.cache = Cache(store, KINDS, name="watcher",
                            indexes={"ns": ("DaemonSet", _ds_by_namespace)})

@@ -1,6 +1,5 @@
 """Accessors for Kubernetes object metadata on plain dicts, and RFC 3339 timestamps. Pure."""
 
-import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,11 +29,6 @@ def key(obj: Obj) -> str:
     """The store/queue key: "namespace/name" ("/name" style is never used: cluster-scoped
     objects have an empty namespace, so their key is "/name")."""
     return f"{namespace(obj)}/{name(obj)}"
-
-
-def split_key(k: str) -> tuple[str, str]:
-    ns, _, n = k.partition("/")
-    return ns, n
 
 
 def uid(obj: Obj) -> str:
@@ -103,10 +97,6 @@ def parse_time(value: str | None) -> float | None:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-def deep_copy(obj: Obj) -> Obj:
-    return copy.deepcopy(obj)
 
 
 def controller_owner_ref(owner: Obj, kind: str = "DaemonSet", api_version: str = "apps/v1") -> Obj:

@@ -16,7 +16,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -671,10 +671,6 @@ class Store:
         ns = (md.get("namespace") or "default") if (info is None or info.namespaced) else ""
         return f"{ns}/{md.get('name') or ''}"
 
-    # ---- decisions ------------------------------------------------------------------------
-
-    def record_ops(self, records: Iterable[tuple[str, Obj]]) -> builtins.list[Op]:
-        return [Op.record("DaemonSet", k, rec) for k, rec in records]
 
 
 class DryRunStore(Store):

@@ -40,7 +40,6 @@ P:meta                             hash    cluster metadata; "epoch": the log's 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 DEFAULT_PREFIX = "daemonbus"
@@ -166,7 +165,3 @@ class Keys:
     def all_patterns(self) -> list[str]:
         """Glob patterns matching every key of this cluster (for cleanup and checks)."""
         return [self.tag + ":*"]
-
-
-def from_env() -> Keys:
-    return Keys(os.environ.get("DAEMONBUS_PREFIX", DEFAULT_PREFIX))
