@@ -1,6 +1,7 @@
-"""The official Python `kubernetes` client and raw watch requests against a live stack with
-an API server: list, read, patch and watch; a watch resumed from a resourceVersion; 410
-Expired handled; bookmarks and streaming lists (sendInitialEvents); two replicas."""
+"""Raw watch requests and the official Python `kubernetes` client against a live stack with
+an API server, beyond test_apiserver_pyclient's verbs: the in-stream 410 Status, streaming
+lists (sendInitialEvents) and bookmarks, a second replica, the body limit, list pages and
+field validation warnings."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
-from kubernetes.client.rest import ApiException
 
 from shared.store.server import RedisServer
 from tests.integration.apiserver_kit import ApiServer
@@ -46,52 +45,6 @@ def apps(api: ApiServer) -> k8s.AppsV1Api:
 @pytest.fixture(scope="module")
 def core(api: ApiServer) -> k8s.CoreV1Api:
     return k8s.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig())))
-
-
-def test_python_client_creates_lists_reads_and_patches(apps: k8s.AppsV1Api,
-                                                       core: k8s.CoreV1Api) -> None:
-    apps.create_namespaced_daemon_set("py", daemonset("pyds", "py"))
-    listed = apps.list_namespaced_daemon_set("py")
-    assert [d.metadata.name for d in listed.items] == ["pyds"]
-    assert listed.metadata.resource_version
-    got = apps.read_namespaced_daemon_set("pyds", "py")
-    assert got.spec.template.spec.containers[0].image == "registry.k8s.io/pause:3.9"
-    patched = apps.patch_namespaced_daemon_set(
-        "pyds", "py", {"spec": {"template": {"spec": {"containers": [
-            {"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}}})
-    assert patched.spec.template.spec.containers[0].image == "registry.k8s.io/pause:3.10"
-    assert patched.metadata.generation == 2
-    wait_for(lambda: len(core.list_namespaced_pod("py", label_selector="app=pyds").items)
-             == 3, timeout=60, what="3 pods listed")
-    nodes = core.list_node(field_selector="metadata.name=node-00002").items
-    assert [n.metadata.name for n in nodes] == ["node-00002"]
-    with pytest.raises(ApiException) as err:
-        apps.read_namespaced_daemon_set("nope", "py")
-    assert err.value.status == 404
-
-
-def test_python_watch_resumes_from_a_resource_version(apps: k8s.AppsV1Api) -> None:
-    apps.create_namespaced_daemon_set("pyw", daemonset("first", "pyw"))
-    rv = apps.list_namespaced_daemon_set("pyw").metadata.resource_version
-    apps.create_namespaced_daemon_set("pyw", daemonset("second", "pyw"))
-    apps.delete_namespaced_daemon_set("first", "pyw")
-    seen = []
-    for ev in k8s_watch.Watch().stream(apps.list_namespaced_daemon_set, "pyw",
-                                       resource_version=rv, timeout_seconds=10):
-        seen.append((ev["type"], ev["object"].metadata.name))
-        if ("DELETED", "first") in seen:
-            break
-    assert ("ADDED", "first") not in seen  # nothing from before rv
-    assert ("ADDED", "second") in seen and ("DELETED", "first") in seen
-    assert seen.index(("ADDED", "second")) < seen.index(("DELETED", "first"))
-
-
-def test_python_watch_from_a_position_too_old_gets_410(apps: k8s.AppsV1Api) -> None:
-    with pytest.raises(ApiException) as err:
-        for _ev in k8s_watch.Watch().stream(apps.list_namespaced_daemon_set, "pyold",
-                                            resource_version="1-0", timeout_seconds=5):
-            pass
-    assert err.value.status == 410
 
 
 def _stream(api: ApiServer, path: str, port: int | None = None) -> list[dict[str, Any]]:
