@@ -13,14 +13,17 @@ are dropped once the annotations are.
 * ``Unknown/RolloutPaused`` — the paused annotation is set (a Deployment's DeploymentPaused);
 * ``True/RolloutPartitioned`` — the rollout stopped at its gates: every node the partition
   or the node selector does not hold is updated and available;
-* ``True/DaemonSetUpdated`` — in progress; ``lastUpdateTime`` is the last progress (more
-  pods updated, ready or available than the cached status says), or the start;
+* ``True/DaemonSetUpdated`` — in progress; its ``lastTransitionTime`` is the last progress
+  (more pods updated, ready or available than the cached status says), or the start;
 * ``False/ProgressDeadlineExceeded`` — in progress, and ``progress-deadline-seconds`` passed
-  since ``lastUpdateTime`` (a Warning Event goes with the change). Progress sets it back to
+  since that time (a Warning Event goes with the change). Progress sets it back to
   ``True/DaemonSetUpdated``.
 
-``lastTransitionTime`` changes only when ``status`` does, ``lastUpdateTime`` when the reason
-changes or progress is made, so a resync without change publishes the same conditions.
+apps/v1 ``DaemonSetCondition`` has no ``lastUpdateTime`` (a Deployment's condition has), and a
+stored field the schema lacks would make strict field validation refuse every later apply of
+the DaemonSet. So ``lastTransitionTime`` carries both: it changes when ``status`` does and when
+progress is made (or the rollout starts), never on a resync without change, so such a resync
+publishes the same conditions.
 """
 
 from __future__ import annotations
@@ -71,17 +74,14 @@ def conditions_of(status: Obj) -> list[Any]:
 
 def _condition(old: Obj | None, kind: str, status: str, reason: str, message: str,
                now: float, touched: bool) -> Obj:
-    """The condition, keeping ``old``'s times unless its status (transition) or its reason
-    (update) changes, or ``touched`` (progress)."""
+    """The condition, keeping ``old``'s time unless its status changes (a transition) or
+    ``touched`` (progress made, or the rollout started)."""
     stamp = meta.format_time(now)
-    same_status = old is not None and old.get("status") == status
-    same = same_status and old is not None and old.get("reason") == reason and not touched
+    kept = old is not None and old.get("status") == status and not touched
     return {
         "type": kind,
         "status": status,
-        "lastUpdateTime": (old or {}).get("lastUpdateTime", stamp) if same else stamp,
-        "lastTransitionTime": ((old or {}).get("lastTransitionTime", stamp) if same_status
-                               else stamp),
+        "lastTransitionTime": (old or {}).get("lastTransitionTime", stamp) if kept else stamp,
         "reason": reason,
         "message": message,
     }
@@ -141,7 +141,7 @@ def _in_progress(out: Outcome, previous: Obj | None, previous_reason: Any,
     if started or progressed:
         last = now
     else:
-        last = meta.parse_time(str((previous or {}).get("lastUpdateTime") or "")) or now
+        last = meta.parse_time(str((previous or {}).get("lastTransitionTime") or "")) or now
     deadline = opts.progress_deadline
     exceeded = previous_reason == REASON_DEADLINE and not progressed
     if deadline is not None and (exceeded or last + deadline <= now):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from services.cli import rollout_views as views
+from shared.api import schema
 from shared.daemonset import conditions, planner
 from shared.daemonset.types import Plan
 from shared.model import meta, rolloutopts
@@ -88,11 +89,13 @@ def never_ready_rollout(deadline: str = "60") -> tuple[Obj, list[Obj]]:
 def test_progress_deadline_table_on_a_fake_clock() -> None:
     ds, pods = never_ready_rollout("60")
     nodes = make_nodes(2)
-    # t=0: the rollout starts: Progressing True, lastUpdateTime now, requeued for the deadline
+    # t=0: the rollout starts: Progressing True, lastTransitionTime now (DaemonSetCondition has
+    # no lastUpdateTime), requeued for the deadline
     first = planner.plan(snapshot(ds, nodes, pods, now=NOW))
     cond = progressing(first)
     assert (cond["status"], cond["reason"]) == ("True", "DaemonSetUpdated")
-    assert cond["lastUpdateTime"] == meta.format_time(NOW)
+    assert cond["lastTransitionTime"] == meta.format_time(NOW)
+    assert set(cond) == {"type", "status", "lastTransitionTime", "reason", "message"}
     assert first.requeue_after == 60.0
     assert not [e for e in first.events if e.reason == "ProgressDeadlineExceeded"]
     ds = fed_back(ds, first)
@@ -114,6 +117,14 @@ def test_progress_deadline_table_on_a_fake_clock() -> None:
     cond = progressing(at301)
     assert (cond["status"], cond["reason"]) == ("True", "DaemonSetUpdated")
     assert cond["lastTransitionTime"] == meta.format_time(NOW + 301)
+
+
+def test_a_status_with_conditions_has_only_fields_of_the_apps_v1_schema() -> None:
+    # a stored field the schema lacks would fail strict field validation of every later apply
+    ds, pods = never_ready_rollout("60")
+    for now in (NOW, NOW + 60):
+        ds = fed_back(ds, planner.plan(snapshot(ds, make_nodes(2), pods, now=now)))
+        assert schema.unknown_fields(ds) == []
 
 
 def test_without_a_deadline_no_progress_stays_progressing() -> None:
