@@ -3,6 +3,9 @@
 #
 #   bash ops/compose-env.sh          create .env if missing, then (re)write ops/redis/users.acl
 #
+# DAEMONBUS_COMPOSE_ENV and DAEMONBUS_ACL_FILE name other files than .env and users.acl (the
+# tests render a cluster of their own).
+#
 # .env (top of the repo, mode 600, never committed) holds DAEMONBUS_REDIS_PASSWORD_<ROLE> for
 # the roles admin, health, cli, watcher, reconciler, status-writer, gc and node-agent;
 # docker-compose reads it to build each service's DAEMONBUS_REDIS_URL. An existing .env is
@@ -15,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 ENV_FILE=${DAEMONBUS_COMPOSE_ENV:-.env}
 TEMPLATE=ops/redis/users.acl.in
-ACL_FILE=ops/redis/users.acl
+ACL_FILE=${DAEMONBUS_ACL_FILE:-ops/redis/users.acl}
 ROLES="ADMIN HEALTH CLI WATCHER RECONCILER STATUS_WRITER GC NODE_AGENT"
 
 new_password() {
@@ -44,7 +47,7 @@ case "$prefix" in
   *[!A-Za-z0-9_.-]*) echo "compose-env: DAEMONBUS_PREFIX must be [A-Za-z0-9_.-]+" >&2; exit 1 ;;
 esac
 
-script=(-e '/^#/d' -e '/^[[:space:]]*$/d' -e "s/@KEYS@/~{$prefix}:*/g")
+script=(-e '/^#/d' -e '/^[[:space:]]*$/d' -e "s/@KEYS@/~{$prefix}:*/g" -e "s/@TAG@/{$prefix}/g")
 for role in $ROLES; do
   hash=$(printf %s "$(value_of "DAEMONBUS_REDIS_PASSWORD_$role")" | sha256sum | cut -d' ' -f1)
   script+=(-e "s/@HASH_$role@/$hash/g")

@@ -18,7 +18,7 @@ import redis
 
 from services import config
 from shared.store import client as store_client
-from shared.store import errors
+from shared.store import errors, roles
 from shared.store.keys import Keys
 
 
@@ -120,10 +120,12 @@ def stop_event() -> threading.Event:
     return ev
 
 
-def open_store(redis_url: str | None = None, prefix: str | None = None) -> store_client.Store:
+def open_store(redis_url: str | None = None, prefix: str | None = None,
+               role: str = roles.ADMIN) -> store_client.Store:
+    """A store whose commits are authorised as ``role`` (the CLI's: the operator's, admin)."""
     url = config.redis_url(redis_url)
     client = store_client.connect(url)
-    return store_client.Store(client, Keys(config.prefix(prefix)))
+    return store_client.Store(client, Keys(config.prefix(prefix)), role=role)
 
 
 # The metrics endpoint listens on loopback unless told otherwise (--metrics-bind): what a

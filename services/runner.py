@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from services import common
+from shared.store import roles
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
@@ -27,8 +28,8 @@ class Parts:
     backoff: RedisBackoff
 
 
-def parts(redis_url: str | None, prefix: str | None) -> Parts:
-    store = common.open_store(redis_url, prefix)
+def parts(redis_url: str | None, prefix: str | None, role: str) -> Parts:
+    store = common.open_store(redis_url, prefix, role)
     return Parts(store, RedisWorkQueue(store.r, store.keys), RedisExpectations(store.r, store.keys),
                  RedisBackoff(store.r, store.keys))
 
@@ -39,7 +40,7 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metri
     common.setup_logging("watcher")
     common.tune_gc()
     common.serve_metrics(*metrics)
-    p = parts(redis_url, prefix)
+    p = parts(redis_url, prefix, roles.WATCHER)
     lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
                              ttl_seconds=LEASE_SECONDS)
     Watcher(p.store, lease).run(common.stop_event())
@@ -55,7 +56,7 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Me
     log = common.setup_logging("reconciler")
     common.tune_gc()
     common.serve_metrics(*metrics)
-    p = parts(redis_url, prefix)
+    p = parts(redis_url, prefix, roles.RECONCILER)
     p.queue = RedisWorkQueue(p.store.r, p.store.keys, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
     reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
@@ -76,7 +77,7 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
     common.setup_logging("status-writer")
     common.tune_gc()
     common.serve_metrics(*metrics)
-    store = common.open_store(redis_url, prefix)
+    store = common.open_store(redis_url, prefix, roles.STATUS_WRITER)
     StatusWriter(store, instance_id("status-writer")).run(common.stop_event())
 
 
@@ -87,7 +88,7 @@ def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
     common.setup_logging("gc")
     common.tune_gc()
     common.serve_metrics(*metrics)
-    Collector(common.open_store(redis_url, prefix), batch=batch,
+    Collector(common.open_store(redis_url, prefix, roles.GC), batch=batch,
               max_deletes_per_second=max_deletes_per_second).run(common.stop_event())
 
 
@@ -100,7 +101,7 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
     common.tune_gc()
     common.serve_metrics(*metrics)
     assert isinstance(cfg, AgentConfig)
-    agent = NodeAgent(common.open_store(redis_url, prefix), cfg)
+    agent = NodeAgent(common.open_store(redis_url, prefix, roles.NODE_AGENT), cfg)
     if nodes:
         created = agent.ensure_nodes(nodes, name_prefix)
         log.info("registered %d new nodes (%d requested)", created, nodes)

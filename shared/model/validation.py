@@ -336,6 +336,44 @@ def _validate_quantities(value: Any, path: str, errs: list[str]) -> None:
             errs.append(fielderr.type_error(fielderr.key(path, name), q, "quantity"))
 
 
+def _validate_node_status(value: Any, errs: list[str]) -> None:
+    status = typed.as_map(value, "status", errs) or {}
+    for f in ("capacity", "allocatable"):
+        _validate_quantities(status.get(f), C("status", f), errs)
+    for i, cond in typed.maps(status.get("conditions"), C("status", "conditions"), errs):
+        cpath = fielderr.index(C("status", "conditions"), i)
+        for f in ("type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime"):
+            typed.as_str(cond.get(f), C(cpath, f), errs)
+    typed.maps(status.get("addresses"), C("status", "addresses"), errs)
+    typed.as_map(status.get("nodeInfo"), C("status", "nodeInfo"), errs)
+
+
+def _validate_pod_status(value: Any, errs: list[str]) -> None:
+    status = typed.as_map(value, "status", errs) or {}
+    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
+    if phase and phase not in _POD_PHASES:
+        errs.append(fielderr.not_supported(C("status", "phase"), phase, _POD_PHASES))
+    for f in ("hostIP", "podIP", "startTime", "reason", "message"):
+        typed.as_str(status.get(f), C("status", f), errs)
+    for f in ("conditions", "containerStatuses", "initContainerStatuses"):
+        typed.maps(status.get(f), C("status", f), errs)
+
+
+def validate_status(kind: str, status: Any, old_status: Any = None) -> list[str]:
+    """The /status subresource's checks of one kind: ``status`` as a Node's, a Pod's or a
+    DaemonSet's (the rest of the object is the stored one). Decides only."""
+    errs: list[str] = []
+    if kind == "Node":
+        _validate_node_status(status, errs)
+    elif kind == "Pod":
+        _validate_pod_status(status, errs)
+    elif kind == "DaemonSet":
+        errs = validate_daemonset_status(status, old_status or {})
+    else:
+        errs.append(f"status: Invalid value: {kind} has no status subresource")
+    return errs
+
+
 def validate_node(obj: Any, old: Any = None) -> list[str]:
     """``ValidateNode`` (subset). Taint errors are reported under ``metadata.taints``, as
     upstream does. Decides only."""
@@ -348,15 +386,7 @@ def validate_node(obj: Any, old: Any = None) -> list[str]:
     for f in ("podCIDR", "providerID"):
         typed.as_str(spec.get(f), C("spec", f), errs)
     _validate_taints(spec.get("taints"), C("metadata", "taints"), errs)
-    status = typed.as_map(obj.get("status"), "status", errs) or {}
-    for f in ("capacity", "allocatable"):
-        _validate_quantities(status.get(f), C("status", f), errs)
-    for i, cond in typed.maps(status.get("conditions"), C("status", "conditions"), errs):
-        cpath = fielderr.index(C("status", "conditions"), i)
-        for f in ("type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime"):
-            typed.as_str(cond.get(f), C(cpath, f), errs)
-    typed.maps(status.get("addresses"), C("status", "addresses"), errs)
-    typed.as_map(status.get("nodeInfo"), C("status", "nodeInfo"), errs)
+    _validate_node_status(obj.get("status"), errs)
     if isinstance(old, dict):
         metavalidation.validate_object_meta_update(
             obj.get("metadata"), old.get("metadata"), "metadata", errs
@@ -372,14 +402,7 @@ def validate_pod(obj: Any, old: Any = None) -> list[str]:
     errs: list[str] = []
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
     podvalidation.validate_pod_spec(obj.get("spec"), "spec", errs)
-    status = typed.as_map(obj.get("status"), "status", errs) or {}
-    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
-    if phase and phase not in _POD_PHASES:
-        errs.append(fielderr.not_supported(C("status", "phase"), phase, _POD_PHASES))
-    for f in ("hostIP", "podIP", "startTime", "reason", "message"):
-        typed.as_str(status.get(f), C("status", f), errs)
-    for f in ("conditions", "containerStatuses", "initContainerStatuses"):
-        typed.maps(status.get(f), C("status", f), errs)
+    _validate_pod_status(obj.get("status"), errs)
     if isinstance(old, dict):
         metavalidation.validate_object_meta_update(
             obj.get("metadata"), old.get("metadata"), "metadata", errs

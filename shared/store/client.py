@@ -16,7 +16,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,13 +28,12 @@ from shared.model import kinds as model_kinds
 from shared.model import meta
 from shared.model import syntax as model_syntax
 from shared.model import validation as model_validation
-from shared.store import codec, errors, scripts
+from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
 from shared.store.logmark import LogMark
 
-log = logging.getLogger(__name__)
-
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 FOREGROUND = "foregroundDeletion"
@@ -116,8 +115,8 @@ class Fence:
 
 @dataclass
 class Result:
-    status: str  # ok | exists | conflict | notfound | skipped | fenced
-    value: str  # the new resourceVersion (ok) or the current one
+    status: str  # ok | exists | conflict | notfound | forbidden | skipped | fenced
+    value: str  # the new resourceVersion (ok), the current one, or why it is forbidden
     op: Op = field(repr=False, default_factory=lambda: Op("", "", "", b""))
 
     @property
@@ -159,9 +158,13 @@ class Store:
         clock: Callable[[], float] = _now,
         log_maxlen: int = 0,
         writer: str = "",
+        role: str = roles.ADMIN,
     ) -> None:
+        """``role``: what every commit of this store is authorised as (``shared.store.roles``);
+        the caller's Redis credentials must hold it."""
         self.r = client
         self.keys = keys or Keys()
+        self.role = role
         self.clock = clock
         self.log_maxlen = log_maxlen
         # what this process read from and wrote to the log: its caches check it on every read
@@ -251,18 +254,21 @@ class Store:
     # ---- batched commits -----------------------------------------------------------------
 
     def commit(self, ops: Sequence[Op], atomic: bool = False,
-               fence: Fence | None = None) -> builtins.list[Result]:
-        """Send ``ops`` in one script call. With ``atomic`` a failed precondition of any op
-        writes nothing at all. An object may appear at most once in a batch. With a
-        ``fence`` nothing is written (every result "fenced") unless its token still holds
-        the workqueue lease of its key."""
+               fence: Fence | None = None, nodes: Iterable[str] = ()) -> builtins.list[Result]:
+        """Send ``ops`` in one script call, authorised as this store's role. With ``atomic`` a
+        failed precondition of any op writes nothing at all; an op the role may not make
+        (status "forbidden") makes the whole call write nothing. An object may appear at
+        most once in a batch. With a ``fence`` nothing is written (every result "fenced")
+        unless its token still holds the workqueue lease of its key. ``nodes``: the nodes a
+        node-admission caller vouches for."""
         if not ops:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
         args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
-                                    fence.key if fence else "", self.mark.seen, self.writer]
+                                    fence.key if fence else "", self.mark.seen, self.writer,
+                                    self.role, ",".join(nodes)]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
@@ -285,6 +291,10 @@ class Store:
             if res.ok:
                 self.mark.saw(res.value)
                 break
+        for res in out:
+            if res.status == "forbidden":
+                log.error("commit refused: role %s, %s %s %s: %s", self.role, res.op.mode,
+                          res.op.kind, res.op.key, res.value)
         return out
 
     def _raise_for(self, res: Result) -> None:
@@ -294,6 +304,8 @@ class Store:
             raise errors.NotFoundError(res.op.kind, res.op.key)
         if res.status == "conflict":
             raise errors.ConflictError(res.op.kind, res.op.key)
+        if res.status == "forbidden":
+            raise errors.ForbiddenError(res.op.kind, res.op.key, self.role, res.value)
         if not res.ok:
             raise errors.StoreError(f"{res.op.kind} {res.op.key}: {res.status}")
 
@@ -443,19 +455,29 @@ class Store:
         return Op("update", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
 
     def status_op(self, new: Obj, old: Obj) -> Op:
-        """A trusted write by a system component (node agent binding a pod or reporting its
-        status, a node reporting conditions): only ``status`` and ``spec.nodeName`` may
-        differ from ``old``; nothing else is re-validated. Precondition: ``old``'s version.
+        """A status write by a system component (node agent binding a pod or reporting its
+        status, a node reporting conditions): ``new``'s ``status`` and ``spec.nodeName`` over
+        ``old`` as stored. Only those are new, so only they are validated (the rest is the
+        stored, validated object; for a node agent the commit script refuses any other
+        difference). Precondition: ``old``'s version.
 
         The node agent writes thousands of these per second, so nothing is deep-copied: the
         op's object is a new top level and metadata (and spec when nodeName changes) over the
         nested values of ``old`` and ``new.status``, which callers must not change afterwards.
         """
+        kind = str(old.get("kind"))
         merged = {**old, "metadata": dict(old.get("metadata") or {}),
                   "status": new.get("status") or {}}
+        problems = model_validation.validate_status(kind, merged["status"], old.get("status"))
         node_name = (new.get("spec") or {}).get("nodeName")
         if node_name is not None:
             merged["spec"] = {**(old.get("spec") or {}), "nodeName": node_name}
+            if kind != "Pod" or not isinstance(node_name, str) or \
+                    model_syntax.is_dns1123_subdomain(node_name):
+                problems.append(f"spec.nodeName: Invalid value: {node_name!r}: "
+                                "must be a node's name")
+        if problems:
+            raise errors.InvalidError(kind, meta.name(old), problems)
         return Op("update", merged["kind"], meta.key(merged), codec.pack_object(merged),
                   meta.resource_version(old), merged)
 
@@ -610,8 +632,10 @@ class Store:
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
 
     def raw_update_op(self, new: Obj, expected_rv: str) -> Op:
-        """A trusted metadata change by a controller (owner references, labels of its own
-        pods): written as given, with the version precondition, without re-validation."""
+        """A metadata change by a controller (owner references, labels of its own pods):
+        written as given (no server-side bookkeeping), with the version precondition, once
+        validated like any stored object."""
+        self._check(new)
         return Op("update", str(new["kind"]), meta.key(new), codec.pack_object(new),
                   expected_rv, new)
 
@@ -679,10 +703,10 @@ class DryRunStore(Store):
     dry run). Relies on the store's contract that every write goes through ``commit``."""
 
     def commit(self, ops: Sequence[Op], atomic: bool = False,
-               fence: Fence | None = None) -> builtins.list[Result]:
+               fence: Fence | None = None, nodes: Iterable[str] = ()) -> builtins.list[Result]:
         return [Result("ok", meta.resource_version(op.obj or {}) or "0-0", op) for op in ops]
 
     @classmethod
     def of(cls, store: Store) -> DryRunStore:
         """A dry-run twin of ``store`` (same connection, keys, clock and writer)."""
-        return cls(store.r, store.keys, clock=store.clock, writer=store.writer)
+        return cls(store.r, store.keys, clock=store.clock, writer=store.writer, role=store.role)

@@ -63,6 +63,18 @@ class BadRequestError(StoreError):
     reason = "BadRequest"
 
 
+class ForbiddenError(StoreError):
+    """The commit script refused a write the caller's role may not make (nothing written)."""
+
+    reason = "Forbidden"
+
+    def __init__(self, kind: str, key: str, role: str, why: str) -> None:
+        self.kind, self.key, self.role, self.why = kind, key, role, why
+        name = key.split("/", 1)[-1]
+        super().__init__(f'{kind.lower()}s "{name}" is forbidden: role "{role}" may not '
+                         f"make this write: {why}")
+
+
 class UnavailableError(StoreError):
     """Redis could not be reached or answered with an error; a retry may help."""
 

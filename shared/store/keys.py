@@ -36,6 +36,15 @@ P:lease:<role>                     string  holder id of a leader lease (with TTL
 P:meta                             hash    cluster metadata; "epoch": the log's identity
                                            (shared.store.logmark)
 =================================  ======  =====================================================
+
+Two families of names are never written: the ACL grants them, and the commit script asks
+Redis (``redis.acl_check_cmd``) whether the caller could write them, to bind a role, and a
+node agent's nodes, to credentials (see ``shared.store.roles``):
+
+=================================  =====================================================
+daemonbus-role:P:<role>            the caller may commit as <role>
+daemonbus-node:P:<node>            the caller may commit as the node agent of <node>
+=================================  =====================================================
 """
 
 from __future__ import annotations
@@ -156,6 +165,13 @@ class Keys:
 
     def lease(self, role: str) -> str:
         return self._k("lease", role)
+
+    # names the ACL grants, never written (see the module docstring)
+    def role_key(self, role: str) -> str:
+        return f"daemonbus-role:{self.tag}:{role}"
+
+    def node_key(self, node: str) -> str:
+        return f"daemonbus-node:{self.tag}:{node}"
 
     # RQ (its own names, kept under our prefix so clusters do not share queues)
     @property

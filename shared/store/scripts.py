@@ -7,10 +7,11 @@ from __future__ import annotations
 
 # ------------------------------------------------------------------------------------------
 COMMIT = r"""
--- commit: apply a batch of object writes atomically and append one log entry per write.
+-- commit: apply a batch of object writes atomically and append one log entry per write,
+-- each authorised for the caller's role first.
 --
--- KEYS[1]          the event log stream
--- KEYS[2k], KEYS[2k+1]  (k = 1..) the object hash and the resourceVersion hash of one kind
+-- KEYS[1]          the event log stream "<tag>:log" (tag = the cluster's hash tag "{prefix}")
+-- KEYS[2k], KEYS[2k+1]  (k = 1..) "<tag>:obj:<Kind>" and "<tag>:rv:<Kind>" of one kind
 -- then           the cluster's meta hash (field "epoch": the log's identity), then the
 --                  compaction point (Keys.log_snapshot_id)
 -- KEYS[#KEYS]      with a fence only: the hash of the fence (see ARGV[5])
@@ -25,6 +26,9 @@ COMMIT = r"""
 -- ARGV[7]          the log id the writer's log mark saw last ("0-0": none), checked before
 --                  writing (shared.store.logmark): a write never hides a rewind
 -- ARGV[8]          who writes (the API server's user; "" = not recorded): field "u" of each entry
+-- ARGV[9]          the role the caller commits as (see ROLES below and shared/store/roles.py)
+-- ARGV[10]         node names the writes are made for, comma-separated: trusted only from a
+--                  caller holding the node-admission role (it commits for node agents)
 -- then 6 values per operation:
 --   mode      create | ensure | update | delete | record
 --             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
@@ -37,9 +41,18 @@ COMMIT = r"""
 --   payload   msgpack of the object without resourceVersion (decision record for record)
 --
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
--- | {"notfound", ""} | {"skipped", ""} (all-or-nothing batch aborted by another op)
+-- | {"notfound", ""} | {"forbidden", reason} | {"skipped", ""} (batch aborted by another op)
 -- | {"fenced", ""} (the fence token no longer holds the lease: nothing written); then
 -- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false}.
+--
+-- Authorisation. A role is bound to credentials, not claimed: committing as role R needs the
+-- caller's Redis user to hold write access to the key "daemonbus-role:<tag>:R" (the ACL
+-- gives each role's user its own; the administrator's ~* holds every one), checked with
+-- redis.acl_check_cmd; a node agent's node N likewise "daemonbus-node:<tag>:N". These keys
+-- are never written: they are names the ACL grants. Each op is then checked against the
+-- role's rules (refused_by below); an op refused makes the whole call write nothing, and is
+-- logged in Redis' own log with the role. The KEYS must be the cluster's own names for the
+-- kinds given, so no op can reach another hash under a kind it is allowed.
 local n = tonumber(ARGV[1])
 local atomic = ARGV[2] == "1"
 local version = ARGV[3]
@@ -53,8 +66,163 @@ if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0
   check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
 end
 local writer = ARGV[8]
+local role = ARGV[9]
+local FIRST = 11
+local tag = string.match(KEYS[1], "^(.*):log$")
+
+local function may_write(key)
+  return redis.acl_check_cmd("HSET", key, "x", "x")
+end
+
+local KINDS = {Node = true, Pod = true, DaemonSet = true, ControllerRevision = true,
+               Event = true}
+local ROLES = {admin = true, reconciler = true, ["status-writer"] = true, gc = true,
+               ["node-agent"] = true}
+local bound = tag ~= nil and ROLES[role] and may_write("daemonbus-role:" .. tag .. ":" .. role)
+
+local owned = {}
+if bound and role == "node-agent" and may_write("daemonbus-role:" .. tag .. ":node-admission") then
+  for name in string.gmatch(ARGV[10], "[^,]+") do owned[name] = true end
+end
+local function owns(node)
+  if type(node) ~= "string" or node == "" then return false end
+  if owned[node] == nil then owned[node] = may_write("daemonbus-node:" .. tag .. ":" .. node) end
+  return owned[node]
+end
+
+local function deq(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do if not deq(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+-- a and b equal but for the top-level fields in `top` and the metadata fields in `md`
+local function same_but(a, b, top, md)
+  for k, v in pairs(a) do
+    if not top[k] and k ~= "metadata" and not deq(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if not top[k] and k ~= "metadata" and a[k] == nil then return false end
+  end
+  local am, bm = a.metadata or {}, b.metadata or {}
+  for k, v in pairs(am) do if not md[k] and not deq(v, bm[k]) then return false end end
+  for k in pairs(bm) do if not md[k] and am[k] == nil then return false end end
+  return true
+end
+local NONE, STATUS = {}, {status = true}
+local STATUS_SPEC = {status = true, spec = true}
+local DELETION = {finalizers = true, ownerReferences = true, deletionTimestamp = true,
+                  deletionGracePeriodSeconds = true}
+local FINALIZERS = {finalizers = true}
+
+local function decode(raw)
+  if not raw then return nil end
+  local ok, obj = pcall(cmsgpack.unpack, raw)
+  if ok and type(obj) == "table" and type(obj.metadata) == "table" then return obj end
+  return nil
+end
+local function spec(o) return (type(o.spec) == "table" and o.spec) or {} end
+local function deleting(o) return o.metadata.deletionTimestamp ~= nil end
+-- the node a daemon pod is aimed at: metadata.name In [node] of its required node affinity
+local function target(pod)
+  local ok, terms = pcall(function()
+    return spec(pod).affinity.nodeAffinity
+      .requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms end)
+  if not ok or type(terms) ~= "table" then return nil end
+  for _, term in ipairs(terms) do
+    for _, req in ipairs((type(term) == "table" and term.matchFields) or {}) do
+      if type(req) == "table" and req.key == "metadata.name" and req.operator == "In"
+          and type(req.values) == "table" and #req.values == 1 then
+        return req.values[1]
+      end
+    end
+  end
+  return nil
+end
+
+-- nil when `role` may do this op; else why not. `exists`: the object is stored (in
+-- KEYS[2 * pair]); `payload` is the new object (the decision record for record).
+local function refused_by(mode, kind, field, pair, exists, payload)
+  if role == "admin" then return nil end
+  local dependent = kind == "Pod" or kind == "ControllerRevision" or kind == "Event"
+  -- the bulk writes first, decided without decoding anything
+  if role == "reconciler" and dependent and mode ~= "record" then return nil end
+  if role == "gc" and dependent and mode == "delete" then return nil end
+  if mode == "record" then
+    if role == "reconciler" and kind == "DaemonSet" then return nil end
+    return "only the reconciler records decisions"
+  end
+  local new = decode(payload)
+  if not new then return "the object cannot be decoded" end
+  local md = new.metadata
+  local ns = md.namespace or ""
+  if type(ns) ~= "string" or type(md.name) ~= "string" or ns .. "/" .. md.name ~= field
+      or (new.kind ~= nil and new.kind ~= kind) then
+    return "the object's kind and name do not match the write"
+  end
+  local cur = exists and redis.call("HGET", KEYS[2 * pair], field)
+  local old = decode(cur)
+  if cur and not old then return "the stored object cannot be decoded" end
+  local creating = mode == "create" or mode == "ensure"
+  if role == "reconciler" then
+    if kind == "DaemonSet" and mode == "update" and same_but(old, new, STATUS, NONE) then
+      return nil
+    end
+    return "the reconciler writes pods, controller revisions, events, DaemonSet status"
+  elseif role == "status-writer" then
+    if kind == "DaemonSet" and mode == "update" and same_but(old, new, STATUS, NONE) then
+      return nil
+    end
+    return "the status-writer writes only DaemonSet .status"
+  elseif role == "gc" then
+    if mode == "delete" and kind == "DaemonSet" and deleting(old) then return nil end
+    if mode == "update" and dependent and same_but(old, new, NONE, DELETION) then return nil end
+    if mode == "update" and kind == "DaemonSet" and deleting(old)
+        and same_but(old, new, NONE, FINALIZERS) then
+      return nil
+    end
+    return "the garbage collector only deletes dependents and finishes deletions"
+  elseif role == "node-agent" then
+    if kind == "Node" then
+      if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end
+      if creating or (mode == "update" and same_but(old, new, STATUS, NONE)) then
+        return nil
+      end
+      return "a node agent registers its nodes and writes their status only"
+    end
+    if kind ~= "Pod" or creating or not old then
+      return "a node agent writes only its nodes and the pods bound to them"
+    end
+    local node = spec(old).nodeName
+    if node == nil or node == "" then
+      node = target(old)  -- binding: only to the node the pod is aimed at
+      if node == nil or spec(new).nodeName ~= node then
+        return "a pod may be bound only to the node its affinity names"
+      end
+    elseif spec(new).nodeName ~= node and mode ~= "delete" then
+      return "a bound pod stays on its node"
+    end
+    if not owns(node) then return "pod " .. field .. " is not on this node agent's nodes" end
+    if mode == "delete" then
+      if deleting(old) then return nil end
+      return "a node agent deletes only pods being deleted (when finalising them)"
+    end
+    local ospec, nspec = spec(old), spec(new)
+    local rest = {nodeName = true}
+    if same_but(old, new, STATUS_SPEC, NONE) and same_but(ospec, nspec, rest, NONE) then
+      return nil
+    end
+    return "a node agent writes only the status (and binding) of pods"
+  end
+  return "unknown role"
+end
+
+local check = {redis.call("HGET", KEYS[meta_at], "epoch"), 1, false}
+if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0 then
+  check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
+end
 local results = {}
-local failed = false
+local failed, forbidden = false, nil
 if fenced then
   local owner = redis.call("HGET", KEYS[#KEYS], ARGV[6])
   if not owner or string.match(owner, "^([^:]*):") ~= ARGV[5] then
@@ -64,14 +232,22 @@ if fenced then
   end
 end
 for i = 0, n - 1 do
-  local b = 9 + i * 6
+  local b = FIRST + i * 6
   local mode = ARGV[b]
   local pair = tonumber(ARGV[b + 1])
+  local kind = ARGV[b + 2]
   local field = ARGV[b + 3]
   local expected = ARGV[b + 4]
   local res = {"ok", ""}
-  if mode ~= "record" then
-    local cur = redis.call("HGET", KEYS[2 * pair + 1], field)
+  local cur = nil
+  if not bound then
+    res = {"forbidden", "the caller's credentials do not hold the role " .. role}
+  elseif not KINDS[kind] or KEYS[2 * pair] ~= tag .. ":obj:" .. kind
+      or KEYS[2 * pair + 1] ~= tag .. ":rv:" .. kind then
+    res = {"forbidden", "not this cluster's keys of kind " .. kind}
+  end
+  if res[1] == "ok" and mode ~= "record" then
+    cur = redis.call("HGET", KEYS[2 * pair + 1], field)
     if mode == "create" or mode == "ensure" then
       if cur then
         res = {"exists", cur}
@@ -87,9 +263,18 @@ for i = 0, n - 1 do
       end
     end
   end
+  if res[1] == "ok" and role ~= "admin" then
+    local why = refused_by(mode, kind, field, pair, cur ~= nil, ARGV[b + 5])
+    if why then res = {"forbidden", why} end
+  end
+  if res[1] == "forbidden" then
+    forbidden = forbidden or res
+    redis.log(redis.LOG_WARNING, "daemonbus commit refused: role " .. role .. ", " .. mode
+              .. " " .. kind .. " " .. field .. ": " .. res[2])
+  end
   results[i + 1] = res
 end
-if atomic and failed then
+if forbidden or (atomic and failed) then
   for i = 1, n do
     if results[i][1] == "ok" then results[i] = {"skipped", ""} end
   end
@@ -98,7 +283,7 @@ if atomic and failed then
 end
 for i = 0, n - 1 do
   if results[i + 1][1] == "ok" then
-    local b = 9 + i * 6
+    local b = FIRST + i * 6
     local mode = ARGV[b]
     local pair = tonumber(ARGV[b + 1])
     local kind = ARGV[b + 2]

@@ -33,16 +33,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
 class Stack:
     """Starts daemonbus processes (`python -m services.cli.main run …`) for one prefix."""
 
-    def __init__(self, redis_url: str, prefix: str, log_dir: Path) -> None:
+    def __init__(self, redis_url: str, prefix: str, log_dir: Path,
+                 role_urls: dict[str, str] | None = None) -> None:
+        """``role_urls``: the Redis URL of each process (by its ``run`` name) when they have
+        credentials of their own (an ACL); else all use ``redis_url``."""
         self.redis_url = redis_url
+        self.role_urls = role_urls or {}
         self.prefix = prefix
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.store = Store(connect(redis_url), Keys(prefix))
 
-    def env(self) -> dict[str, str]:
+    def env(self, process: str = "") -> dict[str, str]:
         env = dict(os.environ)
-        env.update(DAEMONBUS_REDIS_URL=self.redis_url, DAEMONBUS_PREFIX=self.prefix,
+        env.update(DAEMONBUS_REDIS_URL=self.role_urls.get(process, self.redis_url),
+                   DAEMONBUS_PREFIX=self.prefix,
                    PYTHONUNBUFFERED="1", DAEMONBUS_LOG_LEVEL="INFO")
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
@@ -50,7 +55,7 @@ class Stack:
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "run", *args],
-                                env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                env=self.env(args[0] if args else ""), stdout=log, stderr=subprocess.STDOUT,
                                 cwd=str(ROOT))
         self.procs[name] = proc
         return proc

@@ -1,0 +1,222 @@
+"""Authorisation inside the commit script: each role may make only its own writes; a
+refused write is a Forbidden error, logged with the role, and changes nothing (not even the
+other writes of its batch). Here every role's credentials are the test server's default
+user (which holds every role); binding roles to ACL users is tested in test_acl_roles."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import pytest
+
+from services.node_agent import lifecycle
+from shared.store import codec, errors, roles
+from shared.store.client import Op, Store, connect
+from shared.store.keys import Keys
+from tests.integration.test_store import DS
+
+Obj = dict[str, Any]
+
+
+def daemon_pod(name: str, node: str) -> Obj:
+    """A pod aimed at ``node`` the way the reconciler makes them (node affinity), unbound."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "agent", "image": "agent:1"}],
+                     "affinity": {"nodeAffinity": {
+                         "requiredDuringSchedulingIgnoredDuringExecution": {
+                             "nodeSelectorTerms": [{"matchFields": [{
+                                 "key": "metadata.name", "operator": "In",
+                                 "values": [node]}]}]}}}}}
+
+
+class World:
+    """One prefix, a store per role (all on the same credentials), a DaemonSet, two nodes and
+    a pod aimed at each."""
+
+    def __init__(self, redis_url: str, prefix: str) -> None:
+        self.client = connect(redis_url)
+        self.keys = Keys(prefix)
+        self.admin = self.store(roles.ADMIN)
+        self.ds = self.admin.create(DS)
+        for node in ("node-a", "node-b"):
+            self.admin.create(lifecycle.new_node(node))
+            self.admin.create(daemon_pod(f"agent-{node}", node))
+
+    def store(self, role: str) -> Store:
+        return Store(self.client, self.keys, role=role)
+
+    def get(self, kind: str, key: str) -> Obj:
+        return self.admin.get(kind, key)
+
+    def tip(self) -> str:
+        return self.admin.log_tip()
+
+
+@pytest.fixture
+def world(redis_url: str, prefix: str) -> World:
+    return World(redis_url, prefix)
+
+
+def refused(world: World, role: str, ops: list[Op], caplog: pytest.LogCaptureFixture) -> None:
+    """``ops`` committed as ``role`` are refused, logged with the role, and write nothing."""
+    before = world.tip()
+    with caplog.at_level(logging.ERROR, logger="shared.store.client"):
+        results = world.store(role).commit(ops)
+    assert "forbidden" in {r.status for r in results}, results
+    assert {r.status for r in results} <= {"forbidden", "skipped"}, results
+    assert world.tip() == before, "a refused batch wrote nothing"
+    assert f"commit refused: role {role}" in caplog.text
+
+
+def _changed_image(ds: Obj) -> Obj:
+    new = copy.deepcopy(ds)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "evil.example/miner:latest"
+    return new
+
+
+def test_node_agent_cannot_rewrite_a_daemonset(world: World,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.NODE_AGENT, [agent.update_op(_changed_image(ds), ds)], caplog)
+    with pytest.raises(errors.ForbiddenError, match='role "node-agent" may not'):
+        agent.update(_changed_image(ds))
+    image = world.get("DaemonSet", "default/agent")["spec"]["template"]["spec"]["containers"]
+    assert image[0]["image"] == "agent:1"
+
+
+def test_node_agent_cannot_forge_a_deletion_or_a_status(world: World,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.NODE_AGENT, [agent.final_delete_op(ds)], caplog)
+    forged = dict(ds, status={**ds["status"], "numberReady": 99})
+    refused(world, roles.NODE_AGENT, [agent.status_op(forged, ds)], caplog)
+    refused(world, roles.NODE_AGENT, [Op.record("DaemonSet", "default/agent", {"forged": 1})],
+            caplog)
+
+
+def test_node_agent_writes_pod_status_and_binds_pods_to_their_node(world: World) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    pod = world.get("Pod", "default/agent-node-a")
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = "node-a"
+    bound["status"] = {"phase": "Running"}
+    assert [r.status for r in agent.commit([agent.status_op(bound, pod)])] == ["ok"]
+    assert world.get("Pod", "default/agent-node-a")["spec"]["nodeName"] == "node-a"
+    node = world.get("Node", "/node-a")
+    ready = lifecycle.node_step(lifecycle.AgentConfig(), node, 1e9)
+    assert ready is not None
+    assert [r.status for r in agent.commit([agent.status_op(ready, node)])] == ["ok"]
+
+
+def test_node_agent_cannot_misbind_or_change_a_pods_spec(world: World,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    pod = world.get("Pod", "default/agent-node-a")
+    elsewhere = copy.deepcopy(pod)
+    elsewhere["spec"]["nodeName"] = "node-b"  # not the node its affinity names
+    refused(world, roles.NODE_AGENT, [agent.status_op(elsewhere, pod)], caplog)
+    evil = copy.deepcopy(pod)
+    evil["spec"]["containers"][0]["image"] = "evil.example/miner:latest"
+    refused(world, roles.NODE_AGENT, [agent.raw_update_op(evil, pod["metadata"]["resourceVersion"])],
+            caplog)
+    refused(world, roles.NODE_AGENT, [agent.final_delete_op(pod)], caplog)  # not being deleted
+    refused(world, roles.NODE_AGENT, [agent.create_op(daemon_pod("mine", "node-a"))], caplog)
+
+
+def test_a_forbidden_op_makes_its_whole_batch_write_nothing(world: World,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    node = world.get("Node", "/node-a")
+    ready = lifecycle.node_step(lifecycle.AgentConfig(), node, 1e9)
+    assert ready is not None
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.NODE_AGENT,
+            [agent.status_op(ready, node), agent.update_op(_changed_image(ds), ds)], caplog)
+
+
+def test_status_writer_writes_daemonset_status_only(world: World,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    writer = world.store(roles.STATUS_WRITER)
+    ds = world.get("DaemonSet", "default/agent")
+    written = writer.update_status(dict(ds, status={**ds["status"], "numberReady": 1}))
+    assert written["status"]["numberReady"] == 1
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.STATUS_WRITER, [writer.update_op(_changed_image(ds), ds)], caplog)
+    pod = world.get("Pod", "default/agent-node-a")
+    refused(world, roles.STATUS_WRITER,
+            [writer.status_op(dict(pod, status={"phase": "Failed"}), pod)], caplog)
+
+
+def test_reconciler_writes_pods_revisions_events_decisions_not_daemonsets(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    rec = world.store(roles.RECONCILER)
+    made = rec.commit([rec.create_op(daemon_pod("agent-extra", "node-a")),
+                       Op.record("DaemonSet", "default/agent", {"decided": 1})])
+    assert [r.status for r in made] == ["ok", "ok"]
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.RECONCILER, [rec.update_op(_changed_image(ds), ds)], caplog)
+    refused(world, roles.RECONCILER, [rec.final_delete_op(ds)], caplog)
+    node = world.get("Node", "/node-a")
+    refused(world, roles.RECONCILER, [rec.final_delete_op(node)], caplog)
+
+
+def test_gc_deletes_dependents_and_finishes_deletions_only(world: World,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    gc = world.store(roles.GC)
+    pod = world.get("Pod", "default/agent-node-b")
+    assert gc.commit([gc.final_delete_op(pod)])[0].ok
+    ds = world.get("DaemonSet", "default/agent")
+    refused(world, roles.GC, [gc.final_delete_op(ds)], caplog)  # a live owner
+    refused(world, roles.GC, [gc.final_delete_op(world.get("Node", "/node-a"))], caplog)
+    pod = world.get("Pod", "default/agent-node-a")
+    refused(world, roles.GC, [gc.status_op(dict(pod, status={"phase": "Failed"}), pod)], caplog)
+    world.admin.delete("DaemonSet", "default/agent", propagation="orphan")
+    ds = world.get("DaemonSet", "default/agent")
+    done = copy.deepcopy(ds)
+    done["metadata"]["finalizers"] = []
+    assert gc.commit([gc.update_op(done, ds)])[0].ok  # the last finalizer: deleted
+    assert world.admin.try_get("DaemonSet", "default/agent") is None
+
+
+def test_writes_must_name_the_clusters_own_hash_of_their_kind(world: World) -> None:
+    """A caller passing another hash under a kind it may write (a Node op aimed at the
+    DaemonSet hash) is refused by the script itself."""
+    agent = world.store(roles.NODE_AGENT)
+    ds = world.get("DaemonSet", "default/agent")
+    payload = codec.pack_object(_changed_image(ds))
+    k = world.keys
+    raw = agent._commit(keys=[k.log, k.objects("DaemonSet"), k.versions("DaemonSet"), k.meta,
+                              k.log_snapshot_id],
+                        args=[1, "0", codec.SCHEMA_VERSION, 0, "", "", "0-0", "", roles.NODE_AGENT, "",
+                              "update", 1, "Node", "default/agent", "*", payload])
+    assert raw[0][0] == b"forbidden"
+    image = world.get("DaemonSet", "default/agent")["spec"]["template"]["spec"]["containers"]
+    assert image[0]["image"] == "agent:1"
+
+
+def test_an_unknown_role_commits_nothing(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    refused(world, "root", [world.store("root").create_op(daemon_pod("x", "node-a"))], caplog)
+
+
+def test_status_and_metadata_writes_are_validated_like_any_other(world: World) -> None:
+    """No "trusted" write path stores what validation would refuse."""
+    agent = world.store(roles.NODE_AGENT)
+    pod = world.get("Pod", "default/agent-node-a")
+    with pytest.raises(errors.InvalidError, match=r"status\.phase"):
+        agent.status_op(dict(pod, status={"phase": "Mining"}), pod)
+    bad_bind = copy.deepcopy(pod)
+    bad_bind["spec"]["nodeName"] = "Not_A_Node!"
+    with pytest.raises(errors.InvalidError, match=r"spec\.nodeName"):
+        agent.status_op(bad_bind, pod)
+    node = world.get("Node", "/node-a")
+    with pytest.raises(errors.InvalidError, match=r"status\.conditions"):
+        agent.status_op(dict(node, status={"conditions": "Ready"}), node)
+    labelled = copy.deepcopy(pod)
+    labelled["metadata"]["labels"] = {"app": "not a valid label value!"}
+    with pytest.raises(errors.InvalidError, match=r"metadata\.labels"):
+        world.store(roles.RECONCILER).raw_update_op(labelled, pod["metadata"]["resourceVersion"])
