@@ -7,7 +7,8 @@
 # tests render a cluster of their own).
 #
 # .env (top of the repo, mode 600, never committed) holds DAEMONBUS_REDIS_PASSWORD_<ROLE> for
-# the roles admin, health, cli, watcher, reconciler, status-writer, gc and node-agent;
+# the roles admin, health, cli, watcher, reconciler, status-writer, gc, node-agent and
+# node-admission;
 # docker-compose reads it to build each service's DAEMONBUS_REDIS_URL. An existing .env is
 # kept (add a missing password by deleting its line). ops/redis/users.acl is generated from
 # ops/redis/users.acl.in with the SHA-256 of each password (no password in it) and the key
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 ENV_FILE=${DAEMONBUS_COMPOSE_ENV:-.env}
 TEMPLATE=ops/redis/users.acl.in
 ACL_FILE=${DAEMONBUS_ACL_FILE:-ops/redis/users.acl}
-ROLES="ADMIN HEALTH CLI WATCHER RECONCILER STATUS_WRITER GC NODE_AGENT"
+ROLES="ADMIN HEALTH CLI WATCHER RECONCILER STATUS_WRITER GC NODE_AGENT NODE_ADMISSION"
 
 new_password() {
   # 32 random bytes as hex: URL-safe, so it goes into redis://user:password@host as it is.
@@ -52,6 +53,17 @@ for role in $ROLES; do
   hash=$(printf %s "$(value_of "DAEMONBUS_REDIS_PASSWORD_$role")" | sha256sum | cut -d' ' -f1)
   script+=(-e "s/@HASH_$role@/$hash/g")
 done
+# SHA-1 of each of the project's Lua scripts the ACL names (+evalsha|<sha1>), read from the
+# scripts module itself (plain Python, no dependencies)
+while read -r name sha; do
+  script+=(-e "s/@SHA_$name@/$sha/g")
+done < <(python3 - <<'PY'
+import hashlib, runpy
+scripts = runpy.run_path("shared/store/scripts.py")
+for name in ("COMMIT", "SNAPSHOT", "NEWER_POSITION"):
+    print(name, hashlib.sha1(scripts[name].encode()).hexdigest())
+PY
+)
 umask 022
 tmp="$ACL_FILE.tmp.$$"
 sed "${script[@]}" "$TEMPLATE" >"$tmp"

@@ -93,15 +93,21 @@ def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
 
 
 def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
-                   nodes: int, name_prefix: str, cfg: object) -> None:
+                   nodes: int, name_prefix: str, cfg: object,
+                   via_admission: bool = False) -> None:
     from services.node_agent.agent import NodeAgent
     from services.node_agent.lifecycle import AgentConfig
+    from shared.store.noderequests import Sender
 
     log = common.setup_logging("node-agent")
     common.tune_gc()
     common.serve_metrics(*metrics)
     assert isinstance(cfg, AgentConfig)
-    agent = NodeAgent(common.open_store(redis_url, prefix, roles.NODE_AGENT), cfg)
+    store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
+    sender = Sender(store.r, store.keys) if via_admission else None
+    if sender is not None:
+        log.info("writing through node-admission (requests on %s)", sender.stream)
+    agent = NodeAgent(store, cfg, sender=sender)
     if nodes:
         created = agent.ensure_nodes(nodes, name_prefix)
         log.info("registered %d new nodes (%d requested)", created, nodes)
@@ -118,4 +124,16 @@ def run_process_agent(redis_url: str | None, prefix: str | None, metrics: common
     assert isinstance(cfg, ProcessConfig) and isinstance(user, User)
     log.info("node agent for %s (process runtime, containers as %s, state in %s)",
              cfg.node_name, user.name, cfg.state_dir)
-    ProcessAgent(common.open_store(redis_url, prefix), cfg, user).run(common.stop_event())
+    ProcessAgent(common.open_store(redis_url, prefix, roles.NODE_AGENT), cfg,
+                 user).run(common.stop_event())
+
+
+def run_node_admission(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
+                       users: list[str]) -> None:
+    from services.node_admission.admission import Admission
+
+    log = common.setup_logging("node-admission")
+    common.serve_metrics(*metrics)
+    store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
+    log.info("committing the requests of the node agents %s", ", ".join(users))
+    Admission(store, users, instance_id("node-admission")).run(common.stop_event())

@@ -308,6 +308,9 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 @click.option("--backoff-initial", type=click.FloatRange(min=0.01), default=10.0,
               show_default=True,
               help="[process] First crash-loop back-off in seconds (doubling to 5 min).")
+@click.option("--via-admission", is_flag=True,
+              help="Send every write to node-admission instead of committing it (for "
+                   "credentials that may not write the store: compose's node-agent user).")
 @click.pass_context
 def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: str, nodes: int,
                    name_prefix: str,
@@ -315,7 +318,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    never_ready: tuple[str, ...], heartbeat: float, shard: str,
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
-                   run_as: str | None, state_dir: Path | None, backoff_initial: float) -> None:
+                   run_as: str | None, state_dir: Path | None, backoff_initial: float,
+                   via_admission: bool) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
     with --runtime process a kubelet for this machine that runs its pods as processes.
 
@@ -383,7 +387,25 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
                       never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
                       heartbeat=heartbeat)
-    runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg)
+    runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg,
+                          via_admission=via_admission)
+
+
+@run.command("node-admission")
+@_metrics_opt
+@click.option("--agent", "agents", multiple=True, default=("node-agent",), show_default=True,
+              metavar="USER", help="ACL user of a node agent whose requests to commit "
+                                   "(repeatable).")
+@click.pass_context
+def run_node_admission(ctx: click.Context, metrics_port: int | None, metrics_bind: str,
+                       agents: tuple[str, ...]) -> None:
+    """Commit node agents' write requests (node-agent --via-admission) as the node-agent
+    role, for the nodes each agent's ACL user is granted (daemonbus-node:{prefix}:<node>
+    keys): Kubernetes' Node authorizer, for agents whose credentials may not write the store.
+    """
+    from services import runner
+
+    runner.run_node_admission(*_ctx_opts(ctx), (metrics_port, metrics_bind), list(agents))
 
 
 @run.command("apiserver")

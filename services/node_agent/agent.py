@@ -15,8 +15,9 @@ from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
+from shared.store import noderequests
 from shared.store.cache import Cache
-from shared.store.client import Op, Store
+from shared.store.client import Op, Result, Store
 
 log = logging.getLogger("node-agent")
 BATCH = 500
@@ -24,8 +25,12 @@ BATCH = 500
 
 class NodeAgent:
     def __init__(self, store: Store, cfg: AgentConfig,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 sender: noderequests.Sender | None = None) -> None:
+        """``sender``: send every write as a request to node-admission (credentials that may
+        not write the store) instead of committing it."""
         self.store = store
+        self.sender = sender
         self.cfg = cfg
         self.clock = clock
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
@@ -45,7 +50,7 @@ class NodeAgent:
         for i in range(0, len(names), 1000):
             ops = [self.store.create_op(lifecycle.new_node(n), ensure=True)
                    for n in names[i:i + 1000]]
-            created += sum(1 for r in self.store.commit(ops) if r.ok)
+            created += sum(1 for r in self._commit(ops) if r.ok or r.status == "queued")
         return created
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -117,11 +122,19 @@ class NodeAgent:
                 heapq.heappush(self._timers, (step.wake_at, kind, key))
         for i in range(0, len(ops), BATCH):
             try:
-                results = self.store.commit(ops[i:i + BATCH])
+                results = self._commit(ops[i:i + BATCH])
             except common.REDIS_DOWN as err:
                 retry_at = now + self.outage.failed(err)
                 for op in ops[i:]:
                     heapq.heappush(self._timers, (retry_at, op.kind, op.key))
                 return
-            self.writes += sum(1 for r in results if r.ok)
+            self.writes += sum(1 for r in results if r.ok or r.status == "queued")
             # a conflict means a newer version is already in the log: its entry wakes us
+
+    def _commit(self, ops: list[Op]) -> list[Result]:
+        """Acts: commit ``ops``, or send them to node-admission naming the nodes they are for."""
+        if self.sender is None:
+            return self.store.commit(ops)
+        nodes = {op.key.split("/", 1)[1] if op.kind == "Node" else
+                 lifecycle.target_node(op.obj or {}) for op in ops}
+        return self.sender.commit(ops, nodes)

@@ -216,7 +216,7 @@ class Store:
         for kind in kinds:
             keys += [self.keys.objects(kind), self.keys.versions(kind)]
         try:
-            raw = self._snapshot(keys=keys, args=[self.mark.seen])
+            raw = self._read_only(self._snapshot, keys, [self.mark.seen])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         tip = raw[0].decode()
@@ -246,6 +246,17 @@ class Store:
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         return {k.decode("utf-8", "replace") for k in raw}
+
+    def _read_only(self, script: Any, keys: builtins.list[str],
+                   args: builtins.list[str]) -> Any:
+        """Run a script that only reads with EVALSHA_RO, so the caller's ACL needs only read
+        access to its keys (EVALSHA wants write access to every key it names), loading it
+        first after a restart of Redis."""
+        try:
+            return self.r.evalsha_ro(script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.r.script_load(script.script)
+            return self.r.evalsha_ro(script.sha, len(keys), *keys, *args)
 
     def log_tip(self) -> str:
         last: Any = self.r.xrevrange(self.keys.log, count=1)
@@ -279,6 +290,9 @@ class Store:
             keys.append(self.keys.wq_owner)
         try:
             raw = self._commit(keys=keys, args=args)
+        except redis.exceptions.NoPermissionError as err:
+            raise errors.ForbiddenError(ops[0].kind, ops[0].key, self.role,
+                                        f"the Redis user may not run the commit: {err}") from err
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         epoch, found, trimmed_to = raw[-1]

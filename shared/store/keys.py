@@ -17,6 +17,8 @@ P:logsnap                          string  msgpack snapshot of every object as o
 P:logsnap:id                       string  that log id: entries before it were trimmed
 P:status                           stream  computed DaemonSet status from the reconcilers
 P:status:pos                       hash    DaemonSet key → log position of the newest status written
+P:nodereq:<user>                   stream  write requests of the node agent of ACL user <user>,
+                                           committed by node-admission (only <user> may add)
 P:wq:queue                         list    FIFO of queued keys
 P:wq:dirty                         set     keys waiting to be processed
 P:wq:processing                    zset    key → lease deadline (ms)
@@ -97,6 +99,9 @@ class Keys:
     @property
     def status_positions(self) -> str:
         return self._k("status", "pos")
+
+    def node_requests(self, user: str) -> str:
+        return self._k("nodereq", user)
 
     @property
     def meta(self) -> str:

@@ -55,7 +55,7 @@ SETTINGS = {
 }
 
 SERVICES = ["redis", "watcher", "watcher-standby", "reconciler", "status-writer", "gc",
-            "node-agent"]
+            "node-agent", "node-admission"]
 
 
 def run(cmd: list[str], *, check: bool = True, timeout: float = 180,

@@ -13,7 +13,7 @@ from tests.integration.stack import ROOT
 # role in compose → its ACL user ("admin" is Redis' default user)
 USERS = {"admin": "default", "health": "health", "cli": "cli", "watcher": "watcher",
          "reconciler": "reconciler", "status-writer": "status-writer", "gc": "gc",
-         "node-agent": "node-agent"}
+         "node-agent": "node-agent", "node-admission": "node-admission"}
 
 
 class AclRedis:
