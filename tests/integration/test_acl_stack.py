@@ -15,7 +15,7 @@ import redis
 
 from services.node_agent import lifecycle
 from shared.model import meta
-from shared.store import errors, noderequests, roles
+from shared.store import errors, logmark, noderequests, roles
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
 from tests.integration.acl_cluster import USERS, AclRedis
@@ -212,3 +212,15 @@ def test_the_node_agents_probes_are_refused_end_to_end(acl: AclRedis, acl_stack:
     admission_log = (acl_stack.log_dir / "node-admission.log").read_text()
     assert admission_log.count("dropped: malformed op") == 3  # no DaemonSet in a request
     assert "commit refused: role node-agent" in admission_log  # another node's pod
+
+
+@pytest.mark.parametrize("role", ["watcher", "reconciler", "status-writer", "gc", "node-agent",
+                                  "node-admission"])
+def test_each_role_may_create_the_logs_identity(acl: AclRedis, prefix: str, role: str) -> None:
+    """Whichever process starts first creates the log's epoch (shared.store.logmark): every
+    role's user may, and nothing more of the meta hash."""
+    keys = Keys(prefix)
+    Store(connect(acl.url("admin")), keys).create(lifecycle.new_node("node-1"))
+    redis.Redis.from_url(acl.url("admin")).hdel(keys.meta, "epoch")
+    assert logmark.ensure_epoch(redis.Redis.from_url(acl.url(role)), keys)
+    assert _acl_log(acl) == []
