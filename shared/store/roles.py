@@ -12,7 +12,7 @@ from __future__ import annotations
 ADMIN = "admin"  # the CLI (an operator) and, for its users, the API server: every write
 RECONCILER = "reconciler"  # pods, controller revisions, events, decisions, DaemonSet status
 STATUS_WRITER = "status-writer"  # DaemonSet .status only
-GC = "gc"  # deletions of dependents, and finishing deletions (finalizers, ownerReferences)
+GC = "gc"  # deletions of dependents, taint evictions, finishing deletions (finalizers, ...)
 NODE_AGENT = "node-agent"  # its own Nodes, status and binding of pods on them, their removal
 WATCHER = "watcher"  # commits nothing (its writes are the workqueue's and expectations')
 NODE_ADMISSION = "node-admission"  # commits node agents' requests, vouching for their nodes

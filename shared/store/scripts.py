@@ -148,9 +148,13 @@ local function refused_by(mode, kind, field, pair, exists, payload)
   -- the bulk writes first, decided without decoding anything
   if role == "reconciler" and dependent and mode ~= "record" then return nil end
   if role == "gc" and dependent and mode == "delete" then return nil end
+  if role == "gc" and kind == "Event" and (mode == "create" or mode == "ensure") then
+    return nil  -- its events (TaintManagerEviction)
+  end
   if mode == "record" then
     if role == "reconciler" and kind == "DaemonSet" then return nil end
-    return "only the reconciler records decisions"
+    if role == "gc" and kind == "Node" then return nil end  -- taint-eviction decisions
+    return "only the reconciler and the garbage collector record decisions"
   end
   local new = decode(payload)
   if not new then return "the object cannot be decoded" end
@@ -177,11 +181,16 @@ local function refused_by(mode, kind, field, pair, exists, payload)
   elseif role == "gc" then
     if mode == "delete" and kind == "DaemonSet" and deleting(old) then return nil end
     if mode == "update" and dependent and same_but(old, new, NONE, DELETION) then return nil end
+    -- a taint eviction: the DisruptionTarget condition and the graceful delete in one write
+    if mode == "update" and kind == "Pod" and deleting(new)
+        and same_but(old, new, STATUS, DELETION) then
+      return nil
+    end
     if mode == "update" and kind == "DaemonSet" and deleting(old)
         and same_but(old, new, NONE, FINALIZERS) then
       return nil
     end
-    return "the garbage collector only deletes dependents and finishes deletions"
+    return "the garbage collector only deletes dependents, evicts pods and finishes deletions"
   elseif role == "node-agent" then
     if kind == "Node" then
       if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end
