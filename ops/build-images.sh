@@ -3,8 +3,8 @@
 #
 #   bash ops/build-images.sh
 #
-# 1. secrets: .env (one Redis password per role) and ops/redis/users.acl, if missing
-#    (ops/compose-env.sh);
+# 1. secrets: .env (one Redis password per role) if missing, and ops/redis/users.acl for
+#    this code (ops/compose-env.sh);
 # 2. the base image: $BASE_IMAGE when given and present or pullable; otherwise
 #    $DAEMONBUS_BASE_IMAGE (default daemonbus-base:bookworm) made from Debian's packages with
 #    debootstrap (python3, python3-venv, redis-server, ca-certificates), once: an existing one
@@ -36,9 +36,8 @@ now() { date +%s; }
 T0=$(now)
 
 # ---- 1. secrets ----------------------------------------------------------------------------
-if [ ! -f .env ] || [ ! -f ops/redis/users.acl ]; then
-  bash ops/compose-env.sh
-fi
+# (always: the ACL names the SHA-1 of the scripts of the code being built; .env is kept)
+bash ops/compose-env.sh
 
 # ---- 2. base image -------------------------------------------------------------------------
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
