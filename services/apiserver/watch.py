@@ -109,6 +109,9 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
     try:
         for etype, obj in first:
             await resp.write(encoded(etype, obj))
+        backlog, watcher.backlog = watcher.backlog, []
+        for i in range(0, len(backlog), WRITE_BATCH):
+            await resp.write(b"".join(encoded(*item) for item in backlog[i:i + WRITE_BATCH]))
         if end_bookmark:
             await resp.write(_event("BOOKMARK", _bookmark(t, end_bookmark, True)))
         while True:

@@ -78,14 +78,24 @@ class Watcher:
         default_factory=lambda: asyncio.Queue(BUFFER))
     dropped: str = ""  # why it was closed ("" while open)
     after_pos: tuple[int, int] = (0, 0)  # ``after`` parsed once
+    # the window's events after ``after`` when it subscribed, sent before the queue's: a
+    # resumed watch is never dropped for its backlog (it would re-watch from the same
+    # position, forever), only when it falls behind again by a whole buffer
+    backlog: list[tuple[str, Obj]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.after_pos = codec.id_tuple(self.after)
 
     def offer(self, ev: Event) -> None:
         """Decides which event type (if any) this watcher sees for ``ev``, and queues it."""
+        etype = self.event_type(ev)
+        if etype:
+            self.put((etype, ev.obj))
+
+    def event_type(self, ev: Event) -> str:
+        """The event type this watcher sees ``ev`` as ("" = none)."""
         if ev.kind != self.kind or ev.pos <= self.after_pos:
-            return
+            return ""
         now = self.match(ev.obj)
         before = ev.prev is not None and self.match(ev.prev)
         if ev.type == "ADDED":
@@ -96,8 +106,7 @@ class Watcher:
             etype = "MODIFIED" if before else "ADDED"
         else:
             etype = "DELETED" if before else ""
-        if etype:
-            self.put((etype, ev.obj))
+        return etype
 
     def put(self, item: tuple[str, Obj]) -> None:
         if self.dropped:
@@ -254,11 +263,10 @@ class WatchCache:
         # a scan of the whole window per resumed watch stalls every other watcher
         start = bisect.bisect_right(self.events, w.after_pos, key=lambda e: e.pos)
         for ev in itertools.islice(self.events, start, None):
-            w.offer(ev)
-            if w.dropped:
-                break
-        if not w.dropped:
-            self.watchers.add(w)
+            etype = w.event_type(ev)
+            if etype:
+                w.backlog.append((etype, ev.obj))
+        self.watchers.add(w)
         return w
 
     def unsubscribe(self, w: Watcher) -> None:

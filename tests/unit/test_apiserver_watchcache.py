@@ -1,8 +1,10 @@
 """The watch cache's window: a watch resumed from any position gets exactly the events after
-it (found by bisection over the window, not by a scan), then the live ones."""
+it (found by bisection over the window, not by a scan, and not dropped for being many), then
+the live ones."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 import pytest
@@ -35,7 +37,9 @@ def _cache(n: int) -> WatchCache:
 
 
 def _queued(w: Any) -> list[str]:
-    out = []
+    """What the watcher sends: its backlog from the window, then its queue."""
+    out = [obj["metadata"]["resourceVersion"] for _etype, obj in w.backlog]
+    w.backlog = []
     while not w.queue.empty():
         item = w.queue.get_nowait()
         assert item is not None
@@ -63,3 +67,13 @@ def test_a_resumed_watch_then_gets_the_live_events_once() -> None:
     live = _entries(20, 10)
     cache.apply(live, live[-1].id)
     assert _queued(w) == ["122-0", "127-2"]
+
+
+def test_a_backlog_longer_than_the_buffer_is_sent_not_dropped() -> None:
+    cache = _cache(80)
+    w = cache.subscribe("Pod", lambda _o: True, cache.oldest)
+    w.queue = asyncio.Queue(10)  # a buffer smaller than the backlog of 50
+    assert not w.dropped and len(w.backlog) == 50  # re-watching could not get further
+    live = _entries(80, 5)
+    cache.apply(live, live[-1].id)
+    assert not w.dropped and _queued(w)[-5:] == [e.id for e in live]
