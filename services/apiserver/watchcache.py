@@ -160,17 +160,28 @@ class WatchCache:
 
     def _follow(self) -> None:
         """Acts: list once, then follow the log from that position; relist after a gap
-        (the log compacted past our position), which expires every open watch."""
+        (the log compacted past our position) or when the log went backwards below what we
+        read (``shared.store.logmark``: a restored or replaced Redis), which expires every
+        open watch."""
         assert self._loop is not None
         reader: LogReader | None = None
+        rewinds = 0  # the process' rewinds (its mark, shared with its commits) listed after
+
+        def stale() -> bool:
+            return reader is None or reader.gap or reader.rewound \
+                or self.store.mark.rewinds != rewinds
+
         while not self._stop.is_set():
             try:
-                if reader is None or reader.gap:
-                    tip, objs = self.store.snapshot(list(self.kinds))
+                if stale():
+                    tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
+                    rewinds = self.store.mark.rewinds
                     self._loop.call_soon_threadsafe(self._reset, tip, objs)
-                    reader = LogReader(self.store.r, self.store.keys, tip, name="apiserver")
+                    reader = LogReader(self.store.r, self.store.keys, tip, name="apiserver",
+                                       mark=self.store.mark)
+                assert reader is not None
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
-                if reader.gap:
+                if stale():
                     continue
                 position = reader.position
                 self._loop.call_soon_threadsafe(self.apply, batch, position)
@@ -184,7 +195,7 @@ class WatchCache:
 
     def _reset(self, tip: str, objs: dict[str, list[Obj]]) -> None:
         for w in list(self.watchers):
-            w.close("expired: the log was compacted past the cache")
+            w.close("expired: the log was compacted past the cache or went backwards")
         self.watchers.clear()
         self.events.clear()
         self.objects = {k: {meta.key(o): o for o in objs.get(k, [])} for k in self.kinds}

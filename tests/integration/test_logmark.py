@@ -5,10 +5,13 @@ append-only file."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
+from services.apiserver.watchcache import WatchCache
 from services.node_agent.lifecycle import new_node
 from shared.store.cache import Cache
 from shared.store.client import Store, connect
@@ -114,3 +117,31 @@ def test_catch_up_to_a_position_behind_the_cache_still_checks_the_log(store: Sto
     _cut_back(store, 1)
     cache.catch_up(first)
     assert store.mark.rewinds == 1 and sorted(cache.objects["Node"]) == ["/n0"]
+
+
+def test_the_api_servers_watch_cache_lists_again_when_the_log_is_cut_back(store: Store) -> None:
+    for i in range(3):
+        store.create(new_node(f"n{i}"))
+
+    async def until(cond: Any, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not cond():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.02)
+
+    async def scenario() -> None:
+        cache = WatchCache(store, ("Node",))
+        cache.start()
+        try:
+            await until(lambda: "/n2" in cache.objects["Node"], "the first listing")
+            store.create(new_node("n3"))
+            store.create(new_node("n4"))
+            await until(lambda: "/n4" in cache.objects["Node"], "the tail")
+            _cut_back(store, 2)
+            store.create(new_node("n5"))
+            await until(lambda: "/n5" in cache.objects["Node"], "n5 after the cut")
+            assert sorted(cache.objects["Node"]) == ["/n0", "/n1", "/n2", "/n5"]
+        finally:
+            cache.stop()
+
+    asyncio.run(scenario())
