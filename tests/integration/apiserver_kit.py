@@ -15,6 +15,8 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from services.apiserver import auth, kubeconfig
 from tests.integration.controller_kit import free_port
 from tests.integration.stack import ROOT, Stack, wait_for
 
-__all__ = ["ApiServer", "free_port", "kubectl_binary", "manifest"]
+__all__ = ["ApiServer", "free_port", "kubectl_binary", "manifest", "running"]
 
 TESTDATA = ROOT.parent / "shared" / "testdata" / "daemonsets"
 USERS = {"admin": "admin", "editor": "edit", "viewer": "view"}
@@ -121,3 +123,18 @@ class ApiServer:
 
 def manifest(name: str) -> Any:
     return yaml.safe_load((TESTDATA / name).read_text())
+
+
+@contextmanager
+def running(redis_url: str, name: str, tmp: Path, nodes: int = 3) -> Iterator[ApiServer]:
+    """A stack of one worker and ``nodes`` simulated nodes on prefix ``name``, with an API
+    server in front: for a module-scoped fixture of the API server's tests."""
+    stack = Stack(redis_url, f"{name}{os.getpid()}", tmp)
+    stack.start_all(workers=1, nodes=nodes)
+    try:
+        wait_for(lambda: len(stack.store.list("Node")) == nodes, what=f"{nodes} nodes")
+        server = ApiServer(stack, tmp)
+        server.start()
+        yield server
+    finally:
+        stack.stop()

@@ -6,7 +6,6 @@ field validation warnings."""
 from __future__ import annotations
 
 import json
-import os
 import ssl
 import urllib.request
 from collections.abc import Iterator
@@ -17,24 +16,17 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from shared.store.server import RedisServer
+from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.controller_kit import daemonset, free_port
-from tests.integration.stack import Stack, wait_for
 
 
 @pytest.fixture(scope="module")
 def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[ApiServer]:
-    tmp = tmp_path_factory.mktemp("clients")
-    stack = Stack(redis_server.url, f"clients{os.getpid()}", tmp)
-    stack.start_all(workers=1, nodes=3)
-    try:
-        wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
-        server = ApiServer(stack, tmp)
-        server.start()
+    with apiserver_kit.running(redis_server.url, "clients",
+                               tmp_path_factory.mktemp("clients")) as server:
         yield server
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,9 +17,10 @@ from kubernetes.client.rest import ApiException
 
 from shared.store import codec
 from shared.store.server import RedisServer
+from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.controller_kit import daemonset, log_entries
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import wait_for
 
 NODES = ["node-00001", "node-00002", "node-00003"]
 Obj = dict[str, Any]
@@ -29,16 +29,9 @@ Obj = dict[str, Any]
 @pytest.fixture(scope="module")
 def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[ApiServer]:
-    tmp = tmp_path_factory.mktemp("pyclient")
-    stack = Stack(redis_server.url, f"pyclient{os.getpid()}", tmp)
-    stack.start_all(workers=1, nodes=3)
-    try:
-        wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
-        server = ApiServer(stack, tmp)
-        server.start()
+    with apiserver_kit.running(redis_server.url, "pyclient",
+                               tmp_path_factory.mktemp("pyclient")) as server:
         yield server
-    finally:
-        stack.stop()
 
 
 def _client(api: ApiServer, user: str = "admin") -> client.ApiClient:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 from collections.abc import Iterator
@@ -16,9 +15,10 @@ import yaml
 
 from shared.model import meta
 from shared.store.server import RedisServer
+from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.controller_kit import daemonset
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import wait_for
 
 NODES = ["node-00001", "node-00002", "node-00003"]
 
@@ -26,16 +26,9 @@ NODES = ["node-00001", "node-00002", "node-00003"]
 @pytest.fixture(scope="module")
 def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[ApiServer]:
-    tmp = tmp_path_factory.mktemp("verbs")
-    stack = Stack(redis_server.url, f"verbs{os.getpid()}", tmp)
-    stack.start_all(workers=1, nodes=3)
-    try:
-        wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
-        server = ApiServer(stack, tmp)
-        server.start()
+    with apiserver_kit.running(redis_server.url, "verbs",
+                               tmp_path_factory.mktemp("verbs")) as server:
         yield server
-    finally:
-        stack.stop()
 
 
 def _apply(api: ApiServer, obj: dict[str, Any]) -> str:
