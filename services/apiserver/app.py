@@ -309,37 +309,68 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
 
 
 async def _access_review(request: web.Request, parts: list[str]) -> web.Response:
-    """SelfSubjectAccessReview: may the caller do what it asks about? (``kubectl auth
-    can-i``)."""
-    if parts != ["selfsubjectaccessreviews"] or request.method != "POST":
+    """SelfSubjectAccessReview (may the caller do what it asks about? ``kubectl auth
+    can-i``) and SelfSubjectRulesReview (what may it do? ``kubectl auth can-i --list``),
+    both answered from the role table (``auth.RULES``)."""
+    reviews = {"selfsubjectaccessreviews": ("SelfSubjectAccessReview", _may),
+               "selfsubjectrulesreviews": ("SelfSubjectRulesReview", _rules)}
+    if len(parts) != 1 or parts[0] not in reviews:
         raise st.ApiError("NotFound", "the server could not find the requested resource")
+    if request.method != "POST":
+        raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
+                          f"the requested resource ({request.method.lower()} {parts[0]})")
+    kind, answer = reviews[parts[0]]
     body = await _body(request)
-    if not isinstance(body, dict):
-        raise st.bad_request("the body must be a SelfSubjectAccessReview")
+    if not isinstance(body, dict) or body.get("kind", kind) != kind:
+        raise st.bad_request(f"the body must be a {kind}")
     spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise st.bad_request(f"spec: Invalid value: the spec of a {kind} must be an object")
+    body["status"] = answer(_user(request), spec)
+    body.setdefault("apiVersion", discovery.AUTHZ_GROUP_VERSION)
+    body["kind"] = kind
+    return respond(body, 201)
+
+
+def _may(user: auth.User, spec: Obj) -> Obj:
     attrs = spec.get("resourceAttributes")
-    user = _user(request)
     if isinstance(attrs, dict):
         resource = str(attrs.get("resource") or "")
+        served = discovery.resource(
+            f"{attrs['group']}/v1" if attrs.get("group") else "v1", resource)
         if attrs.get("subresource"):
             resource += "/" + str(attrs["subresource"])
-        served = discovery.resource(
-            f"{attrs['group']}/v1" if attrs.get("group") else "v1",
-            str(attrs.get("resource") or ""))
         namespaced = served.info.namespaced if served else bool(attrs.get("namespace"))
-        verb = str(attrs.get("verb") or "")
-        if "*" in (verb, resource):
-            allowed = user.role == "admin" or (verb in auth.READ_VERBS)
-        else:
-            allowed = auth.authorize(user, verb, resource, namespaced)
+        allowed = auth.authorize(user, str(attrs.get("verb") or ""), resource, namespaced)
     else:
-        allowed = user.role == "admin" or str((spec.get("nonResourceAttributes") or {})
-                                                .get("verb") or "get") == "get"
-    body["status"] = {"allowed": allowed,
-                      "reason": f'user {user.name} has role {user.role}'}
-    body.setdefault("apiVersion", discovery.AUTHZ_GROUP_VERSION)
-    body.setdefault("kind", "SelfSubjectAccessReview")
-    return respond(body, 201)
+        allowed = auth.may_get_url(user, str((spec.get("nonResourceAttributes") or {})
+                                             .get("verb") or "get"))
+    return {"allowed": allowed, "reason": f"user {user.name} has role {user.role}"}
+
+
+def _rules(user: auth.User, _spec: Obj) -> Obj:
+    """The caller's rules as upstream's rule resolver lists them: one resource rule per
+    grant and API group, the access reviews every user may post, and the non-resource
+    URLs."""
+    resource_rules: list[Obj] = []
+    for rule in auth.RULES[user.role]:
+        verbs = ["*"] if rule.verbs is None else sorted(rule.verbs)
+        if rule.resources is None:
+            resource_rules.append({"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]})
+            continue
+        by_group: dict[str, list[str]] = {}
+        for name in sorted(rule.resources):
+            served = next(r for r in discovery.RESOURCES
+                          if r.info.plural == name.split("/", 1)[0])
+            by_group.setdefault(served.info.group, []).append(name)
+        resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": names}
+                           for group, names in sorted(by_group.items())]
+    resource_rules.append({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                           "resources": ["selfsubjectaccessreviews",
+                                         "selfsubjectrulesreviews"]})
+    urls = [{"verbs": ["*"], "nonResourceURLs": ["*"]}] if auth.may_get_url(user, "*") \
+        else [{"verbs": ["get"], "nonResourceURLs": list(auth.DISCOVERY_URLS)}]
+    return {"resourceRules": resource_rules, "nonResourceRules": urls, "incomplete": False}
 
 
 # ---- the application --------------------------------------------------------------------

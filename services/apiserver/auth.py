@@ -17,8 +17,12 @@ from pathlib import Path
 
 ROLES = ("admin", "edit", "view")
 READ_VERBS = frozenset({"get", "list", "watch"})
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "events",
                                  "controllerrevisions"})
+DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
+                  "/openapi/*", "/readyz", "/version", "/version/")
+"""What every user may ``get`` outside the resources (upstream's ``system:discovery``)."""
 
 
 class TokenFileError(ValueError):
@@ -76,14 +80,42 @@ class TokenFile:
         return found
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One grant of a role: ``verbs`` on ``resources`` (None: every verb, every resource;
+    ``daemonsets``, ``daemonsets/status``, ``pods/eviction``), only inside a namespace when
+    ``namespaced_only``."""
+
+    verbs: frozenset[str] | None
+    resources: frozenset[str] | None
+    namespaced_only: bool = False
+
+    def allows(self, verb: str, resource: str, namespaced: bool) -> bool:
+        return ((self.verbs is None or verb in self.verbs)
+                and (self.resources is None or resource in self.resources)
+                and (namespaced or not self.namespaced_only))
+
+
+RULES: dict[str, tuple[Rule, ...]] = {
+    "admin": (Rule(None, None),),
+    "edit": (Rule(READ_VERBS, None), Rule(WRITE_VERBS, NAMESPACED_WRITABLE, True)),
+    "view": (Rule(READ_VERBS, None),),
+}
+"""The one role table: ``authorize`` (every request, SelfSubjectAccessReview) and
+SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""
+
+
 def authorize(user: User, verb: str, resource: str, namespaced: bool) -> bool:
     """Whether ``user`` may ``verb`` on ``resource`` (``daemonsets``, ``daemonsets/status``,
-    ``pods/eviction``). Decides."""
-    if user.role == "admin" or verb in READ_VERBS:
-        return True
-    if user.role == "edit":
-        return namespaced and resource in NAMESPACED_WRITABLE
-    return False
+    ``pods/eviction``; ``*`` for any: only a rule for every verb or resource grants it).
+    Decides."""
+    return any(rule.allows(verb, resource, namespaced) for rule in RULES[user.role])
+
+
+def may_get_url(user: User, verb: str) -> bool:
+    """Whether ``user`` may ``verb`` a non-resource URL (discovery, OpenAPI, health): every
+    user ``get``s, an admin anything. Decides."""
+    return user.role == "admin" or verb == "get"
 
 
 def new_token() -> str:

@@ -54,6 +54,8 @@ RESOURCES: tuple[Resource, ...] = (
 )
 STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
+ACCESS_REVIEWS = (("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+                  ("selfsubjectrulesreviews", "SelfSubjectRulesReview"))
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
 
@@ -110,9 +112,9 @@ def _api_resource(r: Resource) -> list[Obj]:
 def resource_list(group_version: str) -> Obj | None:
     """``APIResourceList`` of one group version, None when not served."""
     if group_version == AUTHZ_GROUP_VERSION:
-        items: list[Obj] = [{"name": "selfsubjectaccessreviews", "singularName": "",
-                             "namespaced": False, "kind": "SelfSubjectAccessReview",
-                             "verbs": ["create"]}]
+        items: list[Obj] = [{"name": plural, "singularName": "", "namespaced": False,
+                             "kind": kind, "verbs": ["create"]}
+                            for plural, kind in ACCESS_REVIEWS]
     elif group_version in ("v1", "apps/v1"):
         items = [x for r in RESOURCES if r.info.api_version == group_version
                  for x in _api_resource(r)]

@@ -1,5 +1,6 @@
 """Decoding the few request bodies kubectl sends as Kubernetes protobuf (its typed clients
-do: ``auth can-i`` posts a SelfSubjectAccessReview, ``drain`` an Eviction) into the JSON
+do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth can-i --list`` a
+SelfSubjectRulesReview, ``drain`` an Eviction) into the JSON
 shape of the same object. Decides (pure). Answers always go out as JSON, which those
 clients accept.
 
@@ -92,6 +93,10 @@ def _access_review(f: Fields) -> Obj:
     return out
 
 
+def _rules_review(f: Fields) -> Obj:
+    return {"metadata": _meta(_msg(f, 1)), "spec": _strings(_msg(f, 2), {1: "namespace"})}
+
+
 def _eviction(f: Fields) -> Obj:
     out: Obj = {"metadata": _meta(_msg(f, 1))}
     if 2 in f:
@@ -114,6 +119,7 @@ def _eviction(f: Fields) -> Obj:
 
 DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "SelfSubjectAccessReview": _access_review,
+    "SelfSubjectRulesReview": _rules_review,
     "Eviction": _eviction,
 }
 

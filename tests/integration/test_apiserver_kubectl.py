@@ -4,6 +4,7 @@ of every real manifest, get in its output formats, watch, delete, and who wrote 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,3 +179,24 @@ def test_kubectl_auth_can_i_answers_per_role(api: ApiServer) -> None:
     assert can("editor", "create", "daemonsets", "-n", "kube-system") == "yes"
     assert can("editor", "patch", "nodes") == "no"
     assert can("admin", "delete", "nodes") == "yes"
+
+
+def test_kubectl_auth_can_i_list_shows_each_roles_rules(api: ApiServer) -> None:
+    def rules(user: str) -> dict[str, str]:
+        out = api.kubectl("auth", "can-i", "--list", "-n", "kube-system", user=user).stdout
+        rows = [(line.split()[0], re.search(r"(\[[^]]*\])\s*$", line))
+                for line in out.splitlines()[1:]]  # the last column, the verbs, has spaces
+        return {name: m.group(1) for name, m in rows if m and not name.startswith("[")}
+
+    assert rules("admin")["*.*"] == "[*]"
+    view = rules("viewer")
+    assert view["*.*"] == "[get list watch]"
+    assert "daemonsets.apps" not in view
+    edit = rules("editor")
+    assert edit["*.*"] == "[get list watch]"
+    assert edit["daemonsets.apps"] == "[create delete deletecollection patch update]"
+    assert edit["pods/eviction"] == "[create delete deletecollection patch update]"
+    assert "nodes" not in edit and "daemonsets.apps/status" not in edit
+    assert edit["selfsubjectrulesreviews.authorization.k8s.io"] == "[create]"
+    res = api.kubectl("api-resources", "--api-group=authorization.k8s.io", "-o", "name").stdout
+    assert "selfsubjectrulesreviews.authorization.k8s.io" in res.split()
