@@ -12,6 +12,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (Debian package; the fleet view's browser tests)"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 VENV=${DAEMONBUS_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV"
