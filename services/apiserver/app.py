@@ -26,6 +26,7 @@ from aiohttp import web
 from services.apiserver import (
     auth,
     discovery,
+    fleet,
     handlers,
     listing,
     openapi,
@@ -126,7 +127,7 @@ async def errors_middleware(request: web.Request,
 async def auth_middleware(request: web.Request,
                           handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
                           ) -> web.StreamResponse:
-    if request.path in UNAUTHENTICATED_PATHS:
+    if request.path in UNAUTHENTICATED_PATHS or fleet.is_public(request.path):
         return await handler(request)
     state = request.app[STATE_KEY]
     user = state.tokens.authenticate(request.headers.get("Authorization"))
@@ -373,6 +374,41 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
     return {"resourceRules": resource_rules, "nonResourceRules": urls, "incomplete": False}
 
 
+# ---- the fleet view (/ui) -----------------------------------------------------------------
+
+
+async def ui_file(request: web.Request) -> web.Response:
+    found = fleet.static_file(request.match_info.get("name", "index.html"))
+    if found is None:
+        raise st.ApiError("NotFound", "the server could not find the requested resource")
+    body, ctype = found
+    return web.Response(body=body, content_type=ctype, headers=fleet.PAGE_HEADERS)
+
+
+async def ui_api(request: web.Request) -> web.Response:
+    """The fleet view's read-only answers (services.apiserver.fleet), for any role."""
+    state = request.app[STATE_KEY]
+    store = state.store.as_writer(_user(request).name)
+    q = dict(request.query)
+    what = request.match_info["what"]
+    request[VERB_KEY], request[RESOURCE_KEY] = "get", "ui/" + what.split("/", 1)[0]
+    if what == "why":
+        return respond(await state.run(fleet.why_answer, store, q))
+    if what.startswith("log/"):
+        return respond(await state.run(fleet.log_entry, store, what[len("log/"):]))
+    if what == "placement":
+        nodes = state.cache.current("Node", lambda _o: True)
+        return respond(await state.run(fleet.placement_answer, store, nodes, q))
+    if what == "history":
+        ns = fleet.NAME.match(q.get("namespace") or "")
+        revisions = state.cache.current(
+            "ControllerRevision", lambda o: ns is not None and meta.namespace(o) == ns[0])
+        return respond(await state.run(fleet.history_answer, store, revisions, q))
+    if what == "action":
+        return respond(await state.run(fleet.action_plan, store, q))
+    raise st.ApiError("NotFound", "the server could not find the requested resource")
+
+
 # ---- the application --------------------------------------------------------------------
 
 
@@ -388,6 +424,10 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/apis/{group}", api_group)
     app.router.add_get("/openapi/v3", openapi_doc)
     app.router.add_get("/openapi/v3/{path:.*}", openapi_doc)
+    app.router.add_get(fleet.PAGE, ui_file)
+    app.router.add_get(fleet.PAGE + "/", ui_file)
+    app.router.add_get(fleet.STATIC_PREFIX + "{name}", ui_file)
+    app.router.add_get(fleet.API_PREFIX + "{what:.+}", ui_api)
     app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)
     app.router.add_route("*", "/apis/{group}/{version}{rest:(/.*)?}", grouped)
 

@@ -1,0 +1,238 @@
+"""The fleet view (/ui) in a real headless Chromium against a live stack with an API server:
+the page and its bundle served without a token and the data only with one, the grid's cells
+after an apply, a rollout's cells turning over live (from the watch, no polling), a view
+token with no action buttons (and the server refusing its write anyway), an admin's
+confirmed pause and cordon landing in the log under the admin's name, and `why` linked to a
+log entry."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.replay import scan
+from shared.model import meta, rolloutopts
+from shared.store.server import RedisServer
+from tests.integration import apiserver_kit, browser_kit
+from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset, owned_pods
+from tests.integration.stack import wait_for
+
+NODES = 4
+DS = "fleet-agent"
+NS = "default"
+DEADLINE_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[ApiServer]:
+    with apiserver_kit.running(redis_server.url, "fleetui", tmp_path_factory.mktemp("fleetui"),
+                               nodes=NODES) as server:
+        nodes = sorted(meta.name(n) for n in server.stack.store.list("Node"))
+        for i, name in enumerate(nodes):
+            server.kubectl("label", "node", name, f"topology.kubernetes.io/zone=zone-{i % 2}")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with browser_kit.browser() as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def applied(api: ApiServer) -> str:
+    """The DaemonSet applied with kubectl, its pods all available."""
+    api.kubectl("apply", "-f", "-", input=json.dumps(daemonset(DS, NS)))
+    wait_for(lambda: api.stack.status(f"{NS}/{DS}").get("numberAvailable") == NODES,
+             timeout=60, what="every pod available")
+    return f"{NS}/{DS}"
+
+
+def _open(chromium: Any, api: ApiServer, user: str) -> Any:
+    page = chromium.new_page()
+    page.goto(f"{api.url}/ui#token={api.tokens[user]}")
+    page.wait_for_selector('[data-live="yes"]', timeout=DEADLINE_MS)
+    return page
+
+
+def _cells(page: Any, state: str | None = None) -> int:
+    sel = f'.cell.state[data-ds="{DS}"]' + (f'[data-state="{state}"]' if state else "")
+    return int(page.locator(sel).count())
+
+
+def _wait_cells(page: Any, state: str, n: int) -> None:
+    page.wait_for_function(
+        "([ds, state, n]) => document.querySelectorAll("
+        "`.cell.state[data-ds=\"${ds}\"][data-state=\"${state}\"]`).length === n",
+        arg=[DS, state, n], timeout=DEADLINE_MS)
+
+
+def test_page_is_static_and_every_answer_needs_a_token(api: ApiServer) -> None:
+    code, body = api.request("GET", "/ui", token=None)
+    assert code == 200 and '<div id="root">' in body and "fleet.js" in body
+    code, body = api.request("GET", "/ui/static/fleet.js", token=None)
+    assert code == 200 and len(body) > 10_000
+    assert api.request("GET", "/ui/static/..%2Fapp.py", token=None)[0] == 404
+    assert api.request("GET", "/ui/api/why?kind=daemonset&namespace=default&name=x",
+                       token=None)[0] == 401
+    assert api.request("GET", "/ui/api/log/1-0", token="bogus-token-0123456789")[0] == 401
+    code, doc = api.request("GET", "/ui/api/why?kind=pod&namespace=Bad_NS&name=x",
+                            token="viewer")
+    assert code == 400 and doc["reason"] == "BadRequest"
+
+
+def test_grid_shows_a_cell_per_node_after_an_apply(api: ApiServer, chromium: Any,
+                                                   applied: str) -> None:
+    page = _open(chromium, api, "viewer")
+    try:
+        _wait_cells(page, "new-available", NODES)
+        assert _cells(page) == NODES
+        # grouped by zone: one header row per zone, with its counts
+        groups = page.locator(".group-row")
+        assert groups.count() == 2
+        assert "zone-0" in groups.nth(0).inner_text()
+        label = groups.nth(0).locator(".agg").first.get_attribute("aria-label")
+        assert label is not None and "2 of 2 updated, 2 available" in label
+        # a node label selector narrows the rows, through the API's own labelSelector
+        page.fill("#selector", "topology.kubernetes.io/zone=zone-1")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_function("() => document.querySelectorAll('.group-row').length === 1",
+                               timeout=DEADLINE_MS)
+        _wait_cells(page, "new-available", NODES // 2)
+    finally:
+        page.close()
+
+
+def test_a_rollout_turns_the_cells_over_live_from_the_watch(api: ApiServer, chromium: Any,
+                                                            applied: str) -> None:
+    page = _open(chromium, api, "viewer")
+    try:
+        _wait_cells(page, "new-available", NODES)
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        before = {meta.name(p): meta.labels(p)["controller-revision-hash"]
+                  for p in owned_pods(api.stack.store, applied)}
+        api.kubectl("set", "image", f"ds/{DS}", "-n", NS, "main=registry.k8s.io/pause:3.10")
+        # the cells become old while the new revision rolls out, then new again
+        page.wait_for_function(
+            "(ds) => document.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`).length > 0 &&"
+            " [...document.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`)]"
+            ".some(c => !c.dataset.state.startsWith('new'))", arg=DS, timeout=DEADLINE_MS)
+        _wait_cells(page, "new-available", NODES)
+        after = {meta.labels(p)["controller-revision-hash"]
+                 for p in owned_pods(api.stack.store, applied)}
+        assert len(after) == 1 and after.isdisjoint(before.values())
+        # live from the open watches: no list of pods was read again
+        pod_lists = [u for u in requests if re.search(r"/pods(\?|$)", u) and "watch=" not in u]
+        assert pod_lists == []
+    finally:
+        page.close()
+
+
+def test_a_view_token_sees_no_action_buttons_and_its_write_is_refused(
+        api: ApiServer, chromium: Any, applied: str) -> None:
+    page = _open(chromium, api, "viewer")
+    try:
+        page.click(f'.colhead button:text-is("{DS}")')
+        page.wait_for_selector("aside.panel h2", timeout=DEADLINE_MS)
+        page.wait_for_selector("ol.history li", timeout=DEADLINE_MS)  # the panel has loaded
+        assert page.locator("button.action").count() == 0
+        page.locator(".node-name").first.click()
+        page.wait_for_selector("aside.panel h2:has-text('node')", timeout=DEADLINE_MS)
+        page.wait_for_timeout(500)  # the access review's answer has had its chance to show
+        assert page.locator("button.action").count() == 0
+    finally:
+        page.close()
+    # the plan is readable by any role, the write it describes is not the viewer's to make
+    code, plan = api.request("GET", f"/ui/api/action?action=pause&namespace={NS}&name={DS}",
+                             token="viewer")
+    assert code == 200 and plan["method"] == "PATCH"
+    code, doc = api.request("PATCH", plan["path"], plan["body"], token="viewer",
+                            headers={"Content-Type": plan["contentType"]})
+    assert code == 403 and doc["reason"] == "Forbidden"
+    assert rolloutopts.PAUSED not in meta.annotations(api.stack.store.get("DaemonSet",
+                                                                          applied))
+
+
+def _writer_of_pause(api: ApiServer, key: str) -> str:
+    """Who wrote the first entry of the DaemonSet with the paused annotation (the log)."""
+    k, n = b"DaemonSet", key.encode()
+    first = ""
+    for hit in scan.backwards(api.stack.store.r, api.stack.store.keys,
+                              lambda f: f.get(b"k") == k and f.get(b"n") == n
+                              and f.get(b"t") != b"DECISION"):
+        if rolloutopts.PAUSED not in meta.annotations(hit.obj):
+            break
+        first = hit.user
+    return first
+
+
+def _confirm(page: Any, label: str) -> None:
+    page.click(f'button.action:text-is("{label}")')
+    dialog = page.locator("dialog[open]")
+    dialog.wait_for(timeout=DEADLINE_MS)
+    assert label in dialog.locator("h3").inner_text()
+    dialog.locator("button.danger").click()
+    page.wait_for_function("(label) => new RegExp(`^done: (rollout )?${label} `)"
+                           ".test(document.querySelector('.toast').textContent)",
+                           arg=label, timeout=DEADLINE_MS)
+
+
+def test_an_admin_pauses_a_rollout_and_cordons_a_node_each_confirmed(
+        api: ApiServer, chromium: Any, applied: str) -> None:
+    page = _open(chromium, api, "admin")
+    try:
+        page.click(f'.colhead button:text-is("{DS}")')
+        page.locator('button.action:text-is("pause")').wait_for(timeout=DEADLINE_MS)
+        # cancelled: nothing written
+        page.click('button.action:text-is("pause")')
+        page.locator("dialog[open] button[value=cancel]").click()
+        assert rolloutopts.PAUSED not in meta.annotations(
+            api.stack.store.get("DaemonSet", applied))
+        _confirm(page, "pause")
+        wait_for(lambda: meta.annotations(api.stack.store.get("DaemonSet", applied))
+                 .get(rolloutopts.PAUSED) == "true", what="the paused annotation")
+        assert _writer_of_pause(api, applied) == "admin"
+        page.wait_for_selector("text=paused=true", timeout=DEADLINE_MS)  # the panel, live
+        _confirm(page, "resume")
+        wait_for(lambda: rolloutopts.PAUSED not in meta.annotations(
+            api.stack.store.get("DaemonSet", applied)), what="the annotation removed")
+
+        node = page.locator(".node-name").first.inner_text().strip()
+        page.locator(".node-name").first.click()
+        page.locator('button.action:text-is("cordon")').wait_for(timeout=DEADLINE_MS)
+        _confirm(page, "cordon")
+        wait_for(lambda: (api.stack.store.get("Node", "/" + node).get("spec") or {})
+                 .get("unschedulable") is True, what="the node cordoned")
+        page.wait_for_selector(".node-name .tag", timeout=DEADLINE_MS)  # the grid, live
+        _confirm(page, "uncordon")
+        wait_for(lambda: not (api.stack.store.get("Node", "/" + node).get("spec") or {})
+                 .get("unschedulable"), what="the node uncordoned")
+    finally:
+        page.close()
+
+
+def test_a_cell_answers_why_with_links_to_the_log(api: ApiServer, chromium: Any,
+                                                  applied: str) -> None:
+    page = _open(chromium, api, "viewer")
+    try:
+        _wait_cells(page, "new-available", NODES)
+        page.locator(f'.cell.state[data-ds="{DS}"]').first.click()
+        page.wait_for_selector(".why-lines", timeout=DEADLINE_MS)
+        text = page.locator(".why-lines").inner_text()
+        assert text.startswith("pod default/") and "created: entry" in text
+        link = page.locator(".entry-link").first
+        entry = link.inner_text()
+        link.click()
+        shown = page.locator("section.entry")
+        shown.wait_for(timeout=DEADLINE_MS)
+        assert entry in shown.locator("h4").inner_text()
+        assert "Pod" in shown.inner_text() or "DECISION" in shown.inner_text()
+    finally:
+        page.close()
