@@ -9,6 +9,7 @@ and deletes if any patch fails.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -97,6 +98,21 @@ def selector_matcher(selector: Any) -> Callable[[dict[str, str]], bool]:
         return labels.selector_matches(selector, obj_labels)
 
     return general
+
+
+def owner_change(obj: Obj, claim: PatchOwner, ds_uid: str) -> Obj:
+    """``obj`` as ``claim`` leaves it (a copy; ``obj`` is not changed): every reference to
+    the DaemonSet ``ds_uid`` dropped, and on an adoption its controller ref appended; no
+    ``ownerReferences`` at all when none is left (upstream's patch with ``$patch: delete``)."""
+    new = copy.deepcopy(obj)
+    refs = [r for r in meta.owner_references(new) if r.get("uid") != ds_uid]
+    if claim.adopt:
+        refs.append(dict(claim.owner_ref))
+    if refs:
+        new["metadata"]["ownerReferences"] = refs
+    else:
+        new["metadata"].pop("ownerReferences", None)
+    return new
 
 
 def _patch(kind: str, obj: Obj, *, adopt: bool, owner_ref: Obj) -> PatchOwner:

@@ -110,6 +110,19 @@ def compute_hash(template: Obj, collision_count: int | None) -> str:
     return safe_encode(str(h))
 
 
+def bumped_collision_count(cached: Obj, fresh: Obj) -> Obj | None:
+    """The status to write after a revision name collision (§e.3 step 5): ``fresh``'s (the
+    DaemonSet as just read) with ``collisionCount`` one higher, so the next sync hashes the
+    template anew. None when the count the sync decided on (``cached``'s) is not the stored
+    one: the collision may be its own stale view, and the sync is retried until its cache has
+    the current count."""
+    cached_count = dsutil.status(cached).get("collisionCount")
+    current = dsutil.status(fresh).get("collisionCount")
+    if cached_count != current:
+        return None
+    return {**dsutil.status(fresh), "collisionCount": int(current or 0) + 1}
+
+
 def revision_number(revision: Obj) -> int:
     value = revision.get("revision")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

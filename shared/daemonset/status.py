@@ -144,6 +144,30 @@ def status_changed(old_status: Obj | None, new_status: Obj, generation: int) -> 
     return int(old.get("observedGeneration") or 0) < generation
 
 
+def merged_status(old_status: Obj | None, computed: Obj, generation: int,
+                  observe: bool) -> Obj | None:
+    """The status the status-writer stores (``storeDaemonSetStatus``) for a status
+    ``computed`` by a sync of a DaemonSet at ``generation``, over the stored ``old_status``;
+    None when nothing changed (:func:`status_changed`).
+
+    ``computed`` is in JSON shape (zero ``omitempty`` counters left out): a missing counter is
+    0, not the stored value. observedGeneration is ``generation`` when ``observe``, else the
+    stored one; collisionCount is always the stored one (only the collision rule raises it);
+    conditions are the computed ones, none when it has none (computed from the cached
+    status, where they were dropped)."""
+    old = old_status or {}
+    new = {**dict.fromkeys(COUNTERS, 0), **computed}
+    new["observedGeneration"] = generation if observe else old.get("observedGeneration", 0)
+    if "collisionCount" in old:
+        new["collisionCount"] = old["collisionCount"]
+    if not status_changed(old, new, generation):
+        return None
+    out = {**old, **new}
+    if "conditions" not in new:
+        out.pop("conditions", None)
+    return out
+
+
 def requeue_after(ds: Obj, status: Obj) -> float | None:
     """Seconds after which to sync again: minReadySeconds when it is > 0 and some ready pods
     are not yet available; else None."""
