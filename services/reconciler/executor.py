@@ -16,19 +16,18 @@ the key over creates nothing.
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
+from shared.control.protocols import BackoffStore, ExpectationsStore
+from shared.daemonset import claim as ds_claim
+from shared.daemonset import dsutil, podtemplate
+from shared.daemonset import events as ds_events
 from shared.daemonset import history as ds_history
-from shared.daemonset import podtemplate
 from shared.daemonset import types as t
-from shared.model import events as model_events
 from shared.model import meta, podutil
 from shared.store import client as store_client
 from shared.store import errors
@@ -39,7 +38,6 @@ log = logging.getLogger("reconciler")
 
 Obj = dict[str, Any]
 MAX_NAME_SALT = 8
-EVENT_AGGREGATE_AFTER = 10
 
 
 class SyncError(Exception):
@@ -62,15 +60,15 @@ class Outcome:
 
 
 class Executor:
+    """Acts on a plan. It reads no clock: every time it writes (expectations, creation
+    timestamps, Events) is the snapshot's ``now``."""
+
     def __init__(self, store: Store, cache: Cache, expectations: ExpectationsStore,
-                 backoff: BackoffStore, queue: WorkQueue,
-                 clock: Callable[[], float] = time.time) -> None:
+                 backoff: BackoffStore) -> None:
         self.store = store
         self.cache = cache
         self.expectations = expectations
         self.backoff = backoff
-        self.queue = queue
-        self.clock = clock
         self._fence: store_client.Fence | None = None
 
     def _read(self, kind: str, key: str) -> Obj | None:
@@ -124,8 +122,6 @@ class Executor:
         if plan.error:
             out.errors.append(plan.error)
         self._events(snap, events, out)
-        if plan.requeue_after is not None:
-            self.queue.add_after(key, plan.requeue_after)
         return out
 
     # ---- history (§e.3) ------------------------------------------------------------------------
@@ -162,13 +158,11 @@ class Executor:
         fresh = self._read("DaemonSet", meta.key(ds))
         if fresh is None:
             raise SyncError("DaemonSet disappeared while resolving a revision name collision")
-        cached = (ds.get("status") or {}).get("collisionCount")
-        current = (fresh.get("status") or {}).get("collisionCount")
-        if cached != current:
+        status = ds_history.bumped_collision_count(ds, fresh)
+        if status is None:
             raise SyncError("found a stale collision count "
-                            f"({cached} != {current}), will retry until it is updated")
-        status = dict(fresh.get("status") or {})
-        status["collisionCount"] = int(current or 0) + 1
+                            f"({dsutil.collision_count(ds)} != "
+                            f"{dsutil.collision_count(fresh)}), will retry until it is updated")
         fresh["status"] = status
         try:
             self.store.update_status(fresh)
@@ -222,15 +216,8 @@ class Executor:
             obj = self.cache.get(c.kind, f"{c.namespace}/{c.name}")
             if obj is None or meta.uid(obj) != c.uid:
                 continue
-            new = copy.deepcopy(obj)
-            refs = [r for r in meta.owner_references(new) if r.get("uid") != meta.uid(ds)]
-            if c.adopt:
-                refs.append(dict(c.owner_ref))
-            if refs:
-                new["metadata"]["ownerReferences"] = refs
-            else:
-                new["metadata"].pop("ownerReferences", None)
-            ops.append(self.store.raw_update_op(new, meta.resource_version(obj)))
+            ops.append(self.store.raw_update_op(ds_claim.owner_change(obj, c, meta.uid(ds)),
+                                                meta.resource_version(obj)))
         problems = [f"{r.op.kind} {r.op.key}: {r.status}"
                     for r in self._commit(ops, out) if r.status not in ("ok", "notfound")]
         if problems:
@@ -241,8 +228,7 @@ class Executor:
 
     def _sync_nodes(self, key: str, snap: t.Snapshot, plan: t.Plan, sn: t.SyncNodes,
                     events: list[t.EmitEvent], out: Outcome) -> None:
-        now = self.clock()
-        self.expectations.set(key, len(sn.creates), len(sn.deletes), now)
+        self.expectations.set(key, len(sn.creates), len(sn.deletes), snap.now)
         problems: list[str] = []
         remaining = list(sn.creates)
         batch = 1
@@ -273,7 +259,7 @@ class Executor:
                 if salt != c.salt:
                     pod["metadata"]["name"] = podtemplate.pod_name(
                         ds, c.node, hash_, salt, snap.position)
-                ops.append(self.store.create_op(self.store.stamp(pod), ensure=True,
+                ops.append(self.store.create_op(self.store.stamp(pod, snap.now), ensure=True,
                                                 prepared=True))
             results = self._commit(ops, out, fence=self._fence)
             retry: list[tuple[t.CreatePod, int]] = []
@@ -360,28 +346,12 @@ class Executor:
     # ---- events (§i) ---------------------------------------------------------------------------
 
     def _events(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> None:
-        """Write Events about the DaemonSet. More than ten of one reason in one sync are
-        combined into one Event with a count, as the event correlator does."""
+        """Write the Events about the DaemonSet (``shared.daemonset.events``)."""
         ds = snap.ds
         if not events or ds is None:
             return
-        now = self.clock()
-        groups: dict[tuple[str, str], list[t.EmitEvent]] = {}
-        for e in events:
-            groups.setdefault((e.type, e.reason), []).append(e)
-        ops = []
-        for (etype, reason), evs in groups.items():
-            if len(evs) > EVENT_AGGREGATE_AFTER:
-                last = evs[-1]
-                evs = [t.EmitEvent(etype, reason,
-                                   f"(combined from similar events): {last.message}")]
-                count = len(groups[(etype, reason)])
-            else:
-                count = 1
-            for e in evs:
-                ops.append(self.store.create_op(
-                    self.store.stamp(_event(ds, e, count, now, snap.position)),
-                    ensure=True, prepared=True))
+        ops = [self.store.create_op(self.store.stamp(ev, snap.now), ensure=True, prepared=True)
+               for ev in ds_events.event_objects(ds, events, snap.now, snap.position)]
         self._commit(ops, out)
 
     # ---- helpers -------------------------------------------------------------------------------
@@ -421,12 +391,6 @@ def _relabel(obj: Obj, labels: dict[str, str]) -> Obj | None:
         return None
     obj["metadata"]["labels"] = merged
     return obj
-
-
-def _event(ds: Obj, e: t.EmitEvent, count: int, now: float, position: str) -> Obj:
-    return model_events.event(ds, e.type, e.reason, e.message, now=now,
-                              salt=f"{position}|{now}", component="daemonset-controller",
-                              count=count)
 
 
 def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:

@@ -54,25 +54,28 @@ class SyncResult:
     created: int = 0
     deleted: int = 0
     seconds: float = 0.0
+    requeue_after: float | None = None  # seconds: sync again then (``Plan.requeue_after``)
 
 
 class Reconciler:
     """Holds the worker's cache and performs syncs; one instance per worker process."""
 
     def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
-                 backoff: BackoffStore, clock: Callable[[], float] = time.time,
+                 backoff: BackoffStore, clock: Callable[[], float] | None = None,
                  worker: str = "") -> None:
+        """``clock``: the process's one clock, read once per sync for the snapshot's
+        ``now`` (default: the store's, which the store's own timestamps read)."""
         self.store = store
         self.queue = queue
         self.expectations = expectations
         self.backoff = backoff
-        self.clock = clock
+        self.clock = clock or store.clock
         self.worker = worker
         self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", indexes={
             "pods-ns": ("Pod", _ns_index),
             "revisions-ns": ("ControllerRevision", _ns_index),
         })
-        self.executor = Executor(store, self.cache, expectations, backoff, queue, clock)
+        self.executor = Executor(store, self.cache, expectations, backoff)
         self._rewinds = store.mark.rewinds
 
     def _rederive(self) -> None:
@@ -147,7 +150,7 @@ class Reconciler:
         PODS_CREATED.inc(outcome.created)
         PODS_DELETED.inc(outcome.deleted)
         return SyncResult(key, outcome.ok, "; ".join(outcome.errors), outcome.created,
-                          outcome.deleted, seconds)
+                          outcome.deleted, seconds, plan.requeue_after)
 
     def _publish(self, snap: t.Snapshot, plan: t.Plan) -> None:
         if plan.status is None or snap.ds is None:

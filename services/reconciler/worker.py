@@ -169,7 +169,7 @@ _CONTEXT: dict[str, Any] = {}
 
 
 def sync_job(key: str, token: str) -> dict[str, Any]:
-    """RQ job: sync one key under its lease, then Forget/AddRateLimited and Done."""
+    """RQ job: sync one key under its lease, then hand the result to the queue (``settle``)."""
     reconciler: Reconciler = _CONTEXT["reconciler"]
     queue: WorkQueue = _CONTEXT["queue"]
     lease: Lease = _CONTEXT["leases"].pop(token)
@@ -192,28 +192,47 @@ def sync_job(key: str, token: str) -> dict[str, Any]:
     renewer.start()
     QUEUE_DURATION.labels(QUEUE_NAME).observe(lease.queue_seconds)
     started = time.monotonic()
+    result: SyncResult | None = None
     try:
         delay = _test_sync_delay(key)
         if delay:
             time.sleep(delay)  # the documented test hook: a slow sync of one key
-        result: SyncResult = reconciler.sync(key, lease.position, lease.redelivered,
-                                             lease.token)
-        if result.ok:
-            queue.forget(key)
-        else:
-            delay = queue.add_rate_limited(key)
-            log.warning("sync of %s failed (retry in %.3fs): %s", key, delay, result.error)
+        result = reconciler.sync(key, lease.position, lease.redelivered, lease.token)
         return {"key": key, "ok": result.ok, "error": result.error,
                 "created": result.created, "deleted": result.deleted,
                 "seconds": round(result.seconds, 4)}
     except Exception as err:
-        queue.add_rate_limited(key)
         log.exception("sync of %s raised: %s", key, err)
         raise
     finally:
         stop.set()
         WORK_DURATION.labels(QUEUE_NAME).observe(time.monotonic() - started)
-        queue.done(holder["lease"])
+        settle(queue, holder["lease"], result)
+
+
+def settle(queue: WorkQueue, lease: Lease, result: SyncResult | None) -> None:
+    """Acts: the one place a sync's result becomes queue calls (controller-runtime's
+    ``reconcileHandler``), then always Done:
+
+    * an error (``result`` None: the sync raised) → AddRateLimited;
+    * ``requeue_after`` → Forget and AddAfter;
+    * success → Forget.
+
+    Unlike controller-runtime, an error keeps the sync's ``requeue_after`` too: upstream's
+    DaemonSet controller enqueues after (``enqueueDaemonSetAfter``) during the sync, whatever
+    it returns, and the queue keeps the earlier of the two times."""
+    key = lease.key
+    try:
+        if result is None or not result.ok:
+            delay = queue.add_rate_limited(key)
+            if result is not None:
+                log.warning("sync of %s failed (retry in %.3fs): %s", key, delay, result.error)
+        else:
+            queue.forget(key)
+        if result is not None and result.requeue_after is not None:
+            queue.add_after(key, result.requeue_after)
+    finally:
+        queue.done(lease)
 
 
 class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]

@@ -176,23 +176,13 @@ class StatusWriter:
                 return False
             if attempt == 0:
                 self._unavailable(ds, msg.get("unavailable") or {})
-            # the message is in JSON shape (zero omitempty counters left out): a missing
-            # counter is 0, not the stored value
-            new = {**dict.fromkeys(ds_status.COUNTERS, 0), **msg["status"]}
             old = ds.get("status") or {}
-            generation = int(msg.get("generation") or 0)
-            if msg.get("observe"):
-                new["observedGeneration"] = int(msg.get("generation") or 0)
-            else:
-                new["observedGeneration"] = old.get("observedGeneration", 0)
-            if "collisionCount" in old:
-                new["collisionCount"] = old["collisionCount"]
-            if not ds_status.status_changed(old, new, generation):
+            new = ds_status.merged_status(old, msg["status"], int(msg.get("generation") or 0),
+                                          bool(msg.get("observe")))
+            if new is None:
                 self._gauges(ds, old)
                 return False
-            ds["status"] = {**old, **new}
-            if "conditions" not in new:  # computed from the cached status: dropped there
-                ds["status"].pop("conditions", None)
+            ds["status"] = new
             try:
                 self.store.update_status(ds)
                 WRITES.labels("ok").inc()
