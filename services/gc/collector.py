@@ -9,7 +9,8 @@ roles, for the kinds daemonbus keeps). Decisions are in ``decide``; this module 
   dependents, then the finalizer is removed.
 * **Pod GC**: a pod bound to a node that no longer exists is deleted at once (grace 0).
 * **Control state of deleted DaemonSets**: expectations, workqueue traces and failed-pod
-  backoff entries (``shared.store.residue``) — this collector is their one home.
+  backoff entries (``shared.store.residue``) — this collector is their one home; and the
+  backoff entries that expired (not advanced for twice the maximum delay) of any DaemonSet.
 * **Event TTL**: Events older than ``event_ttl`` seconds are deleted.
 * **NoExecute taint eviction** (Kubernetes' taint manager, ``pkg/controller/tainteviction``):
   a pod bound to a node with a NoExecute taint it does not tolerate is evicted at once, one
@@ -54,6 +55,7 @@ Obj = dict[str, Any]
 DEPENDENT_KINDS = decide.DEPENDENT_KINDS
 COLLECTED = Counter("daemonbus_gc_deleted_total", "Objects deleted by the garbage collector",
                     ["kind", "reason"])
+BACKOFF_GC_EVERY = 60.0  # seconds: upstream's BackoffGCInterval
 FORGOTTEN = Counter("daemonbus_gc_forgotten_total",
                     "Control-state entries of deleted DaemonSets removed", ["what"])
 
@@ -80,6 +82,7 @@ class Collector:
         self.deleted = 0
         self.evicted = 0
         self.evict_at: dict[str, float] = {}  # node → its next toleration deadline
+        self.backoff_gc_at = clock() + BACKOFF_GC_EVERY  # next expiry of backoff entries
         self._stop = threading.Event()
 
     # ---- loop -------------------------------------------------------------------------------
@@ -166,7 +169,8 @@ class Collector:
 
     def full_pass(self) -> None:
         """Everything from state: finish owners being deleted, collect dependents of gone
-        owners, pods of gone nodes, control state of gone DaemonSets, expired Events."""
+        owners, pods of gone nodes, control state of gone DaemonSets, expired backoff
+        entries and Events."""
         for ds in list(self.cache.objects["DaemonSet"].values()):
             if meta.is_being_deleted(ds):
                 self._finalize_owner(meta.key(ds))
@@ -176,6 +180,7 @@ class Collector:
         self._taint_evictions({meta.name(n) for n in self.cache.objects["Node"].values()
                                if tainteviction.no_execute_taints(n)})
         self._sweep_residue()
+        self._expire_backoff()
         self._expire_events()
 
     # ---- owners and dependents ----------------------------------------------------------------
@@ -266,6 +271,20 @@ class Collector:
             live_nodes = self.store.names("Node")  # a malformed node is not a missing one
             doomed = decide.on_missing_nodes(doomed, lambda n: f"/{n}" in live_nodes)
         self._delete(doomed, "node-gone", grace=0)
+
+    def _expire_backoff(self) -> None:
+        """Acts: drop failed-pod backoff entries not advanced for twice the maximum delay,
+        whatever DaemonSet they are of (upstream's ``failedPodsBackoff.GC`` every
+        ``BackoffGCInterval``): on the full pass, at most every ``BACKOFF_GC_EVERY`` seconds
+        of the collector's clock, the first that long after it started."""
+        now = self.clock()
+        if now < self.backoff_gc_at:
+            return
+        self.backoff_gc_at = now + BACKOFF_GC_EVERY
+        dropped = self.residue.backoff.gc(now)
+        if dropped:
+            FORGOTTEN.labels("backoff-expired").inc(dropped)
+            log.info("dropped %d expired failed-pod backoff entries", dropped)
 
     def _expire_events(self) -> None:
         old = decide.expired_events(self.cache.objects["Event"].values(),

@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
+from services.gc import collector as gc_collector
 from services.gc.collector import Collector
+from shared.control import backoff
 from shared.control.backoff import BackoffEntry
+from shared.control.clock import FakeClock
+from shared.model import meta
 from shared.store import codec
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
@@ -139,3 +143,29 @@ def test_full_pass_sweeps_what_a_deleted_daemonset_left(store: Store) -> None:
     assert all(held(store, "default/live").values())
     assert sorted(store.r.hkeys(store.keys.backoff)) == sorted(
         f"{live['metadata']['uid']}/{g}/node-{n}".encode() for g, n in ((1, "a"), (2, "b")))
+
+
+def test_a_full_pass_each_minute_drops_expired_backoff_entries(store: Store) -> None:
+    """Upstream's ``failedPodsBackoff.GC`` every ``BackoffGCInterval`` (a minute): an entry
+    not advanced for twice the maximum delay goes, even while its DaemonSet lives; a recent
+    one stays; none goes before the minute is up."""
+    uid = meta.uid(store.create(daemonset("live")))
+    clock = FakeClock(T0)
+    collector = Collector(store, clock=clock.now)
+    collector.cache.sync()
+    clock.advance(2 * backoff.MAX_DELAY + 1)
+    backoffs = RedisBackoff(store.r, store.keys)
+    keys = [f"{uid}/1/node-old", f"{uid}/1/node-recent"]
+    backoffs.put_many({keys[0]: BackoffEntry(backoff.MAX_DELAY, T0),
+                       keys[1]: BackoffEntry(2.0, clock.now() - 1)})
+
+    collector.full_pass()  # the first collection, a minute after the start
+    assert sorted(backoffs.get_many(keys)) == [keys[1]]
+
+    backoffs.put_many({keys[0]: BackoffEntry(backoff.MAX_DELAY, T0)})
+    clock.advance(gc_collector.BACKOFF_GC_EVERY - 1)
+    collector.full_pass()  # within the minute: kept
+    assert sorted(backoffs.get_many(keys)) == keys
+    clock.advance(1)
+    collector.full_pass()
+    assert sorted(backoffs.get_many(keys)) == [keys[1]]
