@@ -285,6 +285,8 @@ async def _list(state: State, store: Store, t: Target,
 async def _write(request: web.Request, state: State, store: Store, t: Target,
                  verb: str, fields: handlers.FieldCheck) -> tuple[int, Obj]:
     q = request.query
+    who = handlers.Manager.of(q, request.headers.get("User-Agent"), verb,
+                              request.content_type if verb == "patch" else None)
     if verb == "patch":
         raw = await request.read()
         if request.content_type not in api_patch.PATCH_TYPES:
@@ -292,7 +294,7 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
                               f'unknown format - accepted media types include: '
                               f'{", ".join(api_patch.PATCH_TYPES)}')
         return await state.run(handlers.patch, store, t, raw, request.content_type,
-                               requests.dry_run(q), fields)
+                               requests.dry_run(q), fields, who)
     body = await _body(request)
     dry = requests.dry_run(q, body if isinstance(body, dict) else None)
     if verb == "create":
@@ -300,9 +302,9 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
             return await state.run(handlers.evict, store, t, body, dry)
         if t.name is not None:
             raise st.ApiError("MethodNotAllowed", "POST is not supported on an object")
-        return await state.run(handlers.create, store, t, body, dry, fields)
+        return await state.run(handlers.create, store, t, body, dry, fields, who)
     if verb == "update":
-        return await state.run(handlers.update, store, t, body, dry, fields)
+        return await state.run(handlers.update, store, t, body, dry, fields, who)
     opts = handlers.delete_options(q, body if isinstance(body, dict) else None)
     if verb == "delete":
         return await state.run(handlers.delete, store, t, opts, dry)

@@ -18,8 +18,8 @@ from typing import Any
 from services.apiserver import discovery, listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
+from shared.api import managedfields, schema
 from shared.api import patch as api_patch
-from shared.api import schema
 from shared.model import kinds, meta
 from shared.store import client as store_client
 from shared.store import errors
@@ -173,10 +173,73 @@ class FieldCheck:
         self.warnings += [schema.unknown_field_message(u) for u in unknown]
 
 
+@dataclass(frozen=True)
+class Manager:
+    """Who a write's fields belong to (``fieldManager``, else the user agent's name) and,
+    for a server-side apply, ``force``."""
+
+    name: str = ""
+    force: bool | None = None
+
+    @classmethod
+    def of(cls, query: Mapping[str, str], user_agent: str | None, verb: str,
+           content_type: str | None) -> Manager:
+        """The manager of a request; raises ApiError Invalid as upstream's options check
+        (``fieldManager`` required for apply, ``force`` only for apply)."""
+        applying = verb == "patch" and content_type is not None and \
+            api_patch.media_type(content_type) == api_patch.APPLY_PATCH
+        given = query.get("fieldManager")
+        problem = managedfields.validate_manager(given, applying)
+        force = requests.boolean(query["force"]) if "force" in query else None
+        if problem is None and force is not None and not applying:
+            problem = "force: Forbidden: may not be specified for non-apply patch"
+        if problem is not None:
+            options = "PatchOptions" if verb == "patch" else \
+                "CreateOptions" if verb == "create" else "UpdateOptions"
+            raise st.ApiError("Invalid", f'{options}.meta.k8s.io "" is invalid: {problem}',
+                              {"group": "meta.k8s.io", "kind": options,
+                               "causes": [st.cause(problem)]})
+        return cls(managedfields.manager_of(given, user_agent), force)
+
+
+def _now(store: Store) -> str:
+    return meta.format_time(store.clock())
+
+
+def _root(t: Target) -> schema.Field:
+    return schema.kind_field(t.resource.info.api_version, t.kind)
+
+
+def _track(store: Store, t: Target, live: Obj | None, new: Obj, who: Manager) -> None:
+    """Record ``who``'s ordinary write of ``new`` over ``live`` in ``new``'s
+    managedFields (operation Update). The /status subresource keeps the object's."""
+    md = new.setdefault("metadata", {})
+    if t.sub is not None:
+        if live is not None:
+            md["managedFields"] = copy.deepcopy(meta.metadata(live).get("managedFields"))
+        if md.get("managedFields") is None:
+            md.pop("managedFields", None)
+        return
+    try:
+        entries = managedfields.update(live, new, who.name, _root(t), _now(store))
+    except managedfields.ApplyError as err:
+        raise st.bad_request(str(err)) from err
+    encoded = managedfields.encode(entries, t.resource.info.api_version)
+    if encoded:
+        md["managedFields"] = encoded
+    else:
+        md.pop("managedFields", None)
+
+
 def create(store: Store, t: Target, body: Obj, dry: bool,
-           fields: FieldCheck | None = None) -> tuple[int, Obj]:
+           fields: FieldCheck | None = None, who: Manager | None = None) -> tuple[int, Obj]:
     obj = _settle_identity(t, body, creating=True)
     (fields or FieldCheck()).check(obj)
+    _track(store, t, None, obj, who or Manager())
+    return _commit_create(store, t, obj, dry)
+
+
+def _commit_create(store: Store, t: Target, obj: Obj, dry: bool) -> tuple[int, Obj]:
     if t.kind == "Namespace":
         raise st.ApiError("MethodNotAllowed", "namespaces need no object in daemonbus: a "
                           "namespace exists once something is created in it")
@@ -193,11 +256,12 @@ def create(store: Store, t: Target, body: Obj, dry: bool,
 
 
 def update(store: Store, t: Target, body: Obj, dry: bool,
-           fields: FieldCheck | None = None) -> tuple[int, Obj]:
+           fields: FieldCheck | None = None, who: Manager | None = None) -> tuple[int, Obj]:
     obj = _settle_identity(t, body, creating=False)
     (fields or FieldCheck()).check(obj)
     target = store_client.DryRunStore.of(store) if dry else store
     try:
+        _track(store, t, store.get(t.kind, t.key), obj, who or Manager())
         if t.sub == "status":
             out = target.update_status(obj)
         else:
@@ -208,19 +272,18 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
 
 
 def patch(store: Store, t: Target, body: bytes, content_type: str,
-          dry: bool, fields: FieldCheck | None = None) -> tuple[int, Obj]:
-    """Apply a JSON, merge, strategic merge or apply patch (``shared.api.patch``) to the
-    current object and update it, retrying on a conflict unless the patch pins a
-    resourceVersion. A server-side apply of a missing object creates it."""
+          dry: bool, fields: FieldCheck | None = None,
+          who: Manager | None = None) -> tuple[int, Obj]:
+    """Apply a JSON, merge or strategic merge patch (``shared.api.patch``) to the current
+    object and update it, retrying on a conflict unless the patch pins a resourceVersion;
+    a server-side apply goes to :func:`server_side_apply`."""
+    who = who or Manager()
+    if api_patch.media_type(content_type) == api_patch.APPLY_PATCH:
+        return server_side_apply(store, t, body, dry, fields or FieldCheck(), who)
     target = store_client.DryRunStore.of(store) if dry else store
-    ssa = api_patch.media_type(content_type) == api_patch.APPLY_PATCH
     for _ in range(PATCH_RETRIES):
         try:
             current = store.get(t.kind, t.key)
-        except errors.NotFoundError as err:
-            if not ssa:
-                raise st.from_store(err) from err
-            return create(store, t, _decoded(body, content_type, t.kind), dry, fields)
         except errors.StoreError as err:
             raise st.from_store(err) from err
         new = _patched(current, body, content_type, t.kind)
@@ -234,17 +297,78 @@ def patch(store: Store, t: Target, body: bytes, content_type: str,
             new["metadata"]["resourceVersion"] = meta.resource_version(current)
         if new == current:
             return 200, with_type(current)
+        _track(store, t, current, new, who)
+        out = _commit_update(target, t, new, pinned)
+        if out is not None:
+            return 200, with_type(out)
+    raise _too_many_conflicts(t)
+
+
+def _commit_update(target: Store, t: Target, new: Obj, pinned: bool) -> Obj | None:
+    """The update of a patch; None for a conflict worth another read (not ``pinned`` to
+    the resourceVersion the client gave)."""
+    try:
+        return target.update_status(new) if t.sub == "status" else target.update(new)
+    except errors.ConflictError as err:
+        if pinned:
+            raise st.from_store(err) from err
+        return None
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
+
+
+def _too_many_conflicts(t: Target) -> st.ApiError:
+    return st.from_store(errors.ConflictError(t.kind, t.key, "too many concurrent changes; "
+                                              "try again"))
+
+
+def server_side_apply(store: Store, t: Target, body: bytes, dry: bool, fields: FieldCheck,
+                      who: Manager) -> tuple[int, Obj]:
+    """``application/apply-patch+yaml``: the configuration merged into the live object by
+    field ownership (``shared.api.managedfields``), a 409 on a field another manager owns
+    unless ``force``; a missing object is created. Not on subresources (415)."""
+    if t.sub is not None:
+        raise st.ApiError("UnsupportedMediaType", f"server-side apply is not supported on "
+                          f"the {t.sub} subresource in daemonbus; use a merge or strategic "
+                          "merge patch")
+    config = _decoded(body, api_patch.APPLY_PATCH, t.kind)
+    if (config.get("metadata") or {}).get("managedFields") is not None:
+        raise st.bad_request("metadata.managedFields must be nil")
+    config.pop("status", None)  # reset on the main resource, as upstream's strategies
+    asked_rv = meta.resource_version(config)
+    config = _settle_identity(t, config, creating=False)
+    fields.warnings.clear()
+    fields.check(config)
+    target = store_client.DryRunStore.of(store) if dry else store
+    for _ in range(PATCH_RETRIES):
         try:
-            out = target.update_status(new) if t.sub == "status" else target.update(new)
-        except errors.ConflictError as err:
-            if pinned:
-                raise st.from_store(err) from err
-            continue
+            current: Obj | None = store.get(t.kind, t.key)
+        except errors.NotFoundError:
+            current = None
         except errors.StoreError as err:
             raise st.from_store(err) from err
-        return 200, with_type(out)
-    raise st.from_store(errors.ConflictError(t.kind, t.key, "too many concurrent changes; "
-                                             "try again"))
+        try:
+            result = managedfields.apply(current, config, who.name, bool(who.force),
+                                         _root(t), _now(store))
+        except managedfields.ConflictError as err:
+            raise st.ApiError("Conflict", str(err), {"causes": err.causes}) from err
+        except managedfields.ApplyError as err:
+            raise st.bad_request(str(err)) from err
+        new = result.obj
+        md = new.setdefault("metadata", {})
+        md["managedFields"] = managedfields.encode(result.entries,
+                                                   t.resource.info.api_version)
+        if current is None:
+            md.pop("resourceVersion", None)
+            return _commit_create(store, t, new, dry)
+        pinned = bool(asked_rv) and asked_rv != meta.resource_version(current)
+        md["resourceVersion"] = asked_rv if pinned else meta.resource_version(current)
+        if new == current:
+            return 200, with_type(current)
+        out = _commit_update(target, t, new, pinned)
+        if out is not None:
+            return 200, with_type(out)
+    raise _too_many_conflicts(t)
 
 
 def _patch_error(err: api_patch.PatchError) -> st.ApiError:

@@ -66,9 +66,9 @@ def apply_patch(current: Mapping[str, Any], patch: object, content_type: str, ki
     ignored). ``patch`` is the decoded body, or the raw body (``str``/``bytes``: JSON, or
     YAML for ``apply-patch+yaml``). ``kind`` names the schema for strategic merge
     (``api_version`` defaults to the served kind's). A server-side apply body
-    (``application/apply-patch+yaml``) is merged as a strategic merge patch without
-    directives: its fields win, fields it omits stay (there are no managed fields to tell
-    which were the applier's). Raises :class:`PatchError`. Decides only."""
+    (``application/apply-patch+yaml``) is decoded and merged into ``current`` as a
+    strategic merge patch without directives (the API server merges it by field ownership
+    instead: :mod:`shared.api.managedfields`). Raises :class:`PatchError`. Decides only."""
     mtype = media_type(content_type)
     if mtype not in PATCH_TYPES:
         raise PatchError("UnsupportedMediaType",

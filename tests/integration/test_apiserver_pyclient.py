@@ -310,3 +310,33 @@ def test_a_bad_manifest_is_422_invalid_with_the_field_as_cause(api: ApiServer,
     assert body["message"].startswith('DaemonSet.apps "bad" is invalid: '
                                       'spec.template.metadata.labels: Invalid value: ')
     assert api.stack.store.try_get("DaemonSet", "py-bad/bad") is None
+
+
+def test_server_side_apply_through_the_python_client(apps: client.AppsV1Api) -> None:
+    ns, name = "py-ssa", "ssa"
+    ds = daemonset(name, ns)
+    ds["spec"]["minReadySeconds"] = 5
+
+    def apply(manager: str, body: Obj, force: bool | None = None) -> Any:
+        return apps.patch_namespaced_daemon_set(
+            name, ns, body, field_manager=manager, force=force,
+            _content_type="application/apply-patch+yaml")
+
+    created = apply("tool-a", ds)
+    assert [(m.manager, m.operation) for m in created.metadata.managed_fields] == [
+        ("tool-a", "Apply")]
+    other = json.loads(json.dumps(ds))
+    other["spec"]["minReadySeconds"] = 7
+    with pytest.raises(ApiException) as refused:
+        apply("tool-b", other)
+    assert refused.value.status == 409
+    status = json.loads(refused.value.body)
+    assert status["reason"] == "Conflict"
+    assert status["details"]["causes"] == [{"type": "FieldManagerConflict", "message":
+                                            'conflict with "tool-a"',
+                                            "field": ".spec.minReadySeconds"}]
+    assert apps.read_namespaced_daemon_set(name, ns).spec.min_ready_seconds == 5
+    same = apply("tool-b", ds)  # the same value: shared, no conflict
+    assert {m.manager for m in same.metadata.managed_fields} == {"tool-a", "tool-b"}
+    forced = apply("tool-b", other, force=True)
+    assert forced.spec.min_ready_seconds == 7

@@ -268,3 +268,68 @@ def test_get_events_lists_the_controllers_events(api: ApiServer) -> None:
     assert any("SuccessfulCreate" in line and "daemonset/evented" in line for line in out)
     ev = yaml.safe_load(api.kubectl("get", "ev", "-n", "v-ev", "-o", "yaml").stdout)
     assert ev["items"] and all(i["kind"] == "Event" for i in ev["items"])
+
+
+def _managers(api: ApiServer, ns: str, name: str) -> dict[str, str]:
+    ds = api.json("get", "ds", name, "-n", ns, "--show-managed-fields")
+    return {e["manager"]: e["operation"] for e in ds["metadata"].get("managedFields") or []}
+
+
+def test_server_side_apply_records_owners_refuses_a_conflict_and_forces(api: ApiServer) -> None:
+    ns, name = "ssa", "ssa-ds"
+    ds = daemonset(name, ns)
+    ds["metadata"]["labels"] = {"team": "a"}
+    manifest = json.dumps(ds)
+    out = api.kubectl("apply", "--server-side", "-f", "-", input=manifest).stdout
+    assert f"daemonset.apps/{name} serverside-applied" in out
+    assert _managers(api, ns, name) == {"kubectl": "Apply"}
+    fields = api.json("get", "ds", name, "-n", ns, "--show-managed-fields"
+                      )["metadata"]["managedFields"][0]["fieldsV1"]
+    container = ds["spec"]["template"]["spec"]["containers"][0]["name"]
+    item = fields["f:spec"]["f:template"]["f:spec"]["f:containers"][f'k:{{"name":"{container}"}}']
+    assert item["."] == {} and "f:image" in item and fields["f:metadata"]["f:labels"] == {
+        "f:team": {}}
+
+    api.kubectl("set", "image", f"ds/{name}", "-n", ns, f"{container}=busybox:1.37")
+    assert _managers(api, ns, name) == {"kubectl": "Apply", "kubectl-set": "Update"}
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.38"
+    proc = api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds), check=False)
+    assert proc.returncode == 1
+    assert ('Apply failed with 1 conflict: conflict with "kubectl-set" using apps/v1: '
+            f'.spec.template.spec.containers[name="{container}"].image') in proc.stderr
+    image = "{.spec.template.spec.containers[0].image}"
+    assert api.kubectl("get", "ds", name, "-n", ns, "-o", f"jsonpath={image}"
+                       ).stdout == "busybox:1.37"  # nothing written
+
+    api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(ds))
+    assert api.kubectl("get", "ds", name, "-n", ns, "-o", f"jsonpath={image}"
+                       ).stdout == "busybox:1.38"
+    assert _managers(api, ns, name) == {"kubectl": "Apply"}  # kubectl-set owned only that
+
+    del ds["metadata"]["labels"]  # a field the applier no longer applies goes
+    api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
+    assert "team" not in (api.json("get", "ds", name, "-n", ns)["metadata"].get("labels")
+                          or {})
+
+
+def test_server_side_apply_needs_a_field_manager_and_not_on_a_subresource(
+        api: ApiServer) -> None:
+    ns, name = "ssa-opts", "opts"
+    body = json.dumps(daemonset(name, ns)).encode()
+    path = f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}"
+    ssa = {"Content-Type": "application/apply-patch+yaml"}
+    code, status = api.request("PATCH", path, body, headers=ssa)
+    assert code == 422 and status["reason"] == "Invalid"
+    assert status["message"] == ('PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
+                                 "Required value: is required for apply patch")
+    code, status = api.request("PATCH", path + "?fieldManager=me&force=true", b"{}",
+                               headers={"Content-Type": "application/merge-patch+json"})
+    assert code == 422 and "force: Forbidden" in status["message"]
+    code, status = api.request("PATCH", path + "/status?fieldManager=me", body, headers=ssa)
+    assert code == 415 and status["reason"] == "UnsupportedMediaType"
+    withmf = json.loads(body)
+    withmf["metadata"]["managedFields"] = []
+    code, status = api.request("PATCH", path + "?fieldManager=me",
+                               json.dumps(withmf).encode(), headers=ssa)
+    assert code == 400 and status["message"] == "metadata.managedFields must be nil"
+    assert api.kubectl("get", "ds", "-n", ns, "-o", "name").stdout == ""  # none created
