@@ -82,14 +82,25 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
 
 
 def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
-           batch: int = 500, max_deletes_per_second: float = 0.0) -> None:
+           batch: int = 500, max_deletes_per_second: float = 0.0,
+           node_lifecycle: object = None) -> None:
+    """``node_lifecycle``: the node lifecycle controller's ``Settings`` (None: not run)."""
+    from services.gc import nodelifecycle
     from services.gc.collector import Collector
 
     common.setup_logging("gc")
     common.tune_gc()
     common.serve_metrics(*metrics)
-    Collector(common.open_store(redis_url, prefix, roles.GC), batch=batch,
-              max_deletes_per_second=max_deletes_per_second).run(common.stop_event())
+    store = common.open_store(redis_url, prefix, roles.GC)
+    lifecycle = None
+    if node_lifecycle is not None:
+        assert isinstance(node_lifecycle, nodelifecycle.Settings)
+        lease = RedisLeaderLease(store.r, store.keys, nodelifecycle.LEASE_ROLE,
+                                 instance_id("gc"),
+                                 ttl_seconds=max(10.0, 3 * node_lifecycle.period))
+        lifecycle = nodelifecycle.NodeLifecycle(store, lease, node_lifecycle)
+    Collector(store, batch=batch, max_deletes_per_second=max_deletes_per_second,
+              node_lifecycle=lifecycle).run(common.stop_event())
 
 
 def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,

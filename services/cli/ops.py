@@ -258,14 +258,33 @@ def run_status_writer(ctx: click.Context, metrics_port: int | None, metrics_bind
               help="Objects written per commit.")
 @click.option("--max-deletes-per-second", type=click.FloatRange(min=0), default=0.0,
               show_default=True, help="Throttle cascades to this rate (0: no limit).")
+@click.option("--node-monitor-period", type=click.FloatRange(min=0.05), default=5.0,
+              show_default=True, help="Seconds between two looks at the node leases.")
+@click.option("--node-monitor-grace-period", type=click.FloatRange(min=0.1), default=40.0,
+              show_default=True,
+              help="Seconds without a lease renewal or heartbeat before a node is Ready "
+                   "Unknown and tainted unreachable.")
+@click.option("--node-startup-grace-period", type=click.FloatRange(min=0.1), default=60.0,
+              show_default=True,
+              help="The same for a node whose agent never posted a heartbeat.")
+@click.option("--no-node-lifecycle", is_flag=True,
+              help="Do not run the node lifecycle controller in this process.")
 @click.pass_context
 def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batch: int,
-           max_deletes_per_second: float) -> None:
+           max_deletes_per_second: float, node_monitor_period: float,
+           node_monitor_grace_period: float, node_startup_grace_period: float,
+           no_node_lifecycle: bool) -> None:
     """Run the garbage collector: cascading deletes, orphaning, pod GC, the control state
-    of deleted DaemonSets, event TTL."""
+    of deleted DaemonSets, event TTL, NoExecute taint eviction; and the node lifecycle
+    controller (nodes whose leases went quiet become Ready Unknown and are tainted
+    node.kubernetes.io/unreachable), one active among several gc processes."""
     from services import runner
+    from services.gc.nodelifecycle import Settings
 
-    runner.run_gc(*_ctx_opts(ctx), (metrics_port, metrics_bind), batch, max_deletes_per_second)
+    settings = None if no_node_lifecycle else Settings(
+        node_monitor_period, node_monitor_grace_period, node_startup_grace_period)
+    runner.run_gc(*_ctx_opts(ctx), (metrics_port, metrics_bind), batch, max_deletes_per_second,
+                  settings)
 
 
 @run.command("node-agent")
@@ -282,7 +301,11 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 @click.option("--never-ready", "never_ready", multiple=True, metavar="GLOB",
               help="Pods whose image matches run but never become Ready (repeatable).")
 @click.option("--heartbeat", type=float, default=300.0, show_default=True,
-              help="Seconds between node heartbeats.")
+              help="Seconds between two writes of a node's Ready status when nothing changed.")
+@click.option("--node-lease-duration", type=click.FloatRange(min=0.1), default=40.0,
+              show_default=True,
+              help="Seconds of the node leases, renewed every quarter of it (outside the "
+                   "log: a renewal writes no log entry).")
 @click.option("--shard", default="0/1", show_default=True, metavar="I/N",
               help="Serve only the nodes whose name hashes to shard I of N.")
 @click.option("--serve-prefix", default="", help="Serve only nodes whose name starts with this.")
@@ -319,7 +342,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
-                   via_admission: bool) -> None:
+                   via_admission: bool, node_lease_duration: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
     with --runtime process a kubelet for this machine that runs its pods as processes.
 
@@ -373,7 +396,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             node_name=name, node_ip=node_ip or host.primary_ip(),
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
-            backoff_initial=backoff_initial)
+            lease_duration=node_lease_duration, backoff_initial=backoff_initial)
         runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, user)
         return
 
@@ -386,7 +409,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                                  param_hint="--shard") from None
     cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
                       never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
-                      heartbeat=heartbeat)
+                      heartbeat=heartbeat, lease_duration=node_lease_duration)
     runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg,
                           via_admission=via_admission)
 

@@ -22,6 +22,10 @@ roles, for the kinds daemonbus keeps). Decisions are in ``decide``; this module 
   pod GC, and like the pod GC it acts on any pod by its node, whoever owns it. The decision
   is ``shared.model.tainteviction``, from state and the injected clock; this module wakes for
   a node's next deadline and writes.
+* **Node lifecycle** (``nodelifecycle``, upstream's node lifecycle controller): nodes whose
+  lease and heartbeat went quiet for the grace period are marked Ready Unknown and tainted
+  ``node.kubernetes.io/unreachable`` (``not-ready`` for Ready False), untainted when they are
+  heard from again; one gc at a time does it, under a leader lease.
 
 Everything is decided from state, not from remembered progress, so a collector killed
 half-way through a cascade finishes it after a restart: it starts with a full pass.
@@ -42,6 +46,7 @@ from prometheus_client import Counter
 
 from services import common
 from services.gc import decide
+from services.gc.nodelifecycle import NodeLifecycle
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
 from shared.store import codec, errors
@@ -63,8 +68,11 @@ FORGOTTEN = Counter("daemonbus_gc_forgotten_total",
 class Collector:
     def __init__(self, store: Store, clock: Callable[[], float] = time.time,
                  event_ttl: float = 3600.0, full_pass_every: float = 60.0,
-                 batch: int = 500, max_deletes_per_second: float = 0.0) -> None:
+                 batch: int = 500, max_deletes_per_second: float = 0.0,
+                 node_lifecycle: NodeLifecycle | None = None) -> None:
+        """``node_lifecycle``: run the node lifecycle controller too (None: do not)."""
         self.store = store
+        self.node_lifecycle = node_lifecycle
         self.clock = clock
         self.event_ttl = event_ttl
         self.full_pass_every = full_pass_every
@@ -118,6 +126,8 @@ class Collector:
         due = {n for n, at in self.evict_at.items() if at <= now}
         if due:
             self._taint_evictions(due)
+        if self.node_lifecycle is not None:
+            self.node_lifecycle.tick(self.cache, now)
         if self.busy_keys:
             self._forget_keys(set(self.busy_keys))
         if self.settling:

@@ -1,7 +1,9 @@
 """The node agent process: serves simulated nodes (heartbeat, Ready) and runs the pods bound
 to them through their lifecycle (see ``lifecycle``). One process serves thousands of nodes:
 it keeps one cache of Nodes and Pods, wakes on log entries or timers, and writes every
-change of one round as a batched commit."""
+change of one round as a batched commit. It renews every served node's lease (outside the
+log, ``shared.store.nodelease``) each quarter of the lease duration, in one pipeline per
+thousand nodes."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
-from shared.store import noderequests
+from shared.store import nodelease, noderequests
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
 
@@ -37,6 +39,8 @@ class NodeAgent:
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self._timers: list[tuple[float, str, str]] = []
+        self.leases = nodelease.NodeLeases(store.r, store.keys)
+        self._renew_at = 0.0
         self.writes = 0
         self.outage = common.Outage(log)
 
@@ -78,6 +82,7 @@ class NodeAgent:
             time.sleep(self.outage.failed(err))
             return
         self.outage.ok()
+        self._renew_leases()
         dirty: set[tuple[str, str]] = set()
         for ch in changes:
             if ch.kind == "Pod":
@@ -93,6 +98,20 @@ class NodeAgent:
             dirty.add((kind, key))
         if dirty:
             self._round(dirty)
+
+    def _renew_leases(self) -> None:
+        """Acts: renew the lease of every served node when a renewal is due."""
+        now = self.clock()
+        if now < self._renew_at:
+            return
+        names = [n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
+                 if lifecycle.serves(self.cfg, n)]
+        try:
+            self.leases.renew(names, now, self.cfg.lease_duration)
+        except common.REDIS_DOWN as err:
+            self.outage.failed(err)
+            return
+        self._renew_at = now + nodelease.renew_interval(self.cfg.lease_duration)
 
     def _round(self, dirty: set[tuple[str, str]]) -> None:
         now = self.clock()

@@ -34,6 +34,7 @@ class AgentConfig:
     shards: int = 1
     node_prefix: str = ""  # serve only nodes whose name starts with this
     heartbeat: float = 300.0
+    lease_duration: float = 40.0  # node leases, renewed every quarter of it
 
 
 def serves(cfg: AgentConfig, node_name: str) -> bool:

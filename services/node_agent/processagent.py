@@ -27,7 +27,7 @@ from services.node_agent import host, lifecycle, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.procs import Runtime, User
 from shared.model import meta
-from shared.store import errors
+from shared.store import errors, nodelease
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 
@@ -46,6 +46,7 @@ class ProcessConfig:
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Obj, ...] = ()
     heartbeat: float = 300.0
+    lease_duration: float = nodelease.DURATION_SECONDS
     backoff_initial: float = podstatus.BACKOFF_INITIAL
 
 
@@ -80,6 +81,8 @@ class ProcessAgent:
         self._recorded: dict[str, dict[str, ContainerState]] = {}
         self._written: dict[str, tuple[str, Obj]] = {}  # uid → (rv written over, status)
         self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
+        self.leases = nodelease.NodeLeases(store.r, store.keys)
+        self._renew_at = 0.0
         self.outage = common.Outage(log)
         self.prober = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="probe")
 
@@ -149,6 +152,10 @@ class ProcessAgent:
         if node is None:
             self._safe(self.register)
         else:
+            if now >= self._renew_at:
+                self._safe(lambda: self.leases.renew([self.cfg.node_name], now,
+                                                     self.cfg.lease_duration))
+                self._renew_at = now + nodelease.renew_interval(self.cfg.lease_duration)
             beat = lifecycle.node_step(self._node_cfg, node, now)
             if beat is not None:
                 ops.append(self.store.status_op(beat, node))

@@ -35,6 +35,8 @@ P:exp                              hash    DaemonSet key → msgpack [add, del, 
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
 P:cursor:<reader>                  string  last log id a reader has fully processed
 P:lease:<role>                     string  holder id of a leader lease (with TTL)
+P:nodelease:<node>                 string  the node's lease: its agent's renew time (ms, with
+                                           a TTL), outside the log (shared.store.nodelease)
 P:meta                             hash    cluster metadata; "epoch": the log's identity
                                            (shared.store.logmark)
 =================================  ======  =====================================================
@@ -170,6 +172,9 @@ class Keys:
 
     def lease(self, role: str) -> str:
         return self._k("lease", role)
+
+    def node_lease(self, node: str) -> str:
+        return self._k("nodelease", node)
 
     # names the ACL grants, never written (see the module docstring)
     def role_key(self, role: str) -> str:

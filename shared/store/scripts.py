@@ -114,6 +114,7 @@ local STATUS_SPEC = {status = true, spec = true}
 local DELETION = {finalizers = true, ownerReferences = true, deletionTimestamp = true,
                   deletionGracePeriodSeconds = true}
 local FINALIZERS = {finalizers = true}
+local TAINTS, CONDITIONS = {taints = true}, {conditions = true}
 
 local function decode(raw)
   if not raw then return nil end
@@ -122,6 +123,7 @@ local function decode(raw)
   return nil
 end
 local function spec(o) return (type(o.spec) == "table" and o.spec) or {} end
+local function status(o) return (type(o.status) == "table" and o.status) or {} end
 local function deleting(o) return o.metadata.deletionTimestamp ~= nil end
 -- the node a daemon pod is aimed at: metadata.name In [node] of its required node affinity
 local function target(pod)
@@ -190,7 +192,14 @@ local function refused_by(mode, kind, field, pair, exists, payload)
         and same_but(old, new, NONE, FINALIZERS) then
       return nil
     end
-    return "the garbage collector only deletes dependents, evicts pods and finishes deletions"
+    -- the node lifecycle controller: a Node's status conditions and its taints only
+    if mode == "update" and kind == "Node" and same_but(old, new, STATUS_SPEC, NONE)
+        and same_but(spec(old), spec(new), TAINTS, NONE)
+        and same_but(status(old), status(new), CONDITIONS, NONE) then
+      return nil
+    end
+    return "the garbage collector only deletes dependents, evicts pods, finishes deletions "
+      .. "and sets node conditions and taints"
   elseif role == "node-agent" then
     if kind == "Node" then
       if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end

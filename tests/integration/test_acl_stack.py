@@ -97,13 +97,19 @@ def forbidden(tag: str) -> dict[str, list[tuple[str, ...]]]:
         "status-writer": for_all + log_rewrites + [
             ("XADD", status, "*", "m", "forged"), *obj["Pod"], ("DEL", status),
             ("DEL", f"{tag}:obj:DaemonSet"), ("LPUSH", f"{tag}:wq:queue", "default/x")],
-        "gc": for_all + log_rewrites + [*obj["Node"], ("XADD", status, "*", "m", "forged"),
-                                        ("DEL", f"{tag}:obj:Pod")],
+        # (gc's node lifecycle controller commits Node conditions and taints: HSET of the
+        # Node hash is its commit's; its SET is its leader lease's only)
+        "gc": for_all + log_rewrites + [("DEL", f"{tag}:obj:Node"),
+                                        ("XADD", status, "*", "m", "forged"),
+                                        ("DEL", f"{tag}:obj:Pod"),
+                                        ("SET", f"{tag}:lease:watcher", "gc"),
+                                        ("SET", f"{tag}:nodelease:n1", "1")],
         "node-agent": for_all + log_rewrites + [
             ("XADD", log, "*", "t", "DELETED"), *obj["DaemonSet"], *obj["Pod"], *obj["Node"],
             ("XADD", status, "*", "m", "forged"), ("XADD", f"{tag}:nodereq:other", "*", "m", "x"),
             ("EVALSHA", "0" * 40, "0"), ("LPUSH", f"{tag}:wq:queue", "default/x"),
-            ("HSET", f"{tag}:exp", "default/x", "forged"), ("SMEMBERS", "rq:workers")],
+            ("HSET", f"{tag}:exp", "default/x", "forged"), ("SMEMBERS", "rq:workers"),
+            ("SET", f"{tag}:lease:node-lifecycle", "agent"), ("DEL", f"{tag}:nodelease:n1")],
         "node-admission": for_all + log_rewrites + [
             *obj["DaemonSet"], ("DEL", f"{tag}:obj:Pod"), ("XADD", status, "*", "m", "x"),
             ("XADD", f"{tag}:nodereq:node-agent", "*", "m", "forged")],

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from services.node_agent import lifecycle
+from shared.model import meta, nodelifecycle
 from shared.store import codec, errors, roles
 from shared.store.client import Op, Store, connect
 from shared.store.keys import Keys
@@ -181,6 +182,32 @@ def test_gc_deletes_dependents_and_finishes_deletions_only(world: World,
     done["metadata"]["finalizers"] = []
     assert gc.commit([gc.update_op(done, ds)])[0].ok  # the last finalizer: deleted
     assert world.admin.try_get("DaemonSet", "default/agent") is None
+
+
+def test_gc_sets_node_conditions_and_taints_only(world: World,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The node lifecycle controller's writes: a Node's conditions and taints, nothing else
+    of it (not its labels, not another status field)."""
+    gc = world.store(roles.GC)
+    node = world.get("Node", "/node-a")
+    lost = nodelifecycle.with_conditions_unknown(node, 1_700_000_000.0)
+    assert lost is not None
+    lost = nodelifecycle.with_taints(lost, [(nodelifecycle.UNREACHABLE, "NoExecute")],
+                                     1_700_000_000.0)
+    assert lost is not None
+    assert gc.commit([gc.raw_update_op(lost, meta.resource_version(node))])[0].ok
+    node = world.get("Node", "/node-a")
+    assert node["spec"]["taints"][-1]["key"] == nodelifecycle.UNREACHABLE
+    relabelled = copy.deepcopy(node)
+    relabelled["metadata"]["labels"]["evil"] = "yes"
+    refused(world, roles.GC, [gc.raw_update_op(relabelled, meta.resource_version(node))],
+            caplog)
+    moved = copy.deepcopy(node)
+    moved["status"]["addresses"] = [{"type": "InternalIP", "address": "10.9.9.9"}]
+    refused(world, roles.GC, [gc.raw_update_op(moved, meta.resource_version(node))], caplog)
+    cordoned = copy.deepcopy(node)
+    cordoned["spec"]["unschedulable"] = True
+    refused(world, roles.GC, [gc.raw_update_op(cordoned, meta.resource_version(node))], caplog)
 
 
 def test_writes_must_name_the_clusters_own_hash_of_their_kind(world: World) -> None:

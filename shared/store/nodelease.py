@@ -1,0 +1,59 @@
+"""Node leases: each node's heartbeat outside the log (upstream's Lease objects in
+``kube-node-lease``, renewed by kubelet every 10 s). One string key per node,
+``Keys.node_lease``, holding its agent's renew time in milliseconds with a TTL of the lease
+duration; renewing writes no log entry, so thousands of nodes heartbeat every few seconds
+without growing the log. The node lifecycle controller (in gc) reads them and notes when a
+value changed (``shared.model.nodelifecycle``).
+
+One key per node, not one hash, so the ACL can grant an agent exactly its nodes' keys
+(``~{prefix}:nodelease:<node>``; the simulator of every node gets the pattern ``*``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import redis
+
+from shared.store.guard import redis_errors, text
+from shared.store.keys import Keys
+
+DURATION_SECONDS = 40.0  # kubelet's nodeLeaseDurationSeconds; it renews every quarter of it
+CHUNK = 1000
+
+
+def renew_interval(duration: float) -> float:
+    """kubelet renews its lease every quarter of the lease duration (10 s of 40 s)."""
+    return duration / 4
+
+
+class NodeLeases:
+    """Renew (an agent) and read (the controller) node leases, batched."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.r, self.keys = client, keys
+
+    def renew(self, nodes: Iterable[str], now: float, duration: float = DURATION_SECONDS) -> None:
+        """Acts: set each node's lease to ``now`` (ms) for ``duration`` seconds, in pipelines
+        of ``CHUNK`` (one round trip per thousand nodes)."""
+        value, ttl = str(int(now * 1000)), max(1, int(duration * 1000))
+        names = list(nodes)
+        with redis_errors("node lease renew"):
+            for i in range(0, len(names), CHUNK):
+                pipe = self.r.pipeline(transaction=False)
+                for n in names[i:i + CHUNK]:
+                    pipe.set(self.keys.node_lease(n), value, px=ttl)
+                pipe.execute()
+
+    def read(self, nodes: Sequence[str]) -> dict[str, str | None]:
+        """Each node's lease value (None: none, or expired)."""
+        out: dict[str, str | None] = {}
+        with redis_errors("node lease read"):
+            for i in range(0, len(nodes), CHUNK):
+                chunk = list(nodes[i:i + CHUNK])
+                if not chunk:
+                    continue
+                values = self.r.mget([self.keys.node_lease(n) for n in chunk])
+                for n, v in zip(chunk, values, strict=True):
+                    out[n] = None if v is None else text(v)
+        return out

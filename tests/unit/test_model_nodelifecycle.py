@@ -1,0 +1,144 @@
+"""The node lifecycle controller's decisions (shared.model.nodelifecycle), with a fake clock:
+when a node counts as lost, what its Ready condition and taints become, when they go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.node_agent import lifecycle
+from shared.model import meta, nodelifecycle, podutil
+from shared.model.nodelifecycle import NOT_READY, UNREACHABLE, Config, decide
+
+T0 = 1_700_000_000.0
+CFG = Config(monitor_grace=40.0, startup_grace=60.0)
+
+
+def ready_node(name: str, zone: str = "", at: float = T0) -> dict[str, Any]:
+    node = lifecycle.new_node(name, {"topology.kubernetes.io/zone": zone} if zone else None)
+    node["metadata"]["creationTimestamp"] = meta.format_time(at)
+    beat = lifecycle.node_step(lifecycle.AgentConfig(), node, at)
+    assert beat is not None
+    return beat
+
+
+def controller_taints(node: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(t["key"], t["effect"]) for t in (node.get("spec") or {}).get("taints") or []
+            if t["key"] in nodelifecycle.CONTROLLER_TAINTS}
+
+
+def look(nodes: list[dict[str, Any]], leases: dict[str, str | None],
+         saved: dict[str, nodelifecycle.Health], now: float) -> nodelifecycle.Decision:
+    return decide(nodes, leases, saved, now, CFG)
+
+
+def test_node_whose_lease_stops_is_ready_unknown_and_tainted_unreachable_after_grace() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
+    assert not d.writes
+    # b keeps renewing, a does not
+    d = look([a, b], {"a": "1", "b": "2"}, d.health, T0 + 30)
+    assert not d.writes
+    d = look([a, b], {"a": "1", "b": "3"}, d.health, T0 + 40)
+    assert not d.writes  # exactly the grace period: not yet
+    d = look([a, b], {"a": "1", "b": "4"}, d.health, T0 + 41)
+    assert set(d.writes) == {"a"} and d.lost == ["a"]
+    new = d.writes["a"]
+    ready = podutil.ready_condition(new)
+    assert ready is not None
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    assert ready["lastTransitionTime"] == meta.format_time(T0 + 41)
+    # the heartbeat time stays the agent's last one
+    assert ready["lastHeartbeatTime"] == meta.format_time(T0)
+    assert controller_taints(new) == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
+    assert all(t["timeAdded"] == meta.format_time(T0 + 41) for t in new["spec"]["taints"])
+
+
+def test_lost_node_heard_from_again_keeps_no_taint_once_its_agent_reports_ready() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
+    d = look([a, b], {"a": "1", "b": "2"}, d.health, T0 + 50)
+    lost = d.writes["a"]
+    # the lease comes back: nothing to write while Ready is still Unknown but heard from
+    d2 = look([lost, b], {"a": "2", "b": "3"}, d.health, T0 + 51)
+    assert "a" not in d2.lost
+    # its agent reports Ready True again: the controller's taints go
+    back = lifecycle.node_step(lifecycle.AgentConfig(), lost, T0 + 52)
+    assert back is not None and nodelifecycle.ready_status(back) == "True"
+    d3 = look([back, b], {"a": "3", "b": "4"}, d2.health, T0 + 53)
+    assert controller_taints(d3.writes["a"]) == set()
+    assert "taints" not in d3.writes["a"]["spec"]
+
+
+def test_other_taints_are_kept_in_place() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    a["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
+    d = look([a, b], {"a": "1", "b": "2"}, d.health, T0 + 41)
+    assert d.writes["a"]["spec"]["taints"][0] == {"key": "dedicated", "value": "infra",
+                                                  "effect": "NoSchedule"}
+    assert len(d.writes["a"]["spec"]["taints"]) == 3
+
+
+def test_a_heartbeat_in_the_ready_condition_counts_like_a_lease_renewal() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    d = look([a, b], {}, {}, T0)
+    a2 = lifecycle.node_step(lifecycle.AgentConfig(heartbeat=1), a, T0 + 30)
+    b2 = lifecycle.node_step(lifecycle.AgentConfig(heartbeat=1), b, T0 + 30)
+    assert a2 is not None and b2 is not None
+    d = look([a2, b2], {}, d.health, T0 + 60)
+    assert not d.writes
+
+
+def test_never_posted_node_waits_the_startup_grace_and_is_not_tainted_not_ready() -> None:
+    fresh = lifecycle.new_node("fresh")  # Ready False "waiting for a node agent"
+    b = ready_node("b")
+    d = look([fresh, b], {"b": "1"}, {}, T0)
+    assert not d.writes
+    d = look([fresh, b], {"b": "2"}, d.health, T0 + 59)
+    assert not d.writes
+    d = look([fresh, b], {"b": "3"}, d.health, T0 + 61)
+    assert nodelifecycle.ready_status(d.writes["fresh"]) == "Unknown"
+    assert controller_taints(d.writes["fresh"]) == {(UNREACHABLE, "NoSchedule"),
+                                                    (UNREACHABLE, "NoExecute")}
+
+
+def test_node_reporting_ready_false_is_tainted_not_ready_at_once() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    cond = podutil.ready_condition(a)
+    assert cond is not None
+    cond.update(status="False", reason="KubeletNotReady")
+    d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
+    assert controller_taints(d.writes["a"]) == {(NOT_READY, "NoSchedule"),
+                                                (NOT_READY, "NoExecute")}
+    assert d.lost == []
+
+
+def test_zone_with_no_ready_node_gets_no_noexecute_taint() -> None:
+    """stateFullDisruption: every node of the zone lost at once is the control plane's
+    problem, not theirs: nothing is evicted there; the other zone is handled as usual."""
+    a1, a2 = ready_node("a1", "za"), ready_node("a2", "za")
+    b1, b2 = ready_node("b1", "zb"), ready_node("b2", "zb")
+    nodes = [a1, a2, b1, b2]
+    d = look(nodes, {}, {}, T0)
+    d = look(nodes, {"b2": "x"}, d.health, T0 + 41)
+    assert controller_taints(d.writes["a1"]) == {(UNREACHABLE, "NoSchedule")}
+    assert controller_taints(d.writes["a2"]) == {(UNREACHABLE, "NoSchedule")}
+    assert controller_taints(d.writes["b1"]) == {(UNREACHABLE, "NoSchedule"),
+                                                 (UNREACHABLE, "NoExecute")}
+    assert "b2" not in d.writes
+
+
+def test_unchanged_lost_node_is_not_written_again() -> None:
+    a, b = ready_node("a"), ready_node("b")
+    d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
+    d = look([a, b], {"a": "1", "b": "2"}, d.health, T0 + 41)
+    lost = d.writes["a"]
+    d = look([lost, b], {"a": "1", "b": "3"}, d.health, T0 + 50)
+    assert d.writes == {} and d.lost == []
+
+
+def test_a_new_controller_counts_every_node_as_heard_from_at_its_first_look() -> None:
+    a, b = ready_node("a", at=T0 - 3600), ready_node("b")
+    d = look([a, b], {"a": "old", "b": "1"}, {}, T0)
+    assert not d.writes
