@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import ssl
 import time
@@ -38,6 +37,7 @@ from services.apiserver import (
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
+from shared.api import decode
 from shared.api import patch as api_patch
 from shared.model import meta
 from shared.store.client import Store
@@ -48,7 +48,7 @@ Obj = dict[str, Any]
 T = TypeVar("T")
 
 LIST_CATCH_UP_SECONDS = 3.0  # how long a list waits for the watch cache, then reads Redis
-MAX_BODY = 3 * 1024 * 1024  # upstream's limit on a request body (etcd's value size)
+MAX_BODY = decode.MAX_DOCUMENT_BYTES  # upstream's limit on a request body (3 MiB)
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 USER_KEY = "daemonbus.user"  # the request's authenticated auth.User
 VERB_KEY = "daemonbus.verb"  # and its verb and resource, for the metrics
@@ -154,7 +154,10 @@ def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
                        {"name": t.name or "", "group": info.group, "kind": info.plural})
 
 
-async def _body(request: web.Request) -> Any:
+async def _body(request: web.Request, fields: handlers.FieldCheck | None = None) -> Any:
+    """The decoded body (JSON under the input bounds of ``shared.api.decode``, or the
+    protobuf kubectl sends for a few kinds); duplicate keys go to ``fields`` (a 400 under
+    Strict, warnings under Warn)."""
     raw = await request.read()
     if not raw:
         return None
@@ -171,10 +174,12 @@ async def _body(request: web.Request) -> Any:
                           f'unknown format - accepted media types include: application/json, '
                           f'not "{ctype}"')
     try:
-        return json.loads(raw)
-    except ValueError as err:
+        body = decode.json_body(raw)
+    except decode.DecodeError as err:
         raise st.bad_request(f"the body of the request could not be decoded as JSON: "
                              f"{err}") from err
+    (fields or handlers.FieldCheck()).duplicated(body.duplicates)
+    return body.value
 
 
 # ---- discovery and OpenAPI ------------------------------------------------------------------
@@ -293,9 +298,14 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
             raise st.ApiError("UnsupportedMediaType", f'the body of the request was in an '
                               f'unknown format - accepted media types include: '
                               f'{", ".join(api_patch.PATCH_TYPES)}')
-        return await state.run(handlers.patch, store, t, raw, request.content_type,
+        try:
+            decoded = api_patch.decode_body(raw, request.content_type)
+        except api_patch.PatchError as err:
+            raise handlers.patch_error(err) from err
+        fields.duplicated(decoded.duplicates)
+        return await state.run(handlers.patch, store, t, decoded.value, request.content_type,
                                requests.dry_run(q), fields, who)
-    body = await _body(request)
+    body = await _body(request, fields)
     dry = requests.dry_run(q, body if isinstance(body, dict) else None)
     if verb == "create":
         if t.sub == "eviction":

@@ -172,6 +172,15 @@ class FieldCheck:
             raise st.bad_request(schema.strict_decoding_message(unknown))
         self.warnings += [schema.unknown_field_message(u) for u in unknown]
 
+    def duplicated(self, problems: list[str]) -> None:
+        """Duplicate keys of the body (the last value kept), as upstream's strict
+        decoding reports them."""
+        if not problems or self.mode == "Ignore":
+            return
+        if self.mode == "Strict":
+            raise st.bad_request("strict decoding error: " + ", ".join(problems))
+        self.warnings += problems
+
 
 @dataclass(frozen=True)
 class Manager:
@@ -271,7 +280,7 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
     return 200, with_type(out)
 
 
-def patch(store: Store, t: Target, body: bytes, content_type: str,
+def patch(store: Store, t: Target, body: Any, content_type: str,
           dry: bool, fields: FieldCheck | None = None,
           who: Manager | None = None) -> tuple[int, Obj]:
     """Apply a JSON, merge or strategic merge patch (``shared.api.patch``) to the current
@@ -281,6 +290,8 @@ def patch(store: Store, t: Target, body: bytes, content_type: str,
     if api_patch.media_type(content_type) == api_patch.APPLY_PATCH:
         return server_side_apply(store, t, body, dry, fields or FieldCheck(), who)
     target = store_client.DryRunStore.of(store) if dry else store
+    check = fields or FieldCheck()
+    decoded = len(check.warnings)  # the body's own (duplicate keys); each try adds its
     for _ in range(PATCH_RETRIES):
         try:
             current = store.get(t.kind, t.key)
@@ -290,8 +301,7 @@ def patch(store: Store, t: Target, body: bytes, content_type: str,
         asked_rv = meta.resource_version(new)
         pinned = bool(asked_rv) and asked_rv != meta.resource_version(current)
         new = _settle_identity(t, new, creating=False)
-        check = fields or FieldCheck()
-        check.warnings.clear()
+        del check.warnings[decoded:]
         check.check(new)
         if not pinned:
             new["metadata"]["resourceVersion"] = meta.resource_version(current)
@@ -322,7 +332,7 @@ def _too_many_conflicts(t: Target) -> st.ApiError:
                                               "try again"))
 
 
-def server_side_apply(store: Store, t: Target, body: bytes, dry: bool, fields: FieldCheck,
+def server_side_apply(store: Store, t: Target, body: Any, dry: bool, fields: FieldCheck,
                       who: Manager) -> tuple[int, Obj]:
     """``application/apply-patch+yaml``: the configuration merged into the live object by
     field ownership (``shared.api.managedfields``), a 409 on a field another manager owns
@@ -337,7 +347,6 @@ def server_side_apply(store: Store, t: Target, body: bytes, dry: bool, fields: F
     config.pop("status", None)  # reset on the main resource, as upstream's strategies
     asked_rv = meta.resource_version(config)
     config = _settle_identity(t, config, creating=False)
-    fields.warnings.clear()
     fields.check(config)
     target = store_client.DryRunStore.of(store) if dry else store
     for _ in range(PATCH_RETRIES):
@@ -371,20 +380,20 @@ def server_side_apply(store: Store, t: Target, body: bytes, dry: bool, fields: F
     raise _too_many_conflicts(t)
 
 
-def _patch_error(err: api_patch.PatchError) -> st.ApiError:
+def patch_error(err: api_patch.PatchError) -> st.ApiError:
     details = {"causes": [{"reason": "UnexpectedServerResponse", "message": err.cause}]} \
         if err.cause else None
     return st.ApiError(err.reason, str(err), details, code=err.code)
 
 
-def _patched(current: Obj, body: bytes, content_type: str, kind: str) -> Obj:
+def _patched(current: Obj, body: Any, content_type: str, kind: str) -> Obj:
     try:
         return api_patch.apply_patch(copy.deepcopy(current), body, content_type, kind)
     except api_patch.PatchError as err:
-        raise _patch_error(err) from err
+        raise patch_error(err) from err
 
 
-def _decoded(body: bytes, content_type: str, kind: str) -> Obj:
+def _decoded(body: Any, content_type: str, kind: str) -> Obj:
     """The object a server-side apply body describes (for a create)."""
     return _patched({}, body, content_type, kind)
 

@@ -114,7 +114,19 @@ def from_store(err: errors.StoreError) -> ApiError:
                          "causes": [cause(c) for c in causes]})
     if isinstance(err, errors.UnavailableError):
         return ApiError("ServiceUnavailable", str(err), {"retryAfterSeconds": 1})
-    return ApiError("InternalError", f"Internal error occurred: {err}")
+    if isinstance(err, errors.TooLargeError):  # etcd's request limit, as a body's 413
+        return ApiError("RequestEntityTooLarge", f"Request entity too large: {err}: the "
+                        f"object is {err.size} bytes, the store keeps at most {err.limit}",
+                        {"name": name, "group": group, "kind": res})
+    if isinstance(err, errors.BadRequestError):
+        return bad_request(str(err))
+    if isinstance(err, errors.ForbiddenError):
+        return ApiError("Forbidden", str(err), {"name": name, "group": group, "kind": res})
+    # a stored object that does not decode or has the wrong shape (MalformedObjectError):
+    # the server's data, not the request, is at fault, as upstream's corrupt objects
+    return ApiError("InternalError", f"Internal error occurred: {err}",
+                    {"name": name, "group": group, "kind": res,
+                     "causes": [{"reason": "UnexpectedServerResponse", "message": str(err)}]})
 
 
 def bad_request(message: str) -> ApiError:

@@ -22,9 +22,8 @@ from typing import Any, Final
 
 import jsonpatch
 import jsonpointer
-import yaml
 
-from shared.api import schema
+from shared.api import decode, schema
 from shared.model import kinds
 
 JSON_PATCH: Final = "application/json-patch+json"
@@ -412,15 +411,26 @@ def _strip(value: Any) -> tuple[Any, bool]:
 # ---- helpers --------------------------------------------------------------------------
 
 
+def decode_body(raw: bytes | bytearray | str, content_type: str) -> decode.Body:
+    """A patch body decoded by its media type (YAML for ``apply-patch+yaml``, else JSON),
+    under the input bounds of :mod:`shared.api.decode`, its duplicate keys collected.
+    Raises :class:`PatchError`: 413 for the size, 400 with upstream's ``error decoding
+    patch``/``error decoding YAML`` for anything that does not decode."""
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    mtype = media_type(content_type)
+    try:
+        return decode.yaml_body(data) if mtype == APPLY_PATCH else decode.json_body(data)
+    except decode.TooLargeError as err:
+        raise PatchError("RequestEntityTooLarge", str(err)) from err
+    except decode.DecodeError as err:
+        what = "YAML" if mtype == APPLY_PATCH else "patch"
+        raise PatchError("BadRequest", f"error decoding {what}: {err}") from err
+
+
 def _decode(patch: object, mtype: str) -> Any:
     if not isinstance(patch, (str, bytes, bytearray)):
         return patch
-    try:
-        if mtype == APPLY_PATCH:
-            return yaml.safe_load(bytes(patch) if isinstance(patch, bytearray) else patch)
-        return json.loads(patch)
-    except (ValueError, yaml.YAMLError) as err:
-        raise PatchError("BadRequest", f"error decoding patch: {err}") from err
+    return decode_body(patch, mtype).value
 
 
 def _object(value: Any) -> dict[str, Any]:

@@ -119,3 +119,50 @@ def test_an_unknown_field_warns_by_default_and_is_refused_under_strict(api: ApiS
         assert resp.status == 201
         assert resp.headers["Warning"] == ('299 - "unknown field \\"spec.template.spec.'
                                            'containers[0].imagePullPolicyy\\""')
+
+
+def _event(name: str, message: str = "m", ns: str = "bounds") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+            "reason": "Test",
+            "message": message}
+
+
+def test_request_bodies_have_the_manifests_bounds(api: ApiServer) -> None:
+    events = "/api/v1/namespaces/bounds/events"
+    deep = b'{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "deep"}, "x": ' + \
+        b"[" * 200 + b"]" * 200 + b"}"
+    code, status = api.request("POST", events, deep)
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert status["message"].endswith("json: exceeded max depth of 100")
+    code, status = api.request("POST", events, b'{"kind": "Event", "x": NaN}')
+    assert code == 400
+    code, status = api.request("POST", events, _event("big", "x" * (2 << 20)))
+    assert (code, status["reason"]) == (413, "RequestEntityTooLarge")  # over the 1.5 MiB
+    assert "etcdserver: request is too large" in status["message"]  # the store keeps
+
+    twice = json.dumps(_event("twice")).replace('"reason": "Test"',
+                                                '"reason": "A", "reason": "Test"').encode()
+    code, status = api.request("POST", events + "?fieldValidation=Strict", twice)
+    assert (code, status["message"]) == (400, 'strict decoding error: json: duplicate field '
+                                               '"reason"')
+    code, created = api.request("POST", events, twice)  # Warn: the last value, a warning
+    assert code == 201 and created["reason"] == "Test"
+
+    ds = "/apis/apps/v1/namespaces/bounds/daemonsets/laughs?fieldManager=t"
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    code, status = api.request("PATCH", ds, bomb.encode(),
+                               headers={"Content-Type": "application/apply-patch+yaml"})
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert "excessive aliasing" in status["message"]
+    nested = "spec:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(120)) + "  " * 121 + "v"
+    code, status = api.request("PATCH", ds, nested.encode(),
+                               headers={"Content-Type": "application/apply-patch+yaml"})
+    assert code == 400 and "exceeded max depth of 100" in status["message"]
+    code, status = api.request("PATCH", "/api/v1/namespaces/bounds/events/twice", deep,
+                               headers={"Content-Type": "application/merge-patch+json"})
+    assert code == 400 and "exceeded max depth of 100" in status["message"]
+    code, listed = api.request("GET", "/apis/apps/v1/namespaces/bounds/daemonsets")
+    assert listed["items"] == []  # nothing written

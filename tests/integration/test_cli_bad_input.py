@@ -15,8 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from services.cli import context, manifests
+from services.cli import context
 from services.cli.main import cli
+from shared.api import decode
 from shared.store import client as store_client
 from shared.store.keys import Keys
 from tests.integration.test_store_fuzz import _paths
@@ -250,5 +251,5 @@ def test_thousands_of_generated_manifests_are_applied_or_refused_cleanly(
 
 
 def test_the_bounds_are_the_documented_ones() -> None:
-    assert manifests.MAX_DOCUMENT_BYTES == 3 * 1024 * 1024  # the API server's request limit
+    assert decode.MAX_DOCUMENT_BYTES == 3 * 1024 * 1024  # the API server's request limit
     assert store_client.MAX_OBJECT_BYTES == 1536 * 1024  # etcd's request limit

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.api import patch, schema
+from shared.api import decode, patch, schema
 from shared.api.patch import PatchError, apply_patch
 
 SMP = patch.STRATEGIC_MERGE_PATCH
@@ -417,3 +417,17 @@ def test_upstreams_custom_strategic_merge_cases(name: str, original: Any, body: 
             patch.strategic_merge_patch(original, body, field)
     else:
         assert patch.strategic_merge_patch(original, body, field) == want
+
+
+def test_patch_bodies_are_decoded_under_the_input_bounds() -> None:
+    with pytest.raises(patch.PatchError, match="exceeded max depth of 100") as deep:
+        patch.decode_body(b"[" * 101 + b"]" * 101, patch.MERGE_PATCH)
+    assert deep.value.code == 400
+    with pytest.raises(patch.PatchError) as big:
+        patch.decode_body(b" " * (decode.MAX_DOCUMENT_BYTES + 1), patch.JSON_PATCH)
+    assert big.value.code == 413
+    body = patch.decode_body(b"a: 1\na: 2\n", patch.APPLY_PATCH)
+    assert body.value == {"a": 2} and body.duplicates == [
+        'yaml: unmarshal errors:\n  line 2: key "a" already set in map']
+    with pytest.raises(patch.PatchError, match="error decoding YAML: the body holds more"):
+        patch.decode_body(b"a: 1\n---\nb: 2\n", patch.APPLY_PATCH)
