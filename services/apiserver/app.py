@@ -40,6 +40,7 @@ from services.apiserver.watchcache import WatchCache
 from shared.api import decode
 from shared.api import patch as api_patch
 from shared.model import meta
+from shared.store import codec
 from shared.store.client import Store
 
 log = logging.getLogger(__name__)
@@ -272,6 +273,10 @@ async def _list(state: State, store: Store, t: Target,
     now, and once the cache has folded the log in through it, the cache's objects are the
     view at its position (no bulk read of Redis per list). ``resourceVersion=0`` (any)
     takes the cache as it is. A cache that does not catch up in time: the view in Redis."""
+    if t.resource.stored and q.get("continue"):
+        continued = await _continued(state, t, q)
+        if continued is not None:
+            return continued
     if t.resource.stored:
         tip = "0-0" if q.get("resourceVersion") == "0" else \
             await state.run(handlers.log_tip, store)
@@ -285,6 +290,37 @@ async def _list(state: State, store: Store, t: Target,
             items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
             return state.cache.position, items
     return await state.run(handlers.list_objects, store, t, q, state.namespaces)
+
+
+async def _continued(state: State, t: Target,
+                     q: Mapping[str, str]) -> tuple[str, list[Obj]] | None:
+    """A later page of a list, at the first page's position (``listing.view_at``); None
+    for a token that continues from the present view. Raises ApiError: 410 Expired (with
+    a fresh token) when the position left the cache's window, 504 when this server's
+    cache does not reach it in time (a first page served by a replica ahead of it)."""
+    if q.get("resourceVersion"):
+        raise st.bad_request("specifying resource version is not allowed when using "
+                             "continue")
+    start, rv = listing.decode_token(q["continue"])
+    if rv == listing.LATEST:
+        return None
+    try:
+        caught_up = await state.cache.wait_for(rv, LIST_CATCH_UP_SECONDS)
+    except TimeoutError:
+        caught_up = False
+    if not caught_up:
+        raise st.ApiError("Timeout", f"Too large resource version: {rv}, current: "
+                          f"{state.cache.position}", {"retryAfterSeconds": 1})
+    cache = state.cache
+    if codec.id_tuple(rv) < codec.id_tuple(cache.oldest):
+        err = st.ApiError("Expired", listing.INCONSISTENT_CONTINUE)
+        err.status["metadata"]["continue"] = listing.token(start, listing.LATEST)
+        raise err
+    match = listing.matcher(t, q)
+    objs = listing.view_at(cache.objects.get(t.kind, {}), cache.events, t.kind, rv)
+    items = [handlers.with_type(o) for o in objs.values() if match(o)]
+    items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
+    return rv, items
 
 
 async def _write(request: web.Request, state: State, store: Store, t: Target,

@@ -2,10 +2,13 @@
 ``fieldSelector``; and the pages of a list (``limit``/``continue``). Decides (pure); the
 selector rules are ``shared.api.selection``'s.
 
-A continue token names the last key served and the position the first page was read at.
-The view holds only the present, so a later page is read from the present view, after that
-key (objects are sorted by namespace and name, so none is served twice); its
-resourceVersion is the position it was read at.
+A continue token names the last key served and the log position the first page was read
+at. Every later page is served at that same position, as upstream serves a continuation
+from etcd's revision: the watch cache's objects with the events after it undone
+(``view_at``; each event carries the object before it), so every page is one consistent
+list and its resourceVersion is the first page's. A position older than the cache's window
+of events cannot be rebuilt: 410 Expired with upstream's message and a fresh token
+(position ``-1``) that continues, inconsistently, from the present view.
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from services.apiserver import requests
 from services.apiserver.requests import Target
 from services.apiserver.status import bad_request
+from services.apiserver.watchcache import Event
 from shared.api import selection
 from shared.model import meta
+from shared.store import codec
 
 Obj = dict[str, Any]
 Match = Callable[[Obj], bool]
@@ -50,16 +55,64 @@ def _encode(start: tuple[str, str], rv: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode(token: str) -> tuple[str, str]:
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or "
+    "deleted between the time the first chunk was returned and now may show up in the "
+    "list.")
+"""Upstream's message for a continuation whose position was compacted away (410)."""
+LATEST = "-1"
+"""A continue token's position for "from the present view" (upstream's -1)."""
+
+
+def token(start: tuple[str, str], rv: str) -> str:
+    """A continue token after ``start`` (namespace, name) at position ``rv``."""
+    return _encode(start, rv)
+
+
+def decode_token(token: str) -> tuple[tuple[str, str], str]:
+    """The (namespace, name) after which a continue token goes on, and its position.
+    Raises ApiError BadRequest for a token that is not ours."""
     try:
         doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        start = doc["start"]
+        start, rv = doc["start"], doc["rv"]
         if doc.get("v") != 1 or not (isinstance(start, list) and len(start) == 2
                                      and all(isinstance(x, str) for x in start)):
             raise ValueError(start)
+        if not isinstance(rv, str) or not (rv == LATEST or _is_position(rv)):
+            raise ValueError(rv)
     except (ValueError, KeyError, TypeError, binascii.Error) as err:
         raise bad_request(f"continue key is not valid: {token!r}") from err
-    return start[0], start[1]
+    return (start[0], start[1]), rv
+
+
+def _is_position(rv: str) -> bool:
+    try:
+        codec.id_tuple(rv)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def view_at(current: Mapping[str, Obj], events: Sequence[Event], kind: str,
+            rv: str) -> dict[str, Obj]:
+    """The objects of ``kind`` at log position ``rv``: ``current`` (the cache's, at its
+    position) with every event of ``kind`` after ``rv`` undone, newest first (an event's
+    object before it back, or none). ``events`` must hold every event after ``rv``."""
+    objs = dict(current)
+    pos = codec.id_tuple(rv)
+    for ev in reversed(events):
+        if ev.pos <= pos:
+            break
+        if ev.kind != kind:
+            continue
+        if ev.prev is None:
+            objs.pop(ev.key, None)
+        else:
+            objs[ev.key] = ev.prev
+    return objs
 
 
 def page(items: list[Obj], query: Mapping[str, str], rv: str
@@ -69,7 +122,7 @@ def page(items: list[Obj], query: Mapping[str, str], rv: str
     limit = requests.integer(query, "limit") or 0
     token = query.get("continue") or ""
     if token:
-        after = _decode(token)
+        after, _rv = decode_token(token)
         items = [o for o in items if (meta.namespace(o), meta.name(o)) > after]
     if not limit or len(items) <= limit:
         return items, "", None

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from services.apiserver import listing
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
@@ -166,3 +167,31 @@ def test_request_bodies_have_the_manifests_bounds(api: ApiServer) -> None:
     assert code == 400 and "exceeded max depth of 100" in status["message"]
     code, listed = api.request("GET", "/apis/apps/v1/namespaces/bounds/daemonsets")
     assert listed["items"] == []  # nothing written
+
+
+def test_a_continued_list_is_served_at_the_first_pages_position(api: ApiServer) -> None:
+    events = "/api/v1/namespaces/pages/events"
+    for name in ("e1", "e2", "e3"):
+        assert api.request("POST", events, _event(name, ns="pages"))[0] == 201
+    code, first = api.request("GET", events + "?limit=1")
+    assert code == 200 and [i["metadata"]["name"] for i in first["items"]] == ["e1"]
+    rv, token = first["metadata"]["resourceVersion"], first["metadata"]["continue"]
+    assert api.request("POST", events, _event("e2b", ns="pages"))[0] == 201  # after the first page
+    assert api.request("DELETE", events + "/e3")[0] == 200
+    assert api.request("PATCH", events + "/e2", {"message": "changed"},
+                       headers={"Content-Type": "application/merge-patch+json"})[0] == 200
+    code, rest = api.request("GET", events + f"?limit=5&continue={token}")
+    assert code == 200 and rest["metadata"]["resourceVersion"] == rv
+    assert [(i["metadata"]["name"], i["message"]) for i in rest["items"]] == [
+        ("e2", "m"), ("e3", "m")]  # as they were at rv: no e2b, e3 not yet deleted
+    assert "continue" not in rest["metadata"]
+
+    old = listing.token(("pages", "e1"), "1-0")  # a position the cache no longer holds
+    code, status = api.request("GET", events + f"?limit=5&continue={old}")
+    assert (code, status["reason"]) == (410, "Expired")
+    assert status["message"].startswith("The provided continue parameter is too old")
+    code, now = api.request("GET", events + f"?continue={status['metadata']['continue']}")
+    assert [(i["metadata"]["name"], i["message"]) for i in now["items"]] == [
+        ("e2", "changed"), ("e2b", "m")]  # the present view, after e1
+    code, status = api.request("GET", events + f"?continue={token}&resourceVersion={rv}")
+    assert code == 400
