@@ -340,3 +340,43 @@ def test_server_side_apply_through_the_python_client(apps: client.AppsV1Api) -> 
     assert {m.manager for m in same.metadata.managed_fields} == {"tool-a", "tool-b"}
     forced = apply("tool-b", other, force=True)
     assert forced.spec.min_ready_seconds == 7
+
+
+def test_every_write_through_the_api_names_its_user_in_the_log(api: ApiServer) -> None:
+    ns = "py-who"
+    path = f"/apis/apps/v1/namespaces/{ns}/daemonsets"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    wrote: dict[str, tuple[str, str]] = {}  # verb -> (user, the entry id it wrote)
+
+    def write(verb: str, user: str, method: str, url: str, body: Any = None,
+              headers: dict[str, str] | None = None) -> Obj:
+        code, doc = api.request(method, url, body, token=user, headers=headers)
+        assert code in (200, 201), (verb, code, doc)
+        return dict(doc)
+
+    created = write("create", "editor", "POST", path, daemonset("who", ns))
+    wrote["create"] = ("editor", created["metadata"]["resourceVersion"])
+    created["metadata"]["labels"] = {"by": "put"}
+    updated = write("update", "admin", "PUT", f"{path}/who", created)
+    wrote["update"] = ("admin", updated["metadata"]["resourceVersion"])
+    patched = write("patch", "editor", "PATCH", f"{path}/who",
+                    {"metadata": {"labels": {"by": "patch"}}}, merge)
+    wrote["patch"] = ("editor", patched["metadata"]["resourceVersion"])
+    applied = write("apply", "admin", "PATCH", f"{path}/who?fieldManager=m&force=true",
+                    json.dumps(daemonset("who", ns)).encode(),
+                    {"Content-Type": "application/apply-patch+yaml"})
+    wrote["apply"] = ("admin", applied["metadata"]["resourceVersion"])
+    status = write("status", "admin", "PATCH", f"{path}/who/status",
+                   {"status": {"numberMisscheduled": 0}}, merge)
+    wrote["status"] = ("admin", status["metadata"]["resourceVersion"])
+    write("delete", "editor", "DELETE", f"{path}/who")
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns}}
+    write("create event", "editor", "POST", f"/api/v1/namespaces/{ns}/events", event)
+    write("deletecollection", "admin", "DELETE", f"/api/v1/namespaces/{ns}/events")
+
+    by_id = {e.id: e for e in log_entries(api.stack.store) if e.key.startswith(ns + "/")}
+    for verb, (user, rv) in wrote.items():
+        assert by_id[rv].user == user, verb
+    deletes = [(e.kind, e.user) for e in by_id.values() if e.type == "DELETED"]
+    assert ("DaemonSet", "editor") in deletes and ("Event", "admin") in deletes
