@@ -21,6 +21,7 @@ from services.apiserver.requests import Target
 from shared.api import managedfields, schema
 from shared.api import patch as api_patch
 from shared.model import kinds, meta
+from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
 from shared.store import errors
 
@@ -481,5 +482,5 @@ def namespaces_of(objects: Mapping[str, Mapping[str, Obj]]) -> set[str]:
     for kind, objs in objects.items():
         info = kinds.by_kind(kind)
         if info is not None and info.namespaced:
-            out.update(key.split("/", 1)[0] for key in objs)
+            out.update(ObjectKey.parse(key).namespace for key in objs)
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 from services.apiserver import discovery
 from shared.model import kinds
+from shared.model.objkey import ObjectKey
 from shared.store import errors
 
 Obj = dict[str, Any]
@@ -94,7 +95,7 @@ def from_store(err: errors.StoreError) -> ApiError:
     """The Status of a store error, as upstream's registry would answer."""
     kind = str(getattr(err, "kind", ""))
     plural, group, res = _resource_name(kind)
-    name = str(getattr(err, "key", "")).split("/", 1)[-1] or str(getattr(err, "name", ""))
+    name = ObjectKey.parse(str(getattr(err, "key", ""))).name or str(getattr(err, "name", ""))
     if isinstance(err, errors.NotFoundError):
         return not_found(kind, name)
     if isinstance(err, errors.AlreadyExistsError):

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.eventlog import fold
 from shared.model import meta
 from shared.store import codec, errors
 from shared.store.client import Store
@@ -134,7 +135,7 @@ class WatchCache:
         self.store = store
         self.kinds = kinds
         self.events: collections.deque[Event] = collections.deque(maxlen=window)
-        self.objects: dict[str, dict[str, Obj]] = {k: {} for k in kinds}
+        self.view: fold.View[Obj] = fold.View(kinds)  # the objects, by the log's one fold
         self.position = "0-0"  # the newest log id folded in
         self.oldest = "0-0"  # every event after this position is in ``events``
         self.watchers: set[Watcher] = set()
@@ -147,6 +148,11 @@ class WatchCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def objects(self) -> dict[str, dict[str, Obj]]:
+        """kind → key → object (read only: the fold writes it)."""
+        return self.view.objects
 
     # ---- the tail (a thread) -------------------------------------------------------------
 
@@ -198,22 +204,21 @@ class WatchCache:
             w.close("expired: the log was compacted past the cache or went backwards")
         self.watchers.clear()
         self.events.clear()
-        self.objects = {k: {meta.key(o): o for o in objs.get(k, [])} for k in self.kinds}
+        self.view = fold.View(self.kinds, tip)
+        for kind in self.kinds:
+            for obj in objs.get(kind, []):
+                self.view.put(kind, meta.key(obj), obj)
         self.position = self.oldest = tip
         self.ready.set()
         self._wake()
 
     def apply(self, batch: list[codec.Entry], position: str) -> None:
         """Fold a batch of log entries in and offer each change to every watcher."""
+        view = self.view
         for entry in batch:
-            if entry.type == "DECISION" or entry.kind not in self.objects:
+            changed, prev = view.apply(entry.id, entry.type, entry.kind, entry.key, entry.obj)
+            if not changed:
                 continue
-            current = self.objects[entry.kind]
-            prev = current.get(entry.key)
-            if entry.type == "DELETED":
-                current.pop(entry.key, None)
-            else:
-                current[entry.key] = entry.obj
             if len(self.events) == self.events.maxlen:
                 self.oldest = self.events[0].id
             ev = Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)

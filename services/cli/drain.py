@@ -17,6 +17,7 @@ import click
 
 from services.cli import context, edits, errors, resources, rollout_views, waiting
 from shared.model import kinds, meta
+from shared.model.objkey import ObjectKey
 
 Obj = dict[str, Any]
 
@@ -129,8 +130,8 @@ def _drain_node(env: context.CliEnv, name: str, opts: Options, grace: int | None
         if meta.key(pod) not in stuck:
             click.echo(f"pod/{meta.name(pod)} {'evicted' if evict else 'deleted'}")
     if stuck:
-        return aggregate([f'error when waiting for pod "{k.split("/", 1)[1]}" in namespace '
-                          f'"{k.split("/", 1)[0]}" to terminate: timed out waiting for the '
+        return aggregate([f'error when waiting for pod "{ObjectKey.parse(k).name}" in namespace '
+                          f'"{ObjectKey.parse(k).namespace}" to terminate: timed out waiting for the '
                           "condition" for k in sorted(stuck)])
     return None
 
@@ -180,7 +181,7 @@ def drain(env: context.CliEnv, names: tuple[str, ...], ignore_daemonsets: bool, 
     opts = Options(ignore_daemonsets, force, delete_emptydir_data)
     fatal, remaining = [], []
     for key in keys:
-        name = key.split("/", 1)[1]
+        name = ObjectKey.parse(key).name
         problem = _drain_node(env, name, opts, None if grace_period < 0 else grace_period,
                               pod_sel, not disable_eviction, wait_seconds)
         if problem is None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from shared.model import fielderr
+from shared.model.objkey import ObjectKey
 from shared.store import errors as store_errors
 
 
@@ -62,9 +63,9 @@ def server_message(err: store_errors.StoreError, resource: str | None = None) ->
     if isinstance(err, store_errors.UnavailableError):
         return f"error: {err}"
     if isinstance(err, store_errors.NotFoundError) and resource:
-        return not_found(resource, err.key.split("/", 1)[-1])
+        return not_found(resource, ObjectKey.parse(err.key).name)
     if isinstance(err, store_errors.AlreadyExistsError) and resource:
-        return f'Error from server (AlreadyExists): {resource} "{err.key.split("/", 1)[-1]}" ' \
+        return f'Error from server (AlreadyExists): {resource} "{ObjectKey.parse(err.key).name}" ' \
                "already exists"
     if not err.reason:  # an error the API server has no reason for (etcd's, say)
         return f"Error from server: {err}"

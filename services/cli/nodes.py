@@ -15,6 +15,7 @@ from services.cli import context, edits, errors
 from services.cli.errors import CliError
 from services.node_agent import lifecycle
 from shared.model import meta, syntax
+from shared.model.objkey import ObjectKey
 from shared.store import errors as store_errors
 
 
@@ -82,7 +83,7 @@ def add(env: context.CliEnv, names: tuple[str, ...], count: int | None, name_pre
     ops = [store.create_op(lifecycle.new_node(n, extra_labels, [dict(t) for t in taints]))
            for n in names]
     results = store.commit(ops, atomic=True)
-    taken = [r.op.key.split("/", 1)[1] for r in results if r.status == "exists"]
+    taken = [ObjectKey.parse(r.op.key).name for r in results if r.status == "exists"]
     if taken:
         raise CliError("\n".join(f'Error from server (AlreadyExists): nodes "{n}" already exists'
                                  for n in taken))

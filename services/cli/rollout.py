@@ -18,6 +18,7 @@ from services.cli import context, errors, resources
 from services.cli import rollout_views as views
 from services.cli.errors import CliError
 from shared.model import kinds, meta
+from shared.model.objkey import ObjectKey
 from shared.store.cache import Cache
 
 Obj = dict[str, Any]
@@ -175,7 +176,7 @@ def _follow_status(env: context.CliEnv, key: str, watch: bool, timeout: float) -
     cache.sync()
     ds = cache.get("DaemonSet", key)
     if ds is None:
-        raise CliError(errors.not_found("daemonsets.apps", key.split("/", 1)[1]))
+        raise CliError(errors.not_found("daemonsets.apps", ObjectKey.parse(key).name))
     deadline = time.monotonic() + timeout if timeout > 0 else None
     pending = [ds]
     while True:

@@ -17,6 +17,7 @@ from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
+from shared.model.objkey import ObjectKey
 from shared.store import nodelease, noderequests
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
@@ -90,7 +91,7 @@ class NodeAgent:
             elif ch.kind == "Node":
                 dirty.add(("Node", ch.key))
                 if ch.type == "ADDED":
-                    name = ch.key.split("/", 1)[1]
+                    name = ObjectKey.parse(ch.key).name
                     dirty.update(("Pod", meta.key(p)) for p in self.cache.by_index("node", name))
         now = self.clock()
         while self._timers and self._timers[0][0] <= now:
@@ -154,6 +155,6 @@ class NodeAgent:
         """Acts: commit ``ops``, or send them to node-admission naming the nodes they are for."""
         if self.sender is None:
             return self.store.commit(ops)
-        nodes = {op.key.split("/", 1)[1] if op.kind == "Node" else
+        nodes = {ObjectKey.parse(op.key).name if op.kind == "Node" else
                  lifecycle.target_node(op.obj or {}) for op in ops}
         return self.sender.commit(ops, nodes)

@@ -17,20 +17,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from services.reconciler.executor import Executor, Outcome, status_message
 from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
-from shared.daemonset import planner
+from shared.daemonset import inputs, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
-from shared.model import meta, podutil
+from shared.model import meta
 from shared.store import codec
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 
 log = logging.getLogger("reconciler")
+Obj = dict[str, Any]
 
 SYNCS = Counter("daemonbus_reconcile_total", "DaemonSet syncs", ["result"])
 SYNC_SECONDS = Histogram("daemonbus_reconcile_duration_seconds", "Duration of one sync",
@@ -38,12 +40,31 @@ SYNC_SECONDS = Histogram("daemonbus_reconcile_duration_seconds", "Duration of on
 PODS_CREATED = Counter("daemonbus_pods_created_total", "Daemon pods created")
 PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
 
-KINDS = ["DaemonSet", "Node", "Pod", "ControllerRevision"]
+KINDS = list(inputs.KINDS)
 STATUS_STREAM_MAXLEN = 100_000
 
 
 def _ns_index(obj: dict) -> list[str]:  # type: ignore[type-arg]
     return [meta.namespace(obj)]
+
+
+class _CacheSource:
+    """The worker's cache as what a sync reads (``shared.daemonset.inputs.Source``)."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    def daemonset(self, key: str) -> Obj | None:
+        return self.cache.get("DaemonSet", key)
+
+    def nodes(self) -> list[Obj]:
+        return list(self.cache.objects["Node"].values())
+
+    def pods(self, namespace: str) -> list[Obj]:
+        return self.cache.by_index("pods-ns", namespace)
+
+    def revisions(self, namespace: str) -> list[Obj]:
+        return self.cache.by_index("revisions-ns", namespace)
 
 
 @dataclass
@@ -95,31 +116,10 @@ class Reconciler:
             self.cache.sync()
         self.cache.catch_up(position)
         self._rederive()
-        ds = self.cache.get("DaemonSet", key)
         now = self.clock()
-        if ds is None:
-            return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
-                              expectations_satisfied=True, now=now,
-                              position=self.cache.position)
-        ns = meta.namespace(ds)
-        pods = self.cache.by_index("pods-ns", ns)
-        revisions = self.cache.by_index("revisions-ns", ns)
-        nodes = list(self.cache.objects["Node"].values())
-        # failed-pod backoff: only nodes with a failed pod of this DaemonSet can need it
-        generation = (ds.get("status") or {}).get("observedGeneration") or 0
-        uid = meta.uid(ds)
-        wanted = []
-        for p in pods:  # the phase first: the one cheap test that rules out nearly every pod
-            if (p.get("status") or {}).get("phase") != "Failed":
-                continue
-            ref = meta.controller_ref(p)
-            if ref and ref.get("uid") == uid:
-                wanted.append(f"{uid}/{generation}/{podutil.target_node(p)}")
-        backoff = self.backoff.get_many(wanted) if wanted else {}
-        satisfied = self.expectations.satisfied(key, now)
-        return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
-                          backoff=backoff, expectations_satisfied=satisfied, now=now,
-                          position=self.cache.position)
+        return inputs.build(key, _CacheSource(self.cache), now, self.cache.position,
+                            self.backoff.get_many,
+                            lambda: self.expectations.satisfied(key, now))
 
     def sync(self, key: str, position: str, redelivered: bool = False,
              lease_token: str = "") -> SyncResult:

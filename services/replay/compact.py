@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from shared.eventlog.entry import RawEntry
 from shared.store import codec, errors, snapshot
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
@@ -82,8 +83,8 @@ def compact(client: redis.Redis, keys: Keys, keep: int | None = None,
             if age_limit is not None and codec.id_tuple(eid) > age_limit:
                 raw = []
                 break
-            base.apply(eid, text(fields.get(b"t", b"")), text(fields.get(b"k", b"")),
-                       text(fields.get(b"n", b"")), fields.get(b"o") or b"")
+            e = RawEntry.from_fields(eid, fields)
+            base.apply(eid, e.type, e.kind, e.key, e.payload)
             folded += 1
             cut = eid
         if not raw:

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from services.replay import logfile
+from shared.eventlog.entry import RawEntry
 from shared.store import codec, snapshot
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
@@ -37,11 +38,6 @@ class ExportStats:
     snapshot: str
     complete: bool
     seconds: float
-
-
-def _field(fields: dict[bytes, bytes], name: bytes) -> str:
-    raw = fields.get(name)
-    return raw.decode("utf-8", "replace") if raw is not None else ""
 
 
 def _edge(client: redis.Redis, keys: Keys, start: str, end: str, newest: bool) -> str:
@@ -94,8 +90,8 @@ def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
                 raise ExportError(f"the log was compacted to {now_id} during the export; "
                                   "run it again")
             for raw_id, fields in batch:
-                out.entry(text(raw_id), _field(fields, b"v"), _field(fields, b"t"),
-                          _field(fields, b"k"), _field(fields, b"n"), fields.get(b"o") or b"")
+                e = RawEntry.from_fields(raw_id, fields)
+                out.entry(e.id, e.version, e.type, e.kind, e.key, e.payload)
             lower = "" if page_last == last else "(" + page_last
         entries = out.entries
     return ExportStats(entries, header.objects, first, last, header.snapshot, complete,

@@ -9,7 +9,7 @@ Layout (each item one msgpack value, back to back)::
     trailer  ["Z", <entries written>, <last id>]
 
 ``payload`` and ``o`` are the exact bytes of the view hash and the log entry; ``v t k n`` are
-the entry's other fields (see ``shared.store.codec``). ``complete`` says whether the file
+the entry's other fields (``shared.eventlog.entry``; ``raw_entry`` reads a record as one). ``complete`` says whether the file
 holds the whole history (from the start of the log, or from the snapshot it includes), which
 is what a rebuild or a verification needs; ``snapshot`` is the snapshot's log id ("" if
 none). A file without its trailer was cut short and is refused.
@@ -26,6 +26,8 @@ from types import TracebackType
 from typing import IO, Any
 
 import msgpack
+
+from shared.eventlog.entry import RawEntry
 
 FORMAT = "daemonbus-log"
 VERSION = 1
@@ -73,6 +75,11 @@ class Header:
                        entry_schema=int(doc.get("entrySchema") or 1))
         except (KeyError, TypeError, ValueError) as err:
             raise LogFileError(f"malformed export header: {err}") from err
+
+
+def raw_entry(rec: list[Any]) -> RawEntry:
+    """An ``E`` record as the entry it holds (its fields as written; decode checks them)."""
+    return RawEntry(rec[1], rec[2], rec[3], rec[4], rec[5], rec[6])
 
 
 class Writer:

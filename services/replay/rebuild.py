@@ -111,10 +111,8 @@ def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batc
     appended and the last id. Acts."""
     header = reader.header
     view = snapshot.RawView(position=header.snapshot or "0-0")
-    objects = view.objects
     snap_rows: list[tuple[str, str, str, bytes]] = []
     limit = codec.id_tuple(until) if until else None
-    snap_at = codec.id_tuple(header.snapshot) if header.snapshot else None
     pending: list[list[Any]] = []
     entries, last = 0, ""
     for rec in reader.records():
@@ -129,22 +127,11 @@ def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batc
         pending.append(rec)
         entries += 1
         last = eid
-        if snap_at is not None:
-            if codec.id_tuple(eid) <= snap_at:
-                continue  # the snapshot already holds its effect
-            snap_at = None  # ids only grow: no later entry is in the snapshot
-        if etype == "DELETED":
-            objects.get(kind, {}).pop(key, None)
-        elif etype != "DECISION":
-            table = objects.get(kind)
-            if table is None:
-                table = objects[kind] = {}
-            table[key] = (eid, payload)
+        view.apply(eid, etype, kind, key, payload)  # the snapshot's own: passed over
         if len(pending) >= batch:
             append.send(pending)
             pending = []
     append.send(pending)
-    view.position = last or view.position
     return view, snap_rows, entries, last
 
 

@@ -1,5 +1,6 @@
-"""Reading the log backwards, cheaply: entries are filtered on their small fields (and a
-byte search of the payload) before anything is unpacked. Acts (reads Redis)."""
+"""Reading the log backwards, cheaply: entries are filtered as they are stored
+(``shared.eventlog.entry.RawEntry``: their small fields and a byte search of the payload)
+before anything is unpacked. Acts (reads Redis)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from typing import Any
 
 import redis
 
+from shared.eventlog.entry import RawEntry, decode
 from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
 PAGE = 2000
-Fields = dict[bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,9 @@ class Hit:
     user: str = ""  # who wrote it, when the log records it (writes through the API server)
 
 
-def backwards(client: redis.Redis, keys: Keys, want: Callable[[Fields], bool],
+def backwards(client: redis.Redis, keys: Keys, want: Callable[[RawEntry], bool],
               page: int = PAGE) -> Iterator[Hit]:
-    """Decoded entries for which ``want(fields)`` is true, newest first."""
+    """Decoded entries for which ``want(raw)`` is true, newest first."""
     upper = "+"
     while True:
         raw: Any
@@ -38,9 +39,10 @@ def backwards(client: redis.Redis, keys: Keys, want: Callable[[Fields], bool],
         if not raw:
             return
         for rid, fields in raw:
-            if want(fields):
+            stored = RawEntry.from_fields(rid, fields)
+            if want(stored):
                 try:
-                    e = codec.decode_entry(rid, fields)
+                    e = decode(stored)
                 except errors.CorruptEntryError:
                     continue
                 yield Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)

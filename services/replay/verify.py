@@ -4,9 +4,9 @@ Each DECISION entry records what one sync read (``position``: the log id its cac
 applied; ``now``; the expectations flag; the backoff entries) and what it decided
 (``actions``); the gc's NoExecute evictions are recorded the same way and re-decided from the
 node and its pods as of their position. Verification re-applies the file's entries in log order to an in-memory view
-and, for each decision, rebuilds the Snapshot exactly as ``Reconciler.snapshot`` did — the
-DaemonSet by key, every Node, the Pods and ControllerRevisions of its namespace, all as of
-``position`` (not as of the decision entry, which comes after the sync's own writes) — then
+and, for each decision, rebuilds the Snapshot with the builder the live sync uses
+(``shared.daemonset.inputs``) — the DaemonSet by key, every Node, the Pods and
+ControllerRevisions of its namespace, all as of ``position`` (not as of the decision entry, which comes after the sync's own writes) — then
 runs ``planner.plan`` and compares ``record.summarize`` of the new plan with the recorded one.
 
 Two passes over the file keep memory bounded by the cluster plus the decision records: the
@@ -23,16 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from services.replay import logfile
-from shared.daemonset import planner
+from shared.daemonset import inputs, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import status as ds_status
 from shared.daemonset import types as t
+from shared.eventlog import fold
+from shared.eventlog.entry import EntryType
 from shared.model import tainteviction
+from shared.model.objkey import ObjectKey
 from shared.store import codec, errors
 
 Obj = dict[str, Any]
 PlanFn = Callable[[t.Snapshot], t.Plan]
 NAMESPACED = ("Pod", "ControllerRevision")
+SYNC_KINDS = inputs.KINDS
 
 
 @dataclass(frozen=True)
@@ -78,61 +82,53 @@ class _Slot:
         return self.obj
 
 
-class View:
-    """The objects of the kinds a sync reads, as of ``position``, with pods and revisions
-    indexed by namespace (as the reconciler's cache is). Acts on itself only."""
+class View(fold.View[_Slot]):
+    """The objects of the kinds a sync reads, as of ``position`` (the one fold,
+    ``shared.eventlog.fold``), with pods and revisions indexed by namespace (as the
+    reconciler's cache is). Acts on itself only."""
 
     def __init__(self, position: str = "0-0") -> None:
-        self.position = position
-        self.ds: dict[str, _Slot] = {}
-        self.nodes: dict[str, _Slot] = {}
+        super().__init__(SYNC_KINDS, position)
+        self.ds = self.objects["DaemonSet"]
+        self.node_slots = self.objects["Node"]
         self.by_ns: dict[str, dict[str, dict[str, _Slot]]] = {k: {} for k in NAMESPACED}
 
-    def _table(self, kind: str, key: str) -> dict[str, _Slot] | None:
-        if kind == "DaemonSet":
-            return self.ds
-        if kind == "Node":
-            return self.nodes
+    def _set(self, kind: str, key: str, value: _Slot) -> None:
+        super()._set(kind, key, value)
         if kind in NAMESPACED:
-            return self.by_ns[kind].setdefault(key.split("/", 1)[0], {})
-        return None  # Events: a sync does not read them
+            self.by_ns[kind].setdefault(ObjectKey.parse(key).namespace, {})[key] = value
 
-    def put(self, kind: str, key: str, rv: str, payload: bytes) -> None:
-        table = self._table(kind, key)
-        if table is not None:
-            table[key] = _Slot(rv, payload)
-
-    def apply(self, eid: str, etype: str, kind: str, key: str, payload: bytes) -> None:
-        self.position = eid
-        if etype == "DECISION":
-            return
-        table = self._table(kind, key)
-        if table is None:
-            return
-        if etype == "DELETED":
-            table.pop(key, None)
-        else:
-            table[key] = _Slot(eid, payload)
+    def _unset(self, kind: str, key: str) -> None:
+        super()._unset(kind, key)
+        if kind in NAMESPACED:
+            self.by_ns[kind].get(ObjectKey.parse(key).namespace, {}).pop(key, None)
 
     def snapshot(self, rec: Obj) -> t.Snapshot:
-        """The Snapshot ``Reconciler.snapshot`` built for the sync ``rec`` records. Decides."""
-        key = str(rec.get("key") or "")
-        now = float(rec.get("now") or 0.0)
-        position = str(rec.get("position") or "0-0")
-        slot = self.ds.get(key)
-        if slot is None:
-            return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
-                              expectations_satisfied=True, now=now, position=position)
-        ds = slot.get()
-        ns = key.split("/", 1)[0]
+        """The Snapshot the sync ``rec`` records read (``shared.daemonset.inputs``, as the
+        live sync builds it), with the backoff, expectations and time it recorded.
+        Decides."""
         backoff = {str(k): t.BackoffEntry(float(v[0]), float(v[1]))
                    for k, v in (rec.get("backoff") or {}).items()}
-        return t.Snapshot(
-            key=key, ds=ds, nodes=[s.get() for s in self.nodes.values()],
-            pods=[s.get() for s in self.by_ns["Pod"].get(ns, {}).values()],
-            revisions=[s.get() for s in self.by_ns["ControllerRevision"].get(ns, {}).values()],
-            backoff=backoff, expectations_satisfied=bool(rec.get("expectationsSatisfied")),
-            now=now, position=position)
+        return inputs.build(
+            str(rec.get("key") or ""), self, float(rec.get("now") or 0.0),
+            str(rec.get("position") or "0-0"),
+            lambda wanted: {k: backoff[k] for k in wanted if k in backoff},
+            lambda: bool(rec.get("expectationsSatisfied")))
+
+    # what a sync reads (``shared.daemonset.inputs.Source``)
+
+    def daemonset(self, key: str) -> Obj | None:
+        slot = self.ds.get(key)
+        return slot.get() if slot is not None else None
+
+    def nodes(self) -> list[Obj]:
+        return [s.get() for s in self.node_slots.values()]
+
+    def pods(self, namespace: str) -> list[Obj]:
+        return [s.get() for s in self.by_ns["Pod"].get(namespace, {}).values()]
+
+    def revisions(self, namespace: str) -> list[Obj]:
+        return [s.get() for s in self.by_ns["ControllerRevision"].get(namespace, {}).values()]
 
 
 @dataclass(order=True)
@@ -148,7 +144,7 @@ def _decisions(path: str | Path, limit: tuple[int, int] | None) -> list[_Pending
     out: list[_Pending] = []
     with logfile.Reader(path) as reader:
         for rec in reader.records():
-            if rec[0] != logfile.ENTRY or rec[3] != "DECISION":
+            if rec[0] != logfile.ENTRY or rec[3] != EntryType.DECISION:
                 continue
             eid = rec[1]
             if limit is not None and codec.id_tuple(eid) > limit:
@@ -167,7 +163,7 @@ def check_eviction(view: View, entry: str, rec: Obj) -> Divergence | None:
     (as of its position): the node and every pod bound to it then, at the recorded time.
     Decides."""
     name = str(rec.get("node") or "")
-    slot = view.nodes.get(f"/{name}")
+    slot = view.node_slots.get(str(ObjectKey("", name)))
     node = slot.get() if slot is not None else {"metadata": {"name": name}}
     pods = [s.get() for table in view.by_ns["Pod"].values() for s in table.values()]
     decision = tainteviction.decide(node, pods, float(rec.get("now") or 0.0))
@@ -241,7 +237,7 @@ def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
 
         for rec in reader.records():
             if rec[0] == logfile.OBJECT:
-                view.put(rec[1], rec[2], rec[3], rec[4])
+                view.put(rec[1], rec[2], _Slot(rec[3], rec[4]))
                 continue
             _, eid, _v, etype, kind, key, payload = rec
             order = codec.id_tuple(eid)
@@ -251,7 +247,7 @@ def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
                 break
             if header.snapshot and order <= start:
                 continue  # already in the snapshot
-            view.apply(eid, etype, kind, key, payload)
+            view.apply(eid, etype, kind, key, _Slot(eid, payload))
             result.entries += 1
         if not result.divergences or keep_going:
             run_until(None)

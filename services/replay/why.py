@@ -19,6 +19,7 @@ from shared.daemonset import dsutil, placement, planner, rollout
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
 from shared.daemonset import unavailable as ds_unavailable
+from shared.eventlog.entry import EntryType, RawEntry
 from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec
 from shared.store.backoff import RedisBackoff
@@ -71,10 +72,9 @@ def _by_user(hit: scan.Hit) -> str:
 def why_changes(store: Store, kind: str, key: str, limit: int = 20) -> list[str]:
     """The most recent writes of one object in the retained log, oldest first, each with
     who made it (the API server's user, when recorded). Acts (reads the log)."""
-    k, n = kind.encode(), key.encode()
     hits: list[scan.Hit] = []
-    for hit in scan.backwards(store.r, store.keys, lambda f: f.get(b"k") == k
-                              and f.get(b"n") == n and f.get(b"t") != b"DECISION"):
+    for hit in scan.backwards(store.r, store.keys, lambda e: e.kind == kind
+                              and e.key == key and e.type != EntryType.DECISION):
         hits.append(hit)
         if len(hits) >= limit:
             break
@@ -126,16 +126,15 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
     the log backwards until the pod's creation, and the store)."""
     key = f"{namespace}/{name}"
     current = store.try_get("Pod", key)
-    key_b, ns_b, name_b = key.encode(), (namespace + "/").encode(), name.encode()
+    key_b, ns, name_b = key.encode(), namespace + "/", name.encode()
 
-    def want(f: scan.Fields) -> bool:
-        if f.get(b"k") == b"Pod" and f.get(b"n") == key_b:
+    def want(e: RawEntry) -> bool:
+        if e.kind == "Pod" and e.key == key:
             return True
-        if f.get(b"t") != b"DECISION" or name_b not in (f.get(b"o") or b""):
+        if e.type != EntryType.DECISION or name_b not in e.payload:
             return False
         # a DaemonSet sync of the namespace, or a taint eviction on a node naming the pod
-        return (f.get(b"n") or b"").startswith(ns_b) or (
-            f.get(b"k") == b"Node" and key_b in (f.get(b"o") or b""))
+        return e.key.startswith(ns) or (e.kind == "Node" and key_b in e.payload)
 
     decisions: list[scan.Hit] = []
     changes: list[scan.Hit] = []
@@ -373,10 +372,9 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
         lines.append(f"{INDENT}pod {meta.name(p)} is there ({podutil.phase(p) or 'Pending'}"
                      f"{', terminating' if meta.is_being_deleted(p) else ''}); "
                      f"see `daemonbus why pod/{meta.name(p)} -n {meta.namespace(p)}`")
-    ds_b = ds_key.encode()
     latest: scan.Hit | None = None
-    for hit in scan.backwards(store.r, store.keys, lambda f: f.get(b"t") == b"DECISION"
-                              and f.get(b"n") == ds_b):
+    for hit in scan.backwards(store.r, store.keys, lambda e: e.type == EntryType.DECISION
+                              and e.key == ds_key):
         if hit.obj.get("uid") == meta.uid(ds):
             latest = hit
         break

@@ -89,6 +89,8 @@ CONTROLLER_REVISION = KindInfo(
 EVENT = KindInfo("Event", "v1", "events", "event", ("ev",), namespaced=True)
 
 ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT)
+#: the kinds the store keeps, by name (the log, the view, every cache)
+STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 
 _BY_KIND = {k.kind: k for k in ALL}
 _BY_ALIAS = {alias: k for k in ALL for alias in k.aliases}

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.eventlog import fold
+from shared.eventlog.entry import EntryType
 from shared.model import meta
 from shared.store import codec
 from shared.store.client import Store
@@ -50,15 +52,15 @@ class Cache:
                  indexes: dict[str, tuple[str, IndexFn]] | None = None) -> None:
         self.store = store
         self.kinds = list(kinds)
-        self.objects: dict[str, dict[str, Obj]] = {k: {} for k in self.kinds}
+        self.view = _IndexedView(self.kinds, indexes or {})
         self.reader = LogReader(store.r, store.keys, "0-0", name=name, mark=store.mark)
         self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
-        self._versions: dict[tuple[str, str], tuple[int, int]] = {}
-        # index name -> (kind, fn); values: index name -> index value -> set of keys
-        self._index_defs = indexes or {}
-        self._index: dict[str, dict[str, set[str]]] = {n: {} for n in self._index_defs}
-        self._index_of: dict[tuple[str, str], builtins.list[str]] = {}
         self.synced = False
+
+    @property
+    def objects(self) -> dict[str, dict[str, Obj]]:
+        """kind → key → object, as of ``position`` (read only: the fold writes it)."""
+        return self.view.objects
 
     @property
     def position(self) -> str:
@@ -70,13 +72,10 @@ class Cache:
         """(Re)list every watched kind at one log position; returns that position."""
         tip, objs = self.store.snapshot(self.kinds)  # checks the mark: a rewind counts there
         rewinds = self.store.mark.rewinds
-        self.objects = {k: {} for k in self.kinds}
-        self._versions.clear()
-        self._index = {n: {} for n in self._index_defs}
-        self._index_of.clear()
+        self.view = _IndexedView(self.kinds, self.view.index_defs, tip)
         for kind, items in objs.items():
             for obj in items:
-                self._put(kind, meta.key(obj), obj)
+                self.view.put(kind, meta.key(obj), obj)
         self.reader.position = tip
         self.reader.gap = self.reader.rewound = False
         self.store.mark.saw(tip)
@@ -142,25 +141,18 @@ class Cache:
             rounds += 1
 
     def apply(self, entries: Iterable[codec.Entry]) -> builtins.list[Change]:
+        """Fold entries in (``shared.eventlog.fold``); returns the changes, with every
+        DECISION entry's record."""
         out: builtins.list[Change] = []
+        view = self.view
         for e in entries:
-            if e.type == "DECISION":
+            if e.type == EntryType.DECISION:
+                view.apply(e.id, e.type, e.kind, e.key, e.obj)
                 out.append(Change(e.id, e.type, e.kind, e.key, None, e.obj))
                 continue
-            if e.kind not in self.objects:
-                continue
-            vkey = (e.kind, e.key)
-            eid = codec.id_tuple(e.id)
-            have = self._versions.get(vkey)
-            if have is not None and have >= eid:
-                continue  # already applied (overlap or redelivery)
-            old = self.objects[e.kind].get(e.key)
-            if e.type == "DELETED":
-                self._drop(e.kind, e.key)
-                self._versions.pop(vkey, None)
-            else:
-                self._put(e.kind, e.key, e.obj)
-            out.append(Change(e.id, e.type, e.kind, e.key, old, e.obj))
+            changed, old = view.apply(e.id, e.type, e.kind, e.key, e.obj)
+            if changed:
+                out.append(Change(e.id, e.type, e.kind, e.key, old, e.obj))
         return out
 
     # ---- reads --------------------------------------------------------------------------
@@ -175,35 +167,44 @@ class Cache:
         return [o for o in items if meta.namespace(o) == namespace]
 
     def by_index(self, index: str, value: str) -> builtins.list[Obj]:
-        kind = self._index_defs[index][0]
-        objs = self.objects[kind]
-        return [objs[k] for k in self._index[index].get(value, ()) if k in objs]
+        view = self.view
+        objs = view.objects[view.index_defs[index][0]]
+        return [objs[k] for k in view.index[index].get(value, ()) if k in objs]
 
-    # ---- internals ----------------------------------------------------------------------
 
-    def _put(self, kind: str, key: str, obj: Obj) -> None:
+class _IndexedView(fold.View[Obj]):
+    """The fold, with secondary indexes: index name → (kind, fn); ``index``: index name →
+    index value → keys."""
+
+    def __init__(self, kinds: Sequence[str], index_defs: dict[str, tuple[str, IndexFn]],
+                 position: str = "0-0") -> None:
+        super().__init__(kinds, position)
+        self.index_defs = index_defs
+        self.index: dict[str, dict[str, set[str]]] = {n: {} for n in index_defs}
+        self._index_of: dict[tuple[str, str], builtins.list[str]] = {}
+
+    def _set(self, kind: str, key: str, value: Obj) -> None:
         self._unindex(kind, key)
-        self.objects[kind][key] = obj
-        self._versions[(kind, key)] = codec.id_tuple(meta.resource_version(obj))
+        self.objects[kind][key] = value
         names = []
-        for iname, (ikind, fn) in self._index_defs.items():
+        for iname, (ikind, fn) in self.index_defs.items():
             if ikind != kind:
                 continue
-            for value in fn(obj):
-                self._index[iname].setdefault(value, set()).add(key)
-                names.append(iname + "\x00" + value)
+            for ivalue in fn(value):
+                self.index[iname].setdefault(ivalue, set()).add(key)
+                names.append(iname + "\x00" + ivalue)
         if names:
             self._index_of[(kind, key)] = names
 
-    def _drop(self, kind: str, key: str) -> None:
+    def _unset(self, kind: str, key: str) -> None:
         self._unindex(kind, key)
         self.objects[kind].pop(key, None)
 
     def _unindex(self, kind: str, key: str) -> None:
         for entry in self._index_of.pop((kind, key), []):
             iname, _, value = entry.partition("\x00")
-            bucket = self._index[iname].get(value)
+            bucket = self.index[iname].get(value)
             if bucket is not None:
                 bucket.discard(key)
                 if not bucket:
-                    del self._index[iname][value]
+                    del self.index[iname][value]

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
+from shared.eventlog import fold
 from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
@@ -54,38 +54,37 @@ return {"ok", tostring(trimmed)}
 """
 
 
-@dataclass
 class RawView:
-    """Objects as raw view payloads: kind → key → (resourceVersion, payload), with the log id
-    they are current as of. Applying is idempotent by id: entries not newer than
-    ``position`` are ignored (acts on itself only)."""
+    """Objects as raw view payloads: kind → key → (resourceVersion, payload), as of the log
+    id ``position``, folded by the log's one fold (``shared.eventlog.fold``). Applying is
+    idempotent by id: entries not newer than ``position`` are ignored (acts on itself
+    only)."""
 
-    objects: dict[str, dict[str, tuple[str, bytes]]] = field(default_factory=dict)
-    position: str = "0-0"
+    def __init__(self, position: str = "0-0") -> None:
+        self.fold: fold.View[tuple[str, bytes]] = fold.View(position=position)
+
+    @property
+    def objects(self) -> dict[str, dict[str, tuple[str, bytes]]]:
+        return self.fold.objects
+
+    @property
+    def position(self) -> str:
+        return self.fold.position
 
     def put(self, kind: str, key: str, rv: str, payload: bytes) -> None:
-        self.objects.setdefault(kind, {})[key] = (rv, payload)
+        self.fold.put(kind, key, (rv, payload))
 
     def apply(self, eid: str, etype: str, kind: str, key: str, payload: bytes) -> None:
         """Apply one log entry (DECISION entries change no object)."""
-        if codec.id_tuple(eid) <= codec.id_tuple(self.position):
-            return
-        self.position = eid
-        if etype == "DECISION":
-            return
-        if etype == "DELETED":
-            self.objects.get(kind, {}).pop(key, None)
-        else:
-            self.objects.setdefault(kind, {})[key] = (eid, payload)
+        self.fold.apply(eid, etype, kind, key, (eid, payload))
 
     def count(self) -> int:
-        return sum(len(v) for v in self.objects.values())
+        return self.fold.count()
 
     def rows(self) -> Iterator[tuple[str, str, str, bytes]]:
         """(kind, key, rv, payload) in kind then key order."""
-        for kind in sorted(self.objects):
-            for key, (rv, payload) in sorted(self.objects[kind].items()):
-                yield kind, key, rv, payload
+        for kind, key, (rv, payload) in self.fold.items():
+            yield kind, key, rv, payload
 
 
 def encode(view: RawView, created: float | None = None) -> bytes:

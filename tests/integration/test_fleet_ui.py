@@ -162,11 +162,10 @@ def test_a_view_token_sees_no_action_buttons_and_its_write_is_refused(
 
 def _writer_of_pause(api: ApiServer, key: str) -> str:
     """Who wrote the first entry of the DaemonSet with the paused annotation (the log)."""
-    k, n = b"DaemonSet", key.encode()
     first = ""
     for hit in scan.backwards(api.stack.store.r, api.stack.store.keys,
-                              lambda f: f.get(b"k") == k and f.get(b"n") == n
-                              and f.get(b"t") != b"DECISION"):
+                              lambda e: e.kind == "DaemonSet" and e.key == key
+                              and e.type != "DECISION"):
         if rolloutopts.PAUSED not in meta.annotations(hit.obj):
             break
         first = hit.user

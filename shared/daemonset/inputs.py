@@ -1,0 +1,70 @@
+"""What one sync of a DaemonSet reads, built once for the live sync
+(``services.reconciler.sync``) and for ``replay --verify`` (``services.replay.verify``), so a
+recomputed decision reads exactly what the recorded one did. Pure.
+
+A sync reads the DaemonSet by key, every Node, the Pods and ControllerRevisions of the
+DaemonSet's namespace, the failed-pod backoff of the nodes where one of its pods failed
+(``backoff_keys``), whether its expectations are satisfied, and the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from shared.daemonset import manage
+from shared.daemonset import types as t
+from shared.model import meta, podutil
+from shared.model.objkey import ObjectKey
+
+Obj = dict[str, Any]
+
+#: the kinds a sync reads
+KINDS: tuple[str, ...] = ("DaemonSet", "Node", "Pod", "ControllerRevision")
+
+
+class Source(Protocol):
+    """The objects a sync reads from (the worker's cache, or verify's fold of an export)."""
+
+    def daemonset(self, key: str) -> Obj | None: ...
+
+    def nodes(self) -> list[Obj]: ...
+
+    def pods(self, namespace: str) -> list[Obj]: ...
+
+    def revisions(self, namespace: str) -> list[Obj]: ...
+
+
+def backoff_keys(ds: Obj, pods: Sequence[Obj]) -> list[str]:
+    """The failed-pod backoff entries a sync of ``ds`` reads: one per node with a failed
+    pod of ``ds`` (only those can need one). Decides."""
+    uid = meta.uid(ds)
+    wanted = []
+    for p in pods:  # the phase first: the one cheap test that rules out nearly every pod
+        if (p.get("status") or {}).get("phase") != "Failed":
+            continue
+        ref = meta.controller_ref(p)
+        if ref and ref.get("uid") == uid:
+            wanted.append(manage.backoff_key(ds, podutil.target_node(p) or ""))
+    return wanted
+
+
+def build(key: str, source: Source, now: float, position: str,
+          backoff: Callable[[list[str]], dict[str, t.BackoffEntry]],
+          satisfied: Callable[[], bool]) -> t.Snapshot:
+    """The Snapshot of one sync of ``key``: ``backoff`` looks entries up (asked only when
+    there are some to read), ``satisfied`` answers whether the expectations of ``key`` are
+    met (asked only when the DaemonSet exists). Decides, given its callables."""
+    ds = source.daemonset(key)
+    if ds is None:
+        return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
+                          expectations_satisfied=True, now=now, position=position)
+    ns = ObjectKey.parse(key).namespace
+    pods = source.pods(ns)
+    revisions = source.revisions(ns)
+    nodes = source.nodes()
+    wanted = backoff_keys(ds, pods)
+    entries = backoff(wanted) if wanted else {}
+    return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
+                      backoff=entries, expectations_satisfied=satisfied(), now=now,
+                      position=position)

@@ -1,0 +1,256 @@
+"""The log entry: its layout, its types, its schema version. Pure.
+
+An entry is a Redis stream entry with these fields (all bytes), written by ``COMMIT``
+(``shared.store.scripts``) and by ``replay FILE`` (the entries of an export, as they were):
+
+=====  ==============================================================================
+field  meaning
+=====  ==============================================================================
+v      schema version (``SCHEMA_VERSION``)
+t      the entry type (:class:`EntryType`), which the write's mode decides
+       (:data:`ENTRY_TYPE_OF`)
+k      kind (one of ``shared.model.kinds.STORED``)
+n      object key "<namespace>/<name>" (empty namespace for cluster-scoped kinds)
+o      msgpack of the object (without metadata.resourceVersion: the entry id is it),
+       or of the decision record for DECISION entries
+u      optional: the user who made the write (through the API server)
+=====  ==============================================================================
+
+:class:`RawEntry` is those fields as they are (what export, rebuild and compaction copy);
+:func:`decode` turns one into an :class:`Entry`, validated. An entry of an older schema
+version is brought up to this one by the :data:`UPCASTERS` (version N → N + 1) before it is
+decoded; an entry of an unknown version is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from shared.eventlog.wire import check_shape, unpack
+from shared.model import kinds as model_kinds
+from shared.model import typed
+from shared.model.errors import CorruptEntryError, MalformedObjectError
+from shared.model.objkey import ObjectKey
+
+SCHEMA_VERSION = 1
+KINDS = frozenset(model_kinds.STORED)
+
+Obj = dict[str, Any]
+Fields = Mapping[bytes, bytes]
+log = logging.getLogger(__name__)
+
+
+class EntryType(StrEnum):
+    """What an entry did (field ``t``)."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    DECISION = "DECISION"  # a decision record: no object changes
+
+
+class WriteMode(StrEnum):
+    """How ``COMMIT`` writes one op (the mode of ``shared.store.client.Op``)."""
+
+    CREATE = "create"  # refused if the object exists
+    ENSURE = "ensure"  # create, or nothing if it exists
+    UPDATE = "update"
+    DELETE = "delete"
+    RECORD = "record"  # append a decision record
+
+
+class CommitResult(StrEnum):
+    """What ``COMMIT`` answers for each op."""
+
+    OK = "ok"
+    EXISTS = "exists"
+    CONFLICT = "conflict"
+    NOTFOUND = "notfound"
+    FORBIDDEN = "forbidden"
+    SKIPPED = "skipped"  # its batch was refused as a whole
+    FENCED = "fenced"  # the workqueue lease it was fenced by is gone
+
+
+#: the entry type each write mode appends (as ``COMMIT`` decides it)
+ENTRY_TYPE_OF: Mapping[WriteMode, EntryType] = {
+    WriteMode.CREATE: EntryType.ADDED, WriteMode.ENSURE: EntryType.ADDED,
+    WriteMode.UPDATE: EntryType.MODIFIED, WriteMode.DELETE: EntryType.DELETED,
+    WriteMode.RECORD: EntryType.DECISION,
+}
+_TYPES = {t.value: t for t in EntryType}
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """One entry's fields as they are stored, undecoded ("" for a missing field)."""
+
+    id: str
+    version: str
+    type: str
+    kind: str
+    key: str
+    payload: bytes
+    user: str = ""
+
+    @classmethod
+    def from_fields(cls, entry_id: bytes | str, fields: Fields) -> RawEntry:
+        """From a stream entry (``XRANGE``'s id and field map). Never fails: ``decode``
+        checks."""
+        def s(name: bytes) -> str:
+            raw = fields.get(name)
+            return raw.decode("utf-8", "replace") if raw is not None else ""
+
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        return cls(eid, s(b"v"), s(b"t"), s(b"k"), s(b"n"), fields.get(b"o") or b"",
+                   s(b"u"))
+
+    def fields(self) -> dict[str, str | bytes]:
+        """The stream fields to append (``XADD``), in the order ``COMMIT`` writes them."""
+        out: dict[str, str | bytes] = {"v": self.version, "t": self.type, "k": self.kind,
+                                       "n": self.key, "o": self.payload}
+        if self.user:
+            out["u"] = self.user
+        return out
+
+
+#: version N → a function bringing a RawEntry of version N to version N + 1
+UPCASTERS: dict[int, Callable[[RawEntry], RawEntry]] = {}
+
+
+def _upcastable(eid: str, version: str) -> int:
+    """The version as a number, if upcasters start from it; else raises."""
+    try:
+        number = int(version)
+    except ValueError:
+        number = -1
+    if not 0 < number < SCHEMA_VERSION:
+        raise CorruptEntryError(f"entry {eid}: unsupported schema version {version!r}")
+    return number
+
+
+def upcast(raw: RawEntry) -> RawEntry:
+    """``raw`` brought up to ``SCHEMA_VERSION``; raises CorruptEntryError for a version no
+    chain of upcasters leads from. Decides."""
+    if raw.version == str(SCHEMA_VERSION):
+        return raw
+    version = _upcastable(raw.id, raw.version)
+    while version < SCHEMA_VERSION:
+        step = UPCASTERS.get(version)
+        if step is None:
+            raise CorruptEntryError(f"entry {raw.id}: no upcaster from schema version "
+                                    f"{version}")
+        version += 1
+        raw = replace(step(raw), version=str(version))
+    return raw
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One decoded, validated log entry."""
+
+    id: str
+    type: EntryType
+    kind: str
+    key: str
+    obj: Obj  # the object (resourceVersion set to id), or the decision record
+    user: str = ""  # who wrote it, when recorded (field "u")
+
+
+def tombstone(kind: str, obj: Obj) -> Obj:
+    """What is left of a malformed object's last state in its DELETED entry: its identity
+    (name, namespace, uid) and the well-formed labels and ownerReferences handlers use to
+    find what its deletion concerns (the owning DaemonSet). Decides."""
+    md = obj["metadata"]
+    errs: list[str] = []
+    out_md: Obj = {f: md[f] for f in ("name", "namespace", "uid") if isinstance(md.get(f), str)}
+    labels = typed.as_str_map(md.get("labels"), "labels", errs)
+    if labels:
+        out_md["labels"] = labels
+    refs = [r for _i, r in typed.maps(md.get("ownerReferences"), "ownerReferences", errs)
+            if all(isinstance(r.get(f), str) for f in ("apiVersion", "kind", "name", "uid"))
+            and isinstance(r.get("controller", False), bool)]
+    if refs:
+        out_md["ownerReferences"] = refs
+    return {"kind": kind, "apiVersion": obj.get("apiVersion"), "metadata": out_md}
+
+
+def _s(fields: Fields, name: bytes) -> str:
+    raw = fields.get(name)
+    if raw is None:
+        raise CorruptEntryError(f"missing field {name.decode()!r}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorruptEntryError(f"field {name.decode()!r} is not UTF-8") from err
+
+
+def decode_fields(entry_id: bytes | str, fields: Fields) -> Entry:
+    """Decode and validate one stream entry; raises CorruptEntryError with a clear reason."""
+    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    version = _s(fields, b"v")
+    if version != str(SCHEMA_VERSION):
+        _upcastable(eid, version)
+    etype, kind, key = _s(fields, b"t"), _s(fields, b"k"), _s(fields, b"n")
+    raw = fields.get(b"o")
+    if raw is None:
+        raise CorruptEntryError(f"entry {eid}: missing field 'o'")
+    user = _s(fields, b"u") if b"u" in fields else ""
+    return decode(RawEntry(eid, version, etype, kind, key, raw, user))
+
+
+def decode(raw: RawEntry) -> Entry:
+    """Validate and decode one entry (upcast first); raises CorruptEntryError."""
+    raw = upcast(raw)
+    eid = raw.id
+    etype = _TYPES.get(raw.type)
+    if etype is None:
+        raise CorruptEntryError(f"entry {eid}: unknown entry type {raw.type!r}")
+    kind = raw.kind
+    if kind not in KINDS:
+        raise CorruptEntryError(f"entry {eid}: unknown kind {kind!r}")
+    key = raw.key
+    if "/" not in key or not ObjectKey.parse(key).name:
+        raise CorruptEntryError(f"entry {eid}: malformed object key {key!r}")
+    try:
+        obj = unpack(raw.payload)
+    except CorruptEntryError as err:
+        raise CorruptEntryError(f"entry {eid}: {err}") from err
+    if not isinstance(obj, dict):
+        raise CorruptEntryError(f"entry {eid}: payload is not a map")
+    if etype is not EntryType.DECISION:
+        md = obj.get("metadata")
+        if not isinstance(md, dict):
+            raise CorruptEntryError(f"entry {eid}: object has no metadata")
+        ns, name = ObjectKey.parse(key)
+        if md.get("name") != name or (md.get("namespace") or "") != ns:
+            raise CorruptEntryError(f"entry {eid}: object name does not match key {key!r}")
+        if obj.get("kind", kind) != kind:
+            raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
+        try:
+            check_shape(kind, key, obj)
+        except MalformedObjectError as err:
+            if etype is not EntryType.DELETED:
+                raise CorruptEntryError(f"entry {eid}: {err}") from err
+            # a deletion happened whatever the object looked like: readers must apply it
+            log.warning("entry %s: deleted %s kept as its identity only: %s", eid, kind, err)
+            obj = tombstone(kind, obj)
+            md = obj["metadata"]
+        md["resourceVersion"] = eid
+    return Entry(eid, etype, kind, key, obj, raw.user)
+
+
+def id_tuple(entry_id: str) -> tuple[int, int]:
+    """Stream id → comparable tuple ("0-0" for empty)."""
+    ms, _, seq = (entry_id or "0-0").partition("-")
+    try:
+        return int(ms), int(seq or 0)
+    except ValueError:
+        return 0, 0
+
+
+def id_ge(a: str, b: str) -> bool:
+    return id_tuple(a) >= id_tuple(b)
