@@ -17,6 +17,7 @@ from types import FrameType
 import redis
 
 from services import config
+from shared import settings
 from shared.store import client as store_client
 from shared.store import errors, roles
 from shared.store.keys import Keys
@@ -35,7 +36,7 @@ def setup_logging(name: str, level: str | None = None) -> logging.Logger:
 
 # A reconciler-worker's idle loop comes round about once a second; with Redis away, within
 # ~50 s (each Redis call gives up within 15 s, see shared.store.client). Longer is a hang.
-STALL_SECONDS = 120.0
+STALL_SECONDS = settings.current.stall_seconds
 
 
 # What a loop rides out as "Redis is away": redis-py's connection errors (a refused or reset

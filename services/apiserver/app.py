@@ -37,6 +37,7 @@ from services.apiserver import (
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
+from shared import settings
 from shared.api import decode
 from shared.api import patch as api_patch
 from shared.model import meta
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")
 
-LIST_CATCH_UP_SECONDS = 3.0  # how long a list waits for the watch cache, then reads Redis
+LIST_CATCH_UP_SECONDS = settings.current.list_catch_up_seconds  # then a list reads Redis
 MAX_BODY = decode.MAX_DOCUMENT_BYTES  # upstream's limit on a request body (3 MiB)
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 USER_KEY = "daemonbus.user"  # the request's authenticated auth.User

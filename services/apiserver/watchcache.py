@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared import settings
 from shared.eventlog import fold
 from shared.model import meta
 from shared.store import codec, errors
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Match = Callable[[Obj], bool]
 
-WINDOW = 20_000  # recent events kept for watches that resume from a position
+WINDOW = settings.current.watch_window  # recent events kept for watches that resume
 BUFFER = 10_000  # events buffered per watcher (references, not copies) before it is dropped
 ENCODED = 8_192  # encoded watch events kept, shared by every watcher that sends them
 READ_COUNT = 1_000

@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from services.reconciler.executor import Executor, Outcome, status_message
+from shared import settings
 from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import inputs, planner
 from shared.daemonset import record as ds_record
@@ -41,7 +42,7 @@ PODS_CREATED = Counter("daemonbus_pods_created_total", "Daemon pods created")
 PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
 
 KINDS = list(inputs.KINDS)
-STATUS_STREAM_MAXLEN = 100_000
+STATUS_STREAM_MAXLEN = settings.current.status_stream_maxlen
 
 
 def _ns_index(obj: dict) -> list[str]:  # type: ignore[type-arg]

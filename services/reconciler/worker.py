@@ -60,6 +60,7 @@ from services import common
 from services.common import STALL_SECONDS
 from services.reconciler.metrics import QUEUE_DURATION, QUEUE_NAME, WORK_DURATION
 from services.reconciler.sync import Reconciler, SyncResult
+from shared import settings
 from shared.control.protocols import Lease, WorkQueue
 from shared.store.guard import text
 
@@ -67,8 +68,8 @@ log = logging.getLogger("reconciler")
 
 SYNC_FUNCTION = "services.reconciler.worker.sync_job"
 ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
-LEASE_SECONDS = 8.0  # a dead worker's key is handed out again within this (< 10 s)
-RENEW_EVERY = 2.0
+LEASE_SECONDS = settings.current.worker_lease_seconds  # a dead worker's key: handed out again
+RENEW_EVERY = settings.current.worker_renew_seconds
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
 ABANDONED_CHECK_EVERY = 2.0  # seconds between looks for jobs whose lease was reclaimed
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"

@@ -17,12 +17,13 @@ from typing import Any
 
 import redis
 
+from shared import settings
 from shared.eventlog.entry import RawEntry
 from shared.store import codec, errors, snapshot
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
-PAGE = 5000
+PAGE = settings.current.log_page
 
 
 class CompactError(Exception):

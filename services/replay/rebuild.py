@@ -23,11 +23,12 @@ from typing import Any
 import redis
 
 from services.replay import logfile
+from shared import settings
 from shared.store import codec, snapshot
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
-BATCH = 2000
+BATCH = settings.current.rebuild_batch
 VIEW_BATCH = 1000
 
 

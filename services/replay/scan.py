@@ -10,12 +10,13 @@ from typing import Any
 
 import redis
 
+from shared import settings
 from shared.eventlog.entry import RawEntry, decode
 from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
-PAGE = 2000
+PAGE = settings.current.scan_page
 
 
 @dataclass(frozen=True)

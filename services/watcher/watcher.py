@@ -28,6 +28,7 @@ from prometheus_client import Counter, Gauge
 
 from services import common
 from services.watcher import handlers
+from shared import settings
 from shared.control.protocols import LeaderLease
 from shared.model import meta
 from shared.store import codec
@@ -49,7 +50,7 @@ ROLE = "watcher"  # the lease's role (as services.runner takes it) and the curso
 # The leader lease: renewed every LEASE_SECONDS / 4 and checked by stand-bys every
 # STANDBY_POLL seconds, so a stand-by takes over at most LEASE_SECONDS + STANDBY_POLL after
 # the leader died (< 10 s), at once when it stopped cleanly (it releases the lease).
-LEASE_SECONDS = 8.0
+LEASE_SECONDS = settings.current.leader_lease_seconds
 STANDBY_POLL = 0.5
 
 

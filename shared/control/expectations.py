@@ -16,9 +16,10 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from shared import settings
 from shared.control.clock import Clock, RealClock
 
-EXPECTATIONS_TIMEOUT = 300.0  # seconds: client-go ExpectationsTimeout = 5 * time.Minute
+EXPECTATIONS_TIMEOUT = settings.current.expectations_timeout_seconds  # client-go: 5 min
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from shared import settings
 from shared.control.clock import Clock, RealClock
 from shared.control.protocols import NO_POSITION, Lease, QueueState, QueueStats
 from shared.control.ratelimit import RateLimiter, default_controller_rate_limiter
 
-DEFAULT_LEASE_SECONDS = 10.0
+DEFAULT_LEASE_SECONDS = settings.current.worker_lease_seconds
 HEARTBEAT_SECONDS = 10.0  # client-go's delaying queue re-checks its heap at least this often
 
 
