@@ -1,0 +1,69 @@
+"""The event log in Redis (the stream ``Keys.log``), as the port
+``shared.eventlog.ports.EventLog``. Each read is one round trip; ``after`` reads the
+compaction point (``Keys.log_snapshot_id``) in the same pipeline. Acts (reads Redis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from shared.eventlog.entry import RawEntry
+from shared.eventlog.ports import NO_POSITION, Page
+from shared.store.guard import redis_errors, text
+from shared.store.keys import Keys
+
+
+def _entries(raw: Any) -> list[RawEntry]:
+    return [RawEntry.from_fields(rid, fields) for rid, fields in raw or []]
+
+
+class RedisEventLog:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.r = client
+        self.keys = keys
+
+    def after(self, position: str, count: int, until: str = "") -> Page:
+        lower = "(" + position if position and position != NO_POSITION else "-"
+        with redis_errors("read the log"):
+            pipe = self.r.pipeline(transaction=False)
+            pipe.xrange(self.keys.log, min=lower, max=until or "+", count=count)
+            pipe.get(self.keys.log_snapshot_id)
+            raw, start = pipe.execute()
+        return Page(_entries(raw), text(start) if start is not None else "")
+
+    def before(self, position: str, count: int) -> Page:
+        with redis_errors("read the log"):
+            pipe = self.r.pipeline(transaction=False)
+            pipe.xrevrange(self.keys.log, max="(" + position if position else "+", count=count)
+            pipe.get(self.keys.log_snapshot_id)
+            raw, start = pipe.execute()
+        return Page(_entries(raw), text(start) if start is not None else "")
+
+    def at(self, entry_id: str) -> RawEntry | None:
+        raw: Any
+        with redis_errors("read the log"):
+            raw = self.r.xrange(self.keys.log, min=entry_id, max=entry_id, count=1)
+        found = _entries(raw)
+        return found[0] if found else None
+
+    def tip(self) -> str:
+        raw: Any
+        with redis_errors("read the log"):
+            raw = self.r.xrevrange(self.keys.log, count=1)
+        return text(raw[0][0]) if raw else ""
+
+    def first(self) -> str:
+        raw: Any
+        with redis_errors("read the log"):
+            raw = self.r.xrange(self.keys.log, count=1)
+        return text(raw[0][0]) if raw else ""
+
+    def length(self) -> int:
+        with redis_errors("read the log"):
+            return int(self.r.xlen(self.keys.log))
+
+    def append(self, entry: RawEntry) -> None:
+        """Add ``entry`` with its own id (as ``replay FILE`` does; tests build logs so)."""
+        with redis_errors("append to the log"):
+            self.r.xadd(self.keys.log, entry.fields(), id=entry.id)  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""One contract for both event logs: the stream in Redis and the in-memory twin.
+
+Each test gets a ``Log``: the port, a way to append entries with their ids, and a way to
+compact (trim below a snapshot id, as ``STORE_AND_TRIM`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from shared.eventlog.entry import RawEntry
+from shared.eventlog.memory import InMemoryEventLog
+from shared.eventlog.ports import NO_POSITION, EventLog, pages
+from shared.store.eventlog import RedisEventLog
+from shared.store.keys import Keys
+from tests.integration.contract import connect
+
+
+@dataclass
+class Log:
+    port: EventLog
+    append: Callable[[RawEntry], None]
+    trim: Callable[[str], None]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def log(request: pytest.FixtureRequest) -> Log:
+    if request.param == "memory":
+        mem = InMemoryEventLog()
+
+        def trim_memory(start: str) -> None:
+            mem.trim(start)
+
+        return Log(mem, mem.append, trim_memory)
+    client = connect(request.getfixturevalue("redis_url"))
+    keys = Keys(request.getfixturevalue("prefix"))
+    red = RedisEventLog(client, keys)
+
+    def trim(start: str) -> None:
+        client.set(keys.log_snapshot_id, start)
+        client.xtrim(keys.log, minid=start, approximate=False)
+
+    return Log(red, red.append, trim)
+
+
+def _entry(eid: str, n: int = 0) -> RawEntry:
+    return RawEntry(eid, "1", "ADDED", "Node", f"/n{n}", b"\x80", "u" if n % 2 else "")
+
+
+IDS = ["5-0", "5-1", "7-0", "9-3", "12-0"]
+
+
+def _fill(log: Log) -> None:
+    for i, eid in enumerate(IDS):
+        log.append(_entry(eid, i))
+
+
+def test_an_empty_log(log: Log) -> None:
+    assert (log.port.tip(), log.port.first(), log.port.length()) == ("", "", 0)
+    assert log.port.after(NO_POSITION, 10).entries == []
+    assert log.port.before("", 10).entries == []
+    assert log.port.at("1-0") is None
+
+
+def test_entries_read_back_as_they_were_appended(log: Log) -> None:
+    _fill(log)
+    assert log.port.after("", 100).entries == [_entry(e, i) for i, e in enumerate(IDS)]
+    assert (log.port.tip(), log.port.first(), log.port.length()) == ("12-0", "5-0", 5)
+    assert log.port.at("9-3") == _entry("9-3", 3) and log.port.at("9-2") is None
+
+
+def test_after_is_exclusive_bounded_by_until_and_counted(log: Log) -> None:
+    _fill(log)
+    ids = lambda page: [e.id for e in page.entries]  # noqa: E731
+    assert ids(log.port.after("5-1", 100)) == ["7-0", "9-3", "12-0"]
+    assert ids(log.port.after("6-0", 100)) == ["7-0", "9-3", "12-0"]  # no such id: the next
+    assert ids(log.port.after(NO_POSITION, 2)) == ["5-0", "5-1"]
+    assert ids(log.port.after("5-0", 100, until="9-3")) == ["5-1", "7-0", "9-3"]
+    assert ids(log.port.after("12-0", 100)) == []
+
+
+def test_before_is_exclusive_newest_first(log: Log) -> None:
+    _fill(log)
+    ids = lambda page: [e.id for e in page.entries]  # noqa: E731
+    assert ids(log.port.before("", 2)) == ["12-0", "9-3"]
+    assert ids(log.port.before("9-3", 100)) == ["7-0", "5-1", "5-0"]
+    assert ids(log.port.before("8-0", 1)) == ["7-0"]
+    assert ids(log.port.before("5-0", 10)) == []
+
+
+def test_pages_cover_every_entry_once_up_to_until(log: Log) -> None:
+    _fill(log)
+    got = [[e.id for e in p.entries] for p in pages(log.port, NO_POSITION, 2)]
+    assert got == [["5-0", "5-1"], ["7-0", "9-3"], ["12-0"]]
+    got = [[e.id for e in p.entries] for p in pages(log.port, "5-0", 2, until="9-3")]
+    assert got == [["5-1", "7-0"], ["9-3"]]
+
+
+def test_a_read_names_the_compaction_point_and_a_gap_behind_it(log: Log) -> None:
+    _fill(log)
+    assert log.port.after(NO_POSITION, 1).start == ""
+    log.trim("7-0")
+    page = log.port.after("5-0", 10)
+    assert [e.id for e in page.entries] == ["7-0", "9-3", "12-0"] and page.start == "7-0"
+    assert page.gap_after("5-0") and page.gap_after(NO_POSITION)
+    assert not page.gap_after("7-0") and not page.gap_after("9-3")
+    assert (log.port.first(), log.port.length()) == ("7-0", 3)
+    assert log.port.before("", 10).start == "7-0"
