@@ -12,8 +12,9 @@ import redis
 
 from shared import settings
 from shared.eventlog.entry import RawEntry, decode
-from shared.store import codec, errors
-from shared.store.guard import redis_errors, text
+from shared.eventlog.ports import EventLog
+from shared.store import errors
+from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
 
 PAGE = settings.current.scan_page
@@ -31,42 +32,41 @@ class Hit:
 
 def backwards(client: redis.Redis, keys: Keys, want: Callable[[RawEntry], bool],
               page: int = PAGE) -> Iterator[Hit]:
-    """Decoded entries for which ``want(raw)`` is true, newest first."""
-    upper = "+"
+    """Decoded entries of the log in Redis for which ``want(raw)`` is true, newest first."""
+    return backwards_in(RedisEventLog(client, keys), want, page)
+
+
+def backwards_in(log: EventLog, want: Callable[[RawEntry], bool],
+                 page: int = PAGE) -> Iterator[Hit]:
+    """Decoded entries of ``log`` for which ``want(raw)`` is true, newest first (an entry
+    that does not decode is passed over)."""
+    upper = ""
     while True:
-        raw: Any
-        with redis_errors("read the log"):
-            raw = client.xrevrange(keys.log, max=upper, count=page)
-        if not raw:
+        got = log.before(upper, page).entries
+        if not got:
             return
-        for rid, fields in raw:
-            stored = RawEntry.from_fields(rid, fields)
+        for stored in got:
             if want(stored):
-                try:
-                    e = decode(stored)
-                except errors.CorruptEntryError:
-                    continue
-                yield Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)
-        upper = "(" + text(raw[-1][0])
+                hit = _hit(stored)
+                if hit is not None:
+                    yield hit
+        upper = got[-1].id
 
 
-def entry_at(client: redis.Redis, keys: Keys, entry_id: str) -> Hit | None:
-    """The entry with id ``entry_id``, if the log still holds it."""
-    raw: Any
-    with redis_errors("read the log"):
-        raw = client.xrange(keys.log, min=entry_id, max=entry_id, count=1)
-    if not raw:
-        return None
+def _hit(stored: RawEntry) -> Hit | None:
     try:
-        e = codec.decode_entry(raw[0][0], raw[0][1])
+        e = decode(stored)
     except errors.CorruptEntryError:
         return None
     return Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)
 
 
+def entry_at(client: redis.Redis, keys: Keys, entry_id: str) -> Hit | None:
+    """The entry with id ``entry_id``, if the log still holds it."""
+    stored = RedisEventLog(client, keys).at(entry_id)
+    return _hit(stored) if stored is not None else None
+
+
 def first_id(client: redis.Redis, keys: Keys) -> str:
     """The oldest id the log still holds ("" if empty)."""
-    raw: Any
-    with redis_errors("read the log"):
-        raw = client.xrange(keys.log, count=1)
-    return text(raw[0][0]) if raw else ""
+    return RedisEventLog(client, keys).first()
