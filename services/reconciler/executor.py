@@ -28,6 +28,7 @@ from shared.daemonset import dsutil, podtemplate
 from shared.daemonset import events as ds_events
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
+from shared.daemonset.messages import StatusMessage
 from shared.model import meta, podutil
 from shared.store import client as store_client
 from shared.store import errors
@@ -393,13 +394,12 @@ def _relabel(obj: Obj, labels: dict[str, str]) -> Obj | None:
     return obj
 
 
-def status_message(snap: t.Snapshot, plan: t.Plan) -> dict[str, Any]:
-    """What the status-writer receives for one sync."""
+def status_message(snap: t.Snapshot, plan: t.Plan) -> StatusMessage:
+    """What the status-writer receives for one sync (a plan with a status)."""
     ds = snap.ds or {}
-    return {
-        "key": plan.key, "uid": meta.uid(ds),
-        "generation": int((ds.get("metadata") or {}).get("generation") or 0),
-        "status": plan.status, "observe": plan.update_observed_generation,
-        "position": snap.position,
-        "unavailable": {reason: len(names) for reason, names in plan.unavailable.items()},
-    }
+    return StatusMessage(
+        key=plan.key, uid=meta.uid(ds),
+        generation=int((ds.get("metadata") or {}).get("generation") or 0),
+        status=plan.status or {}, observe=plan.update_observed_generation,
+        position=snap.position,
+        unavailable={reason: len(names) for reason, names in plan.unavailable.items()})

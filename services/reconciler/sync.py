@@ -157,7 +157,7 @@ class Reconciler:
         if plan.status is None or snap.ds is None:
             return
         self.store.r.xadd(self.store.keys.status_stream,
-                          {"m": codec.pack(status_message(snap, plan))},
+                          {"m": codec.pack(status_message(snap, plan).to_map())},
                           maxlen=STATUS_STREAM_MAXLEN, approximate=True)
 
     def _record(self, snap: t.Snapshot, plan: t.Plan, outcome: Outcome) -> None:

@@ -28,6 +28,7 @@ from services import common
 from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
+from shared.daemonset.messages import StatusMessage
 from shared.model import meta
 from shared.store import codec, errors, scripts
 from shared.store.client import Store
@@ -122,23 +123,22 @@ class StatusWriter:
             messages += entries
         if not messages:
             return 0
-        latest: dict[str, dict[str, Any]] = {}
+        latest: dict[str, StatusMessage] = {}
         ids = []
         for mid, fields in messages:
             if mid is None or fields is None:
                 continue
             ids.append(mid)
             try:
-                msg = _message(codec.unpack(fields[b"m"]))
+                msg = StatusMessage.from_map(codec.unpack(fields[b"m"]))
             except (KeyError, errors.CorruptEntryError) as err:
                 log.error("dropping unreadable status message %s: %s", mid, err)
                 continue
             # per DaemonSet, the status computed at the newest log position wins — not the
             # last one published: two workers may publish out of position order
-            key = str(msg.get("key"))
+            key = msg.key
             have = latest.get(key)
-            if have is None or codec.id_ge(str(msg.get("position") or "0-0"),
-                                           str(have.get("position") or "0-0")):
+            if have is None or codec.id_ge(msg.position or "0-0", have.position or "0-0"):
                 latest[key] = msg
         for key, msg in latest.items():
             self.write(key, msg)
@@ -159,10 +159,11 @@ class StatusWriter:
             WRITES.labels("refused").inc()
         return bool(got == 1)
 
-    def write(self, key: str, msg: dict[str, Any]) -> bool:
+    def write(self, key: str, msg: StatusMessage | dict[str, Any]) -> bool:
         """storeDaemonSetStatus: skip when nothing changed; at most two updates. The message
         is checked against the stored DaemonSet (uid) and the log (its position) before its
         position is recorded, so a message that is refused leaves no trace."""
+        msg = StatusMessage.from_map(msg)
         for attempt in range(2):
             try:
                 ds = self.store.try_get("DaemonSet", key)
@@ -170,15 +171,14 @@ class StatusWriter:
                 log.error("status of %s not written: %s", key, err)
                 WRITES.labels("unreadable").inc()
                 return False
-            if ds is None or meta.uid(ds) != msg.get("uid"):
+            if ds is None or meta.uid(ds) != msg.uid:
                 return False
-            if attempt == 0 and not self.claim(key, str(msg.get("position") or "")):
+            if attempt == 0 and not self.claim(key, msg.position):
                 return False
             if attempt == 0:
-                self._unavailable(ds, msg.get("unavailable") or {})
+                self._unavailable(ds, msg.unavailable)
             old = ds.get("status") or {}
-            new = ds_status.merged_status(old, msg["status"], int(msg.get("generation") or 0),
-                                          bool(msg.get("observe")))
+            new = ds_status.merged_status(old, msg.status, msg.generation, msg.observe)
             if new is None:
                 self._gauges(ds, old)
                 return False
@@ -233,25 +233,6 @@ class StatusWriter:
                                          ds_conditions.PROGRESSING)
         DEADLINE_EXCEEDED.labels(ns, name).set(
             int((progressing or {}).get("reason") == ds_conditions.REASON_DEADLINE))
-
-
-_MESSAGE_FIELDS = (("key", str), ("uid", str), ("position", str), ("generation", int),
-                   ("observe", bool), ("status", dict), ("unavailable", dict))
-
-
-def _message(msg: Any) -> dict[str, Any]:
-    """A status message as published (``executor.status_message``), its fields' types
-    checked; raises CorruptEntryError naming the first wrong one. Decides."""
-    if not isinstance(msg, dict):
-        raise errors.CorruptEntryError("status message is not a map")
-    for name, type_ in _MESSAGE_FIELDS:
-        value = msg.get(name)
-        if value is None and name not in ("key", "status"):
-            continue
-        if not isinstance(value, type_) or (type_ is int and isinstance(value, bool)):
-            raise errors.CorruptEntryError(
-                f"status message field {name!r} is not of type {type_.__name__}")
-    return msg
 
 
 def _label_sets(gauge: Gauge) -> set[tuple[str, str]]:
