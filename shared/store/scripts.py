@@ -201,6 +201,15 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     return "the garbage collector only deletes dependents, evicts pods, finishes deletions "
       .. "and sets node conditions and taints"
   elseif role == "node-agent" then
+    if kind == "Event" then
+      -- kubelet's events (image pulls): new ones, about a pod, from one of its nodes
+      local src, about = new.source, new.involvedObject
+      if creating and type(src) == "table" and owns(src.host) and type(about) == "table"
+          and about.kind == "Pod" then
+        return nil
+      end
+      return "a node agent creates only events about pods, from its own nodes"
+    end
     if kind == "Node" then
       if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end
       if creating or (mode == "update" and same_but(old, new, STATUS, NONE)) then

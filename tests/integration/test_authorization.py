@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from services.node_agent import lifecycle
-from shared.model import meta, nodelifecycle
+from shared.model import events, meta, nodelifecycle
 from shared.store import codec, errors, roles
 from shared.store.client import Op, Store, connect
 from shared.store.keys import Keys
@@ -127,6 +127,30 @@ def test_node_agent_cannot_misbind_or_change_a_pods_spec(world: World,
             caplog)
     refused(world, roles.NODE_AGENT, [agent.final_delete_op(pod)], caplog)  # not being deleted
     refused(world, roles.NODE_AGENT, [agent.create_op(daemon_pod("mine", "node-a"))], caplog)
+
+
+def test_node_agent_creates_events_about_pods_from_its_node_only(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    agent = world.store(roles.NODE_AGENT)
+    pod = {**world.get("Pod", "default/agent-node-a"), "apiVersion": "v1", "kind": "Pod"}
+
+    def kubelet_event(about: Obj, host: str | None, salt: str) -> Obj:
+        ev = events.event(about, "Warning", "Failed", "Error: ErrImagePull", now=1e9,
+                          salt=salt, component="kubelet")
+        if host is not None:
+            ev["source"]["host"] = host
+        return ev
+    ok = agent.commit([agent.create_op(kubelet_event(pod, "node-a", "1"), ensure=True)])
+    assert [r.status for r in ok] == ["ok"]
+    ds = {**world.get("DaemonSet", "default/agent"), "apiVersion": "apps/v1",
+          "kind": "DaemonSet"}
+    refused(world, roles.NODE_AGENT, [agent.create_op(kubelet_event(ds, "node-a", "2"))],
+            caplog)  # about a DaemonSet
+    refused(world, roles.NODE_AGENT, [agent.create_op(kubelet_event(pod, None, "3"))],
+            caplog)  # from no node
+    stored = world.get("Event", f"default/{kubelet_event(pod, 'node-a', '1')['metadata']['name']}")
+    refused(world, roles.NODE_AGENT, [agent.update_op({**stored, "message": "forged"}, stored)],
+            caplog)  # changing an Event
 
 
 def test_a_forbidden_op_makes_its_whole_batch_write_nothing(world: World,
