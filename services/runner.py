@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from services import common
 from shared.store import roles
@@ -14,6 +15,9 @@ from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
 from shared.store.lease import RedisLeaderLease
 from shared.store.workqueue import RedisWorkQueue
+
+if TYPE_CHECKING:
+    from services.node_agent.runtime import Runtime
 
 
 def instance_id(role: str) -> str:
@@ -126,17 +130,16 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
 
 
 def run_process_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
-                      cfg: object, user: object) -> None:
+                      cfg: object, runtime: Runtime) -> None:
     from services.node_agent.processagent import ProcessAgent, ProcessConfig
-    from services.node_agent.procs import User
 
     log = common.setup_logging("node-agent")
     common.serve_metrics(*metrics)
-    assert isinstance(cfg, ProcessConfig) and isinstance(user, User)
-    log.info("node agent for %s (process runtime, containers as %s, state in %s)",
-             cfg.node_name, user.name, cfg.state_dir)
+    assert isinstance(cfg, ProcessConfig)
+    log.info("node agent for %s (%s runtime %s, state in %s)", cfg.node_name, runtime.kind,
+             runtime.version(), cfg.state_dir)
     ProcessAgent(common.open_store(redis_url, prefix, roles.NODE_AGENT), cfg,
-                 user).run(common.stop_event())
+                 runtime).run(common.stop_event())
 
 
 def run_node_admission(redis_url: str | None, prefix: str | None, metrics: common.Metrics,

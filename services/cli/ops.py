@@ -309,28 +309,34 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 @click.option("--shard", default="0/1", show_default=True, metavar="I/N",
               help="Serve only the nodes whose name hashes to shard I of N.")
 @click.option("--serve-prefix", default="", help="Serve only nodes whose name starts with this.")
-@click.option("--runtime", type=click.Choice(["simulated", "process"]), default="simulated",
-              show_default=True,
+@click.option("--runtime", type=click.Choice(["simulated", "process", "docker"]),
+              default="simulated", show_default=True,
               help="simulated: many make-believe nodes; process: this machine as one node, "
-                   "running its pods as processes.")
+                   "running its pods as processes; docker: the same, running them as "
+                   "containers of the Docker engine (DOCKER_HOST, else its local socket).")
 @click.option("--node-name", default=None,
-              help="[process] This machine's Node name (default: the host name).")
+              help="[process, docker] This machine's Node name (default: the host name).")
 @click.option("--node-ip", default=None,
-              help="[process] The node's InternalIP, which is also its pods' IP (default: the "
-                   "host's first non-loopback IPv4 address).")
+              help="[process, docker] The node's InternalIP, which is also the IP of its "
+                   "pods on the host's network (default: the host's first non-loopback IPv4 "
+                   "address).")
 @click.option("--label", "label_specs", multiple=True, metavar="KEY=VAL",
-              help="[process] Extra node label at registration (repeatable).")
+              help="[process, docker] Extra node label at registration (repeatable).")
 @click.option("--taint", "taint_specs", multiple=True, metavar="KEY[=VAL]:EFFECT",
-              help="[process] Node taint at registration (repeatable).")
+              help="[process, docker] Node taint at registration (repeatable).")
 @click.option("--run-as", default=None, metavar="USER",
               help="[process] User the containers run as (default: nobody when the agent "
                    "runs as root, else the agent's own user; root only with --run-as root).")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-              help="[process] Container records and logs (default: /var/lib/daemonbus/"
-                   "node-agent/NODE as root, else ~/.daemonbus/node-agent/NODE).")
+              help="[process, docker] Container records (and the process runtime's logs; "
+                   "default: /var/lib/daemonbus/node-agent/NODE as root, else "
+                   "~/.daemonbus/node-agent/NODE).")
 @click.option("--backoff-initial", type=click.FloatRange(min=0.01), default=10.0,
               show_default=True,
-              help="[process] First crash-loop back-off in seconds (doubling to 5 min).")
+              help="[process, docker] First crash-loop back-off in seconds (doubling to "
+                   "5 min).")
+@click.option("--docker-network", default="bridge", show_default=True,
+              help="[docker] The engine's network of pods without hostNetwork.")
 @click.option("--via-admission", is_flag=True,
               help="Send every write to node-admission instead of committing it (for "
                    "credentials that may not write the store: compose's node-agent user).")
@@ -342,9 +348,11 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
-                   via_admission: bool, node_lease_duration: float) -> None:
+                   docker_network: str, via_admission: bool,
+                   node_lease_duration: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
-    with --runtime process a kubelet for this machine that runs its pods as processes.
+    with --runtime process or docker a kubelet for this machine that runs its pods as
+    processes or as Docker containers.
 
     Simulated, it reports its nodes Ready with a heartbeat, binds the daemon pods aimed at
     them, runs them Pending → Running → Ready after --ready-delay, and removes deleted pods
@@ -359,17 +367,24 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     readiness and liveness probes, SIGTERM then SIGKILL after the grace period on deletion.
     Killed and started again, it adopts the processes it left.
 
+    With --runtime docker it does the same with each container as a container of the Docker
+    engine: image and imagePullPolicy (a missing image that cannot be pulled is
+    ErrImagePull, then ImagePullBackOff), ports, hostNetwork, hostPath and emptyDir
+    volumes, memory and cpu limits; `daemonbus logs` reads the engine's logs.
+
     \b
     Examples:
       daemonbus run node-agent --nodes 100 --ready-delay 2 --fail-image '*:broken'
       daemonbus run node-agent --runtime process --label disktype=ssd
+      daemonbus run node-agent --runtime docker --node-name "$(hostname)"
     """
     from services import runner
     from services.node_agent.lifecycle import AgentConfig
 
-    if runtime == "process":
+    if runtime in ("process", "docker"):
         from services.cli import edits
         from services.node_agent import host, processagent, procs
+        from services.node_agent import runtime as runtime_
 
         labels, removals = edits.parse_labels(list(label_specs))
         taints, untaints = edits.parse_taints(list(taint_specs))
@@ -379,6 +394,9 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             user = procs.resolve_user(run_as)
         except ValueError as err:
             raise click.BadParameter(str(err), param_hint="--run-as") from None
+        if runtime == "docker" and run_as is not None:
+            raise click.BadParameter("containers run as their image's user",
+                                     param_hint="--run-as")
         from shared.model import syntax
 
         name = node_name or host.hostname()
@@ -397,7 +415,23 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
             lease_duration=node_lease_duration, backoff_initial=backoff_initial)
-        runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, user)
+        state = pcfg.state_dir
+        rt: runtime_.Runtime
+        if runtime == "docker":
+            import docker
+
+            from services.node_agent import dockerrt
+
+            try:
+                client = docker.from_env()
+                client.ping()
+            except docker.errors.DockerException as err:
+                raise click.ClickException(f"--runtime docker: no Docker engine answers "
+                                           f"(DOCKER_HOST or its local socket): {err}") from None
+            rt = dockerrt.DockerRuntime(state, name, client, network=docker_network)
+        else:
+            rt = procs.ProcessRuntime(state, user)
+        runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, rt)
         return
 
     try:

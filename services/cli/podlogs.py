@@ -1,6 +1,8 @@
 """``logs pod/NAME``: a container's output, read from the log files the process runtime's
-node agent writes on its machine (``services.node_agent.procs``). Run it where the pod's
-agent runs (or give that agent's --state-dir)."""
+node agent writes on its machine (``services.node_agent.procs``), or for the docker
+runtime's containers (containerID ``docker://…``) from the Docker engine's log of the
+container. Run it where the pod's agent runs (or give that agent's --state-dir, or
+DOCKER_HOST)."""
 
 from __future__ import annotations
 
@@ -75,7 +77,8 @@ def _tail(path: Path, lines: int | None) -> tuple[bytes, int]:
 def logs(env: context.CliEnv, target: str, namespace: str | None, container: str | None,
          tail_lines: int, follow: bool, previous: bool, state_dir: Path | None) -> None:
     """Print a container's output (stdout and stderr), as `kubectl logs` does, from the
-    log files of the process runtime's node agent on this machine.
+    log files of the process runtime's node agent on this machine, or from the Docker
+    engine for the docker runtime's containers.
 
     \b
     Examples:
@@ -83,7 +86,7 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
       daemonbus logs web-abc12 -c init-setup --previous
       daemonbus logs pod/web-abc12 --tail 20 -f
     """
-    from services.node_agent import processagent, procs  # psutil: only for this command
+    from services.node_agent import processagent, procs, runtime  # only for this command
 
     ns = namespace or "default"
     name = _pod_name(target)
@@ -100,8 +103,13 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
     node = str((pod.get("spec") or {}).get("nodeName") or "")
     if not node:
         raise CliError(f'Error from server (BadRequest): pod "{name}" is not bound to a node')
+    cid = _container_id(cstatus, previous)
+    if cid.startswith("docker://"):
+        _engine_logs(cid.removeprefix("docker://"), cname, name,
+                     None if tail_lines < 0 else tail_lines, follow and not previous)
+        return
     base = state_dir or processagent.default_state_dir(node)
-    path = procs.log_file(procs.pod_dir(base, pod), cname, run)
+    path = procs.log_file(runtime.pod_dir(base, pod), cname, run)
     try:
         data, offset = _tail(path, None if tail_lines < 0 else tail_lines)
     except OSError:
@@ -113,7 +121,7 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
     out.flush()
     if not follow or previous:
         return
-    newer = procs.log_file(procs.pod_dir(base, pod), cname, run + 1)
+    newer = procs.log_file(runtime.pod_dir(base, pod), cname, run + 1)
     try:
         with open(path, "rb") as f:
             f.seek(offset)
@@ -126,6 +134,39 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
                 if newer.exists() or not path.parent.exists():
                     return  # the container restarted or its pod is gone: this run is over
                 time.sleep(FOLLOW_POLL)
+    except KeyboardInterrupt:
+        return
+
+
+def _container_id(cstatus: Obj, previous: bool) -> str:
+    """The containerID of the run asked for: the current one (running or ended), or the
+    one before its last restart."""
+    if previous:
+        return str(((cstatus.get("lastState") or {}).get("terminated") or {})
+                   .get("containerID") or "")
+    state = cstatus.get("state") or {}
+    return str(cstatus.get("containerID") or (state.get("terminated") or {})
+               .get("containerID") or "")
+
+
+def _engine_logs(eid: str, cname: str, pod: str, tail: int | None, follow: bool) -> None:
+    """Acts: copy the engine's log of container ``eid`` to stdout (following it)."""
+    import docker
+
+    out = sys.stdout.buffer
+    try:
+        api = docker.from_env().api
+        chunks = api.logs(eid, stdout=True, stderr=True, stream=True, follow=follow,
+                          tail="all" if tail is None else tail)
+        for chunk in chunks:
+            out.write(chunk)
+            out.flush()
+    except docker.errors.NotFound:
+        raise CliError(f"error: container {cname} of pod {pod} is gone from the Docker engine "
+                       "(its log went with it)") from None
+    except docker.errors.DockerException as err:
+        raise CliError(f"error: the log of container {cname} of pod {pod} is kept by the "
+                       f"Docker engine of its node, which does not answer here: {err}") from None
     except KeyboardInterrupt:
         return
 

@@ -73,7 +73,7 @@ def _read(path: str) -> str:
         return ""
 
 
-def node_info() -> Obj:
+def node_info(runtime_version: str = "process://daemonbus") -> Obj:
     """status.nodeInfo: kubelet reads the same files (machine-id, DMI product UUID, the
     kernel's boot id); a field the host does not have is empty."""
     uname = platform.uname()
@@ -81,25 +81,25 @@ def node_info() -> Obj:
             "systemUUID": _read("/sys/class/dmi/id/product_uuid").lower(),
             "bootID": _read("/proc/sys/kernel/random/boot_id"),
             "kernelVersion": uname.release, "osImage": f"{uname.system} {uname.release}",
-            "containerRuntimeVersion": "process://daemonbus",
+            "containerRuntimeVersion": runtime_version,
             "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
             "operatingSystem": os_name(), "architecture": arch()}
 
 
-def host_status(node_ip: str) -> Obj:
+def host_status(node_ip: str, runtime_version: str = "process://daemonbus") -> Obj:
     """The status fields a kubelet owns: capacity, allocatable, nodeInfo, addresses."""
     cap = resources()
-    return {"capacity": cap, "allocatable": dict(cap), "nodeInfo": node_info(),
+    return {"capacity": cap, "allocatable": dict(cap), "nodeInfo": node_info(runtime_version),
             "addresses": [{"type": "InternalIP", "address": node_ip},
                           {"type": "Hostname", "address": hostname()}]}
 
 
 def new_node(name: str, node_ip: str, labels: dict[str, str],
-             taints: list[Obj]) -> Obj:
+             taints: list[Obj], runtime_version: str = "process://daemonbus") -> Obj:
     """This machine as a kubelet registers it: the well-known labels from the host (any
     --label on top), --register-with-taints, and its status fields."""
     base = {"kubernetes.io/hostname": name, "kubernetes.io/os": os_name(),
             "kubernetes.io/arch": arch()}
     node = lifecycle.new_node(name, {**base, **labels}, taints)
-    node["status"].update(host_status(node_ip))
+    node["status"].update(host_status(node_ip, runtime_version))
     return node

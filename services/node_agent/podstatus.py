@@ -33,6 +33,7 @@ class ContainerState:
     init: bool = False
     pid: int = 0
     create_time: float = 0.0  # the process's start time as the OS has it (psutil)
+    container_id: str = ""  # process://<pid> or docker://<id> of the current run
     started_at: float | None = None
     restart_count: int = 0
     terminated: Obj | None = None
@@ -45,9 +46,11 @@ class ContainerState:
     started: bool = False
     stop_deadline: float | None = None  # SIGTERM sent; SIGKILL at this time
     starting: bool = False  # its process is being started (run number ``restart_count``)
+    pull_backoff: float = 0.0  # the image pull's next back-off step; 0 = none pending
+    pull_at: float | None = None  # ImagePullBackOff until then
 
     def running(self) -> bool:
-        return self.pid > 0 and self.terminated is None
+        return (self.pid > 0 or bool(self.container_id)) and self.terminated is None
 
     def to_record(self) -> Obj:
         rec = asdict(self)
@@ -78,7 +81,8 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "restart_count": (int,), "terminated": (dict, type(None)),
     "last_terminated": (dict, type(None)), "backoff": _NUMBER,
     "restart_at": (*_NUMBER, type(None)), "waiting_reason": (str,), "waiting_message": (str,),
-    "stop_deadline": (*_NUMBER, type(None)), "starting": (bool,),
+    "stop_deadline": (*_NUMBER, type(None)), "starting": (bool,), "container_id": (str,),
+    "pull_backoff": _NUMBER, "pull_at": (*_NUMBER, type(None)),
 }
 
 
@@ -97,7 +101,7 @@ def after_exit(c: ContainerState, policy: str, terminated: Obj, now: float,
     """Decides: record that ``c``'s process ended (``terminated``) and when it starts again.
     The first restart is at once; each further one waits the back-off (``base`` doubling to
     5 min), as kubelet's; a container that had run for 10 minutes starts the count afresh."""
-    c.pid = 0
+    c.pid, c.container_id = 0, ""
     c.ready = c.started = False
     c.stop_deadline = None
     c.terminated = terminated
@@ -182,20 +186,56 @@ def container_env(pod: Obj, container: Obj, base: dict[str, str]) -> dict[str, s
     return env
 
 
-def argv(container: Obj, env: dict[str, str]) -> list[str]:
-    """command + args, expanded; the process runtime has no image entrypoint to fall back on."""
+def argv(container: Obj, env: dict[str, str], need_command: bool = True) -> list[str]:
+    """command + args, expanded; the process runtime has no image entrypoint to fall back on
+    (``need_command``)."""
     words = [str(w) for w in (container.get("command") or [])] + \
         [str(w) for w in (container.get("args") or [])]
-    if not container.get("command"):
+    if need_command and not container.get("command"):
         raise ConfigError("the process runtime needs a command (there is no image entrypoint)")
     return [expand(w, env) for w in words]
+
+
+# ---- resources --------------------------------------------------------------------------
+
+_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+           "P": 1e15, "E": 1e18}
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|([a-zA-Z]*))")
+
+
+def quantity(value: object) -> float:
+    """A resource.Quantity ("128Mi", "0.5", "250m", "1e3") as a number; ConfigError if it is
+    not one."""
+    m = _QUANTITY.fullmatch(str(value).strip())
+    if not m or (m.group(3) or "") not in _SUFFIX:
+        raise ConfigError(f"quantities must match the regular expression "
+                          f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
+    number = float(m.group(1) + (m.group(2) or ""))
+    return number * _SUFFIX[m.group(3) or ""]
+
+
+def _limit(container: Obj, name: str) -> float | None:
+    limits = (container.get("resources") or {}).get("limits") or {}
+    return quantity(limits[name]) if name in limits else None
+
+
+def memory_limit(container: Obj) -> int | None:
+    """resources.limits.memory in bytes, None without one."""
+    value = _limit(container, "memory")
+    return None if value is None else int(value)
+
+
+def cpu_limit(container: Obj) -> float | None:
+    """resources.limits.cpu in cores, None without one."""
+    return _limit(container, "cpu")
 
 
 # ---- status -----------------------------------------------------------------------------
 
 
 def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> Obj:
-    cid = f"process://{c.pid}" if c.pid else ""
+    cid = c.container_id if c.running() else ""
     state: Obj
     if c.running():
         state = {"running": {"startedAt": meta.format_time(c.started_at or 0)}}

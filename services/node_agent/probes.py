@@ -1,20 +1,21 @@
-"""Container probes as kubelet runs them: exec (with the container's environment, working
-directory and user), httpGet and tcpSocket, each within timeoutSeconds (acts); and the
-thresholds that turn results into ready / alive (``ProbeTracker``, pure)."""
+"""Container probes as kubelet runs them: exec (by the runtime, as the container would run
+it: its environment, working directory and user), httpGet and tcpSocket, each within
+timeoutSeconds (acts); and the thresholds that turn results into ready / alive
+(``ProbeTracker``, pure)."""
 
 from __future__ import annotations
 
 import http.client
 import socket
 import ssl
-import subprocess
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from services.node_agent.procs import User
-
 Obj = dict[str, Any]
+# runs an exec probe's command within a timeout: True when it exited 0
+ExecProbe = Callable[[list[str], float], bool]
 
 
 def _port(value: Any, container: Obj) -> int:
@@ -29,20 +30,13 @@ def _port(value: Any, container: Obj) -> int:
     raise ValueError(f"port {value!r} not found")
 
 
-def run(probe: Obj, container: Obj, pod_ip: str, env: dict[str, str], cwd: str,
-        user: User) -> bool:
+def run(probe: Obj, container: Obj, pod_ip: str, exec_probe: ExecProbe) -> bool:
     """Acts: run one probe; True for success. A probe that errs or times out failed."""
     timeout = float(probe.get("timeoutSeconds") or 1)
     try:
         if "exec" in probe:
             words = [str(w) for w in (probe["exec"] or {}).get("command") or []]
-            res = subprocess.run(words, env=env, cwd=cwd, timeout=timeout, check=False,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True,
-                                 user=user.uid, group=user.gid,
-                                 extra_groups=list(user.groups) if user.uid is not None
-                                 else None)
-            return res.returncode == 0
+            return exec_probe(words, timeout)
         if "httpGet" in probe:
             h = probe["httpGet"] or {}
             host = str(h.get("host") or pod_ip)
@@ -70,7 +64,7 @@ def run(probe: Obj, container: Obj, pod_ip: str, env: dict[str, str], cwd: str,
             with socket.create_connection((host, _port(t.get("port"), container)),
                                           timeout=timeout):
                 return True
-    except (OSError, ValueError, subprocess.SubprocessError, http.client.HTTPException):
+    except (OSError, ValueError, http.client.HTTPException):
         return False
     return False
 

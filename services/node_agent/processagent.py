@@ -1,9 +1,12 @@
-"""The node agent of one real machine (``--runtime process``): registers this host as one
-Node, heartbeats it, and runs the pods bound to it as processes (``procs``), through
-kubelet's lifecycle: init containers in order, each to completion, then the containers;
-restartPolicy with crash-loop back-off; readiness and liveness probes; on deletion SIGTERM,
-the grace period, SIGKILL, then the pod is released. Decisions about statuses and restarts
-are ``podstatus``'s; this module is the shell that acts on them.
+"""The node agent of one real machine (``--runtime process`` or ``docker``): registers this
+host as one Node, heartbeats it, and runs the pods bound to it through kubelet's lifecycle:
+init containers in order, each to completion, then the containers; images pulled as their
+imagePullPolicy says, with kubelet's pull back-off; restartPolicy with crash-loop back-off;
+startup, readiness and liveness probes; on deletion SIGTERM, the grace period, SIGKILL,
+then the pod is released. One lifecycle for both runtimes: what runs a container is the
+``runtime.Runtime`` it is given (``procs``: a child process; ``dockerrt``: a Docker
+container). Decisions about statuses and restarts are ``podstatus``'s; this module is the
+shell that acts on them.
 
 It wakes on log entries and at least every ``TICK`` seconds (probes, back-offs and exits are
 checked then), and writes a pod's status only when it changed.
@@ -25,8 +28,8 @@ from typing import Any
 from services import common
 from services.node_agent import host, lifecycle, podstatus, probes
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.procs import Runtime, User
-from shared.model import meta
+from services.node_agent.runtime import Exit, ImageError, Runtime
+from shared.model import events, meta
 from shared.store import errors, nodelease
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
@@ -36,6 +39,9 @@ Obj = dict[str, Any]
 TICK = 0.2
 PROBE_THREADS = 8
 DEFAULT_GRACE = 30.0
+# kubelet's image pull back-off: 10 s doubling to 5 min
+PULL_BACKOFF_INITIAL = 10.0
+PULL_BACKOFF_MAX = 300.0
 
 
 @dataclass(frozen=True)
@@ -67,13 +73,13 @@ class PodRun:
 
 
 class ProcessAgent:
-    def __init__(self, store: Store, cfg: ProcessConfig, user: User,
+    def __init__(self, store: Store, cfg: ProcessConfig, runtime: Runtime,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.cfg = cfg
         self.clock = clock
-        self.user = user
-        self.runtime = Runtime(cfg.state_dir, user)
+        self.runtime = runtime
+        self._events: list[Obj] = []  # Events to write with this round's commit
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
@@ -92,14 +98,15 @@ class ProcessAgent:
         """Create this machine's Node if absent; else report the host's status fields on it
         (labels and taints are the registration's, as kubelet's --register-with-taints)."""
         node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
-                             list(self.cfg.taints))
+                             list(self.cfg.taints), self.runtime.version())
         res = self.store.commit([self.store.create_op(node, ensure=True)])[0]
         if res.ok:
             log.info("registered node %s", self.cfg.node_name)
             return
         old = self.store.get("Node", "/" + self.cfg.node_name)
         new = {**old, "status": {**(old.get("status") or {}),
-                                 **host.host_status(self.cfg.node_ip)}}
+                                 **host.host_status(self.cfg.node_ip,
+                                                    self.runtime.version())}}
         if new["status"] != old.get("status"):
             self.store.commit([self.store.status_op(new, old)])
         log.info("node %s exists; its status updated from this host", self.cfg.node_name)
@@ -108,6 +115,7 @@ class ProcessAgent:
         """Read what a previous run of this agent left: containers whose recorded process
         still runs are adopted, those whose process is gone are recorded as ended."""
         now = self.clock()
+        self.runtime.refresh()
         self._recorded = self.runtime.recorded()
         dirs = self.runtime.pod_dirs()
         for uid, states in self._recorded.items():
@@ -115,13 +123,13 @@ class ProcessAgent:
                 if c.starting:
                     self.runtime.find_started(dirs[uid], c)
                     c.starting = False
-                if c.pid and c.terminated is None and not self.runtime.is_ours(c):
-                    c.pid = 0
+                if c.running() and not self.runtime.is_ours(c):
+                    c.pid, c.container_id = 0, ""
                     c.terminated = podstatus.terminated_state(
                         137, 0, c.started_at, now, "", reason="ContainerStatusUnknown",
                         message="the process ended while the node agent was away")
-                elif c.pid and c.terminated is None:
-                    log.info("adopted pod %s container %s (pid %d)", uid, c.name, c.pid)
+                elif c.running():
+                    log.info("adopted pod %s container %s (%s)", uid, c.name, c.container_id)
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -148,6 +156,11 @@ class ProcessAgent:
         self.outage.ok()
         now = self.clock()
         ops: list[Op] = []
+        try:
+            self.runtime.refresh()
+        except OSError as err:
+            log.warning("the container runtime does not answer: %s", err)
+            return
         node = self.cache.get("Node", "/" + self.cfg.node_name)
         if node is None:
             self._safe(self.register)
@@ -185,6 +198,9 @@ class ProcessAgent:
                     self.runtime.forget(run.pod_dir)
                     del self.runs[uid]
                     self._written.pop(uid, None)
+        self.runtime.sweep(set(self.runs) | set(self._recorded))
+        ops.extend(self.store.create_op(ev, ensure=True) for ev in self._events)
+        self._events.clear()
         if ops:
             self._safe(lambda: self.store.commit(ops))
 
@@ -237,8 +253,8 @@ class ProcessAgent:
             if self._reap(run, c, now, "Never"):
                 continue
             if c.stop_deadline is None:
-                log.info("stopping pod %s container %s (pid %d)", meta.name(run.pod) or run.uid,
-                         c.name, c.pid)
+                log.info("stopping pod %s container %s (%s)", meta.name(run.pod) or run.uid,
+                         c.name, c.container_id)
                 self.runtime.signal(c, signal.SIGTERM)
                 c.stop_deadline = now + self._grace(run.pod)
                 self.runtime.save(run.pod_dir, c)
@@ -247,18 +263,18 @@ class ProcessAgent:
 
     def _reap(self, run: PodRun, c: ContainerState, now: float, policy: str) -> bool:
         """If ``c``'s process ended, record it (and when it restarts); True if it ended."""
-        ended = self.runtime.exited(c)
+        ended: Exit | None = self.runtime.exited(c)
         if ended is None:
             return False
-        code, sig = ended
-        cid = f"process://{c.pid}"
-        if code < 0:
+        cid = c.container_id
+        if ended.code < 0:
             term = podstatus.terminated_state(137, 0, c.started_at, now, cid,
                                               reason="ContainerStatusUnknown",
                                               message="the process ended while the node "
                                                       "agent was away")
         else:
-            term = podstatus.terminated_state(code, sig, c.started_at, now, cid)
+            term = podstatus.terminated_state(ended.code, ended.signal, c.started_at, now, cid,
+                                              reason=ended.reason)
         log.info("pod %s container %s exited: %s", meta.name(run.pod), c.name,
                  term.get("exitCode"))
         podstatus.after_exit(c, policy, term, now, self.cfg.backoff_initial)
@@ -308,9 +324,11 @@ class ProcessAgent:
         pod = run.pod
         try:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env())
-            words = podstatus.argv(cspec, env)
+            words = self.runtime.argv(cspec, env)
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
+            return
+        if not self._image_ready(run, cspec, c, now):
             return
         if c.terminated is not None:  # a restart: the run before becomes lastState
             c.restart_count += 1
@@ -323,7 +341,7 @@ class ProcessAgent:
         c.starting = True
         self.runtime.save(run.pod_dir, c)
         try:
-            self.runtime.start(run.pod_dir, c, words, env, str(cspec.get("workingDir") or "/"))
+            self.runtime.start(run.pod_dir, pod, cspec, c, words, env)
         except OSError as err:
             log.info("pod %s container %s failed to start: %s", meta.name(pod), c.name, err)
             c.starting = False
@@ -336,8 +354,53 @@ class ProcessAgent:
             return
         c.starting = False
         c.started_at = now
-        log.info("pod %s container %s started (pid %d)", meta.name(pod), c.name, c.pid)
+        log.info("pod %s container %s started (%s)", meta.name(pod), c.name, c.container_id)
         self.runtime.save(run.pod_dir, c)
+
+    def _image_ready(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> bool:
+        """Is ``c``'s image here? A failed pull is ErrImagePull (with a Warning Event), and
+        the next try waits the pull back-off (ImagePullBackOff, a BackOff Event), as
+        kubelet's image manager does."""
+        image = str(cspec.get("image") or "")
+        if c.pull_at is not None and now < c.pull_at:
+            if c.waiting_reason != "ImagePullBackOff":
+                c.waiting_reason = "ImagePullBackOff"
+                c.waiting_message = f'Back-off pulling image "{image}"'
+                self._event(run, "Normal", "BackOff", c.waiting_message, c, now)
+            return False
+        try:
+            ready = self.runtime.image_ready(cspec)
+        except ImageError as err:
+            c.waiting_reason, c.waiting_message = err.reason, err.message
+            c.pull_backoff = PULL_BACKOFF_INITIAL if c.pull_backoff <= 0 else \
+                min(2 * c.pull_backoff, PULL_BACKOFF_MAX)
+            c.pull_at = now + c.pull_backoff
+            log.info("pod %s container %s: %s: %s", meta.name(run.pod), c.name, err.reason,
+                     err.message)
+            self._event(run, "Warning", "Failed", f'Failed to pull image "{image}": '
+                        f"{err.message}", c, now)
+            self._event(run, "Warning", "Failed", f"Error: {err.reason}", c, now)
+            self.runtime.save(run.pod_dir, c)
+            return False
+        if not ready:
+            if c.waiting_reason != "ContainerCreating":
+                self._event(run, "Normal", "Pulling", f'Pulling image "{image}"', c, now)
+            c.waiting_reason, c.waiting_message = "ContainerCreating", ""
+            return False
+        if c.pull_at is not None:
+            c.pull_at, c.pull_backoff = None, 0.0
+        return True
+
+    def _event(self, run: PodRun, type_: str, reason: str, message: str, c: ContainerState,
+               now: float) -> None:
+        """An Event about the pod, as kubelet records it (source: kubelet on this node)."""
+        ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
+                          message, now=now, salt=f"{c.name}|{now}", component="kubelet")
+        ev["involvedObject"]["fieldPath"] = \
+            f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
+        ev["source"]["host"] = self.cfg.node_name
+        ev["reportingInstance"] = self.cfg.node_name
+        self._events.append(ev)
 
     @staticmethod
     def _policy(pod: Obj, c: ContainerState) -> str:
@@ -402,10 +465,13 @@ class ProcessAgent:
         except podstatus.ConfigError:
             env = self.runtime.base_env()
         pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
+        cwd = str(cspec.get("workingDir") or "/")
+
+        def exec_probe(words: list[str], timeout: float) -> bool:
+            return self.runtime.exec_probe(c, words, env, cwd, timeout)
         # each probe runs on the pool (as kubelet's run in their own goroutines), so a slow
         # one holds up no other pod; its result is taken on a later round
-        tracker.pending = self.prober.submit(probes.run, probe, cspec, pod_ip, env,
-                                             str(cspec.get("workingDir") or "/"), self.user)
+        tracker.pending = self.prober.submit(probes.run, probe, cspec, pod_ip, exec_probe)
         return None
 
     def _kill_unhealthy(self, run: PodRun, c: ContainerState, which: str) -> None:
@@ -417,6 +483,9 @@ class ProcessAgent:
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod
         status = podstatus.pod_status(pod, run.inits, run.mains, now)
+        ip = self.runtime.pod_ip(pod, run.containers())
+        if ip:
+            status["podIP"], status["podIPs"] = ip, [{"ip": ip}]
         if status == (pod.get("status") or {}):
             return []
         rv = meta.resource_version(pod)

@@ -13,10 +13,10 @@ container's PID namespace ends with its first process.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pwd
+import resource
 import shutil
 import signal
 import subprocess
@@ -28,6 +28,7 @@ import psutil
 
 from services.node_agent import podstatus
 from services.node_agent.podstatus import ContainerState
+from services.node_agent.runtime import Exit, Records
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -62,103 +63,70 @@ def resolve_user(run_as: str | None) -> User:
                 tuple(os.getgrouplist(pw.pw_name, pw.pw_gid)), pw.pw_dir)
 
 
-def pod_dir(state_dir: Path, pod: Obj) -> Path:
-    """Where an agent with ``state_dir`` keeps a pod's container records and logs."""
-    md = pod.get("metadata") or {}
-    return state_dir / "pods" / f"{md.get('namespace')}_{md.get('name')}_{md.get('uid')}"
-
-
 def log_file(pod_dir: Path, container: str, run: int) -> Path:
     """The log of a container's run number ``run`` (its restartCount then; one file per
     run, as kubelet keeps them)."""
     return pod_dir / container / f"{run}.log"
 
 
-def _write_json(path: Path, data: object) -> None:
-    """Write ``path`` whole or not at all (a crash leaves the old file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+class ProcessRuntime(Records):
+    """Starts, signals and watches container processes (and keeps their records)."""
 
-
-class Runtime:
-    """Starts, signals and watches container processes, and keeps their records."""
+    kind = "process"
 
     def __init__(self, state_dir: Path, user: User) -> None:
-        self.state_dir = state_dir
+        super().__init__(state_dir)
         self.user = user
         self.children: dict[int, subprocess.Popen[bytes]] = {}  # pid → our own children
-        (state_dir / "pods").mkdir(parents=True, exist_ok=True)
-
-    # ---- records ------------------------------------------------------------------------
-
-    def pod_dir(self, pod: Obj) -> Path:
-        return pod_dir(self.state_dir, pod)
-
-    def save(self, pod_dir: Path, c: ContainerState) -> None:
-        _write_json(pod_dir / c.name / "state.json", c.to_record())
-
-    def save_pod(self, pod_dir: Path, pod: Obj) -> None:
-        """What stopping the pod's containers needs once the pod object is gone: its name
-        and grace period (``pod.json``, a stub of the pod)."""
-        md = pod.get("metadata") or {}
-        stub = {"metadata": {k: md.get(k) for k in ("name", "namespace", "uid")},
-                "spec": {"terminationGracePeriodSeconds":
-                         (pod.get("spec") or {}).get("terminationGracePeriodSeconds")}}
-        _write_json(pod_dir / "pod.json", stub)
-
-    def pod_stub(self, pod_dir: Path) -> Obj | None:
-        try:
-            stub = json.loads((pod_dir / "pod.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return stub if isinstance(stub, dict) else None
-
-    def recorded(self) -> dict[str, dict[str, ContainerState]]:
-        """Every pod dir's containers: pod uid → container name → state (unreadable records
-        are skipped with a warning)."""
-        out: dict[str, dict[str, ContainerState]] = {}
-        for pod_dir in sorted((self.state_dir / "pods").iterdir()):
-            uid = pod_dir.name.rsplit("_", 1)[-1]
-            for f in sorted(pod_dir.glob("*/state.json")):
-                try:
-                    c = ContainerState.from_record(json.loads(f.read_text()))
-                except (OSError, ValueError, TypeError) as err:
-                    log.warning("unreadable container record %s: %s", f, err)
-                    continue
-                out.setdefault(uid, {})[c.name] = c
-        return out
-
-    def pod_dirs(self) -> dict[str, Path]:
-        return {d.name.rsplit("_", 1)[-1]: d for d in (self.state_dir / "pods").iterdir()}
-
-    def forget(self, pod_dir: Path) -> None:
-        shutil.rmtree(pod_dir, ignore_errors=True)
 
     # ---- processes ----------------------------------------------------------------------
 
     def base_env(self) -> dict[str, str]:
         return {"PATH": podstatus.DEFAULT_PATH, "HOME": self.user.home}
 
-    def start(self, pod_dir: Path, c: ContainerState, words: list[str], env: dict[str, str],
-              cwd: str) -> None:
+    def version(self) -> str:
+        return "process://daemonbus"
+
+    def refresh(self) -> None:
+        """Nothing to read ahead: each process is asked about by itself."""
+
+    def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
+        return podstatus.argv(container, env)
+
+    def image_ready(self, container: Obj) -> bool:
+        return True  # no image: the command is the host's
+
+    def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
+              words: list[str], env: dict[str, str]) -> None:
         """Start ``c``'s process; ``c`` gets its pid and start time. Raises OSError when it
-        cannot be started (no such command, working directory, permission)."""
+        cannot be started (no such command, working directory, permission). A memory limit
+        is the process's RLIMIT_DATA (its heap and private mappings; set in the child before
+        the command runs); a CPU limit would need cgroups and is not applied."""
         exe = words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH"))
         if exe is None:
             raise FileNotFoundError(f'exec: "{words[0]}": executable file not found in $PATH')
         d = pod_dir / c.name
         d.mkdir(parents=True, exist_ok=True)
+        try:
+            memory = podstatus.memory_limit(container)
+        except podstatus.ConfigError as err:
+            raise OSError(str(err)) from err
+        limit = None
+        if memory is not None:
+            def limit() -> None:
+                # (in the forked child: only this system call, no lock of the parent's)
+                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
         with open(self.log_path(pod_dir, c), "ab") as out:
             u = self.user
             proc = subprocess.Popen(
                 [exe, *words[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                cwd=cwd, start_new_session=True, close_fds=True,
-                user=u.uid, group=u.gid, extra_groups=list(u.groups) if u.uid is not None
-                else None)
+                cwd=str(container.get("workingDir") or "/"), start_new_session=True,
+                close_fds=True, user=u.uid, group=u.gid,
+                extra_groups=list(u.groups) if u.uid is not None else None,
+                preexec_fn=limit)
         self.children[proc.pid] = proc
         c.pid = proc.pid
+        c.container_id = f"process://{proc.pid}"
         try:
             c.create_time = psutil.Process(proc.pid).create_time()
         except psutil.Error:
@@ -177,6 +145,7 @@ class Runtime:
                 if any(f.fd == 1 and f.path == path for f in p.open_files()) \
                         and p.pid == os.getpgid(p.pid):
                     c.pid, c.create_time = p.pid, p.create_time()
+                    c.container_id = f"process://{p.pid}"
                     c.started_at = c.create_time
                     log.info("found container %s (pid %d) started by an earlier run", c.name,
                              c.pid)
@@ -194,9 +163,9 @@ class Runtime:
         except psutil.Error:
             return False
 
-    def exited(self, c: ContainerState) -> tuple[int, int] | None:
-        """(exit code, signal) when ``c``'s process has ended, else None. An adopted process
-        (not our child) that ended left no code: (-1, 0)."""
+    def exited(self, c: ContainerState) -> Exit | None:
+        """How ``c``'s process ended, else None. An adopted process (not our child) that
+        ended left no code: -1."""
         proc = self.children.get(c.pid)
         if proc is not None:
             rc = proc.poll()
@@ -204,7 +173,7 @@ class Runtime:
                 return None
             del self.children[c.pid]
             self._kill_group(c.pid)
-            return (0, -rc) if rc < 0 else (rc, 0)
+            return Exit(0, -rc) if rc < 0 else Exit(rc)
         if self.is_ours(c):
             try:
                 if psutil.Process(c.pid).status() != psutil.STATUS_ZOMBIE:
@@ -212,7 +181,7 @@ class Runtime:
             except psutil.Error:
                 pass
         self._kill_group(c.pid)
-        return (-1, 0)
+        return Exit(-1)
 
     def signal(self, c: ContainerState, sig: int) -> None:
         """Send ``sig`` to ``c``'s process group (only while its leader is the recorded one)."""
@@ -227,3 +196,22 @@ class Runtime:
             os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
+
+    def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
+                   timeout: float) -> bool:
+        u = self.user
+        try:
+            res = subprocess.run(words, env=env, cwd=cwd, timeout=timeout, check=False,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True,
+                                 user=u.uid, group=u.gid,
+                                 extra_groups=list(u.groups) if u.uid is not None else None)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return res.returncode == 0
+
+    def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
+        return ""  # the node's: processes share the host's network
+
+    def sweep(self, known: set[str]) -> None:
+        """Nothing: a process without a record cannot be told from the host's own."""

@@ -31,16 +31,18 @@ from shared.model import meta
 from shared.model.podutil import is_ready
 from tests.integration.stack import Stack, wait_for
 
+# (the docker runtime's tests run it too, with a "seed" file in its working directory)
 SERVER = '''
 import http.server, os, signal, sys
 node, version, marks = os.environ["NODE_NAME"], sys.argv[1], os.environ["MARKS"]
+seed = open("seed").read() if os.path.exists("seed") else ""
 
 def mark(what):
     open(os.path.join(marks, f"{node}.{version}.{what}.{os.getpid()}"), "w").close()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = f"{node} {version}".encode()
+        body = " ".join(w for w in (node, version, seed) if w).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -56,6 +58,7 @@ def term(*_):
 signal.signal(signal.SIGTERM, term)
 server = http.server.HTTPServer((os.environ["POD_IP"], int(os.environ["PORT"])), Handler)
 mark("start")
+print("serving", version, flush=True)
 server.serve_forever()
 '''
 
@@ -251,6 +254,37 @@ def test_killed_process_is_restarted(machine: Machine) -> None:
     assert cs["lastState"]["terminated"]["reason"] == "Error"
     (again,) = machine.processes()
     assert again.pid != victim.pid
+
+
+def test_memory_limit_is_the_processes_data_limit_and_an_allocation_beyond_it_fails(
+        machine: Machine) -> None:
+    start(machine, nodes=1)
+    grab = ("import sys, time; print('up', flush=True); time.sleep(float(sys.argv[1]));"
+            "b = bytearray(512 * 2**20)")
+    ds = daemonset(machine, "v1", probe=False,
+                   command=["python3", "-c", grab, "0.5", str(machine.dir)])
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"memory": "256Mi", "cpu": "1"}}
+    machine.stack.store.apply(ds)
+
+    def limited() -> list[str] | None:
+        for p in machine.processes():
+            try:
+                limits = Path(f"/proc/{p.pid}/limits").read_text().splitlines()
+            except OSError:
+                continue
+            return next(line.split()[3:5] for line in limits if line.startswith("Max data"))
+        return None
+
+    assert wait_for(limited, timeout=30, what="the process") == [str(256 * 2**20)] * 2
+
+    def failed() -> dict[str, Any] | None:
+        pods = machine.stack.pods("default")
+        cs = container_status(pods[0]) if pods else {}
+        return cs if cs.get("restartCount", 0) >= 1 else None
+
+    cs = wait_for(failed, timeout=30, what="the allocation beyond the limit failing")
+    assert cs["lastState"]["terminated"]["exitCode"] == 1  # MemoryError
 
 
 def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> None:

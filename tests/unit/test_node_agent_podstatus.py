@@ -178,3 +178,18 @@ def test_a_container_record_reads_back_and_a_damaged_one_is_refused() -> None:
             ContainerState.from_record(bad)  # type: ignore[arg-type]
     kept = {f.name for f in dataclasses.fields(ContainerState)} - {"name", "ready", "started"}
     assert kept == set(podstatus._RECORD_TYPES)  # every kept field is checked on reading
+
+
+def test_resource_limits_are_read_as_quantities() -> None:
+    def limits(**values: object) -> dict[str, object]:
+        return {"resources": {"limits": values}}
+    assert podstatus.memory_limit(limits(memory="128Mi")) == 128 * 2**20
+    assert podstatus.memory_limit(limits(memory="1G")) == 10**9
+    assert podstatus.memory_limit(limits(memory="1e3")) == 1000
+    assert podstatus.memory_limit(limits(memory=64)) == 64
+    assert podstatus.cpu_limit(limits(cpu="250m")) == 0.25
+    assert podstatus.cpu_limit(limits(cpu="2")) == 2
+    assert podstatus.cpu_limit(limits()) is None and podstatus.memory_limit({}) is None
+    for bad in ("12XB", "Mi", "1.2.3"):
+        with pytest.raises(podstatus.ConfigError):
+            podstatus.memory_limit(limits(memory=bad))

@@ -1,0 +1,341 @@
+"""The docker runtime (acts): each container of a pod is a container of the Docker engine,
+through its API (the Docker SDK for Python; the engine named by DOCKER_HOST, else its local
+socket), named as kubelet's dockershim named them
+(``k8s_<container>_<pod>_<namespace>_<uid>_<restartCount>``) and labelled with the pod's
+uid, name and namespace, the container's name and run, and this node's name.
+
+What it maps from the pod: ``image`` and ``imagePullPolicy`` (no registry is asked when the
+image is present, unless the policy is Always), ``command`` (the entrypoint) and ``args``
+(the command), ``env``, ``workingDir``, ``hostNetwork`` (the engine host's network) or else
+the agent's --docker-network (the pod's IP is its first container's address there),
+``ports`` with a ``hostPort`` (published), ``hostPath`` and ``emptyDir`` volumes (a volume
+of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu).
+The containers of one pod do not share a network namespace (there is no sandbox container):
+daemons that talk to each other over localhost need ``hostNetwork``.
+
+The lifecycle's records live in the state dir (``runtime.Records``) as for the process
+runtime; the labels let an agent whose state dir was lost remove what it left (``sweep``),
+and find a container it was starting when it died (``find_started``). A container's output
+is the engine's log of it (``daemonbus logs`` reads it there); a container that ended is
+kept until the one after its restart ends too, for ``--previous``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.utils
+
+from services.node_agent import podstatus
+from services.node_agent.podstatus import ContainerState
+from services.node_agent.runtime import Exit, ImageError, Records
+
+log = logging.getLogger("node-agent")
+Obj = dict[str, Any]
+
+LABEL_NODE = "io.daemonbus.node"
+LABEL_UID = "io.kubernetes.pod.uid"
+LABEL_POD = "io.kubernetes.pod.name"
+LABEL_NAMESPACE = "io.kubernetes.pod.namespace"
+LABEL_CONTAINER = "io.kubernetes.container.name"
+LABEL_RUN = "io.kubernetes.container.restartCount"
+SCHEME = "docker://"
+EXEC_POLL = 0.05
+
+
+def container_name(pod: Obj, container: str, run: int) -> str:
+    md = pod.get("metadata") or {}
+    return f"k8s_{container}_{md.get('name')}_{md.get('namespace')}_{md.get('uid')}_{run}"
+
+
+def engine_id(c: ContainerState) -> str:
+    return c.container_id.removeprefix(SCHEME) if c.container_id.startswith(SCHEME) else ""
+
+
+def pull_policy(container: Obj) -> str:
+    """imagePullPolicy, defaulted as the API server does (Always for :latest or no tag)."""
+    policy = str(container.get("imagePullPolicy") or "")
+    if policy:
+        return policy
+    _, tag = docker.utils.parse_repository_tag(str(container.get("image") or ""))
+    return "Always" if tag in (None, "latest") else "IfNotPresent"
+
+
+def _uid(pod_dir: Path) -> str:
+    return pod_dir.name.rsplit("_", 1)[-1]
+
+
+class DockerRuntime(Records):
+    kind = "docker"
+
+    def __init__(self, state_dir: Path, node_name: str, client: docker.DockerClient,
+                 network: str = "bridge") -> None:
+        super().__init__(state_dir)
+        self.node = node_name
+        self.client = client
+        self.api = client.api
+        self.network = network
+        self._version = f"docker://{client.version().get('Version', '')}"
+        self._seen: dict[str, Obj] = {}  # engine id → the engine's summary of the container
+        self._pulls: dict[str, Future[None]] = {}  # image → its pull under way
+        self._puller = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
+
+    def version(self) -> str:
+        return self._version
+
+    def _ours(self, *labels: str) -> list[Obj]:
+        try:
+            found: list[Obj] = self.api.containers(
+                all=True, filters={"label": [f"{LABEL_NODE}={self.node}", *labels]})
+        except docker.errors.DockerException as err:
+            raise OSError(f"docker: {err}") from err
+        return found
+
+    def refresh(self) -> None:
+        self._seen = {s["Id"]: s for s in self._ours()}
+
+    def base_env(self) -> dict[str, str]:
+        return {}  # the image's own environment (PATH, HOME) is the engine's to add
+
+    def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
+        return podstatus.argv(container, env, need_command=False)
+
+    # ---- images ----------------------------------------------------------------------------
+
+    def _present(self, image: str) -> bool:
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            return False
+        except docker.errors.DockerException as err:
+            raise OSError(f"docker: {err}") from err
+        return True
+
+    def _pull(self, image: str) -> None:
+        repo, tag = docker.utils.parse_repository_tag(image)
+        self.api.pull(repo, tag=tag or "latest")
+
+    def image_ready(self, container: Obj) -> bool:
+        image = str(container.get("image") or "")
+        if not image:
+            raise ImageError("InvalidImageName", "a container needs an image")
+        policy = pull_policy(container)
+        pull = self._pulls.get(image)
+        if pull is None:
+            if policy != "Always" and self._present(image):
+                return True
+            if policy == "Never":
+                raise ImageError("ErrImageNeverPull", f'Container image "{image}" is not '
+                                 "present with pull policy of Never")
+            log.info("pulling image %s", image)
+            self._pulls[image] = self._puller.submit(self._pull, image)
+            return False
+        if not pull.done():
+            return False
+        del self._pulls[image]
+        err = pull.exception()
+        if err is not None:
+            explanation = getattr(err, "explanation", None) or str(err)
+            raise ImageError("ErrImagePull", f"failed to pull image {image!r}: {explanation}")
+        return True
+
+    # ---- containers ------------------------------------------------------------------------
+
+    def _volumes(self, pod: Obj, container: Obj) -> list[str]:
+        """The container's volumeMounts as the engine's binds (hostPath: the host's path;
+        emptyDir: an engine volume of the pod's)."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        vols = {str(v.get("name")): v for v in (pod.get("spec") or {}).get("volumes") or []}
+        binds = []
+        for m in container.get("volumeMounts") or []:
+            name = str(m.get("name") or "")
+            v = vols.get(name)
+            if v is None:
+                raise OSError(f"volumeMount {name}: no such volume")
+            if v.get("hostPath") is not None:
+                source = str((v["hostPath"] or {}).get("path") or "")
+            elif "emptyDir" in v:
+                source = f"k8s_{uid}_{name}"
+                self.client.volumes.create(source, labels={LABEL_UID: uid,
+                                                           LABEL_NODE: self.node})
+            else:
+                raise OSError(f"volume {name}: the docker runtime mounts only hostPath and "
+                              "emptyDir volumes")
+            if m.get("subPath"):
+                raise OSError(f"volumeMount {name}: subPath is not supported")
+            mode = "ro" if m.get("readOnly") else "rw"
+            binds.append(f"{source}:{m.get('mountPath')}:{mode}")
+        return binds
+
+    def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
+              words: list[str], env: dict[str, str]) -> None:
+        md = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        command = container.get("command") or []
+        entrypoint = words[:len(command)] if command else None
+        cmd = words[len(command):] if command else (words or None)
+        labels = {LABEL_NODE: self.node, LABEL_UID: str(md.get("uid") or ""),
+                  LABEL_POD: str(md.get("name") or ""),
+                  LABEL_NAMESPACE: str(md.get("namespace") or ""),
+                  LABEL_CONTAINER: c.name, LABEL_RUN: str(c.restart_count)}
+        options: Obj = {}
+        if spec.get("hostNetwork"):
+            options["network_mode"] = "host"
+        else:
+            options["network"] = self.network
+            ports = {f"{p.get('containerPort')}/{str(p.get('protocol') or 'TCP').lower()}":
+                     (str(p.get("hostIP") or ""), int(p["hostPort"]))
+                     for p in container.get("ports") or [] if p.get("hostPort")}
+            if ports:
+                options["ports"] = ports
+        try:
+            memory = podstatus.memory_limit(container)
+            cpu = podstatus.cpu_limit(container)
+        except podstatus.ConfigError as err:
+            raise OSError(str(err)) from err
+        if memory is not None:
+            options["mem_limit"] = memory
+            options["memswap_limit"] = memory
+        if cpu is not None:
+            options["nano_cpus"] = int(cpu * 1e9)
+        name = container_name(pod, c.name, c.restart_count)
+        try:
+            binds = self._volumes(pod, container)
+            try:
+                made = self.client.containers.create(
+                    str(container.get("image")), command=cmd, entrypoint=entrypoint,
+                    environment=env, working_dir=container.get("workingDir") or None,
+                    name=name, labels=labels, volumes=binds, detach=True, **options)
+                eid = str(made.id)
+            except docker.errors.APIError as err:
+                if err.status_code != 409:  # (409: created by a run of the agent that died)
+                    raise
+                eid = str(self.api.inspect_container(name)["Id"])
+            self.api.start(eid)
+        except docker.errors.DockerException as err:
+            raise OSError(getattr(err, "explanation", None) or str(err)) from err
+        c.pid, c.create_time = 0, 0.0
+        c.container_id = SCHEME + eid
+        self._seen[eid] = {"Id": eid, "State": "running", "Labels": labels}  # till refresh
+        self._remove_older(pod, c)
+
+    def _remove_older(self, pod: Obj, c: ContainerState) -> None:
+        """Keep a container's current run and the one before (``logs --previous``)."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        for s in self._ours(f"{LABEL_UID}={uid}", f"{LABEL_CONTAINER}={c.name}"):
+            run = int((s.get("Labels") or {}).get(LABEL_RUN) or 0)
+            if run < c.restart_count - 1:
+                self._remove(s["Id"])
+
+    def _remove(self, eid: str) -> None:
+        try:
+            self.api.remove_container(eid, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as err:
+            log.warning("cannot remove container %s: %s", eid[:12], err)
+
+    def find_started(self, pod_dir: Path, c: ContainerState) -> None:
+        found = self._ours(f"{LABEL_UID}={_uid(pod_dir)}", f"{LABEL_CONTAINER}={c.name}",
+                           f"{LABEL_RUN}={c.restart_count}")
+        if not found:
+            return
+        s = found[0]
+        if s.get("State") == "created":
+            try:
+                self.api.start(s["Id"])
+            except docker.errors.DockerException as err:
+                log.warning("cannot start container %s: %s", s["Id"][:12], err)
+        c.container_id = SCHEME + s["Id"]
+        c.started_at = float(s.get("Created") or time.time())
+        log.info("found container %s (%s) started by an earlier run", c.name, s["Id"][:12])
+
+    def is_ours(self, c: ContainerState) -> bool:
+        """Is the recorded container still there (running, or ended with its exit code)?"""
+        if not self._seen:
+            self.refresh()
+        return engine_id(c) in self._seen
+
+    def exited(self, c: ContainerState) -> Exit | None:
+        eid = engine_id(c)
+        s = self._seen.get(eid)
+        if s is None:
+            return Exit(-1)  # removed behind the agent's back: its end is unknown
+        if s.get("State") not in ("exited", "dead"):
+            return None
+        try:
+            state = self.api.inspect_container(eid)["State"]
+        except docker.errors.NotFound:
+            return Exit(-1)
+        except docker.errors.DockerException as err:
+            log.warning("cannot inspect container %s: %s", eid[:12], err)
+            return None
+        return Exit(int(state.get("ExitCode") or 0), 0,
+                    "OOMKilled" if state.get("OOMKilled") else "")
+
+    def signal(self, c: ContainerState, sig: int) -> None:
+        eid = engine_id(c)
+        if eid not in self._seen:
+            return
+        try:
+            self.api.kill(eid, signal=int(sig))
+        except docker.errors.DockerException:
+            pass  # (not running any more: 409)
+
+    def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
+                   timeout: float) -> bool:
+        """The command run in the container (``docker exec``), with the container's
+        environment; a probe that outlasts ``timeout`` failed (the engine cannot stop it)."""
+        eid = engine_id(c)
+        try:
+            ex = self.api.exec_create(eid, words, environment=env, workdir=cwd or None)
+            self.api.exec_start(ex["Id"], detach=True)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                info = self.api.exec_inspect(ex["Id"])
+                if not info.get("Running"):
+                    return info.get("ExitCode") == 0
+                time.sleep(EXEC_POLL)
+        except docker.errors.DockerException:
+            return False
+        return False
+
+    def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            return ""
+        for c in containers:
+            if c.init or not c.running():
+                continue
+            s = self._seen.get(engine_id(c)) or {}
+            nets = ((s.get("NetworkSettings") or {}).get("Networks") or {})
+            ip = str((nets.get(self.network) or {}).get("IPAddress") or "")
+            if ip:
+                return ip
+        return ""
+
+    def sweep(self, known: set[str]) -> None:
+        for eid, s in list(self._seen.items()):
+            labels = s.get("Labels") or {}
+            if labels.get(LABEL_UID) not in known:
+                log.info("removing container %s of pod %s/%s, which this agent has no record "
+                         "of", eid[:12], labels.get(LABEL_NAMESPACE), labels.get(LABEL_POD))
+                self._remove(eid)
+                del self._seen[eid]
+
+    def forget(self, pod_dir: Path) -> None:
+        uid = _uid(pod_dir)
+        for s in self._ours(f"{LABEL_UID}={uid}"):
+            self._remove(s["Id"])
+            self._seen.pop(s["Id"], None)
+        try:
+            for v in self.client.volumes.list(filters={"label": f"{LABEL_UID}={uid}"}):
+                v.remove(force=True)
+        except docker.errors.DockerException as err:
+            log.warning("cannot remove the volumes of pod %s: %s", uid, err)
+        super().forget(pod_dir)

@@ -1,0 +1,175 @@
+"""The seam between the real-machine node agent (``processagent``: kubelet's lifecycle) and
+what runs a container (acts): ``Runtime``, with two implementations, the process runtime
+(``procs``: a child process of the agent) and the docker runtime (``dockerrt``: a container
+of the Docker engine).
+
+Both keep each container's lifecycle state in the agent's state dir (``Records``): per pod
+``<state dir>/pods/<namespace>_<name>_<uid>/``, per container ``<container>/state.json``
+(what ``podstatus.ContainerState`` holds: its process or container, restarts, back-off,
+last termination) and ``pod.json`` (a stub of the pod: what stopping it needs once the pod
+object is gone). An agent killed and started again reads them back and adopts what runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from services.node_agent.podstatus import ContainerState
+
+log = logging.getLogger("node-agent")
+Obj = dict[str, Any]
+
+
+class Exit(NamedTuple):
+    """How a container's process ended: its exit code and the signal that ended it (0:
+    none); code -1 when nobody saw it end (the agent was away). ``reason`` overrides the
+    one the code gives (OOMKilled)."""
+
+    code: int
+    signal: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ImageError(Exception):
+    """The container's image cannot be had: ``reason`` is kubelet's waiting reason
+    (ErrImagePull, ErrImageNeverPull, InvalidImageName)."""
+
+    reason: str
+    message: str
+
+
+class Runtime(Protocol):
+    """What the agent's lifecycle needs of a runtime, besides the records."""
+
+    kind: str  # the containerID scheme: process, docker
+
+    # ---- records (``Records``) -----------------------------------------------------------
+    def pod_dir(self, pod: Obj) -> Path: ...
+    def save(self, pod_dir: Path, c: ContainerState) -> None: ...
+    def save_pod(self, pod_dir: Path, pod: Obj) -> None: ...
+    def pod_stub(self, pod_dir: Path) -> Obj | None: ...
+    def recorded(self) -> dict[str, dict[str, ContainerState]]: ...
+    def pod_dirs(self) -> dict[str, Path]: ...
+
+    def forget(self, pod_dir: Path) -> None:
+        """The pod is gone and nothing of it runs: remove what is left of it."""
+
+    # ---- containers ----------------------------------------------------------------------
+    def version(self) -> str:
+        """nodeInfo.containerRuntimeVersion."""
+
+    def refresh(self) -> None:
+        """Read what runs now, once per round of the agent (before ``exited`` and friends)."""
+
+    def base_env(self) -> dict[str, str]:
+        """The environment every container starts from (before its ``env``)."""
+
+    def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
+        """command + args, expanded; ConfigError when they cannot run."""
+
+    def image_ready(self, container: Obj) -> bool:
+        """Is the container's image here (pulled if its imagePullPolicy says so)? False
+        while a pull is under way; ImageError when it cannot be had."""
+
+    def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
+              words: list[str], env: dict[str, str]) -> None:
+        """Start ``c`` (run number ``c.restart_count``); it gets its pid or container id.
+        OSError when it cannot be started."""
+
+    def find_started(self, pod_dir: Path, c: ContainerState) -> None:
+        """For a container recorded as being started when the agent died: record what was
+        started, if anything was (else it will be, once)."""
+
+    def is_ours(self, c: ContainerState) -> bool:
+        """Does the recorded process or container still run?"""
+
+    def exited(self, c: ContainerState) -> Exit | None:
+        """How ``c`` ended, when it has; None while it runs."""
+
+    def signal(self, c: ContainerState, sig: int) -> None:
+        """Send ``sig`` to ``c``'s process (group), if it still runs."""
+
+    def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
+                   timeout: float) -> bool:
+        """Run an exec probe's command as the container would (its environment, working
+        directory, user); True when it exits 0 within ``timeout``."""
+
+    def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
+        """The pod's IP once known from what runs, else "" (then the node's, from binding)."""
+
+    def sweep(self, known: set[str]) -> None:
+        """Remove what this node's runtime runs for pods not in ``known`` (uids) and not in
+        the records (a state dir lost)."""
+
+
+def pod_dir(state_dir: Path, pod: Obj) -> Path:
+    """Where an agent with ``state_dir`` keeps a pod's container records (and logs)."""
+    md = pod.get("metadata") or {}
+    return state_dir / "pods" / f"{md.get('namespace')}_{md.get('name')}_{md.get('uid')}"
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Write ``path`` whole or not at all (a crash leaves the old file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+class Records:
+    """The containers' records in the state dir (both runtimes keep theirs here)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        (state_dir / "pods").mkdir(parents=True, exist_ok=True)
+
+    def pod_dir(self, pod: Obj) -> Path:
+        return pod_dir(self.state_dir, pod)
+
+    def save(self, pod_dir: Path, c: ContainerState) -> None:
+        _write_json(pod_dir / c.name / "state.json", c.to_record())
+
+    def save_pod(self, pod_dir: Path, pod: Obj) -> None:
+        """What stopping the pod's containers needs once the pod object is gone: its name
+        and grace period (``pod.json``, a stub of the pod)."""
+        md = pod.get("metadata") or {}
+        stub = {"metadata": {k: md.get(k) for k in ("name", "namespace", "uid")},
+                "spec": {"terminationGracePeriodSeconds":
+                         (pod.get("spec") or {}).get("terminationGracePeriodSeconds")}}
+        _write_json(pod_dir / "pod.json", stub)
+
+    def pod_stub(self, pod_dir: Path) -> Obj | None:
+        try:
+            stub = json.loads((pod_dir / "pod.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return stub if isinstance(stub, dict) else None
+
+    def recorded(self) -> dict[str, dict[str, ContainerState]]:
+        """Every pod dir's containers: pod uid → container name → state (unreadable records
+        are skipped with a warning)."""
+        out: dict[str, dict[str, ContainerState]] = {}
+        for pod_dir in sorted((self.state_dir / "pods").iterdir()):
+            uid = pod_dir.name.rsplit("_", 1)[-1]
+            for f in sorted(pod_dir.glob("*/state.json")):
+                try:
+                    c = ContainerState.from_record(json.loads(f.read_text()))
+                except (OSError, ValueError, TypeError) as err:
+                    log.warning("unreadable container record %s: %s", f, err)
+                    continue
+                out.setdefault(uid, {})[c.name] = c
+        return out
+
+    def pod_dirs(self) -> dict[str, Path]:
+        return {d.name.rsplit("_", 1)[-1]: d for d in (self.state_dir / "pods").iterdir()}
+
+    def forget(self, pod_dir: Path) -> None:
+        shutil.rmtree(pod_dir, ignore_errors=True)
+

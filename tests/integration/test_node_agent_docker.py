@@ -1,0 +1,282 @@
+"""The node agent's docker runtime with the real Docker engine: a DaemonSet of small HTTP
+servers from a local image (the project's Debian base image, which has python3), made Ready
+by its probe, rolled to a new version, an image that cannot be pulled, an agent SIGKILLed
+and started again, and deletion.
+
+The agent runs on this machine and talks to the engine's socket; its node name is the
+test's own, and every container it makes carries that name in a label, so the fixture
+removes whatever is left of them, pass or fail. The server's script and its marks are in
+a hostPath volume; an emptyDir volume carries what an init container writes to the server.
+
+These need a running engine and the base image (ops/test.sh starts the one and
+ops/build-images.sh builds the other): they are in the ``cluster`` mark, as the compose
+cluster's tests are, and fail rather than skip without them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import yaml
+
+from services.node_agent import dockerrt
+from shared.model import meta
+from shared.model.podutil import is_ready
+from tests.integration.stack import Stack, wait_for
+from tests.integration.test_node_agent_process import SERVER
+
+pytestmark = pytest.mark.cluster
+
+IMAGE = os.environ.get("DAEMONBUS_BASE_IMAGE", "daemonbus-base:bookworm")
+
+_ips = itertools.count(2)
+
+
+@dataclass
+class Engine:
+    """What one test runs on: the engine, its directory (script, marks), node, IP, port."""
+
+    stack: Stack
+    client: docker.DockerClient
+    dir: Path
+    state: Path
+    node: str
+    ip: str
+    port: int
+
+    def agent(self) -> None:
+        self.stack.start("agent", "node-agent", "--runtime", "docker", "--node-name", self.node,
+                         "--node-ip", self.ip, "--state-dir", str(self.state),
+                         "--backoff-initial", "0.5")
+
+    def containers(self, **labels: str) -> list[dict[str, Any]]:
+        """The engine's summaries of the containers of this test's node (any state; one
+        listing, so a container the agent removes meanwhile is simply not in it)."""
+        wanted = [f"{dockerrt.LABEL_NODE}={self.node}"] + [
+            f"{k}={v}" for k, v in labels.items()]
+        return list(self.client.api.containers(all=True, filters={"label": wanted}))
+
+    def running(self) -> list[dict[str, Any]]:
+        return [c for c in self.containers() if c["State"] == "running"]
+
+    def get(self) -> str:
+        with urllib.request.urlopen(f"http://{self.ip}:{self.port}/", timeout=2) as r:
+            return str(r.read().decode())
+
+    def marks(self, what: str) -> list[str]:
+        return sorted(f.name for f in self.dir.glob(f"marks/*.{what}.*"))
+
+
+@pytest.fixture
+def engine(stack: Stack, tmp_path: Path) -> Iterator[Engine]:
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get(IMAGE)
+    except docker.errors.DockerException as err:
+        pytest.fail(f"the docker runtime's tests need a running Docker engine and the image "
+                    f"{IMAGE} (bash ops/test.sh starts the one, ops/build-images.sh builds "
+                    f"the other): {err}", pytrace=False)
+    d = Path(tempfile.mkdtemp(prefix="daemonbus-docker-"))
+    (d / "marks").mkdir()
+    (d / "server.py").write_text(SERVER)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    e = Engine(stack, client, d, tmp_path / "state", f"{stack.prefix}-d", f"127.0.{next(_ips)}.9",
+               port)
+    try:
+        yield e
+    finally:
+        if "agent" in stack.procs:
+            stack.kill("agent")
+        for c in e.containers():
+            try:
+                client.api.remove_container(c["Id"], force=True)
+            except docker.errors.NotFound:
+                pass
+        for v in client.volumes.list(filters={"label": f"{dockerrt.LABEL_NODE}={e.node}"}):
+            v.remove(force=True)
+        subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+def daemonset(e: Engine, version: str, image: str = IMAGE) -> dict[str, Any]:
+    env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "PORT", "value": str(e.port)},
+           {"name": "MARKS", "value": "/srv/marks"}]
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                     "hostNetwork": True, "terminationGracePeriodSeconds": 5,
+                     "volumes": [{"name": "srv", "hostPath": {"path": str(e.dir)}},
+                                 {"name": "work", "emptyDir": {}}],
+                     "initContainers": [{
+                         "name": "seed", "image": image, "workingDir": "/work",
+                         "command": ["python3", "-c",
+                                     "import os; open('seed', 'w').write(os.environ['WHO'])"],
+                         "env": [{"name": "WHO", "valueFrom": {"fieldRef": {
+                             "fieldPath": "metadata.name"}}}],
+                         "volumeMounts": [{"name": "work", "mountPath": "/work"}]}],
+                     "containers": [{
+                         "name": "web", "image": image, "imagePullPolicy": "IfNotPresent",
+                         "command": ["python3", "/srv/server.py"], "args": [version],
+                         "workingDir": "/work", "env": env,
+                         "ports": [{"name": "http", "containerPort": e.port}],
+                         "resources": {"limits": {"memory": "96Mi", "cpu": "500m"}},
+                         "volumeMounts": [{"name": "srv", "mountPath": "/srv"},
+                                          {"name": "work", "mountPath": "/work"}],
+                         "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
+                                            "periodSeconds": 1},
+                         "livenessProbe": {"exec": {"command": ["test", "-f", "seed"]},
+                                           "periodSeconds": 1}}]}}}}))
+
+
+def pods(e: Engine) -> list[dict[str, Any]]:
+    return [p for p in e.stack.pods("default") if not meta.is_being_deleted(p)]
+
+
+def ready_pod(e: Engine) -> dict[str, Any] | None:
+    ready = [p for p in pods(e) if is_ready(p)]
+    return ready[0] if len(ready) == 1 else None
+
+
+def main_status(pod: dict[str, Any]) -> dict[str, Any]:
+    return ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+
+
+def start(e: Engine) -> None:
+    e.stack.start_all(workers=1, node_agent=False)
+    e.agent()
+    # (timeouts are generous: the machine may be loaded, and each process starts slowly)
+    wait_for(lambda: e.stack.store.try_get("Node", "/" + e.node), timeout=120,
+             what="the node registered")
+
+
+def cli(e: Engine, *args: str) -> bytes:
+    res = subprocess.run([sys.executable, "-m", "services.cli.main", *args],
+                         env=e.stack.env(), capture_output=True, timeout=60, check=True)
+    return res.stdout
+
+
+def test_daemonset_runs_in_docker_ready_by_its_probe_and_rolls_to_a_new_version(
+        engine: Engine) -> None:
+    start(engine)
+    node = engine.stack.store.get("Node", "/" + engine.node)
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("docker://")
+    engine.stack.store.apply(daemonset(engine, "v1"))
+    pod = wait_for(lambda: ready_pod(engine), timeout=90, what="the pod Ready by its probe")
+    assert engine.get() == f"{engine.node} v1 {meta.name(pod)}"  # env, emptyDir, workingDir
+    cs = main_status(pod)
+    assert cs["containerID"].startswith("docker://") and cs["restartCount"] == 0
+    (web,) = engine.running()
+    assert cs["containerID"] == f"docker://{web['Id']}"
+    assert web["Labels"][dockerrt.LABEL_UID] == meta.uid(pod)
+    config = engine.client.api.inspect_container(web["Id"])["HostConfig"]
+    assert config["Memory"] == 96 * 2**20 and config["NanoCpus"] == 500_000_000
+    assert config["NetworkMode"] == "host"
+    init = pod["status"]["initContainerStatuses"][0]
+    assert init["state"]["terminated"]["reason"] == "Completed"
+    logs = ["logs", f"pod/{meta.name(pod)}", "-n", "default"]
+    assert cli(engine, *logs) == b"serving v1\n"  # the engine's log of the container
+
+    engine.stack.store.apply(daemonset(engine, "v2"))
+
+    def rolled() -> dict[str, Any] | None:
+        new = ready_pod(engine)
+        return new if new and meta.uid(new) != meta.uid(pod) and len(pods(engine)) == 1 \
+            else None
+
+    new = wait_for(rolled, timeout=90, what="the rollout to v2")
+    assert engine.get() == f"{engine.node} v2 {meta.name(new)}"
+    assert len(engine.marks("v1.term")) == 1  # the old server saw SIGTERM
+    wait_for(lambda: not engine.containers(**{dockerrt.LABEL_UID: meta.uid(pod)}),
+             timeout=60, what="the old pod's containers removed")
+    (web2,) = engine.running()
+    assert main_status(new)["containerID"] == f"docker://{web2['Id']}"
+
+
+def test_an_image_that_cannot_be_pulled_is_err_image_pull_then_image_pull_back_off(
+        engine: Engine) -> None:
+    start(engine)
+    # a registry on a closed loopback port: the pull fails at once, and asks nobody else
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    missing = f"127.0.0.1:{closed}/daemonbus-missing:v1"
+    ds = daemonset(engine, "v1", image=missing)
+    ds["spec"]["template"]["spec"]["initContainers"] = []
+    engine.stack.store.apply(ds)
+
+    def waiting() -> str:
+        for pod in pods(engine):
+            return str(((main_status(pod).get("state") or {}).get("waiting") or {})
+                       .get("reason") or "")
+        return ""
+
+    wait_for(lambda: waiting() == "ImagePullBackOff", timeout=60, what="ImagePullBackOff")
+    (pod,) = pods(engine)
+    assert main_status(pod)["state"]["waiting"]["message"] == \
+        f'Back-off pulling image "{missing}"'
+    evs = [e for e in engine.stack.store.list("Event", "default")
+           if e["involvedObject"].get("uid") == meta.uid(pod)]
+    said = {(e["type"], e["reason"], e["message"]) for e in evs}
+    assert ("Warning", "Failed", "Error: ErrImagePull") in said
+    assert ("Normal", "BackOff", f'Back-off pulling image "{missing}"') in said
+    assert any(m.startswith(f'Failed to pull image "{missing}"') for _, _, m in said)
+    assert all(e["source"] == {"component": "kubelet", "host": engine.node} for e in evs)
+    assert not engine.containers()
+
+
+def test_agent_sigkilled_and_started_again_adopts_its_container_and_removes_a_gone_pods(
+        engine: Engine) -> None:
+    start(engine)
+    engine.stack.store.apply(daemonset(engine, "v1"))
+    pod = wait_for(lambda: ready_pod(engine), timeout=90, what="the pod Ready")
+    (web,) = engine.running()
+    engine.stack.kill("agent")  # SIGKILL
+
+    engine.agent()
+    log = engine.stack.log_dir / "agent.log"
+    wait_for(lambda: f"adopted pod {meta.uid(pod)} container web" in log.read_text(),
+             timeout=120, what="the new agent adopting the container")
+    assert [c["Id"] for c in engine.running()] == [web["Id"]]  # none started twice
+    assert engine.get() == f"{engine.node} v1 {meta.name(pod)}"
+    assert main_status(engine.stack.store.get("Pod", meta.key(pod)))["restartCount"] == 0
+
+    # the pod goes while no agent runs: the next agent stops what it left of it
+    engine.stack.kill("agent")
+    engine.stack.store.commit([engine.stack.store.final_delete_op(
+        engine.stack.store.get("Pod", meta.key(pod)))])
+    engine.agent()
+    wait_for(lambda: not engine.containers(**{dockerrt.LABEL_UID: meta.uid(pod)}),
+             timeout=120, what="the gone pod's containers removed")
+    new = wait_for(lambda: ready_pod(engine), timeout=90, what="the new pod Ready")
+    assert meta.uid(new) != meta.uid(pod)
+    assert [c["Labels"][dockerrt.LABEL_UID] for c in engine.running()] == [meta.uid(new)]
+
+
+def test_deleting_the_daemonset_leaves_no_container(engine: Engine) -> None:
+    start(engine)
+    engine.stack.store.apply(daemonset(engine, "v1"))
+    wait_for(lambda: ready_pod(engine), timeout=90, what="the pod Ready")
+    engine.stack.store.delete("DaemonSet", "default/web")
+    wait_for(lambda: not engine.stack.pods("default"), timeout=60, what="the pod released")
+    assert not engine.containers()
+    assert len(engine.marks("v1.term")) == 1
+    assert not engine.client.volumes.list(
+        filters={"label": f"{dockerrt.LABEL_NODE}={engine.node}"})
