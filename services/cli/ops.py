@@ -185,7 +185,7 @@ def _apply_demo(url: str, prefix: str | None) -> None:
 
     store = common.open_store(url, prefix)
     result, _obj = store.apply(yaml.safe_load(DEMO))
-    click.echo(f"daemonset.apps/fluentd-elasticsearch {result}  (try: daemonbus get ds -A)")
+    click.echo(f"daemonset.apps/fluentd-elasticsearch {result}  (try: kubectl get ds -A)")
 
 
 @click.group("run")
