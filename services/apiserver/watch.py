@@ -124,7 +124,8 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
                 item = await asyncio.wait_for(watcher.queue.get(),
                                               min(left, BOOKMARK_SECONDS) if bookmarks else left)
             except TimeoutError:
-                if bookmarks and watcher.queue.empty() and not watcher.dropped:
+                if bookmarks and watcher.queue.empty() and not watcher.dropped \
+                        and deadline - loop.time() > 0:  # at the deadline: the one below
                     await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
                 continue
             chunk: list[bytes] = []

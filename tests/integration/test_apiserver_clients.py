@@ -195,3 +195,49 @@ def test_a_continued_list_is_served_at_the_first_pages_position(api: ApiServer) 
         ("e2", "changed"), ("e2b", "m")]  # the present view, after e1
     code, status = api.request("GET", events + f"?continue={token}&resourceVersion={rv}")
     assert code == 400
+
+
+def test_a_watch_asking_for_bookmarks_gets_one_at_its_timeout(api: ApiServer) -> None:
+    events = _stream(api, "/apis/apps/v1/namespaces/quiet/controllerrevisions?watch=true"
+                     "&allowWatchBookmarks=true&timeoutSeconds=2&resourceVersion=0")
+    assert [e["type"] for e in events] == ["BOOKMARK"]
+    mark = events[0]["object"]
+    assert mark["kind"] == "ControllerRevision" and mark["apiVersion"] == "apps/v1"
+    assert mark["metadata"]["resourceVersion"] != "0"
+    silent = _stream(api, "/apis/apps/v1/namespaces/quiet/controllerrevisions?watch=true"
+                     "&timeoutSeconds=1&resourceVersion=0")
+    assert silent == []  # none unless asked
+
+
+def test_dry_run_all_writes_nothing_on_every_verb(api: ApiServer) -> None:
+    ns = "dry"
+    path = f"/api/v1/namespaces/{ns}/events"  # Events: no process writes them after
+    assert api.request("POST", path, _event("kept", ns=ns))[0] == 201
+    code, kept = api.request("GET", f"{path}/kept")
+    before = kept["metadata"]["resourceVersion"]
+    merge = {"Content-Type": "application/merge-patch+json"}
+    changed = json.loads(json.dumps(kept))
+    changed["message"] = "dry"
+    applied = {k: v for k, v in changed.items() if k != "metadata"} | {
+        "metadata": {"name": "kept"}}
+    writes = [
+        ("POST", path, _event("new", ns=ns), None),
+        ("POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", daemonset("new", ns), None),
+        ("PUT", f"{path}/kept", changed, None),
+        ("PATCH", f"{path}/kept", {"message": "dry"}, merge),
+        ("PATCH", f"{path}/kept?fieldManager=m&force=true",
+         json.dumps(applied).encode(), {"Content-Type": "application/apply-patch+yaml"}),
+        ("DELETE", f"{path}/kept", None, None),
+        ("DELETE", path, None, None),
+    ]
+    for method, url, body, headers in writes:
+        sep = "&" if "?" in url else "?"
+        code, doc = api.request(method, f"{url}{sep}dryRun=All", body, headers=headers)
+        assert code in (200, 201), (method, url, code, doc)
+    code, now = api.request("GET", f"{path}/kept")
+    assert code == 200 and now["metadata"]["resourceVersion"] == before
+    assert now["message"] == "m"
+    code, listed = api.request("GET", path)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["kept"]
+    code, listed = api.request("GET", f"/apis/apps/v1/namespaces/{ns}/daemonsets")
+    assert listed["items"] == []
