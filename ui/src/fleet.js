@@ -41,7 +41,10 @@ function controllerUid(obj) {
   return ref ? ref.uid : "";
 }
 
-function podState(pod, ds, hash, now) {
+// `hashes`: the DaemonSet's newest revision's hash and every hash of its revisions known; a
+// pod of a hash not known yet is of a revision newer than the page has seen (the revisions'
+// watch is a stream of its own), so new.
+function podState(pod, ds, hashes, now) {
   if (pod.metadata.deletionTimestamp) return "terminating";
   const status = pod.status || {};
   if (status.phase === "Failed") return "failed";
@@ -49,7 +52,8 @@ function podState(pod, ds, hash, now) {
     (c) => c.state && c.state.waiting && c.state.waiting.reason === "CrashLoopBackOff",
   );
   if (waiting) return "crashloop";
-  const rev = (pod.metadata.labels || {})["controller-revision-hash"] === hash ? "new" : "old";
+  const hash = (pod.metadata.labels || {})["controller-revision-hash"];
+  const rev = !hashes || hash === hashes.newest || !hashes.known.has(hash) ? "new" : "old";
   const ready = (status.conditions || []).find((c) => c.type === "Ready");
   if (!ready || ready.status !== "True") return `${rev}-pending`;
   const minReady = (ds.spec && ds.spec.minReadySeconds) || 0;
@@ -65,10 +69,12 @@ export class Fleet {
     this.pods = new Map(); // ns/name -> Pod
     this.revisions = new Map(); // ns/name -> ControllerRevision
     this.cells = new Map(); // dsUid|node -> Set of pod keys
-    this.hashes = new Map(); // dsUid -> the newest revision's hash
+    this.hashes = new Map(); // dsUid -> {newest, revision, known: Set of hashes}
     this.placement = new Map(); // dsUid -> {generation, notScheduled: {node: reason}}
     this.progress = new Map(); // dsUid -> [[t], [desired], [updated], [available]]
     this.version = 0;
+    this.nodesVersion = 0; // moves with the nodes only: the groups are cached by it
+    this._groups = null;
   }
 
   // ---- folding in the watches ----------------------------------------------------------
@@ -114,15 +120,16 @@ export class Fleet {
   }
 
   _recomputeHashes() {
-    const best = new Map();
+    const out = new Map();
     for (const cr of this.revisions.values()) {
       const uid = controllerUid(cr);
-      const b = best.get(uid);
-      if (!b || (cr.revision || 0) > (b.revision || 0)) best.set(uid, cr);
+      const hash = (cr.metadata.labels || {})["controller-revision-hash"];
+      if (!out.has(uid)) out.set(uid, { newest: hash, revision: -1, known: new Set() });
+      const h = out.get(uid);
+      h.known.add(hash);
+      if ((cr.revision || 0) > h.revision) Object.assign(h, { newest: hash, revision: cr.revision || 0 });
     }
-    this.hashes = new Map(
-      [...best].map(([uid, cr]) => [uid, (cr.metadata.labels || {})["controller-revision-hash"]]),
-    );
+    this.hashes = out;
   }
 
   reset(kind, items) {
@@ -132,6 +139,7 @@ export class Fleet {
       items.forEach((p) => this._addPod(p));
     } else if (kind === "Node") {
       this.nodes = new Map(items.map((n) => [n.metadata.name, n]));
+      this.nodesVersion++;
     } else if (kind === "DaemonSet") {
       this.daemonsets = new Map(items.map((d) => [d.metadata.uid, d]));
       items.forEach((d) => this._recordProgress(d));
@@ -154,6 +162,7 @@ export class Fleet {
         const before = this.nodes.get(name);
         if (type === "DELETED") this.nodes.delete(name);
         else this.nodes.set(name, object);
+        this.nodesVersion++;
         if (!before || type === "DELETED" || placementInputs(before) !== placementInputs(object)) {
           changed.placement = true;
         }
@@ -187,10 +196,13 @@ export class Fleet {
   cell(ds, nodeName, now) {
     const set = this.cells.get(`${ds.metadata.uid}|${nodeName}`);
     if (set && set.size) {
-      const pods = [...set].map((k) => this.pods.get(k));
       // the live pod speaks for the cell; a terminating one only when it is alone
-      const live = pods.filter((p) => !p.metadata.deletionTimestamp);
-      const pod = live[0] || pods[0];
+      let pod = null;
+      for (const k of set) {
+        const p = this.pods.get(k);
+        if (!pod || !p.metadata.deletionTimestamp) pod = p;
+        if (!p.metadata.deletionTimestamp) break;
+      }
       return { state: podState(pod, ds, this.hashes.get(ds.metadata.uid), now), pod };
     }
     const pl = this.placement.get(ds.metadata.uid);
@@ -203,16 +215,19 @@ export class Fleet {
 
   // Nodes by the value of label `by` ("" groups nothing), each group sorted by name.
   groups(by) {
+    const c = this._groups;
+    if (c && c.by === by && c.version === this.nodesVersion) return c.groups;
     const out = new Map();
     for (const node of this.nodes.values()) {
       const g = by ? (node.metadata.labels || {})[by] || "(no label)" : "all nodes";
       if (!out.has(g)) out.set(g, []);
       out.get(g).push(node);
     }
-    for (const list of out.values()) {
-      list.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-    }
-    return [...out].sort((a, b) => a[0].localeCompare(b[0]));
+    const byName = (a, b) => (a.metadata.name < b.metadata.name ? -1 : 1);
+    for (const list of out.values()) list.sort(byName);
+    const groups = [...out].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    this._groups = { by, version: this.nodesVersion, groups };
+    return groups;
   }
 
   // Counts of the cells of `nodes` for `ds`: by state, and those that should run there.

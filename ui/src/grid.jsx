@@ -2,7 +2,7 @@
 // view are in the DOM (a virtual list of fixed-height rows); a group folds to one row of
 // counts. Keyboard: arrows move between cells, Home/End, PageUp/PageDown, Enter opens.
 
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { STATES } from "./fleet.js";
 
 export const ROW_HEIGHT = 28;
@@ -61,7 +61,7 @@ export function Grid({ fleet, version, daemonsets, rows, onOpen, onToggle, now }
   const r = Math.min(focus.r, Math.max(0, rows.length - 1));
   const c = Math.min(focus.c, cols - 1);
 
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (!wantFocus.current) return;
     wantFocus.current = false;
     const el = scroller.current && scroller.current.querySelector(`[data-r="${r}"][data-c="${c}"]`);
@@ -126,7 +126,7 @@ export function Grid({ fleet, version, daemonsets, rows, onOpen, onToggle, now }
         <div role="row" class="row group-row" aria-rowindex={i + 2} key={`g:${row.name}`}
           aria-expanded={row.open ? "true" : "false"} style={{ top: `${i * ROW_HEIGHT}px` }}>
           <div {...cellProps(i, 0)} class="cell name">
-            <span aria-hidden="true">{row.open ? "▾ " : "▸ "}</span>
+            <span aria-hidden="true">{row.open ? "▾" : "▸"}&nbsp;</span>
             {row.name} <span class="muted">({row.nodes.length} nodes)</span>
           </div>
           {daemonsets.map((ds, j) => (

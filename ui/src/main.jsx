@@ -13,6 +13,33 @@ import { CellPanel, DaemonSetPanel, NodePanel } from "./panels.jsx";
 
 const TOKEN_KEY = "daemonbus.token";
 const AUTO_OPEN = 200; // groups start open while the fleet has at most this many nodes
+const LAG_SAMPLES = 100000;
+
+// The page's own measure of how far behind it is: for each render, the time from the log
+// write of the oldest event it shows for the first time (a resourceVersion is the log entry's
+// id, milliseconds of the Redis clock) to after the DOM is updated. Read by the browser
+// tests and ops/bench_fleet_ui.py; the last LAG_SAMPLES renders are kept.
+// arrivalMs: the same from the log write to the batch's arrival in the page (the API server's
+// and the connection's part of the lag).
+const stats = { lagsMs: [], arrivalMs: [], oldest: 0 };
+window.daemonbusFleet = stats;
+
+function keep(list, value) {
+  list.push(value);
+  if (list.length > LAG_SAMPLES) list.splice(0, list.length - LAG_SAMPLES);
+}
+
+function noteOldest(batch) {
+  let oldest = 0;
+  for (const ev of batch) {
+    const rv = ev.object && ev.object.metadata && ev.object.metadata.resourceVersion;
+    const ms = rv ? Number(rv.split("-")[0]) : 0;
+    if (ms && (!oldest || ms < oldest)) oldest = ms;
+  }
+  if (!oldest) return;
+  keep(stats.arrivalMs, Date.now() - oldest);
+  if (!stats.oldest || oldest < stats.oldest) stats.oldest = oldest;
+}
 
 function takeToken() {
   const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
@@ -76,6 +103,9 @@ function App({ token, onLogout }) {
       groupBy: p.get("groupBy") ?? "topology.kubernetes.io/zone" };
   });
   const fleet = useMemo(() => new Fleet(), [filters.namespace, filters.selector]);
+  // what the page shows, by DaemonSet name, for the tests and the benchmark
+  stats.counts = () => Object.fromEntries(fleet.sortedDaemonSets().map((ds) =>
+    [ds.metadata.name, fleet.counts(ds, [...fleet.nodes.values()], Date.now() / 1000)]));
   const [version, setVersion] = useState(0);
   const [open, setOpen] = useState(null);
   const [toggled, setToggled] = useState(() => new Map());
@@ -128,6 +158,7 @@ function App({ token, onLogout }) {
         redraw();
       },
       events: (batch) => {
+        noteOldest(batch);
         const changed = fleet.apply(kind, batch);
         if (changed.placement) refreshPlacement(kind === "Node");
         redraw();
@@ -140,6 +171,12 @@ function App({ token, onLogout }) {
     }));
     return () => stops.forEach((stop) => stop());
   }, [fleet]);
+
+  useEffect(() => {  // after the render is in the DOM
+    if (!stats.oldest) return;
+    keep(stats.lagsMs, Date.now() - stats.oldest);
+    stats.oldest = 0;
+  }, [version]);
 
   const apply = (f) => {
     setFilters(f);
