@@ -33,6 +33,7 @@ def test_up_writes_a_kubeconfig_that_kubectl_uses(tmp_path: Path) -> None:
         wait_for(lambda: f"export KUBECONFIG={kubeconfig}" in
                  (tmp_path / "up.log").read_text(), timeout=30, what="the export line")
         assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
+        assert f"fleet view: https://127.0.0.1:{port}/ui" in (tmp_path / "up.log").read_text()
         cfg = yaml.safe_load(kubeconfig.read_text())
         assert cfg["current-context"] == "daemonbus"
         cluster = cfg["clusters"][0]["cluster"]

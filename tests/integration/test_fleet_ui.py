@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -54,11 +55,19 @@ def applied(api: ApiServer) -> str:
     return f"{NS}/{DS}"
 
 
-def _open(chromium: Any, api: ApiServer, user: str) -> Any:
+@contextmanager
+def _open(chromium: Any, api: ApiServer, user: str) -> Iterator[Any]:
+    """The page signed in as ``user``, live; any uncaught error in it fails the test."""
     page = chromium.new_page()
-    page.goto(f"{api.url}/ui#token={api.tokens[user]}")
-    page.wait_for_selector('[data-live="yes"]', timeout=DEADLINE_MS)
-    return page
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    try:
+        page.goto(f"{api.url}/ui#token={api.tokens[user]}")
+        page.wait_for_selector('[data-live="yes"]', timeout=DEADLINE_MS)
+        yield page
+    finally:
+        page.close()
+    assert errors == []
 
 
 def _cells(page: Any, state: str | None = None) -> int:
@@ -89,8 +98,7 @@ def test_page_is_static_and_every_answer_needs_a_token(api: ApiServer) -> None:
 
 def test_grid_shows_a_cell_per_node_after_an_apply(api: ApiServer, chromium: Any,
                                                    applied: str) -> None:
-    page = _open(chromium, api, "viewer")
-    try:
+    with _open(chromium, api, "viewer") as page:
         _wait_cells(page, "new-available", NODES)
         assert _cells(page) == NODES
         # grouped by zone: one header row per zone, with its counts
@@ -105,25 +113,23 @@ def test_grid_shows_a_cell_per_node_after_an_apply(api: ApiServer, chromium: Any
         page.wait_for_function("() => document.querySelectorAll('.group-row').length === 1",
                                timeout=DEADLINE_MS)
         _wait_cells(page, "new-available", NODES // 2)
-    finally:
-        page.close()
 
 
 def test_a_rollout_turns_the_cells_over_live_from_the_watch(api: ApiServer, chromium: Any,
                                                             applied: str) -> None:
-    page = _open(chromium, api, "viewer")
-    try:
+    with _open(chromium, api, "viewer") as page:
         _wait_cells(page, "new-available", NODES)
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
         before = {meta.name(p): meta.labels(p)["controller-revision-hash"]
                   for p in owned_pods(api.stack.store, applied)}
+        # a partitioned rollout holds half the nodes at the old revision: the page shows
+        # both, then, once promoted, every cell turned over, all from the open watches
+        api.kubectl("annotate", f"ds/{DS}", "-n", NS, f"{rolloutopts.PARTITION}={NODES // 2}")
         api.kubectl("set", "image", f"ds/{DS}", "-n", NS, "main=registry.k8s.io/pause:3.10")
-        # the cells become old while the new revision rolls out, then new again
-        page.wait_for_function(
-            "(ds) => document.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`).length > 0 &&"
-            " [...document.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`)]"
-            ".some(c => !c.dataset.state.startsWith('new'))", arg=DS, timeout=DEADLINE_MS)
+        _wait_cells(page, "old-available", NODES // 2)
+        _wait_cells(page, "new-available", NODES // 2)
+        api.kubectl("annotate", f"ds/{DS}", "-n", NS, f"{rolloutopts.PARTITION}-")
         _wait_cells(page, "new-available", NODES)
         after = {meta.labels(p)["controller-revision-hash"]
                  for p in owned_pods(api.stack.store, applied)}
@@ -131,14 +137,11 @@ def test_a_rollout_turns_the_cells_over_live_from_the_watch(api: ApiServer, chro
         # live from the open watches: no list of pods was read again
         pod_lists = [u for u in requests if re.search(r"/pods(\?|$)", u) and "watch=" not in u]
         assert pod_lists == []
-    finally:
-        page.close()
 
 
 def test_a_view_token_sees_no_action_buttons_and_its_write_is_refused(
         api: ApiServer, chromium: Any, applied: str) -> None:
-    page = _open(chromium, api, "viewer")
-    try:
+    with _open(chromium, api, "viewer") as page:
         page.click(f'.colhead button:text-is("{DS}")')
         page.wait_for_selector("aside.panel h2", timeout=DEADLINE_MS)
         page.wait_for_selector("ol.history li", timeout=DEADLINE_MS)  # the panel has loaded
@@ -147,8 +150,6 @@ def test_a_view_token_sees_no_action_buttons_and_its_write_is_refused(
         page.wait_for_selector("aside.panel h2:has-text('node')", timeout=DEADLINE_MS)
         page.wait_for_timeout(500)  # the access review's answer has had its chance to show
         assert page.locator("button.action").count() == 0
-    finally:
-        page.close()
     # the plan is readable by any role, the write it describes is not the viewer's to make
     code, plan = api.request("GET", f"/ui/api/action?action=pause&namespace={NS}&name={DS}",
                              token="viewer")
@@ -185,8 +186,7 @@ def _confirm(page: Any, label: str) -> None:
 
 def test_an_admin_pauses_a_rollout_and_cordons_a_node_each_confirmed(
         api: ApiServer, chromium: Any, applied: str) -> None:
-    page = _open(chromium, api, "admin")
-    try:
+    with _open(chromium, api, "admin") as page:
         page.click(f'.colhead button:text-is("{DS}")')
         page.locator('button.action:text-is("pause")').wait_for(timeout=DEADLINE_MS)
         # cancelled: nothing written
@@ -213,14 +213,11 @@ def test_an_admin_pauses_a_rollout_and_cordons_a_node_each_confirmed(
         _confirm(page, "uncordon")
         wait_for(lambda: not (api.stack.store.get("Node", "/" + node).get("spec") or {})
                  .get("unschedulable"), what="the node uncordoned")
-    finally:
-        page.close()
 
 
 def test_a_cell_answers_why_with_links_to_the_log(api: ApiServer, chromium: Any,
                                                   applied: str) -> None:
-    page = _open(chromium, api, "viewer")
-    try:
+    with _open(chromium, api, "viewer") as page:
         _wait_cells(page, "new-available", NODES)
         page.locator(f'.cell.state[data-ds="{DS}"]').first.click()
         page.wait_for_selector(".why-lines", timeout=DEADLINE_MS)
@@ -233,5 +230,53 @@ def test_a_cell_answers_why_with_links_to_the_log(api: ApiServer, chromium: Any,
         shown.wait_for(timeout=DEADLINE_MS)
         assert entry in shown.locator("h4").inner_text()
         assert "Pod" in shown.inner_text() or "DECISION" in shown.inner_text()
-    finally:
-        page.close()
+
+
+def test_the_grid_is_driven_by_the_keyboard(api: ApiServer, chromium: Any,
+                                            applied: str) -> None:
+    with _open(chromium, api, "viewer") as page:
+        _wait_cells(page, "new-available", NODES)
+        active = "() => [document.activeElement.dataset.r, document.activeElement.dataset.c]"
+        page.locator('[data-r="0"][data-c="0"]').focus()
+        assert page.locator('[role="grid"]').get_attribute("aria-rowcount") == str(NODES + 3)
+        group = page.locator(".group-row").first
+        assert group.get_attribute("aria-expanded") == "true"
+        page.keyboard.press("Enter")  # a group's header folds it
+        page.wait_for_function("() => document.querySelector('.group-row')"
+                               ".getAttribute('aria-expanded') === 'false'", timeout=DEADLINE_MS)
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.querySelector('.group-row')"
+                               ".getAttribute('aria-expanded') === 'true'", timeout=DEADLINE_MS)
+        page.locator('[data-r="0"][data-c="0"]').focus()
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => ({active})().join() === '1,1'", timeout=DEADLINE_MS)
+        cell = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
+        assert cell.endswith(f"{DS}: new revision, available")
+        page.keyboard.press("Enter")
+        heading = page.locator("aside.panel h2")
+        heading.wait_for(timeout=DEADLINE_MS)
+        assert heading.inner_text() == f"{NS}/{DS} on {cell.split(',')[0]}"
+        page.locator('[data-r="1"][data-c="1"]').focus()
+        page.keyboard.press("End")
+        page.keyboard.press("Home")
+        page.wait_for_function(f"() => ({active})().join() === '1,0'", timeout=DEADLINE_MS)
+
+
+def test_an_admin_undoes_a_rollout_to_the_previous_revision(api: ApiServer, chromium: Any,
+                                                           applied: str) -> None:
+    def image() -> str:
+        ds = api.stack.store.get("DaemonSet", applied)
+        return str(ds["spec"]["template"]["spec"]["containers"][0]["image"])
+
+    before = image()
+    api.kubectl("set", "image", f"ds/{DS}", "-n", NS, "main=registry.k8s.io/pause:3.8")
+    with _open(chromium, api, "admin") as page:
+        page.click(f'.colhead button:text-is("{DS}")')
+        page.wait_for_function("() => [...document.querySelectorAll('ol.history summary')]"
+                               ".some(s => s.textContent.includes('current') &&"
+                               " s.textContent.startsWith('revision'))", timeout=DEADLINE_MS)
+        page.locator("ol.history li").last.locator("summary").click()
+        assert "pause:3.8" in page.locator("ol.history li").last.locator(".diff").inner_text()
+        _confirm(page, "undo")
+        wait_for(lambda: image() == before, what="the template rolled back")
