@@ -94,6 +94,10 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
                    if stack.redis else "")
         if kubeconfig is not None:
             click.echo(f"export KUBECONFIG={kubeconfig}   # then: kubectl get ds -A")
+            from services.apiserver import server
+
+            click.echo(f"fleet view: https://127.0.0.1:{apiserver_port}/ui   (sign in with a "
+                       f"token of {server.default_token_file()})")
         if demo:
             _apply_demo(stack.url, prefix)
 
