@@ -13,8 +13,8 @@ of the API, and any role may read it:
 * ``history``: a DaemonSet's revisions (kubectl's rollout history) with a diff of each
   revision's pod template against the one before;
 * ``action``: the write an action would make (``rollout pause|resume|promote|undo``,
-  ``cordon|uncordon``), by the CLI's own rules, as a JSON patch with a ``test`` of the
-  resourceVersion read. The page sends it itself as a normal PATCH of the API, so the usual
+  ``cordon|uncordon``), by the CLI's own rules, as a JSON patch (a DaemonSet's with a
+  ``test`` of the generation read). The page sends it itself as a normal PATCH of the API, so the usual
   authorization refuses it for a view token and the log names the user who made it.
 
 The request functions here run in the store's thread pool (they read Redis). Acts.
@@ -177,11 +177,16 @@ def history_answer(store: Store, revisions: list[Obj], query: dict[str, str]) ->
 
 
 def _plan(path: str, current: Obj, new: Obj | None, summary: str) -> Obj:
+    """The JSON patch from ``current`` to ``new``. A DaemonSet's carries a ``test`` of the
+    generation read: a spec changed since (another rollout, an undo) refuses it, while the
+    status writes and annotations of a rollout in progress (which leave the generation
+    alone) do not."""
     if new is None or new == current:
         return {"noop": True, "summary": summary + ": nothing to change"}
-    ops = [{"op": "test", "path": "/metadata/resourceVersion",
-            "value": meta.resource_version(current)},
-           *jsonpatch.make_patch(current, new).patch]
+    ops: list[Obj] = list(jsonpatch.make_patch(current, new).patch)
+    generation = meta.metadata(current).get("generation")
+    if current.get("kind") == "DaemonSet" and generation is not None:
+        ops.insert(0, {"op": "test", "path": "/metadata/generation", "value": generation})
     return {"noop": False, "summary": summary, "method": "PATCH", "path": path,
             "contentType": "application/json-patch+json", "body": ops}
 

@@ -280,3 +280,35 @@ def test_an_admin_undoes_a_rollout_to_the_previous_revision(api: ApiServer, chro
         assert "pause:3.8" in page.locator("ol.history li").last.locator(".diff").inner_text()
         _confirm(page, "undo")
         wait_for(lambda: image() == before, what="the template rolled back")
+
+
+def test_an_action_plan_survives_status_and_annotation_writes_but_not_a_spec_change(
+        api: ApiServer, applied: str) -> None:
+    def plan(action: str) -> dict[str, Any]:
+        code, doc = api.request("GET", f"/ui/api/action?action={action}&namespace={NS}"
+                                f"&name={DS}", token="editor")
+        assert code == 200, doc
+        return dict(doc)
+
+    def send(p: dict[str, Any]) -> tuple[int, Any]:
+        return api.request("PATCH", p["path"], p["body"], token="editor",
+                           headers={"Content-Type": p["contentType"]})
+
+    pause = plan("pause")
+    assert pause["body"][0] == {"op": "test", "path": "/metadata/generation",
+                                "value": meta.metadata(api.stack.store.get(
+                                    "DaemonSet", applied))["generation"]}
+    api.kubectl("annotate", f"ds/{DS}", "-n", NS, "fleet-test=1", "--overwrite")
+    code, doc = send(pause)
+    assert code == 200, doc
+    assert meta.annotations(doc)[rolloutopts.PAUSED] == "true"
+    resume = plan("resume")
+    api.kubectl("set", "image", f"ds/{DS}", "-n", NS, "main=registry.k8s.io/pause:3.7")
+    code, doc = send(resume)
+    assert code >= 400 and doc["kind"] == "Status"
+    assert meta.annotations(api.stack.store.get("DaemonSet", applied))[rolloutopts.PAUSED] \
+        == "true"
+    assert send(plan("resume"))[0] == 200
+    assert plan("resume")["noop"] is True
+    code, doc = api.request("GET", "/ui/api/action?action=reboot&node=x", token="editor")
+    assert code == 400 and "supported values" in doc["message"]
