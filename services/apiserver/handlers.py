@@ -10,6 +10,7 @@ through the executor. Each returns ``(HTTP code, document)`` or raises ApiError.
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -217,7 +218,13 @@ def _now(store: Store) -> str:
 
 
 def _root(t: Target) -> schema.Field:
-    return schema.kind_field(t.resource.info.api_version, t.kind)
+    return _kind_root(t.resource.info.api_version, t.kind)
+
+
+@functools.cache
+def _kind_root(api_version: str, kind: str) -> schema.Field:
+    """A kind's schema root, one per kind (managedfields remembers walks per schema node)."""
+    return schema.kind_field(api_version, kind)
 
 
 def _track(store: Store, t: Target, live: Obj | None, new: Obj, who: Manager) -> None:

@@ -121,11 +121,48 @@ class _Type:
     keys: tuple[str, ...] = ()
 
 
+_MEMO_LIMIT = 50_000
+_CHILDREN: dict[tuple[int, str], tuple[Any, schema.Field]] = {}
+_TYPES: dict[int, tuple[Any, _Type]] = {}
+
+
+def _child(f: schema.Field, key: str) -> schema.Field:
+    """``f.child(key)``, remembered per schema node (the schemas are loaded once; a walk
+    of an object otherwise resolves the same references again for every field)."""
+    if f.schema is None:
+        return schema.UNKNOWN
+    memo = (id(f.schema), key)
+    hit = _CHILDREN.get(memo)
+    if hit is not None and hit[0] is f.schema:
+        return hit[1]
+    if len(_CHILDREN) > _MEMO_LIMIT:
+        _CHILDREN.clear()
+    found = f.child(key) if key else f.elem()
+    _CHILDREN[memo] = (f.schema, found)  # the schema is kept, so its id stays its own
+    return found
+
+
+def _elem(f: schema.Field) -> schema.Field:
+    return _child(f, "")
+
+
 def _type_of(f: schema.Field, value: Any) -> _Type:
     if f.schema is None:  # a field the schema does not know: deduced, as upstream
         return _Type("struct" if isinstance(value, dict) else
                      "atomic" if isinstance(value, list) else "scalar")
+    hit = _TYPES.get(id(f.schema))
+    if hit is not None and hit[0] is f.schema:
+        return hit[1]
+    if len(_TYPES) > _MEMO_LIMIT:
+        _TYPES.clear()
+    found = _schema_type(f)
+    _TYPES[id(f.schema)] = (f.schema, found)
+    return found
+
+
+def _schema_type(f: schema.Field) -> _Type:
     own = f.schema
+    assert own is not None
     s = schema.resolve(own)
     map_type = own.get("x-kubernetes-map-type") or s.get("x-kubernetes-map-type")
     list_type = own.get("x-kubernetes-list-type") or s.get("x-kubernetes-list-type")
@@ -187,15 +224,15 @@ def _fields(value: Any, f: schema.Field, path: Path, out: dict[Path, Any]) -> No
             return
         for key, item in value.items():
             sub = (*path, "f:" + key)
-            _fields(item, f.child(key), sub, out)
-            if t.shape == "map" or f.child(key).schema is None:
+            _fields(item, _child(f, key), sub, out)
+            if t.shape == "map" or _child(f, key).schema is None:
                 out.setdefault(sub, _LEAF)
         return
     if not isinstance(value, list):
         out[path] = value
         return
     seen: set[str] = set()
-    elem = f.elem()
+    elem = _elem(f)
     for item in value:
         pe = _item_element(item, t, path)
         if pe in seen:
@@ -218,12 +255,12 @@ def field_map(obj: Mapping[str, Any], root: schema.Field) -> dict[Path, Any]:
         if key in _UNOWNED_TOP:
             continue
         if key == "metadata" and isinstance(value, dict):
-            md = root.child("metadata")
+            md = _child(root, "metadata")
             for k, v in value.items():
                 if k not in _UNOWNED_META:
-                    _fields(v, md.child(k), ("f:metadata", "f:" + k), out)
+                    _fields(v, _child(md, k), ("f:metadata", "f:" + k), out)
             continue
-        _fields(value, root.child(key), ("f:" + key,), out)
+        _fields(value, _child(root, key), ("f:" + key,), out)
     return out
 
 
@@ -251,11 +288,11 @@ def merge(live: Any, config: Any, f: schema.Field) -> Any:
             return copy.deepcopy(config)
         out = dict(live)
         for key, value in config.items():
-            out[key] = merge(live.get(key), value, f.child(key))
+            out[key] = merge(live.get(key), value, _child(f, key))
         return out
     if not isinstance(live, list) or not isinstance(config, list):
         return copy.deepcopy(config)
-    elem = f.elem()
+    elem = _elem(f)
     by_key = {_item_element(item, t, ()): item for item in live}
     wanted = [(_item_element(item, t, ()), item) for item in config]
     wanted_keys = {k for k, _ in wanted}
@@ -290,7 +327,7 @@ def _remove(obj: Any, path: Path, f: schema.Field) -> None:
             if last:
                 del node[name]
                 return
-            node, fld = node[name], fld.child(name)
+            node, fld = node[name], _child(fld, name)
         elif isinstance(node, list):
             t = _type_of(fld, node)
             at = next((i for i, item in enumerate(node)
@@ -300,7 +337,7 @@ def _remove(obj: Any, path: Path, f: schema.Field) -> None:
             if last:
                 del node[at]
                 return
-            node, fld = node[at], fld.elem()
+            node, fld = node[at], _elem(fld)
         else:
             return
 
