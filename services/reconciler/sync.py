@@ -27,10 +27,11 @@ from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import inputs, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
+from shared.daemonset.messages import StatusChannel
 from shared.model import meta
-from shared.store import codec
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
+from shared.store.statuschannel import RedisStatusChannel
 
 log = logging.getLogger("reconciler")
 Obj = dict[str, Any]
@@ -84,15 +85,18 @@ class Reconciler:
 
     def __init__(self, store: Store, queue: WorkQueue, expectations: ExpectationsStore,
                  backoff: BackoffStore, clock: Callable[[], float] | None = None,
-                 worker: str = "") -> None:
+                 worker: str = "", status: StatusChannel | None = None) -> None:
         """``clock``: the process's one clock, read once per sync for the snapshot's
-        ``now`` (default: the store's, which the store's own timestamps read)."""
+        ``now`` (default: the store's, which the store's own timestamps read). ``status``:
+        where computed statuses are published (default: the status stream in Redis)."""
         self.store = store
         self.queue = queue
         self.expectations = expectations
         self.backoff = backoff
         self.clock = clock or store.clock
         self.worker = worker
+        self.status = status if status is not None else \
+            RedisStatusChannel(store.r, store.keys, maxlen=STATUS_STREAM_MAXLEN)
         self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", indexes={
             "pods-ns": ("Pod", _ns_index),
             "revisions-ns": ("ControllerRevision", _ns_index),
@@ -156,9 +160,7 @@ class Reconciler:
     def _publish(self, snap: t.Snapshot, plan: t.Plan) -> None:
         if plan.status is None or snap.ds is None:
             return
-        self.store.r.xadd(self.store.keys.status_stream,
-                          {"m": codec.pack(status_message(snap, plan).to_map())},
-                          maxlen=STATUS_STREAM_MAXLEN, approximate=True)
+        self.status.publish(status_message(snap, plan))
 
     def _record(self, snap: t.Snapshot, plan: t.Plan, outcome: Outcome) -> None:
         """Log the decision (with what it read and when) so replay can recompute it. Syncs

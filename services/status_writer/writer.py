@@ -28,14 +28,14 @@ from services import common
 from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
-from shared.daemonset.messages import StatusMessage
+from shared.daemonset.messages import StatusChannel, StatusMessage
 from shared.model import meta
 from shared.store import codec, errors, scripts
 from shared.store.client import Store
+from shared.store.statuschannel import RedisStatusChannel
 
 log = logging.getLogger("status-writer")
 
-GROUP = "status-writers"
 GAUGE_REFRESH_SECONDS = 30.0
 WRITES = Counter("daemonbus_status_writes_total", "DaemonSet status updates", ["result"])
 UNAVAILABLE = Gauge(
@@ -76,20 +76,18 @@ GAUGES = {
 
 
 class StatusWriter:
-    def __init__(self, store: Store, consumer: str, claim_idle_ms: int = 10_000) -> None:
+    def __init__(self, store: Store, consumer: str, claim_idle_ms: int = 10_000,
+                 channel: StatusChannel | None = None) -> None:
         self.store = store
         self.consumer = consumer
         self.claim_idle_ms = claim_idle_ms
-        self.stream = store.keys.status_stream
+        self.channel = channel if channel is not None else \
+            RedisStatusChannel(store.r, store.keys)
         self.written = 0
         self._newer = store.r.register_script(scripts.NEWER_POSITION)
 
     def ensure_group(self) -> None:
-        try:
-            self.store.r.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as err:
-            if "BUSYGROUP" not in str(err):
-                raise
+        self.channel.ensure()
 
     def run(self, stop: threading.Event) -> None:
         outage = common.Outage(log)
@@ -114,38 +112,24 @@ class StatusWriter:
         r = self.store.r
         if self.store.mark.check(r, self.store.keys):
             self.seed_gauges()
-        claimed: Any = r.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
-                               start_id="0-0", count=count)
-        messages = list(claimed[1]) if claimed and len(claimed) > 1 else []
-        resp: Any = r.xreadgroup(GROUP, self.consumer, {self.stream: ">"}, count=count,
-                            block=None if messages else block_ms)
-        for _stream, entries in resp or []:
-            messages += entries
-        if not messages:
+        got = self.channel.receive(self.consumer, count, block_ms, self.claim_idle_ms)
+        if not got:
             return 0
         latest: dict[str, StatusMessage] = {}
-        ids = []
-        for mid, fields in messages:
-            if mid is None or fields is None:
-                continue
-            ids.append(mid)
-            try:
-                msg = StatusMessage.from_map(codec.unpack(fields[b"m"]))
-            except (KeyError, errors.CorruptEntryError) as err:
-                log.error("dropping unreadable status message %s: %s", mid, err)
+        for rec in got:
+            msg = rec.message
+            if msg is None:
+                log.error("dropping unreadable status message %s: %s", rec.id, rec.error)
                 continue
             # per DaemonSet, the status computed at the newest log position wins — not the
             # last one published: two workers may publish out of position order
-            key = msg.key
-            have = latest.get(key)
+            have = latest.get(msg.key)
             if have is None or codec.id_ge(msg.position or "0-0", have.position or "0-0"):
-                latest[key] = msg
+                latest[msg.key] = msg
         for key, msg in latest.items():
             self.write(key, msg)
-        if ids:
-            r.xack(self.stream, GROUP, *ids)
-            r.xdel(self.stream, *ids)
-        return len(ids)
+        self.channel.done([rec.id for rec in got])
+        return len(got)
 
     def claim(self, key: str, position: str) -> bool:
         """Acts: record that the status of ``key`` computed at ``position`` is being written,
