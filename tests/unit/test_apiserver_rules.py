@@ -8,6 +8,7 @@ import pytest
 from services.apiserver import auth, protobuf, requests, status
 from services.apiserver.status import ApiError
 from services.apiserver.watchcache import Event, Watcher
+from shared.store import errors
 
 TOKEN = "0123456789abcdef0123456789"
 
@@ -116,3 +117,27 @@ def test_a_watcher_whose_buffer_is_full_is_dropped_not_grown(monkeypatch) -> Non
         w.offer(_ev("ADDED", {}, None, eid=f"{i + 1}-0"))
     assert w.dropped.startswith("too slow")
     assert w.queue.qsize() == 1 and w.queue.get_nowait() is None
+
+
+def test_store_errors_become_the_status_upstream_answers() -> None:
+    big = status.from_store(errors.TooLargeError("Event", "ns/e", 2_000_000, 1_572_864))
+    assert (big.code, big.status["reason"]) == (413, "RequestEntityTooLarge")
+    assert big.status["message"].startswith("Request entity too large: etcdserver: request "
+                                            "is too large")
+    refused = status.from_store(errors.ForbiddenError("Pod", "ns/p", "node-agent", "not its"))
+    assert (refused.code, refused.status["reason"]) == (403, "Forbidden")
+    assert status.from_store(errors.BadRequestError("cannot decode")).code == 400
+    corrupt = status.from_store(errors.MalformedObjectError(
+        "DaemonSet", "ns/x", ["status.conditions: Invalid value: \"x\": must be of type array"]))
+    assert (corrupt.code, corrupt.status["reason"]) == (500, "InternalError")
+    assert corrupt.status["details"]["name"] == "x"
+    assert "has the wrong shape" in corrupt.status["details"]["causes"][0]["message"]
+
+
+def test_an_access_review_list_names_each_grant() -> None:
+    edit = auth.User("e", "edit")
+    assert auth.authorize(edit, "get", "*", True)  # a read rule covers every resource
+    assert not auth.authorize(edit, "*", "daemonsets", True)  # no rule for every verb
+    assert auth.authorize(auth.User("a", "admin"), "*", "*", False)
+    assert auth.may_get_url(auth.User("v", "view"), "get")
+    assert not auth.may_get_url(auth.User("v", "view"), "post")
