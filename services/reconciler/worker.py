@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import base64
 import faulthandler
+import functools
 import logging
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -68,6 +70,17 @@ log = logging.getLogger("reconciler")
 
 SYNC_FUNCTION = "services.reconciler.worker.sync_job"
 ALLOWED_FUNCTIONS = frozenset({SYNC_FUNCTION})
+#: every RQ method this adapter overrides, by RQ class (tests/unit/test_rq_adapter.py holds
+#: them to RQ's own, signatures included, so an RQ upgrade that changes one fails loudly)
+RQ_HOOKS: dict[str, tuple[str, ...]] = {
+    "Job": ("func", "success_callback", "failure_callback", "stopped_callback",
+            "send_webhooks", "dependent_ids"),
+    "SimpleWorker": ("job_class", "work", "bootstrap", "register_birth", "teardown",
+                     "_pubsub_exception_handler", "execute_job", "heartbeat",
+                     "prepare_job_execution", "handle_execution_ended", "handle_job_success",
+                     "_enqueue_dependents_safely", "run_maintenance_tasks",
+                     "dequeue_job_and_maintain_ttl"),
+}
 LEASE_SECONDS = settings.current.worker_lease_seconds  # a dead worker's key: handed out again
 RENEW_EVERY = settings.current.worker_renew_seconds
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
@@ -105,7 +118,12 @@ class AllowListedJob(Job):  # type: ignore[misc]
     callbacks (``import_attribute``, then called with the job and its connection), webhooks
     (HTTP requests to the URLs stored there) and dependents (job ids RQ enqueues when a job
     ends, for whichever worker listens on their queue). Our jobs have none of these but the
-    function, so every other one is refused when it is named, before anything is imported."""
+    function, so every other one is refused when it is named, before anything is imported.
+
+    The function runs with the context of the worker that executes the job (``context``,
+    set by ``ReconcilerWorker.execute_job``), never one found in a module global."""
+
+    context: JobContext | None = None
 
     @property
     def func(self) -> Any:
@@ -114,7 +132,9 @@ class AllowListedJob(Job):  # type: ignore[misc]
             raise DeserializationError(f"job {self.id}: function {name!r} is not allowed")
         if self.instance is not None:
             raise DeserializationError(f"job {self.id}: a method call is not allowed")
-        return super().func
+        if self.context is None:
+            raise DeserializationError(f"job {self.id}: run outside a reconciler worker")
+        return functools.partial(super().func, self.context)
 
     def _no_callback(self, which: str, name: str | None) -> None:
         if name:
@@ -164,16 +184,23 @@ def lease_of(job: str) -> tuple[str, str] | None:
         return None
 
 
-# The worker process runs jobs in its own thread (SimpleWorker): the job function finds the
-# process's reconciler and the lease it was handed here.
-_CONTEXT: dict[str, Any] = {}
+@dataclass
+class JobContext:
+    """What a job of one worker runs with: its reconciler, its workqueue and the leases it
+    was handed (by token). The worker attaches it to each job it executes (``job.context``),
+    so nothing is module-global."""
+
+    reconciler: Reconciler
+    queue: WorkQueue
+    leases: dict[str, Lease] = field(default_factory=dict)
 
 
-def sync_job(key: str, token: str) -> dict[str, Any]:
-    """RQ job: sync one key under its lease, then hand the result to the queue (``settle``)."""
-    reconciler: Reconciler = _CONTEXT["reconciler"]
-    queue: WorkQueue = _CONTEXT["queue"]
-    lease: Lease = _CONTEXT["leases"].pop(token)
+def sync_job(context: JobContext, key: str, token: str) -> dict[str, Any]:
+    """RQ job: sync one key under its lease, then hand the result to the queue (``settle``).
+    RQ calls it with the job's arguments (key, token) after the worker's ``context``."""
+    reconciler = context.reconciler
+    queue = context.queue
+    lease = context.leases.pop(token)
     stop = threading.Event()
     holder = {"lease": lease}
 
@@ -250,7 +277,7 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.workqueue = workqueue
         self.reconciler = reconciler
         self.block_seconds = block_seconds
-        _CONTEXT.update(reconciler=reconciler, queue=workqueue, leases={})
+        self.context = JobContext(reconciler, workqueue)
         self._alive_until = 0.0  # monotonic time the worker hash's last heartbeat keeps it to
         self._registered = False
         self.stall_seconds = stall_seconds
@@ -358,10 +385,12 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         time.sleep(2.0)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
+        if isinstance(job, AllowListedJob):
+            job.context = self.context
         try:
             super().execute_job(job, queue)
         finally:  # the job's lease, should RQ fail before the job ran (Redis away)
-            _CONTEXT["leases"].pop(job.args[1], None)
+            self.context.leases.pop(job.args[1], None)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """Heartbeat the worker hash only when its TTL needs it.
@@ -533,7 +562,7 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
                     return None
         finally:
             faulthandler.cancel_dump_traceback_later()
-        _CONTEXT["leases"][lease.token] = lease
+        self.context.leases[lease.token] = lease
         queue = self.queues[0]
         # result_ttl=0: no result is kept (see handle_job_success); failed jobs stay an hour
         job = self.job_class.create(
