@@ -32,13 +32,27 @@ export function query(params) {
   return s ? `?${s}` : "";
 }
 
+// A read that fails on the network (no answer at all: the browser's few connections to one
+// server are mostly held by the watches, and a queued request can be dropped) is tried again
+// a few times; a write never is, and an HTTP error never is.
+const READ_TRIES = 4;
+
 export async function request(path, { method = "GET", body, contentType } = {}) {
   const init = { method, headers: headers() };
   if (body !== undefined) {
     init.headers["Content-Type"] = contentType || "application/json";
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, init);
+  let resp;
+  for (let i = 1; ; i++) {
+    try {
+      resp = await fetch(path, init);
+      break;
+    } catch (err) {
+      if (method !== "GET" || i >= READ_TRIES) throw err;
+      await sleep(250 * 2 ** i);
+    }
+  }
   const text = await resp.text();
   let doc = null;
   try {

@@ -13,6 +13,7 @@ export const STATES = {
   terminating: { short: "T", text: "terminating" },
   missing: { short: "?", text: "missing: should run here, no pod" },
   none: { short: "", text: "not scheduled here" },
+  unknown: { short: "·", text: "no pod; placement not known yet" },
 };
 
 const key = (o) => `${o.metadata.namespace || ""}/${o.metadata.name}`;
@@ -209,7 +210,7 @@ export class Fleet {
     if (pl && pl.notScheduled[nodeName]) {
       return { state: "none", reason: pl.notScheduled[nodeName] };
     }
-    if (!pl) return { state: "none", reason: "placement not known yet" };
+    if (!pl) return { state: "unknown" };
     return { state: "missing" };
   }
 
@@ -235,7 +236,7 @@ export class Fleet {
     const c = { total: 0, new: 0, available: 0, bad: 0, missing: 0 };
     for (const n of nodes) {
       const { state } = this.cell(ds, n.metadata.name, now);
-      if (state === "none") continue;
+      if (state === "none" || state === "unknown") continue;
       c.total++;
       if (state.startsWith("new")) c.new++;
       if (state.endsWith("available")) c.available++;

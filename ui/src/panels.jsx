@@ -134,6 +134,12 @@ export function Why({ params }) {
   );
 }
 
+// A DaemonSet's why plans over every node: asked for, not on opening the panel.
+function OnDemand({ label, children }) {
+  const [shown, setShown] = useState(false);
+  return shown ? children : <button type="button" onClick={() => setShown(true)}>{label}</button>;
+}
+
 // ---- DaemonSet ----------------------------------------------------------------------------
 
 function Progress({ data }) {
@@ -266,7 +272,9 @@ export function DaemonSetPanel({ fleet, ds, notify }) {
       <Progress data={data} />
       <Conditions ds={ds} />
       <h3>Why</h3>
-      <Why params={{ kind: "daemonset", namespace: ns, name: ds.metadata.name, g: st.observedGeneration }} />
+      <OnDemand label="Explain the unavailable pods (daemonbus why)">
+        <Why params={{ kind: "daemonset", namespace: ns, name: ds.metadata.name, g: st.observedGeneration }} />
+      </OnDemand>
       <h3>Revisions</h3>
       <History ds={ds} />
       <Events ds={ds} />
