@@ -126,11 +126,13 @@ def manifest(name: str) -> Any:
 
 
 @contextmanager
-def running(redis_url: str, name: str, tmp: Path, nodes: int = 3) -> Iterator[ApiServer]:
-    """A stack of one worker and ``nodes`` simulated nodes on prefix ``name``, with an API
-    server in front: for a module-scoped fixture of the API server's tests."""
+def running(redis_url: str, name: str, tmp: Path, nodes: int = 3,
+            agent_args: tuple[str, ...] = ()) -> Iterator[ApiServer]:
+    """A stack of one worker and ``nodes`` simulated nodes (their agent started with
+    ``agent_args``) on prefix ``name``, with an API server in front: for a module-scoped
+    fixture of the API server's tests."""
     stack = Stack(redis_url, f"{name}{os.getpid()}", tmp)
-    stack.start_all(workers=1, nodes=nodes)
+    stack.start_all(workers=1, nodes=nodes, agent_args=agent_args)
     try:
         wait_for(lambda: len(stack.store.list("Node")) == nodes, what=f"{nodes} nodes")
         server = ApiServer(stack, tmp)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from services.replay import scan
+from shared.daemonset import placement
 from shared.model import meta, rolloutopts
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit, browser_kit
@@ -27,13 +28,14 @@ NODES = 4
 DS = "fleet-agent"
 NS = "default"
 DEADLINE_MS = 60_000
+FAILING = "fail.example/*"  # the node agent fails pods of these images
 
 
 @pytest.fixture(scope="module")
 def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[ApiServer]:
     with apiserver_kit.running(redis_server.url, "fleetui", tmp_path_factory.mktemp("fleetui"),
-                               nodes=NODES) as server:
+                               nodes=NODES, agent_args=("--fail-image", FAILING)) as server:
         nodes = sorted(meta.name(n) for n in server.stack.store.list("Node"))
         for i, name in enumerate(nodes):
             server.kubectl("label", "node", name, f"topology.kubernetes.io/zone=zone-{i % 2}")
@@ -312,3 +314,26 @@ def test_an_action_plan_survives_status_and_annotation_writes_but_not_a_spec_cha
     assert plan("resume")["noop"] is True
     code, doc = api.request("GET", "/ui/api/action?action=reboot&node=x", token="editor")
     assert code == 400 and "supported values" in doc["message"]
+
+
+def test_failed_pods_and_nodes_a_daemonset_does_not_select_read_as_such(
+        api: ApiServer, chromium: Any, applied: str) -> None:
+    name = "fleet-failing"
+    manifest = daemonset(name, NS, image="fail.example/agent:1",
+                         node_selector={"topology.kubernetes.io/zone": "zone-0"})
+    api.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    try:
+        with _open(chromium, api, "viewer") as page:
+            cells = f'.cell.state[data-ds="{name}"]'
+            page.wait_for_function(
+                "(sel) => document.querySelectorAll(sel + '[data-state=\"none\"]').length === 2"
+                " && document.querySelectorAll(sel + '[data-state=\"failed\"]').length > 0",
+                arg=cells, timeout=DEADLINE_MS)
+            label = page.locator(f'{cells}[data-state="none"]').first.get_attribute("aria-label")
+            reason = placement.REASON_NODE_SELECTOR
+            assert label is not None and f"{name}: not scheduled here ({reason})" in label
+            page.locator(f'{cells}[data-state="none"]').first.click()
+            page.wait_for_selector(".why-lines", timeout=DEADLINE_MS)
+            assert placement.REASON_NODE_SELECTOR in page.locator(".why-lines").inner_text()
+    finally:
+        api.kubectl("delete", "ds", name, "-n", NS)
