@@ -59,6 +59,22 @@ def complete(c: Cluster, name: str, n: int, updated: bool = False) -> bool:
         ds.get("status") or {}, n, int(meta.metadata(ds).get("generation") or 0), updated)
 
 
+def scroll_to_turnover(page: Any, ds: str) -> None:
+    """Scroll the open zone, a screen at a time, until a node not yet updated is in view."""
+    for _ in range(60):
+        found = page.evaluate(
+            "(ds) => { const s = document.querySelector('.scroller');"
+            " const hit = [...s.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`)]"
+            ".find(c => !c.dataset.state.startsWith('new'));"
+            " if (hit) { s.scrollTop = Math.max(0, hit.offsetParent.offsetTop - 280);"
+            " s.dispatchEvent(new Event('scroll')); return true; }"
+            " s.scrollTop += s.clientHeight - 56; s.dispatchEvent(new Event('scroll'));"
+            " return false; }", ds)
+        page.wait_for_timeout(100)
+        if found:
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=5000)
@@ -112,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 updated = int(st.get("updatedNumberScheduled") or 0)
                 if shot is not None and updated >= 0.4 * n and \
                         st.get("observedGeneration") == meta.metadata(ds).get("generation"):
+                    scroll_to_turnover(page, target)
                     page.screenshot(path=str(shot))
                     print(f"  screenshot at {updated}/{n} updated: {shot}")
                     shot = None
