@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,7 @@ INCONSISTENT_CONTINUE = (
     "list.")
 """Upstream's message for a continuation whose position was compacted away (410)."""
 LATEST = "-1"
+_POSITION = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")  # a log entry id
 """A continue token's position for "from the present view" (upstream's -1)."""
 
 
@@ -89,11 +91,7 @@ def decode_token(token: str) -> tuple[tuple[str, str], str]:
 
 
 def _is_position(rv: str) -> bool:
-    try:
-        codec.id_tuple(rv)
-    except (ValueError, TypeError):
-        return False
-    return True
+    return _POSITION.fullmatch(rv) is not None
 
 
 def view_at(current: Mapping[str, Obj], events: Sequence[Event], kind: str,

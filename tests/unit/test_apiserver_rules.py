@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.apiserver import auth, protobuf, requests, status
+from services.apiserver import auth, listing, protobuf, requests, status
 from services.apiserver.status import ApiError
 from services.apiserver.watchcache import Event, Watcher
 from shared.store import errors
@@ -141,3 +141,24 @@ def test_an_access_review_list_names_each_grant() -> None:
     assert auth.authorize(auth.User("a", "admin"), "*", "*", False)
     assert auth.may_get_url(auth.User("v", "view"), "get")
     assert not auth.may_get_url(auth.User("v", "view"), "post")
+
+
+def test_the_view_at_a_position_undoes_the_events_after_it() -> None:
+    def ev(id_: str, etype: str, key: str, obj: dict[str, object],
+           prev: dict[str, object] | None) -> Event:
+        return Event(id_, etype, "Event", key, obj, prev)
+
+    a1, a2, b1 = {"v": "a1"}, {"v": "a2"}, {"v": "b1"}
+    events = [ev("5-0", "ADDED", "ns/a", a1, None), ev("6-0", "MODIFIED", "ns/a", a2, a1),
+              ev("7-0", "ADDED", "ns/b", b1, None), ev("8-0", "DELETED", "ns/a", a2, a2),
+              Event("8-1", "ADDED", "Pod", "ns/p", {}, None)]
+    now = {"ns/b": b1}  # after every event
+    assert listing.view_at(now, events, "Event", "8-1") == {"ns/b": b1}
+    assert listing.view_at(now, events, "Event", "7-0") == {"ns/a": a2, "ns/b": b1}
+    assert listing.view_at(now, events, "Event", "6-0") == {"ns/a": a2}
+    assert listing.view_at(now, events, "Event", "5-0") == {"ns/a": a1}
+    assert listing.view_at(now, events, "Event", "4-0") == {}
+    start, rv = listing.decode_token(listing.token(("ns", "a"), "6-0"))
+    assert (start, rv) == (("ns", "a"), "6-0")
+    with pytest.raises(ApiError, match="continue key is not valid"):
+        listing.decode_token(listing.token(("ns", "a"), "not-a-position"))
