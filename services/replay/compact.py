@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
 from shared import settings
-from shared.eventlog.entry import RawEntry
 from shared.store import codec, errors, snapshot
-from shared.store.guard import redis_errors, text
+from shared.store.eventlog import RedisEventLog
+from shared.store.guard import redis_errors
 from shared.store.keys import Keys
 
 PAGE = settings.current.log_page
@@ -70,27 +69,24 @@ def compact(client: redis.Redis, keys: Keys, keep: int | None = None,
     count_limit = cut_by_count(length, keep, prev is not None) if keep is not None else None
     age_limit = cut_by_age(time.time() if now is None else now, max_age) \
         if max_age is not None else None
-    lower = "(" + folded_from if folded_from else "-"
+    log = RedisEventLog(client, keys)
+    position = folded_from
     folded, cut = 0, ""
     while count_limit is None or folded < count_limit:
         want = PAGE if count_limit is None else min(PAGE, count_limit - folded)
-        raw: Any
-        with redis_errors("read the log"):
-            raw = client.xrange(keys.log, min=lower, count=want)
-        if not raw:
+        got = log.after(position, want).entries
+        if not got:
             break
-        for rid, fields in raw:
-            eid = text(rid)
-            if age_limit is not None and codec.id_tuple(eid) > age_limit:
-                raw = []
+        for e in got:
+            if age_limit is not None and codec.id_tuple(e.id) > age_limit:
+                got = []
                 break
-            e = RawEntry.from_fields(eid, fields)
-            base.apply(eid, e.type, e.kind, e.key, e.payload)
+            base.apply(e.id, e.type, e.kind, e.key, e.payload)
             folded += 1
-            cut = eid
-        if not raw:
+            cut = e.id
+        if not got:
             break
-        lower = "(" + text(raw[-1][0])
+        position = got[-1].id
     if not cut or cut == folded_from:
         return CompactResult("", base.count(), 0, length, time.monotonic() - started)
     try:

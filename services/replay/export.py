@@ -18,8 +18,10 @@ import redis
 
 from services.replay import logfile
 from shared import settings
-from shared.eventlog.entry import RawEntry
+from shared.eventlog.entry import previous_id
+from shared.eventlog.ports import pages
 from shared.store import codec, snapshot
+from shared.store.eventlog import RedisEventLog
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
@@ -76,24 +78,15 @@ def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
         if snap is not None:
             for kind, key, rv, payload in snap.rows():
                 out.object(kind, key, rv, payload)
-        lower = first
-        while lower:
-            with redis_errors("export page"):
-                pipe = client.pipeline(transaction=False)
-                pipe.xrange(keys.log, min=lower, max=last, count=page)
-                pipe.get(keys.log_snapshot_id)
-                batch, sid = pipe.execute()
-            if not batch:
-                break
-            page_last = text(batch[-1][0])
-            now_id = text(sid) if sid is not None else ""
-            if now_id != snap_id and codec.id_tuple(now_id) > codec.id_tuple(page_last):
-                raise ExportError(f"the log was compacted to {now_id} during the export; "
+        # the range first..last, a page at a time, each read with the compaction point: a
+        # compaction past what was read would leave a gap
+        for got in pages(RedisEventLog(client, keys), previous_id(first), page, until=last) \
+                if first else ():
+            if got.start != snap_id and codec.id_tuple(got.start) > codec.id_tuple(got.last):
+                raise ExportError(f"the log was compacted to {got.start} during the export; "
                                   "run it again")
-            for raw_id, fields in batch:
-                e = RawEntry.from_fields(raw_id, fields)
+            for e in got.entries:
                 out.entry(e.id, e.version, e.type, e.kind, e.key, e.payload)
-            lower = "" if page_last == last else "(" + page_last
         entries = out.entries
     return ExportStats(entries, header.objects, first, last, header.snapshot, complete,
                        time.monotonic() - started)

@@ -254,3 +254,11 @@ def id_tuple(entry_id: str) -> tuple[int, int]:
 
 def id_ge(a: str, b: str) -> bool:
     return id_tuple(a) >= id_tuple(b)
+
+
+def previous_id(entry_id: str) -> str:
+    """The greatest id below ``entry_id`` (reading after it starts at ``entry_id``)."""
+    ms, seq = id_tuple(entry_id)
+    if seq:
+        return f"{ms}-{seq - 1}"
+    return f"{ms - 1}-{(1 << 64) - 1}" if ms else "0-0"

@@ -62,3 +62,10 @@ def test_an_older_entry_is_upcast_before_it_is_decoded(monkeypatch: pytest.Monke
     monkeypatch.setattr(entry, "UPCASTERS", {2: v2_to_v3})
     with pytest.raises(CorruptEntryError, match="no upcaster from schema version 1"):
         entry.decode_fields("5-0", _fields())
+
+
+def test_the_id_before_an_id_is_the_greatest_below_it() -> None:
+    assert entry.previous_id("5-3") == "5-2"
+    assert entry.previous_id("5-0") == f"4-{(1 << 64) - 1}"
+    assert entry.previous_id("0-1") == "0-0" and entry.previous_id("0-0") == "0-0"
+    assert entry.id_tuple(entry.previous_id("7-0")) < entry.id_tuple("7-0")
