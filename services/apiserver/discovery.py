@@ -46,6 +46,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.NODE),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),
+                           ("log", "Pod", ("get",)),
                            ("status", "Pod", ("get", "patch", "update")))),
     Resource(kinds.EVENT),
     Resource(kinds.DAEMONSET, categories=("all",),

@@ -341,6 +341,10 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
                    "5 min).")
 @click.option("--docker-network", default="bridge", show_default=True,
               help="[docker] The engine's network of pods without hostNetwork.")
+@click.option("--log-port", type=click.IntRange(min=-1, max=65535), default=10250,
+              show_default=True,
+              help="[process] Port of the agent's HTTPS endpoint serving its pods' logs, on "
+                   "the node IP (kubelet's port; 0: any free one; -1: none).")
 @click.option("--via-admission", is_flag=True,
               help="Send every write to node-admission instead of committing it (for "
                    "credentials that may not write the store: compose's node-agent user).")
@@ -352,7 +356,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
-                   docker_network: str, via_admission: bool,
+                   docker_network: str, log_port: int, via_admission: bool,
                    node_lease_duration: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
     with --runtime process or docker a kubelet for this machine that runs its pods as
@@ -418,7 +422,10 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             node_name=name, node_ip=node_ip or host.primary_ip(),
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
-            lease_duration=node_lease_duration, backoff_initial=backoff_initial)
+            lease_duration=node_lease_duration, backoff_initial=backoff_initial,
+            # the endpoint serves the process runtime's log files; the docker runtime's logs
+            # are the engine's (daemonbus logs reads them there)
+            log_port=None if log_port < 0 or runtime == "docker" else log_port)
         state = pcfg.state_dir
         rt: runtime_.Runtime
         if runtime == "docker":

@@ -1,15 +1,14 @@
-"""``logs pod/NAME``: a container's output, read from the log files the process runtime's
-node agent writes on its machine (``services.node_agent.procs``), or for the docker
+"""``logs pod/NAME``: a container's output. Read, as ``kubectl logs`` through the API server
+is, from the log endpoint of the process runtime's node agent running the pod
+(``services.cli.logclient``), wherever that is; with ``--state-dir`` (or when the node
+publishes no endpoint) from the log files of such an agent on this machine; for the docker
 runtime's containers (containerID ``docker://…``) from the Docker engine's log of the
-container. Run it where the pod's agent runs (or give that agent's --state-dir, or
-DOCKER_HOST)."""
+container (DOCKER_HOST). Which container and which run are decided by
+``shared.api.podlog``, as for the API server."""
 
 from __future__ import annotations
 
-import os
 import sys
-import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from services.cli.errors import CliError
 from shared.model import meta
 
 Obj = dict[str, Any]
-FOLLOW_POLL = 0.2
 
 
 def _pod_name(arg: str) -> str:
@@ -32,34 +30,16 @@ def _pod_name(arg: str) -> str:
     return name
 
 
-def _container(pod: Obj, name: str | None) -> tuple[str, Obj]:
+def _container(pod: Obj, name: str | None) -> str:
     """The container asked for, else the default one, as kubectl picks it (the
     kubectl.kubernetes.io/default-container annotation, else the first container)."""
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    statuses = {str(c.get("name")): c for c in (status.get("initContainerStatuses") or []) +
-                (status.get("containerStatuses") or [])}
-    names = [str(c.get("name")) for c in spec.get("containers") or []]
-    every = [str(c.get("name")) for c in spec.get("initContainers") or []] + names
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
     if name is None:
         name = meta.annotations(pod).get("kubectl.kubernetes.io/default-container") or \
             (names[0] if names else "")
         if len(names) > 1:
             click.echo(f'Defaulted container "{name}" out of: {", ".join(names)}', err=True)
-    if name not in every:
-        raise CliError(f"error: container {name} is not valid for pod {meta.name(pod)}")
-    return name, statuses.get(name) or {}
-
-
-def _tail(path: Path, lines: int | None) -> tuple[bytes, int]:
-    """The file's last ``lines`` lines (all when None) and the offset read up to."""
-    with open(path, "rb") as f:
-        if lines is None:
-            data = f.read()
-        else:
-            data = b"".join(deque(f, maxlen=lines)) if lines > 0 else b""
-            f.seek(0, os.SEEK_END)
-        return data, f.tell()
+    return name
 
 
 @click.command("logs")
@@ -72,13 +52,14 @@ def _tail(path: Path, lines: int | None) -> tuple[bytes, int]:
 @click.option("-p", "--previous", is_flag=True,
               help="The container's previous run (before its last restart).")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-              help="The node agent's --state-dir (default: its default for the pod's node).")
+              help="Read the log files of the node agent with this --state-dir on this machine "
+                   "(default: ask the pod's node agent).")
 @context.pass_env
 def logs(env: context.CliEnv, target: str, namespace: str | None, container: str | None,
          tail_lines: int, follow: bool, previous: bool, state_dir: Path | None) -> None:
-    """Print a container's output (stdout and stderr), as `kubectl logs` does, from the
-    log files of the process runtime's node agent on this machine, or from the Docker
-    engine for the docker runtime's containers.
+    """Print a container's output (stdout and stderr), as `kubectl logs` does: from the log
+    endpoint of the node agent that runs the pod, on whichever machine; with --state-dir,
+    from the log files of a process runtime's node agent on this machine.
 
     \b
     Examples:
@@ -86,61 +67,71 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
       daemonbus logs web-abc12 -c init-setup --previous
       daemonbus logs pod/web-abc12 --tail 20 -f
     """
-    from services.node_agent import processagent, procs, runtime  # only for this command
+    from services.cli import logclient
+    from services.node_agent import containerlogs, processagent, procs, runtime
+    from shared.api import podlog
+    from shared.store import nodeserver
 
     ns = namespace or "default"
     name = _pod_name(target)
     pod = env.store.try_get("Pod", f"{ns}/{name}")
     if pod is None:
         raise CliError(f'Error from server (NotFound): pods "{name}" not found')
-    cname, cstatus = _container(pod, container)
-    run = int(cstatus.get("restartCount") or 0)
-    if previous:
-        if run == 0:
-            raise CliError(f'Error from server (BadRequest): previous terminated container '
-                           f'"{cname}" in pod "{name}" not found')
-        run -= 1
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
-    if not node:
-        raise CliError(f'Error from server (BadRequest): pod "{name}" is not bound to a node')
-    cid = _container_id(cstatus, previous)
-    if cid.startswith("docker://"):
-        _engine_logs(cid.removeprefix("docker://"), cname, name,
-                     None if tail_lines < 0 else tail_lines, follow and not previous)
-        return
-    base = state_dir or processagent.default_state_dir(node)
-    path = procs.log_file(runtime.pod_dir(base, pod), cname, run)
+    opts = podlog.LogOptions(follow=follow, previous=previous,
+                                    tail_lines=None if tail_lines < 0 else tail_lines)
     try:
-        data, offset = _tail(path, None if tail_lines < 0 else tail_lines)
+        cname = podlog.pick_container(pod, _container(pod, container))
+        run = podlog.pick_run(pod, cname, previous)
+    except podlog.LogError as err:
+        raise CliError(f"Error from server (BadRequest): {err}") from None
+    node = str(pod["spec"]["nodeName"])
+    out = sys.stdout.buffer
+    cid = _container_id(pod, cname, previous)
+    if cid.startswith("docker://"):
+        _engine_logs(cid.removeprefix("docker://"), cname, name, opts.tail_lines,
+                     follow and not previous)
+        return
+    if state_dir is None:
+        try:
+            ep = nodeserver.endpoint(env.store, node)
+        except podlog.LogError:
+            ep = None  # no endpoint published: this machine's files, if it is the node's
+        if ep is not None:
+            try:
+                resp = logclient.open_stream(ep, podlog.request_path(pod, cname, run, opts))
+            except podlog.LogError as err:
+                raise CliError(f"Error from server (BadRequest): {err}") from None
+            try:
+                while chunk := resp.read1(65536):
+                    out.write(chunk)
+                    out.flush()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                resp.close()
+            return
+    base = state_dir or processagent.default_state_dir(node)
+    pod_dir = runtime.pod_dir(base, pod)
+    path = procs.log_file(pod_dir, cname, run)
+    try:
+        for chunk in containerlogs.stream(path, opts, procs.log_file(pod_dir, cname, run + 1)):
+            out.write(chunk)
+            out.flush()
     except OSError:
         raise CliError(f"error: no log of container {cname} of pod {name} here ({path}): "
                        f"logs are kept on the machine of node {node}, by its node agent "
                        "(--state-dir)") from None
-    out = sys.stdout.buffer
-    out.write(data)
-    out.flush()
-    if not follow or previous:
-        return
-    newer = procs.log_file(runtime.pod_dir(base, pod), cname, run + 1)
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            while True:
-                chunk = f.read(65536)
-                if chunk:
-                    out.write(chunk)
-                    out.flush()
-                    continue
-                if newer.exists() or not path.parent.exists():
-                    return  # the container restarted or its pod is gone: this run is over
-                time.sleep(FOLLOW_POLL)
     except KeyboardInterrupt:
         return
 
 
-def _container_id(cstatus: Obj, previous: bool) -> str:
+def _container_id(pod: Obj, cname: str, previous: bool) -> str:
     """The containerID of the run asked for: the current one (running or ended), or the
     one before its last restart."""
+    status = pod.get("status") or {}
+    cstatus: Obj = next((c for c in (status.get("initContainerStatuses") or []) +
+                         (status.get("containerStatuses") or []) if c.get("name") == cname),
+                        {})
     if previous:
         return str(((cstatus.get("lastState") or {}).get("terminated") or {})
                    .get("containerID") or "")

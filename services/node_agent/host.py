@@ -86,20 +86,24 @@ def node_info(runtime_version: str = "process://daemonbus") -> Obj:
             "operatingSystem": os_name(), "architecture": arch()}
 
 
-def host_status(node_ip: str, runtime_version: str = "process://daemonbus") -> Obj:
-    """The status fields a kubelet owns: capacity, allocatable, nodeInfo, addresses."""
+def host_status(node_ip: str, runtime_version: str = "process://daemonbus",
+                port: int = 0) -> Obj:
+    """The status fields a kubelet owns: capacity, allocatable, nodeInfo, addresses, and
+    the port of its own endpoint (``daemonEndpoints``; 0: none)."""
     cap = resources()
     return {"capacity": cap, "allocatable": dict(cap), "nodeInfo": node_info(runtime_version),
             "addresses": [{"type": "InternalIP", "address": node_ip},
-                          {"type": "Hostname", "address": hostname()}]}
+                          {"type": "Hostname", "address": hostname()}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}
 
 
 def new_node(name: str, node_ip: str, labels: dict[str, str],
-             taints: list[Obj], runtime_version: str = "process://daemonbus") -> Obj:
+             taints: list[Obj], runtime_version: str = "process://daemonbus",
+             port: int = 0) -> Obj:
     """This machine as a kubelet registers it: the well-known labels from the host (any
     --label on top), --register-with-taints, and its status fields."""
     base = {"kubernetes.io/hostname": name, "kubernetes.io/os": os_name(),
             "kubernetes.io/arch": arch()}
     node = lifecycle.new_node(name, {**base, **labels}, taints)
-    node["status"].update(host_status(node_ip, runtime_version))
+    node["status"].update(host_status(node_ip, runtime_version, port))
     return node

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from services import common
-from services.node_agent import host, lifecycle, podstatus, probes
+from services.node_agent import host, lifecycle, logserver, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
 from shared.model import events, meta
-from shared.store import errors, nodelease
+from shared.store import errors, nodelease, nodeserver
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 
@@ -53,6 +53,7 @@ class ProcessConfig:
     taints: tuple[Obj, ...] = ()
     heartbeat: float = 300.0
     lease_duration: float = nodelease.DURATION_SECONDS
+    log_port: int | None = logserver.DEFAULT_PORT  # None: serve no logs
     backoff_initial: float = podstatus.BACKOFF_INITIAL
 
 
@@ -89,6 +90,7 @@ class ProcessAgent:
         self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
         self.leases = nodelease.NodeLeases(store.r, store.keys)
         self._renew_at = 0.0
+        self.logs: logserver.LogServer | None = None
         self.outage = common.Outage(log)
         self.prober = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="probe")
 
@@ -97,8 +99,12 @@ class ProcessAgent:
     def register(self) -> None:
         """Create this machine's Node if absent; else report the host's status fields on it
         (labels and taints are the registration's, as kubelet's --register-with-taints)."""
+        port = self.logs.port if self.logs is not None else 0
+        if self.logs is not None:
+            nodeserver.publish(self.store.r, self.store.keys, self.cfg.node_name,
+                               self.logs.credentials)
         node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
-                             list(self.cfg.taints), self.runtime.version())
+                             list(self.cfg.taints), self.runtime.version(), port)
         res = self.store.commit([self.store.create_op(node, ensure=True)])[0]
         if res.ok:
             log.info("registered node %s", self.cfg.node_name)
@@ -106,7 +112,7 @@ class ProcessAgent:
         old = self.store.get("Node", "/" + self.cfg.node_name)
         new = {**old, "status": {**(old.get("status") or {}),
                                  **host.host_status(self.cfg.node_ip,
-                                                    self.runtime.version())}}
+                                                    self.runtime.version(), port)}}
         if new["status"] != old.get("status"):
             self.store.commit([self.store.status_op(new, old)])
         log.info("node %s exists; its status updated from this host", self.cfg.node_name)
@@ -133,8 +139,22 @@ class ProcessAgent:
 
     # ---- the loop ---------------------------------------------------------------------------
 
+    def serve_logs(self) -> None:
+        """Acts: start the log endpoint on the node's IP (a port in use: no endpoint)."""
+        if self.cfg.log_port is None:
+            return
+        try:
+            self.logs = logserver.LogServer(self.cfg.state_dir, self.cfg.node_ip,
+                                            self.cfg.log_port)
+        except OSError as err:
+            log.warning("no log endpoint (port %d on %s): %s", self.cfg.log_port,
+                        self.cfg.node_ip, err)
+            return
+        self.logs.start()
+
     def run(self, stop: threading.Event) -> None:
         self.adopt()
+        self.serve_logs()
         while not stop.is_set():
             try:
                 self.register()
@@ -145,6 +165,8 @@ class ProcessAgent:
         while not stop.is_set():
             self.step()
         self.prober.shutdown(wait=False, cancel_futures=True)
+        if self.logs is not None:
+            self.logs.close()
         log.info("node agent stopping; its containers keep running (a new agent adopts them)")
 
     def step(self, block: float = TICK) -> None:

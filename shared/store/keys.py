@@ -37,6 +37,8 @@ P:cursor:<reader>                  string  last log id a reader has fully proces
 P:lease:<role>                     string  holder id of a leader lease (with TTL)
 P:nodelease:<node>                 string  the node's lease: its agent's renew time (ms, with
                                            a TTL), outside the log (shared.store.nodelease)
+P:nodeserver:<node>                string  JSON {token, sha256}: how to reach the node agent's
+                                           log endpoint (shared.store.nodeserver)
 P:meta                             hash    cluster metadata; "epoch": the log's identity
                                            (shared.store.logmark)
 =================================  ======  =====================================================
@@ -175,6 +177,9 @@ class Keys:
 
     def node_lease(self, node: str) -> str:
         return self._k("nodelease", node)
+
+    def node_server(self, node: str) -> str:
+        return self._k("nodeserver", node)
 
     # names the ACL grants, never written (see the module docstring)
     def role_key(self, role: str) -> str:

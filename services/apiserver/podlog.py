@@ -1,0 +1,91 @@
+"""``GET /api/v1/namespaces/{namespace}/pods/{name}/log`` (``kubectl logs``): the API server
+picks the container and its run from the pod (``shared.api.podlog``, upstream's texts), and
+proxies to the log endpoint of the node agent running it (``shared.store.nodeserver``: its
+address from the Node, its certificate pinned, its token), streaming what it sends, with ``follow``,
+``tailLines``, ``limitBytes``, ``previous`` and ``container``. Acts.
+
+Registered by ``app.make_app`` before the generic resource routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+
+from services.apiserver import auth
+from services.apiserver import status as st
+from shared.api import podlog as rules
+from shared.store import nodeserver
+from shared.store.client import Store
+
+PATH = "/api/v1/namespaces/{namespace}/pods/{name}/log"
+CONNECT_TIMEOUT = 10.0
+
+
+class _State(Protocol):
+    store: Store
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+
+def handler(state: _State, user_of: Callable[[web.Request], auth.User],
+            ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        if request.method != "GET":
+            raise st.ApiError("MethodNotAllowed", "the server does not allow this method on "
+                              "the requested resource")
+        user = user_of(request)
+        if not auth.authorize(user, "get", "pods/log", True):
+            raise st.ApiError("Forbidden", f'pods "{name}" is forbidden: User "{user.name}" '
+                              'cannot get resource "pods/log" in API group "" in the '
+                              f'namespace "{ns}"', {"name": name, "kind": "pods"})
+        try:
+            opts = rules.options(request.query)
+        except rules.LogError as err:
+            raise st.bad_request(str(err)) from err
+        pod = await state.run(state.store.try_get, "Pod", f"{ns}/{name}")
+        if pod is None:
+            raise st.not_found("Pod", name)
+        try:
+            container = rules.pick_container(pod, opts.container)
+            run = rules.pick_run(pod, container, opts.previous)
+            ep = await state.run(nodeserver.endpoint, state.store,
+                                 str(pod["spec"]["nodeName"]))
+        except rules.LogError as err:
+            raise st.bad_request(str(err)) from err
+        return await _proxy(request, ep, rules.request_path(pod, container, run, opts))
+
+    return serve
+
+
+async def _proxy(request: web.Request, ep: rules.Endpoint, path: str) -> web.StreamResponse:
+    """Acts: stream the agent's answer to the caller as it comes."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
+    pin = aiohttp.Fingerprint(bytes.fromhex(ep.sha256))
+    headers = {"Authorization": f"Bearer {ep.token}"}
+    resp: web.StreamResponse | None = None
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, \
+                session.get(ep.base + path, headers=headers, ssl=pin) as upstream:
+            if upstream.status != 200:
+                text = (await upstream.content.read(4096)).decode(errors="replace")
+                raise st.bad_request(text or f"the node's log endpoint answered "
+                                     f"{upstream.status}")
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            await resp.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+            await resp.write_eof()
+            return resp
+    except aiohttp.ServerFingerprintMismatch as err:
+        raise st.ApiError("InternalError", f"Internal error occurred: the log endpoint "
+                          f"{ep.base} is not the one its node agent published") from err
+    except (aiohttp.ClientError, OSError) as err:
+        if resp is not None:
+            return resp  # mid-stream: the agent or the caller went away; the stream ends
+        raise st.ApiError("InternalError", f"Internal error occurred: the log endpoint "
+                          f"{ep.base} cannot be reached: {err}") from err

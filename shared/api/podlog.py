@@ -1,0 +1,176 @@
+"""Pod logs, the API's rules (pure): the ``PodLogOptions`` of a query, which container
+(the API server's ``ValidateContainer``) and which run of it (kubelet's
+``validateContainerLogStatus``, from the pod's status) a request reads, where the node agent
+serving it listens (the Node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``)
+and the request for one run. Errors carry upstream's texts; each is a BadRequest to a caller.
+
+Shared by the API server (``services/apiserver/podlog.py``), the node agent's log endpoint
+(``services/node_agent/logserver.py``) and ``daemonbus logs``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.model import meta
+
+Obj = dict[str, Any]
+
+
+class LogError(Exception):
+    """A request for logs that cannot be served (upstream answers 400 BadRequest)."""
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    container: str = ""
+    follow: bool = False
+    previous: bool = False
+    tail_lines: int | None = None
+    limit_bytes: int | None = None
+    timestamps: bool = False
+
+
+def _flag(q: Mapping[str, str], name: str) -> bool:
+    value = q.get(name, "false").lower()
+    if value not in ("true", "false", "1", "0", ""):
+        raise LogError(f"{name}: invalid value {q.get(name)!r}, want true or false")
+    return value in ("true", "1")
+
+
+def _count(q: Mapping[str, str], name: str, least: int) -> int | None:
+    if name not in q:
+        return None
+    try:
+        value = int(q[name])
+    except ValueError:
+        raise LogError(f"{name}: invalid value {q[name]!r}, want an integer") from None
+    if value < least:
+        raise LogError(f"PodLogOptions \"\" is invalid: {name}: Invalid value: {value}: "
+                       f"must be greater than {'or equal to ' if least == 0 else ''}0")
+    return value
+
+
+def options(q: Mapping[str, str]) -> LogOptions:
+    """Decides: the ``PodLogOptions`` of a query (``container``, ``follow``, ``previous``,
+    ``tailLines`` >= 0, ``limitBytes`` > 0, ``timestamps``)."""
+    opts = LogOptions(container=q.get("container", ""), follow=_flag(q, "follow"),
+                      previous=_flag(q, "previous"), tail_lines=_count(q, "tailLines", 0),
+                      limit_bytes=_count(q, "limitBytes", 1), timestamps=_flag(q, "timestamps"))
+    if opts.timestamps:
+        # the process runtime writes a container's output as it comes, without a time per
+        # line: there is nothing to prefix the lines with
+        raise LogError("timestamps are not recorded by this node agent's runtime")
+    return opts
+
+
+def container_names(pod: Obj) -> list[str]:
+    """Init containers, then containers (``VisitContainers``' order)."""
+    spec = pod.get("spec") or {}
+    return [str(c.get("name")) for c in (spec.get("initContainers") or []) +
+            (spec.get("containers") or [])]
+
+
+def pick_container(pod: Obj, name: str) -> str:
+    """Decides: the container to read (upstream's ``ValidateContainer``): the one named, else
+    the pod's only container."""
+    spec = pod.get("spec") or {}
+    if not name:
+        mains = spec.get("containers") or []
+        if len(mains) == 1:
+            return str(mains[0].get("name"))
+        if not mains:
+            raise LogError(f"a container name must be specified for pod {meta.name(pod)}")
+        raise LogError(f"a container name must be specified for pod {meta.name(pod)}, "
+                       f"choose one of: [{' '.join(container_names(pod))}]")
+    if name not in container_names(pod):
+        raise LogError(f"container {name} is not valid for pod {meta.name(pod)}")
+    return name
+
+
+def pick_run(pod: Obj, container: str, previous: bool) -> int:
+    """Decides: which run of ``container`` to read (its log file's number), from the pod's
+    status as kubelet's ``validateContainerLogStatus`` does: the current (or last ended) run,
+    or with ``previous`` the one before the current (the ended one while it waits to
+    restart)."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        raise LogError(f"pod {meta.name(pod)} does not have a host assigned")
+    status = pod.get("status") or {}
+    cs = next((c for c in (status.get("initContainerStatuses") or []) +
+               (status.get("containerStatuses") or []) if c.get("name") == container), None)
+    pod_name = meta.name(pod)
+    if cs is None:
+        if previous:
+            raise LogError(f'previous terminated container "{container}" in pod "{pod_name}" '
+                           "not found")
+        raise LogError(f'container "{container}" in pod "{pod_name}" is waiting to start - '
+                       "no logs yet")
+    run = int(cs.get("restartCount") or 0)
+    state = cs.get("state") or {}
+    last = (cs.get("lastState") or {}).get("terminated")
+    if previous:
+        if not last:
+            raise LogError(f'previous terminated container "{container}" in pod "{pod_name}" '
+                           "not found")
+        return run if "waiting" in state else max(0, run - 1)
+    if "running" in state or "terminated" in state or last:
+        return run
+    reason = str((state.get("waiting") or {}).get("reason") or "")
+    if reason == "ErrImagePull":
+        reason = "image can't be pulled"
+    elif reason == "ImagePullBackOff":
+        reason = "trying and failing to pull image"
+    if reason:
+        raise LogError(f'container "{container}" in pod "{pod_name}" is waiting to start: '
+                       f"{reason}")
+    raise LogError(f'container "{container}" in pod "{pod_name}" is waiting to start - no '
+                   "logs yet")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    token: str  # the bearer token its agent made
+    sha256: str  # its certificate's digest (hex, of the DER form), to pin
+
+    @property
+    def base(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+
+def endpoint_of(node: Obj, token: str, sha256: str) -> Endpoint:
+    """Decides: the log endpoint of ``node`` from its status and the credentials its agent
+    published ("" when none); LogError when it has none."""
+    name = meta.name(node)
+    status = node.get("status") or {}
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    ip = next((str(a.get("address")) for a in status.get("addresses") or []
+               if isinstance(a, dict) and a.get("type") == "InternalIP"), "")
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError:
+        raise LogError(f'node "{name}" has no InternalIP address') from None
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536 \
+            or not token or not sha256:
+        raise LogError(f'node "{name}" serves no logs: its agent publishes no log endpoint')
+    return Endpoint(ip, port, token, sha256)
+
+
+def request_path(pod: Obj, container: str, run: int, opts: LogOptions) -> str:
+    """The endpoint's path and query for run ``run`` of ``container`` of ``pod``."""
+    q: dict[str, str] = {"uid": meta.uid(pod), "run": str(run)}
+    if opts.follow:
+        q["follow"] = "true"
+    if opts.tail_lines is not None:
+        q["tailLines"] = str(opts.tail_lines)
+    if opts.limit_bytes is not None:
+        q["limitBytes"] = str(opts.limit_bytes)
+    parts = [urllib.parse.quote(p, safe="") for p in
+             (meta.namespace(pod), meta.name(pod), container)]
+    return f"/containerLogs/{'/'.join(parts)}?{urllib.parse.urlencode(q)}"

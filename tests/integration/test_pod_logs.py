@@ -1,0 +1,155 @@
+"""``kubectl logs`` with the real kubectl, through the API server, proxied to the log endpoint
+of a process runtime's node agent: the container asked for or the only one, an init
+container, --tail, --limit-bytes, -f until the run ends, --previous after a restart,
+upstream's errors; the endpoint itself refuses callers without its token; ``daemonbus logs``
+takes the same path."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.model import meta
+from tests.integration.apiserver_kit import ApiServer
+from tests.integration.stack import wait_for
+from tests.integration.test_node_agent_process import Machine, container_status, machine
+
+__all__ = ["machine"]  # the fixture, shared with the process runtime's tests
+
+APP = '''
+import os, sys, time
+d = sys.argv[1]
+count = os.path.join(d, "runs")
+n = int(open(count).read()) + 1 if os.path.exists(count) else 1
+open(count, "w").write(str(n))
+for i in range(1, 6):
+    print(f"run {n} line {i}", flush=True)
+while not os.path.exists(os.path.join(d, f"stop{n}")):
+    time.sleep(0.05)
+print(f"run {n} bye", flush=True)
+sys.exit(1)
+'''
+
+
+def lines(run: int, bye: bool = False) -> str:
+    return "".join(f"run {run} line {i}\n" for i in range(1, 6)) + (f"run {run} bye\n"
+                                                                     if bye else "")
+
+
+def daemonset(m: Machine) -> dict[str, Any]:
+    (m.dir / "app.py").write_text(APP)
+    (m.dir / "app.py").chmod(0o644)
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "chatty", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "chatty"}},
+                 "template": {"metadata": {"labels": {"app": "chatty"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "initContainers": [{"name": "setup", "image": "python:3", "command": [
+                         "python3", "-c", "print('setup done')", str(m.dir)]}],
+                     "containers": [{"name": "app", "image": "python:3",
+                                     "command": ["python3", str(m.dir / "app.py"),
+                                                 str(m.dir)]}]}}},
+    }))
+
+
+def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,
+                                                                  tmp_path: Path) -> None:
+    stack = machine.stack
+    stack.start_all(workers=1, node_agent=False)
+    node = sorted(machine.ips)[0]
+    stack.start(f"agent-{node}", "node-agent", "--runtime", "process", "--node-name", node,
+                "--node-ip", machine.ips[node], "--state-dir", str(machine.state / node),
+                "--backoff-initial", "0.5", "--log-port", "0")
+    api = ApiServer(stack, tmp_path)
+    api.start()
+    stack.store.apply(daemonset(machine))
+
+    def running() -> dict[str, Any] | None:
+        pods = stack.pods("default")
+        cs = container_status(pods[0]) if pods else {}
+        return pods[0] if (cs.get("state") or {}).get("running") else None
+
+    pod = wait_for(running, timeout=60, what="the pod running")
+    name = meta.name(pod)
+    port = stack.store.get("Node", f"/{node}")["status"]["daemonEndpoints"][
+        "kubeletEndpoint"]["Port"]
+    assert port > 0
+    wait_for(lambda: api.kubectl("logs", name).stdout == lines(1), what="the first lines")
+
+    assert api.kubectl("logs", name, "-c", "app").stdout == lines(1)
+    assert api.kubectl("logs", name, "-c", "setup").stdout == "setup done\n"
+    assert api.kubectl("logs", f"pod/{name}", "--tail", "2").stdout == \
+        "run 1 line 4\nrun 1 line 5\n"
+    assert api.kubectl("logs", name, "--limit-bytes", "6").stdout == "run 1 "
+    assert api.kubectl("logs", name, user="viewer").stdout == lines(1)
+    bad = api.kubectl("logs", name, "-c", "nope", check=False)
+    assert bad.returncode != 0
+    assert f"container nope is not valid for pod {name}" in bad.stderr
+    none = api.kubectl("logs", name, "--previous", check=False)
+    assert none.returncode != 0
+    assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
+
+    # -f follows the run until it ends
+    follow = subprocess.Popen(
+        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "logs", "-f", name],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(api.home),
+             "KUBECONFIG": str(api.kubeconfig())},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(60, follow.kill)
+    watchdog.start()
+    try:
+        assert follow.stdout is not None
+        seen = "".join(follow.stdout.readline() for _ in range(5))
+        assert seen == lines(1)
+        (machine.dir / "stop1").touch()
+        seen += follow.stdout.read()  # to the end of the stream: the run is over
+        assert follow.wait() == 0  # (a kill by the watchdog is not 0)
+    finally:
+        watchdog.cancel()
+        follow.kill()
+    assert seen == lines(1, bye=True)
+
+    def restarted() -> dict[str, Any] | None:
+        p = stack.store.try_get("Pod", meta.key(pod)) or {}
+        cs = container_status(p)
+        return p if cs.get("restartCount") == 1 and (cs.get("state") or {}).get("running") \
+            else None
+
+    wait_for(restarted, timeout=60, what="the container restarted")
+    wait_for(lambda: api.kubectl("logs", name).stdout == lines(2), what="the second run's lines")
+    assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)
+    assert api.kubectl("logs", name, "-p", "--tail", "1").stdout == "run 1 bye\n"
+
+    # daemonbus logs asks the same endpoint (no --state-dir: nothing read from files here)
+    def daemonbus(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "services.cli.main", "logs", *args],
+                             env=stack.env(), capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    assert daemonbus(f"pod/{name}") == lines(2)
+    assert daemonbus(f"pod/{name}", "--previous") == lines(1, bye=True)
+
+    # the endpoint answers only with its token
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    url = (f"https://{machine.ips[node]}:{port}/containerLogs/default/{name}/app"
+           f"?uid={meta.uid(pod)}&run=0")
+    for token in (None, "Bearer forged"):
+        req = urllib.request.Request(url)
+        if token:
+            req.add_header("Authorization", token)
+        try:
+            urllib.request.urlopen(req, context=ctx, timeout=10)
+            raise AssertionError("the endpoint served logs without its token")
+        except urllib.error.HTTPError as err:
+            assert err.code == 401

@@ -1,0 +1,93 @@
+"""Which container and which run ``kubectl logs`` reads (shared.api.podlog, upstream's rules and
+texts), the query options, and reading one run's file with tail, limit and follow."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.node_agent.containerlogs import stream
+from shared.api.podlog import LogError, LogOptions, options, pick_container, pick_run
+
+
+def pod(*statuses: dict[str, Any], mains: tuple[str, ...] = ("app",),
+        inits: tuple[str, ...] = (), node: str = "n1") -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"nodeName": node, "containers": [{"name": n} for n in mains],
+                     "initContainers": [{"name": n} for n in inits]},
+            "status": {"containerStatuses": list(statuses)}}
+
+
+def cs(restarts: int, state: str, last: bool = False, reason: str = "") -> dict[str, Any]:
+    st: dict[str, Any] = {state: {"reason": reason} if reason else {}}
+    return {"name": "app", "restartCount": restarts, "state": st,
+            "lastState": {"terminated": {"exitCode": 1}} if last else {}}
+
+
+def test_container_is_the_one_named_or_the_only_one() -> None:
+    assert pick_container(pod(), "") == "app"
+    assert pick_container(pod(inits=("setup",)), "setup") == "setup"
+    with pytest.raises(LogError, match=r"^container nope is not valid for pod p$"):
+        pick_container(pod(), "nope")
+    with pytest.raises(LogError, match=r"^a container name must be specified for pod p, "
+                                       r"choose one of: \[setup a b\]$"):
+        pick_container(pod(mains=("a", "b"), inits=("setup",)), "")
+
+
+def test_run_is_the_current_one_or_the_one_before() -> None:
+    assert pick_run(pod(cs(0, "running")), "app", False) == 0
+    assert pick_run(pod(cs(2, "running", last=True)), "app", False) == 2
+    assert pick_run(pod(cs(2, "running", last=True)), "app", True) == 1
+    # waiting to restart: the current logs and the previous ones are the run that ended
+    waiting = pod(cs(3, "waiting", last=True, reason="CrashLoopBackOff"))
+    assert pick_run(waiting, "app", False) == 3
+    assert pick_run(waiting, "app", True) == 3
+
+
+def test_upstream_errors_for_what_has_no_logs() -> None:
+    with pytest.raises(LogError, match=r'^previous terminated container "app" in pod "p" '
+                                       r'not found$'):
+        pick_run(pod(cs(0, "running")), "app", True)
+    with pytest.raises(LogError, match=r'^container "app" in pod "p" is waiting to start: '
+                                       r'ContainerCreating$'):
+        pick_run(pod(cs(0, "waiting", reason="ContainerCreating")), "app", False)
+    with pytest.raises(LogError, match=r"is waiting to start: image can't be pulled$"):
+        pick_run(pod(cs(0, "waiting", reason="ErrImagePull")), "app", False)
+    with pytest.raises(LogError, match=r"is waiting to start - no logs yet$"):
+        pick_run(pod(), "app", False)
+    with pytest.raises(LogError, match=r"^pod p does not have a host assigned$"):
+        pick_run(pod(node=""), "app", False)
+
+
+def test_query_options_are_validated() -> None:
+    assert options({"container": "c", "follow": "true", "tailLines": "3",
+                    "limitBytes": "10"}) == LogOptions("c", True, False, 3, 10)
+    for bad in ({"tailLines": "-1"}, {"limitBytes": "0"}, {"tailLines": "x"},
+                {"follow": "maybe"}, {"timestamps": "true"}):
+        with pytest.raises(LogError):
+            options(bad)
+
+
+def test_stream_tails_limits_and_follows_until_the_next_run(tmp_path: Path) -> None:
+    path, newer = tmp_path / "0.log", tmp_path / "1.log"
+    path.write_bytes(b"a\nb\nc\n")
+    assert b"".join(stream(path, LogOptions())) == b"a\nb\nc\n"
+    assert b"".join(stream(path, LogOptions(tail_lines=2))) == b"b\nc\n"
+    assert b"".join(stream(path, LogOptions(tail_lines=0))) == b""
+    assert b"".join(stream(path, LogOptions(limit_bytes=3))) == b"a\nb"
+    chunks = stream(path, LogOptions(follow=True, tail_lines=1), newer)
+    assert next(chunks) == b"c\n"
+    with open(path, "ab") as f:
+        f.write(b"d\n")
+    assert next(chunks) == b"d\n"
+    with open(path, "ab") as f:
+        f.write(b"last\n")
+    newer.touch()  # the next run began: what the old one wrote last, then the end
+    assert list(chunks) == [b"last\n"]
+    stop = threading.Event()
+    stop.set()
+    assert list(stream(path, LogOptions(follow=True, tail_lines=0), newer=None,
+                       stop=stop)) == []
