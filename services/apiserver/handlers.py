@@ -261,12 +261,7 @@ def _commit_create(store: Store, t: Target, obj: Obj, dry: bool) -> tuple[int, O
         raise st.ApiError("MethodNotAllowed", "namespaces need no object in daemonbus: a "
                           "namespace exists once something is created in it")
     try:
-        if dry:
-            if store.try_get(t.kind, meta.key(obj)) is not None:
-                raise errors.AlreadyExistsError(t.kind, meta.key(obj))
-            created = store_client.DryRunStore.of(store).create(obj)
-        else:
-            created = store.create(obj)
+        created = store.create(obj, dry=dry)
     except errors.StoreError as err:
         raise st.from_store(err) from err
     return 201, with_type(created)
@@ -276,13 +271,12 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
            fields: FieldCheck | None = None, who: Manager | None = None) -> tuple[int, Obj]:
     obj = _settle_identity(t, body, creating=False)
     (fields or FieldCheck()).check(obj)
-    target = store_client.DryRunStore.of(store) if dry else store
     try:
         _track(store, t, store.get(t.kind, t.key), obj, who or Manager())
         if t.sub == "status":
-            out = target.update_status(obj)
+            out = store.update_status(obj, dry=dry)
         else:
-            out = target.update(obj)
+            out = store.update(obj, dry=dry)
     except errors.StoreError as err:
         raise st.from_store(err) from err
     return 200, with_type(out)
@@ -297,7 +291,6 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
     who = who or Manager()
     if api_patch.media_type(content_type) == api_patch.APPLY_PATCH:
         return server_side_apply(store, t, body, dry, fields or FieldCheck(), who)
-    target = store_client.DryRunStore.of(store) if dry else store
     check = fields or FieldCheck()
     decoded = len(check.warnings)  # the body's own (duplicate keys); each try adds its
     for _ in range(PATCH_RETRIES):
@@ -316,17 +309,18 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
         if new == current:
             return 200, with_type(current)
         _track(store, t, current, new, who)
-        out = _commit_update(target, t, new, pinned)
+        out = _commit_update(store, t, new, pinned, dry)
         if out is not None:
             return 200, with_type(out)
     raise _too_many_conflicts(t)
 
 
-def _commit_update(target: Store, t: Target, new: Obj, pinned: bool) -> Obj | None:
+def _commit_update(store: Store, t: Target, new: Obj, pinned: bool, dry: bool) -> Obj | None:
     """The update of a patch; None for a conflict worth another read (not ``pinned`` to
     the resourceVersion the client gave)."""
     try:
-        return target.update_status(new) if t.sub == "status" else target.update(new)
+        return store.update_status(new, dry=dry) if t.sub == "status" else \
+            store.update(new, dry=dry)
     except errors.ConflictError as err:
         if pinned:
             raise st.from_store(err) from err
@@ -356,7 +350,6 @@ def server_side_apply(store: Store, t: Target, body: Any, dry: bool, fields: Fie
     asked_rv = meta.resource_version(config)
     config = _settle_identity(t, config, creating=False)
     fields.check(config)
-    target = store_client.DryRunStore.of(store) if dry else store
     for _ in range(PATCH_RETRIES):
         try:
             current: Obj | None = store.get(t.kind, t.key)
@@ -382,7 +375,7 @@ def server_side_apply(store: Store, t: Target, body: Any, dry: bool, fields: Fie
         md["resourceVersion"] = asked_rv if pinned else meta.resource_version(current)
         if new == current:
             return 200, with_type(current)
-        out = _commit_update(target, t, new, pinned)
+        out = _commit_update(store, t, new, pinned, dry)
         if out is not None:
             return 200, with_type(out)
     raise _too_many_conflicts(t)
@@ -443,11 +436,10 @@ def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
     pre = opts.get("preconditions") or {}
     if not isinstance(pre, dict):
         raise st.bad_request("preconditions must be an object")
-    target = store_client.DryRunStore.of(store) if dry else store
     try:
-        left = target.delete(t.kind, t.key, propagation=propagation,
-                             uid=pre.get("uid") or None, grace_seconds=grace,
-                             resource_version=pre.get("resourceVersion") or None)
+        left = store.delete(t.kind, t.key, propagation=propagation,
+                            uid=pre.get("uid") or None, grace_seconds=grace,
+                            resource_version=pre.get("resourceVersion") or None, dry=dry)
     except errors.StoreError as err:
         raise st.from_store(err) from err
     if left is None:

@@ -17,6 +17,7 @@ import click
 from services.cli import context, manifests, resources
 from services.cli.errors import CliError, invalid_message
 from shared.api import schema as api_schema
+from shared.api import writes as api_writes
 from shared.model import fielderr, kinds, meta
 from shared.store import client as store_client
 from shared.store import codec
@@ -50,7 +51,8 @@ def _check_document(doc: manifests.Document, namespace: str | None) -> tuple[kin
                            f'match the namespace "{namespace}". You must pass '
                            f"'--namespace={shown}' to perform this operation.")
         if not given:
-            obj = {**obj, "metadata": {**md, "namespace": namespace or "default"}}
+            obj = {**obj, "metadata": {**md, "namespace": api_writes.namespace_for(info.kind,
+                                                                                  namespace)}}
     return info, obj
 
 
@@ -70,7 +72,7 @@ def _check_fields(doc: manifests.Document, info: kinds.KindInfo, obj: Obj,
 def _check_size(obj: Obj) -> None:
     """The store's size limit, before the field checks read a huge object."""
     try:
-        store_client.check_size(codec.plain(obj))
+        api_writes.check_size(codec.plain(obj))
     except (OverflowError, TypeError, ValueError):
         pass  # cannot be encoded: the store's validation says so
 
@@ -99,7 +101,7 @@ def _server_error(err: store_errors.StoreError, doc: manifests.Document, exists:
 
 
 def _apply_one(store: store_client.Store, doc: manifests.Document,
-               namespace: str | None) -> tuple[kinds.KindInfo, Obj, str]:
+               namespace: str | None, dry: bool = False) -> tuple[kinds.KindInfo, Obj, str]:
     """Check and apply one document; its kind, object and action. Raises CliError with
     kubectl's message when it is refused (and nothing of it was written)."""
     info, obj = _check_document(doc, namespace)
@@ -108,7 +110,7 @@ def _apply_one(store: store_client.Store, doc: manifests.Document,
         exists = store.try_get(info.kind, store.manifest_key(obj)) is not None
         _check_size(obj)
         _check_fields(doc, info, obj, exists)
-        action, _ = store.apply(obj)
+        action, _ = store.apply(obj, dry=dry)
     except store_errors.UnavailableError:
         raise
     except store_errors.StoreError as err:
@@ -148,13 +150,12 @@ def apply(env: context.CliEnv, filenames: tuple[str, ...], recursive: bool,
     loaded = manifests.load(filenames, sys.stdin, recursive)
     if not loaded.documents and not loaded.errors:
         raise CliError("error: no objects passed to apply")
-    store = env.store if dry_run == "none" else store_client.DryRunStore.of(
-        env.store)
+    store = env.store
     suffix = {"none": "", "server": " (server dry run)", "client": " (dry run)"}[dry_run]
     failures = list(loaded.errors)
     for doc in loaded.documents:
         try:
-            info, obj, action = _apply_one(store, doc, namespace)
+            info, obj, action = _apply_one(store, doc, namespace, dry=dry_run != "none")
         except CliError as err:
             failures.append(err.message)
             continue

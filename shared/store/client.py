@@ -1,10 +1,11 @@
 """The store: every write of every process goes through here, as one Lua commit.
 
-A commit validates and defaults the object (in Python, before anything is sent), then the
-``COMMIT`` script checks the resourceVersion precondition, updates the materialised view and
-appends one log entry per object, atomically. The API-server bookkeeping of Kubernetes
-(uid, creationTimestamp, generation, templateGeneration, deletionTimestamp and finalizers)
-is applied here, so every writer gets it.
+What to write is decided by the API's rules (``shared.api.writes``: defaults, validation,
+uid, creationTimestamp, generation, templateGeneration, finalizers, graceful delete, the
+apply merge), which return each write marked with how far it is trusted; the store reads,
+commits and retries on a conflict. The ``COMMIT`` script checks the writer's role and the
+resourceVersion precondition, updates the materialised view and appends one log entry per
+object, atomically. With ``dry`` the verbs run the same reads and rules and commit nothing.
 """
 
 from __future__ import annotations
@@ -15,19 +16,14 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from shared.daemonset import status as ds_status
-from shared.model import defaults as model_defaults
-from shared.model import kinds as model_kinds
+from shared.api import writes
 from shared.model import meta
-from shared.model import syntax as model_syntax
-from shared.model import validation as model_validation
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
 from shared.store.logmark import LogMark
@@ -35,13 +31,13 @@ from shared.store.logmark import LogMark
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
-TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
-FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
+TEMPLATE_GENERATION_ANNOTATION = writes.TEMPLATE_GENERATION_ANNOTATION
+FOREGROUND = writes.FOREGROUND
+ORPHAN = writes.ORPHAN
 CONFLICT_RETRIES = 8
-MAX_OBJECT_BYTES = 1536 * 1024
-"""The largest object stored (encoded): etcd's default request limit (``--max-request-bytes``,
-1.5 MiB), which is what caps an object's size behind the API server."""
+MAX_OBJECT_BYTES = writes.MAX_OBJECT_BYTES
+check_size = writes.check_size
+requested_template_generation = writes.requested_template_generation
 CONNECT_TIMEOUT = 5.0  # seconds
 READ_TIMEOUT = 15.0  # seconds
 DEAD_PEER_SECONDS = 25
@@ -64,14 +60,6 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
     kwargs.setdefault("socket_keepalive", True)
     kwargs.setdefault("socket_keepalive_options", dead_peer_options())
     return redis.Redis.from_url(url, **kwargs)
-
-
-def check_size(obj: Obj) -> None:
-    """Refuse ``obj`` when it encodes to more than :data:`MAX_OBJECT_BYTES` (TooLargeError);
-    an object that cannot be encoded raises what msgpack raises. Decides."""
-    size = len(codec.pack(obj))
-    if size > MAX_OBJECT_BYTES:
-        raise errors.TooLargeError(str(obj.get("kind")), meta.key(obj), size, MAX_OBJECT_BYTES)
 
 
 def dead_peer_options() -> dict[int, int]:
@@ -98,10 +86,17 @@ class Op:
     payload: bytes
     expected: str = ""
     obj: Obj | None = None
+    trust: writes.Trust | None = None  # how far the rules checked it (None: a record)
 
     @classmethod
     def record(cls, kind: str, key: str, record: Obj) -> Op:
         return cls("record", kind, key, codec.pack(record))
+
+    @classmethod
+    def of(cls, write: writes.Write) -> Op:
+        """The op that commits ``write``."""
+        return cls(write.mode, write.kind, write.key, codec.pack_object(write.obj),
+                   write.expected, write.obj, write.trust)
 
 
 @dataclass(frozen=True)
@@ -126,26 +121,6 @@ class Result:
 
 def _now() -> float:
     return time.time()
-
-
-def _spec_equal(a: Any, b: Any) -> bool:
-    return codec.pack(a) == codec.pack(b)
-
-
-def requested_template_generation(obj: Obj) -> int:
-    """The templateGeneration a DaemonSet carries in (``Convert_v1_DaemonSet_To_apps_DaemonSet``,
-    pkg/apis/apps/v1/conversion.go): its ``deprecated.daemonset.template.generation``
-    annotation parsed by ``strconv.ParseInt(v, 10, 64)``, 0 without one. A value that does not
-    parse fails the decode: BadRequestError, with the API server's message."""
-    raw = meta.annotations(obj).get(TEMPLATE_GENERATION_ANNOTATION)
-    if raw is None:
-        return 0
-    try:
-        return model_syntax.parse_int64(str(raw))
-    except ValueError as err:
-        raise errors.BadRequestError(
-            f'{obj.get("kind")} in version "v1" cannot be handled as a {obj.get("kind")}: {err}'
-        ) from err
 
 
 class Store:
@@ -323,227 +298,78 @@ class Store:
         if not res.ok:
             raise errors.StoreError(f"{res.op.kind} {res.op.key}: {res.status}")
 
-    # ---- preparing objects ---------------------------------------------------------------
-
-    def _check(self, obj: Obj, old: Obj | None = None) -> None:
-        problems = model_validation.validate(obj, old)
-        if problems:
-            raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
-        try:
-            check_size(obj)
-        except (OverflowError, TypeError, ValueError) as err:
-            raise errors.InvalidError(str(obj.get("kind")), meta.name(obj),
-                                      [f"object: Invalid value: cannot be encoded: {err}"]
-                                      ) from err
-
-    @staticmethod
-    def _shape(obj: Any) -> Obj:
-        """Refuse what is not an object with a kind and a metadata.name at all, before any
-        other processing (kubectl's own client-side checks)."""
-        if not isinstance(obj, dict):
-            raise errors.InvalidError("Object", "", [
-                f"Object: Invalid value: {type(obj).__name__}: must be a map with "
-                "apiVersion, kind and metadata"])
-        kind = obj.get("kind")
-        if not isinstance(kind, str) or not kind:
-            raise errors.InvalidError("Object", "", ["kind: Required value: Object 'Kind' is "
-                                                     "missing"])
-        md = obj.get("metadata")
-        if not isinstance(md, dict) or not isinstance(md.get("name"), str) or not md["name"]:
-            raise errors.InvalidError(kind, "", ["metadata.name: Required value: name or "
-                                                 "generateName is required"])
-        if not isinstance(md.get("namespace", ""), str | None):
-            raise errors.InvalidError(kind, md["name"], [
-                "metadata.namespace: Invalid value: must be a string"])
-        try:  # the size first, as etcd refuses a request before anyone reads it
-            check_size(obj)
-        except (OverflowError, TypeError, ValueError):
-            pass  # reported by the validation (``_check``)
-        for f in ("creationTimestamp", "deletionTimestamp"):  # metav1.Time decodes them
-            value = md.get(f)
-            if isinstance(value, str) and value:
-                try:
-                    model_syntax.parse_rfc3339(value)
-                except ValueError as err:
-                    raise errors.BadRequestError(
-                        f'{kind} in version "v1" cannot be handled as a {kind}: {err}'
-                    ) from err
-        return obj
+    # ---- writes as the API's rules prepare them (shared.api.writes) ---------------------
 
     def stamp(self, obj: Obj, now: float | None = None) -> Obj:
-        """Stamp a new object built by a controller from validated parts (uid,
-        creationTimestamp, generation) without re-validating it: the hot path of pod
-        creation. ``obj`` is changed in place and returned."""
-        md = obj["metadata"]
-        md["uid"] = str(uuid.uuid4())
-        md["creationTimestamp"] = meta.format_time(self.clock() if now is None else now)
-        md["generation"] = 1
-        return obj
+        """``writes.stamp`` (uid, creationTimestamp, generation) at ``now`` or this store's
+        clock: a controller's new object, built from validated parts, changed in place."""
+        return writes.stamp(obj, self.clock() if now is None else now)
 
     def prepare_create(self, obj: Obj, now: float | None = None) -> Obj:
-        """Validate, default and stamp a new object (uid, creationTimestamp, generation)."""
-        obj = self._shape(copy.deepcopy(codec.plain(obj)))
-        requested_tg = requested_template_generation(obj) if obj["kind"] == "DaemonSet" else 0
-        info = model_kinds.by_kind(str(obj.get("kind")))
-        obj.setdefault("apiVersion", info.api_version) if info else None
-        md = obj.setdefault("metadata", {})
-        if isinstance(md, dict) and info is not None:
-            if info.namespaced:
-                md.setdefault("namespace", "default")
-                if not md.get("namespace"):
-                    md["namespace"] = "default"
-            else:
-                md.pop("namespace", None)
-        obj = model_defaults.default(obj)
-        self._check(obj)
-        md = obj["metadata"]
-        for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-            md.pop(f, None)
-        self.stamp(obj, now)
-        if obj.get("kind") == "DaemonSet":
-            # PrepareForCreate (pkg/registry/apps/daemonset/strategy.go): the requested
-            # templateGeneration, raised to 1 when lower; written back as FormatInt
-            ann = md.setdefault("annotations", {})
-            ann[TEMPLATE_GENERATION_ANNOTATION] = str(max(requested_tg, 1))
-            obj["status"] = {
-                "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
-                "numberMisscheduled": 0, "numberReady": 0,
-            }
-        return obj
+        """``writes.prepare_create``: validate, default and stamp a new object."""
+        return writes.prepare_create(obj, self.clock() if now is None else now)
 
     def create_op(self, obj: Obj, ensure: bool = False, prepared: bool = False) -> Op:
-        if not prepared:
-            obj = self.prepare_create(obj)
-        return Op("ensure" if ensure else "create", obj["kind"], meta.key(obj),
-                  codec.pack_object(obj), obj=obj)
-
-    def _bookkeep_update(self, new: Obj, old: Obj) -> Obj:
-        """Server-side rules of an update (registry strategy): keep identity and status,
-        bump generation on spec changes, templateGeneration on template changes."""
-        new = copy.deepcopy(codec.plain(new))
-        if new.get("kind") == "DaemonSet":
-            requested_template_generation(new)  # decoded (and refused if bad), then ignored
-        new = model_defaults.default(new)
-        md, omd = new.setdefault("metadata", {}), old["metadata"]
-        for f in ("uid", "creationTimestamp", "namespace", "name"):
-            if f in omd:
-                md[f] = omd[f]
-            else:
-                md.pop(f, None)
-        for f in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-            if f in omd:
-                md[f] = omd[f]
-            else:
-                md.pop(f, None)
-        md["resourceVersion"] = omd.get("resourceVersion")
-        generation = int(omd.get("generation") or 1)
-        if "spec" in old or "spec" in new:
-            if not _spec_equal(new.get("spec"), old.get("spec")):
-                generation += 1
-        md["generation"] = generation
-        if new.get("kind") == "DaemonSet":
-            new["status"] = copy.deepcopy(old.get("status") or {})
-            ann = md.setdefault("annotations", {})
-            old_tg = meta.annotations(old).get(TEMPLATE_GENERATION_ANNOTATION, "1")
-            try:
-                tg = int(old_tg)
-            except ValueError:
-                tg = 1
-            if not _spec_equal(
-                (new.get("spec") or {}).get("template"), (old.get("spec") or {}).get("template")
-            ):
-                tg += 1
-            ann[TEMPLATE_GENERATION_ANNOTATION] = str(tg)
-        self._check(new, old)
-        return new
+        """A create (``ensure``: if absent) of a user's object, or with ``prepared`` of a
+        controller's, already stamped and not validated again."""
+        if prepared:
+            return Op.of(writes.controller_create(obj, ensure))
+        return Op.of(writes.create(obj, self.clock(), ensure))
 
     def update_op(self, obj: Obj, old: Obj) -> Op:
-        """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
-        else ``old``'s. Removing the last finalizer of a deleted object deletes it, unless a
-        grace period is still running (a terminating pod: its node agent removes it)."""
-        new = self._bookkeep_update(obj, old)
-        expected = meta.resource_version(obj) or meta.resource_version(old)
-        grace_left = int(meta.metadata(old).get("deletionGracePeriodSeconds") or 0) > 0
-        if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left:
-            return Op("delete", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
-        return Op("update", new["kind"], meta.key(new), codec.pack_object(new), expected, new)
+        """``writes.update``: an update of ``old`` (as read) to ``obj``."""
+        return Op.of(writes.update(obj, old))
 
     def status_op(self, new: Obj, old: Obj) -> Op:
-        """A status write by a system component (node agent binding a pod or reporting its
-        status, a node reporting conditions): ``new``'s ``status`` and ``spec.nodeName`` over
-        ``old`` as stored. Only those are new, so only they are validated (the rest is the
-        stored, validated object; for a node agent the commit script refuses any other
-        difference). Precondition: ``old``'s version.
-
-        The node agent writes thousands of these per second, so nothing is deep-copied: the
-        op's object is a new top level and metadata (and spec when nodeName changes) over the
-        nested values of ``old`` and ``new.status``, which callers must not change afterwards.
-        """
-        kind = str(old.get("kind"))
-        merged = {**old, "metadata": dict(old.get("metadata") or {}),
-                  "status": new.get("status") or {}}
-        problems = model_validation.validate_status(kind, merged["status"], old.get("status"))
-        node_name = (new.get("spec") or {}).get("nodeName")
-        if node_name is not None:
-            merged["spec"] = {**(old.get("spec") or {}), "nodeName": node_name}
-            if kind != "Pod" or not isinstance(node_name, str) or \
-                    model_syntax.is_dns1123_subdomain(node_name):
-                problems.append(f"spec.nodeName: Invalid value: {node_name!r}: "
-                                "must be a node's name")
-        if problems:
-            raise errors.InvalidError(kind, meta.name(old), problems)
-        return Op("update", merged["kind"], meta.key(merged), codec.pack_object(merged),
-                  meta.resource_version(old), merged)
+        """``writes.system_status``: a system component's status write over ``old``."""
+        return Op.of(writes.system_status(new, old))
 
     def final_delete_op(self, old: Obj) -> Op:
-        """Remove an object whose deletion is due (grace period over, no finalizers left)."""
-        return Op("delete", old["kind"], meta.key(old), codec.pack_object(old),
-                  meta.resource_version(old), old)
+        """``writes.final_delete``: remove an object whose deletion is due."""
+        return Op.of(writes.final_delete(old))
+
+    def raw_update_op(self, new: Obj, expected_rv: str) -> Op:
+        """``writes.metadata_update``: a controller's metadata change, validated once."""
+        return Op.of(writes.metadata_update(new, expected_rv))
+
+    def delete_op(self, current: Obj, propagation: str = "background",
+                  grace_seconds: int | None = None, now: float | None = None) -> Op | None:
+        """``writes.delete`` of ``current`` (as read) at ``now`` or this store's clock; None:
+        nothing to write (already terminating)."""
+        write = writes.delete(current, self.clock() if now is None else now, propagation,
+                              grace_seconds)
+        return None if write is None else Op.of(write)
+
+    def manifest_key(self, obj: Obj) -> str:
+        return writes.manifest_key(obj)
 
     # ---- single-object API --------------------------------------------------------------
 
-    def create(self, obj: Obj) -> Obj:
-        op = self.create_op(obj)
-        res = self.commit([op])[0]
+    def _write(self, write: writes.Write, current: Obj | None, dry: bool) -> Obj:
+        """Commit ``write`` (``current``: the object as read, None if absent) and return its
+        object with the new resourceVersion; with ``dry`` commit nothing and return what
+        ``writes.dry_run`` says."""
+        if dry:
+            return writes.dry_run(write, current)
+        res = self.commit([Op.of(write)])[0]
         self._raise_for(res)
-        assert op.obj is not None
-        op.obj["metadata"]["resourceVersion"] = res.value
-        return op.obj
+        write.obj["metadata"]["resourceVersion"] = res.value
+        return write.obj
 
-    def update(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, dry: bool = False) -> Obj:
+        write = writes.create(obj, self.clock())
+        return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
+
+    def update(self, obj: Obj, dry: bool = False) -> Obj:
         """Replace an object; ``metadata.resourceVersion`` must be current (else Conflict)."""
-        kind, key = str(obj.get("kind")), meta.key(obj)
-        old = self.get(kind, key)
-        if meta.resource_version(obj) and meta.resource_version(obj) != meta.resource_version(old):
-            raise errors.ConflictError(kind, key)
-        op = self.update_op(obj, old)
-        res = self.commit([op])[0]
-        self._raise_for(res)
-        assert op.obj is not None
-        op.obj["metadata"]["resourceVersion"] = res.value
-        return op.obj
+        old = self.get(str(obj.get("kind")), meta.key(obj))
+        writes.check_version(obj, old)
+        return self._write(writes.update(obj, old), old, dry)
 
-    def update_status(self, obj: Obj) -> Obj:
+    def update_status(self, obj: Obj, dry: bool = False) -> Obj:
         """The /status subresource: keep the stored spec and metadata, replace status."""
-        kind, key = str(obj.get("kind")), meta.key(obj)
-        old = self.get(kind, key)
-        if meta.resource_version(obj) and meta.resource_version(obj) != meta.resource_version(old):
-            raise errors.ConflictError(kind, key)
-        new = copy.deepcopy(old)
-        new["status"] = copy.deepcopy(obj.get("status") or {})
-        if kind == "DaemonSet":
-            if isinstance(new["status"], dict):
-                new["status"] = ds_status.json_shape(new["status"])
-            problems = model_validation.validate_daemonset_status(
-                new["status"], old.get("status") or {}
-            )
-            if problems:
-                raise errors.InvalidError(kind, meta.name(old), problems)
-        op = Op("update", kind, key, codec.pack_object(new), meta.resource_version(old), new)
-        res = self.commit([op])[0]
-        self._raise_for(res)
-        new["metadata"]["resourceVersion"] = res.value
-        return new
+        old = self.get(str(obj.get("kind")), meta.key(obj))
+        return self._write(writes.status_update(obj, old), old, dry)
 
     def mutate(self, kind: str, key: str, fn: Callable[[Obj], Obj | None],
                status: bool = False) -> Obj | None:
@@ -561,52 +387,6 @@ class Store:
                 continue
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
 
-    def delete_op(self, current: Obj, propagation: str = "background",
-                  grace_seconds: int | None = None) -> Op | None:
-        """The write that deletes ``current`` (as read) the way the API server does.
-
-        Objects with finalizers (or a foreground/orphan propagation, which adds one) get a
-        deletionTimestamp and stay until their finalizers are removed. Pods bound to a node
-        are deleted gracefully: they get a deletionTimestamp and the node agent removes them
-        after their grace period (``grace_seconds=0`` removes them at once). None: nothing to
-        write (already terminating).
-        """
-        kind, key = str(current.get("kind")), meta.key(current)
-        # only metadata keys change below: copy that map, share the rest (a rollout deletes
-        # thousands of pods; deep copies and packing whole pods to compare them showed up)
-        new = {**current, "metadata": dict(current["metadata"])}
-        md = new["metadata"]
-        fins = meta.finalizers(new)
-        if propagation == "foreground" and FOREGROUND not in fins:
-            fins.append(FOREGROUND)
-        elif propagation == "orphan" and ORPHAN not in fins:
-            fins.append(ORPHAN)
-        graceful = False
-        if kind == "Pod":
-            if meta.is_being_deleted(current) and grace_seconds != 0:
-                return None  # already terminating; the node agent finishes it
-            spec = new.get("spec") or {}
-            grace = grace_seconds
-            if grace is None:
-                grace = int(spec.get("terminationGracePeriodSeconds", 30))
-            phase = (new.get("status") or {}).get("phase")
-            graceful = bool(spec.get("nodeName")) and grace > 0 and phase not in (
-                "Succeeded", "Failed")
-            if graceful:
-                md["deletionGracePeriodSeconds"] = grace
-            elif fins:  # no grace left: removing the last finalizer then removes the pod
-                md["deletionGracePeriodSeconds"] = 0
-        rv = meta.resource_version(current)
-        if fins or graceful:
-            if fins:
-                md["finalizers"] = fins
-            if not md.get("deletionTimestamp"):
-                md["deletionTimestamp"] = meta.format_time(self.clock())
-            if _spec_equal(md, current["metadata"]):
-                return None
-            return Op("update", kind, key, codec.pack_object(new), rv, new)
-        return Op("delete", kind, key, codec.pack_object(current), rv, current)
-
     def delete(
         self,
         kind: str,
@@ -615,112 +395,41 @@ class Store:
         uid: str | None = None,
         grace_seconds: int | None = None,
         resource_version: str | None = None,
+        dry: bool = False,
+        now: float | None = None,
     ) -> Obj | None:
-        """Delete an object (see ``delete_op``); ``uid`` and ``resource_version`` are
-        preconditions. Returns the object as left in the store, or None when it is gone."""
+        """Delete an object (``writes.delete``, at ``now`` or this store's clock); ``uid`` and
+        ``resource_version`` are preconditions. Returns the object as left in the store, or
+        None when it is gone."""
         for _ in range(CONFLICT_RETRIES):
             current = self.get(kind, key)
-            if uid and meta.uid(current) != uid:
-                raise errors.ConflictError(
-                    kind, key, f"Precondition failed: UID in precondition: {uid}, "
-                    f"UID in object meta: {meta.uid(current)}"
-                )
-            if resource_version and meta.resource_version(current) != resource_version:
-                raise errors.ConflictError(
-                    kind, key, "Precondition failed: ResourceVersion in precondition: "
-                    f"{resource_version}, ResourceVersion in object meta: "
-                    f"{meta.resource_version(current)}"
-                )
-            op = self.delete_op(current, propagation, grace_seconds)
-            if op is None:
+            writes.check_delete_preconditions(current, uid, resource_version)
+            write = writes.delete(current, self.clock() if now is None else now, propagation,
+                                  grace_seconds)
+            if write is None:
                 return current
-            res = self.commit([op])[0]
-            if res.status == "conflict":
+            try:
+                out = self._write(write, current, dry)
+            except errors.ConflictError:
                 continue
-            self._raise_for(res)
-            if op.mode == "delete":
-                return None
-            assert op.obj is not None
-            op.obj["metadata"]["resourceVersion"] = res.value
-            return op.obj
+            return None if write.mode == "delete" else out
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
-
-    def raw_update_op(self, new: Obj, expected_rv: str) -> Op:
-        """A metadata change by a controller (owner references, labels of its own pods):
-        written as given (no server-side bookkeeping), with the version precondition, once
-        validated like any stored object."""
-        self._check(new)
-        return Op("update", str(new["kind"]), meta.key(new), codec.pack_object(new),
-                  expected_rv, new)
 
     # ---- apply (kubectl apply) -----------------------------------------------------------
 
-    def apply(self, obj: Obj) -> tuple[str, Obj]:
-        """Create or update from a manifest: "created", "configured" or "unchanged".
-
-        The manifest's spec, labels and annotations replace the stored ones (a two-way
-        apply); status and server-set metadata are kept.
-        """
-        obj = self._shape(codec.plain(obj))
-        kind, key = str(obj.get("kind")), self.manifest_key(obj)
-        if kind == "DaemonSet":
-            requested_template_generation(obj)  # a bad value is refused on update too
+    def apply(self, obj: Obj, dry: bool = False) -> tuple[str, Obj]:
+        """Create or update from a manifest (``writes.apply``): "created", "configured" or
+        "unchanged"."""
+        manifest = writes.apply_manifest(obj)
+        kind, key = str(manifest.get("kind")), writes.manifest_key(manifest)
         for _ in range(CONFLICT_RETRIES):
             current = self.try_get(kind, key)
-            if current is None:
-                try:
-                    return "created", self.create(obj)
-                except errors.AlreadyExistsError:
-                    continue
-            new = copy.deepcopy(current)
-            md = new["metadata"]
-            for f in ("labels", "annotations"):
-                given = (obj.get("metadata") or {}).get(f)
-                if f == "annotations":
-                    keep = {k: v for k, v in (md.get(f) or {}).items()
-                            if k == TEMPLATE_GENERATION_ANNOTATION}
-                    given = {**(given or {}), **keep} if (given or keep) else None
-                if given:
-                    md[f] = given
-                else:
-                    md.pop(f, None)
-            for f, v in obj.items():
-                if f not in ("metadata", "status", "apiVersion", "kind"):
-                    new[f] = v
-            for f in list(new):
-                if f not in obj and f not in ("metadata", "status", "apiVersion", "kind"):
-                    del new[f]
+            verb, write = writes.apply(manifest, current, self.clock())
+            if write is None:
+                assert current is not None
+                return verb, current
             try:
-                prepared = self._bookkeep_update(new, current)
-            except errors.InvalidError:
-                raise
-            if _spec_equal(prepared, current):
-                return "unchanged", current
-            try:
-                return "configured", self.update(new)
-            except errors.ConflictError:
+                return verb, self._write(write, current, dry)
+            except (errors.AlreadyExistsError, errors.ConflictError):
                 continue
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
-
-    def manifest_key(self, obj: Obj) -> str:
-        info = model_kinds.by_kind(str(obj.get("kind")))
-        md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        assert isinstance(md, dict)
-        ns = (md.get("namespace") or "default") if (info is None or info.namespaced) else ""
-        return f"{ns}/{md.get('name') or ''}"
-
-
-
-class DryRunStore(Store):
-    """A store whose commits write nothing and report success: every read, validation and
-    bookkeeping step of the real one runs (the API's ``dryRun=All``, kubectl's server-side
-    dry run). Relies on the store's contract that every write goes through ``commit``."""
-
-    def commit(self, ops: Sequence[Op], atomic: bool = False,
-               fence: Fence | None = None, nodes: Iterable[str] = ()) -> builtins.list[Result]:
-        return [Result("ok", meta.resource_version(op.obj or {}) or "0-0", op) for op in ops]
-
-    @classmethod
-    def of(cls, store: Store) -> DryRunStore:
-        """A dry-run twin of ``store`` (same connection, keys, clock and writer)."""
-        return cls(store.r, store.keys, clock=store.clock, writer=store.writer, role=store.role)

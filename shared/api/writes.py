@@ -1,0 +1,485 @@
+"""The API server's rules of a write, as pure functions: each turns what a writer asks for
+into a :class:`Write`, the object to store with its precondition, marked with how far it is
+trusted. Decides; the store only commits what these return, and a dry run is these rules
+without the commit.
+
+The rules are the registry strategies' of Kubernetes: the namespace (defaulted here, once),
+defaults, validation, the size limit, uid, creationTimestamp, generation (rises on spec
+changes), a DaemonSet's templateGeneration, finalizers, deletionTimestamp and graceful
+delete, propagation policies, and kubectl's apply merge. Each object is validated once per
+write: a user write in full; a controller's write of a new object it built from validated
+parts (a pod from its template, an Event) is stamped and not validated again; a status write
+has only its status (and a pod's binding) new, and only those are validated.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from shared.daemonset import status as ds_status
+from shared.eventlog import wire as encoding
+from shared.model import defaults as model_defaults
+from shared.model import errors, kinds, meta, syntax
+from shared.model import validation as model_validation
+
+Obj = dict[str, Any]
+
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
+MAX_OBJECT_BYTES = 1536 * 1024
+"""The largest object stored (encoded): etcd's default request limit (``--max-request-bytes``,
+1.5 MiB), which is what caps an object's size behind the API server."""
+
+
+class Trust(enum.Enum):
+    """How far a write was checked by these rules."""
+
+    USER = "user"  # defaulted, validated in full and bookkept: anyone's write
+    CONTROLLER = "controller"  # built by a controller from validated parts (stamped only),
+    # or a controller's metadata change (validated once)
+    STATUS = "status"  # only its status (and a pod's spec.nodeName) is new and validated
+
+
+@dataclass
+class Write:
+    """One write to commit: ``mode`` create, ensure (create if absent), update or delete;
+    ``obj`` the object to store (for a delete: as read); ``expected`` the resourceVersion it
+    must still have ("" = none)."""
+
+    mode: str
+    obj: Obj
+    trust: Trust
+    expected: str = ""
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind"))
+
+    @property
+    def key(self) -> str:
+        return meta.key(self.obj)
+
+
+# ---- names and namespaces ------------------------------------------------------------------
+
+
+def namespace_for(kind: str, given: Any, fallback: str = model_defaults.DEFAULT_NAMESPACE
+                  ) -> str:
+    """The namespace an object of ``kind`` is stored in: none for a cluster-scoped kind,
+    else ``given`` or, when that is empty, ``fallback`` (for a kind daemonbus does not know
+    too: the store refuses it later, by that key)."""
+    info = kinds.by_kind(kind)
+    if info is not None and not info.namespaced:
+        return ""
+    return str(given or fallback)
+
+
+def with_namespace(obj: Obj, fallback: str = model_defaults.DEFAULT_NAMESPACE) -> Obj:
+    """``obj`` (changed in place) with its namespace as stored (:func:`namespace_for`): set
+    for a namespaced kind, removed for a cluster-scoped one."""
+    info = kinds.by_kind(str(obj.get("kind")))
+    md = obj.setdefault("metadata", {})
+    if isinstance(md, dict) and info is not None:
+        if info.namespaced:
+            md["namespace"] = namespace_for(info.kind, md.get("namespace"), fallback)
+        else:
+            md.pop("namespace", None)
+    return obj
+
+
+def manifest_key(obj: Obj) -> str:
+    """The key ``<namespace>/<name>`` a manifest's object is stored under."""
+    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(md, dict)
+    return f"{namespace_for(str(obj.get('kind')), md.get('namespace'))}/{md.get('name') or ''}"
+
+
+# ---- checks --------------------------------------------------------------------------------
+
+
+def check_size(obj: Obj) -> None:
+    """Refuse ``obj`` when it encodes to more than :data:`MAX_OBJECT_BYTES` (TooLargeError);
+    an object that cannot be encoded raises what msgpack raises."""
+    size = len(encoding.pack(obj))
+    if size > MAX_OBJECT_BYTES:
+        raise errors.TooLargeError(str(obj.get("kind")), meta.key(obj), size, MAX_OBJECT_BYTES)
+
+
+def check(obj: Obj, old: Obj | None = None) -> None:
+    """Validate ``obj`` (an update of ``old``), and its size: InvalidError or TooLargeError."""
+    problems = model_validation.validate(obj, old)
+    if problems:
+        raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
+    try:
+        check_size(obj)
+    except (OverflowError, TypeError, ValueError) as err:
+        raise errors.InvalidError(str(obj.get("kind")), meta.name(obj),
+                                  [f"object: Invalid value: cannot be encoded: {err}"]
+                                  ) from err
+
+
+def shape(obj: Any) -> Obj:
+    """Refuse what is not an object with a kind and a metadata.name at all, before any
+    other processing (kubectl's own client-side checks)."""
+    if not isinstance(obj, dict):
+        raise errors.InvalidError("Object", "", [
+            f"Object: Invalid value: {type(obj).__name__}: must be a map with "
+            "apiVersion, kind and metadata"])
+    kind = obj.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise errors.InvalidError("Object", "", ["kind: Required value: Object 'Kind' is "
+                                                 "missing"])
+    md = obj.get("metadata")
+    if not isinstance(md, dict) or not isinstance(md.get("name"), str) or not md["name"]:
+        raise errors.InvalidError(kind, "", ["metadata.name: Required value: name or "
+                                             "generateName is required"])
+    if not isinstance(md.get("namespace", ""), str | None):
+        raise errors.InvalidError(kind, md["name"], [
+            "metadata.namespace: Invalid value: must be a string"])
+    try:  # the size first, as etcd refuses a request before anyone reads it
+        check_size(obj)
+    except (OverflowError, TypeError, ValueError):
+        pass  # reported by the validation (``check``)
+    for f in ("creationTimestamp", "deletionTimestamp"):  # metav1.Time decodes them
+        value = md.get(f)
+        if isinstance(value, str) and value:
+            try:
+                syntax.parse_rfc3339(value)
+            except ValueError as err:
+                raise errors.BadRequestError(
+                    f'{kind} in version "v1" cannot be handled as a {kind}: {err}'
+                ) from err
+    return obj
+
+
+def requested_template_generation(obj: Obj) -> int:
+    """The templateGeneration a DaemonSet carries in (``Convert_v1_DaemonSet_To_apps_DaemonSet``,
+    pkg/apis/apps/v1/conversion.go): its ``deprecated.daemonset.template.generation``
+    annotation parsed by ``strconv.ParseInt(v, 10, 64)``, 0 without one. A value that does not
+    parse fails the decode: BadRequestError, with the API server's message."""
+    raw = meta.annotations(obj).get(TEMPLATE_GENERATION_ANNOTATION)
+    if raw is None:
+        return 0
+    try:
+        return syntax.parse_int64(str(raw))
+    except ValueError as err:
+        raise errors.BadRequestError(
+            f'{obj.get("kind")} in version "v1" cannot be handled as a {obj.get("kind")}: {err}'
+        ) from err
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` encode alike (as stored: key order and number types count)."""
+    return encoding.pack(a) == encoding.pack(b)
+
+
+# ---- create --------------------------------------------------------------------------------
+
+
+def stamp(obj: Obj, now: float) -> Obj:
+    """A new object's identity (uid, creationTimestamp, generation 1), set in place on
+    ``obj``, which is returned."""
+    md = obj["metadata"]
+    md["uid"] = str(uuid.uuid4())
+    md["creationTimestamp"] = meta.format_time(now)
+    md["generation"] = 1
+    return obj
+
+
+def prepare_create(given: Any, now: float) -> Obj:
+    """A user's new object (a copy): shaped, its namespace and defaults set, validated, its
+    server-set metadata dropped and stamped (PrepareForCreate)."""
+    obj = shape(copy.deepcopy(encoding.plain(given)))
+    requested_tg = requested_template_generation(obj) if obj["kind"] == "DaemonSet" else 0
+    info = kinds.by_kind(str(obj.get("kind")))
+    if info is not None:
+        obj.setdefault("apiVersion", info.api_version)
+    obj = model_defaults.default(with_namespace(obj))
+    assert isinstance(obj, dict)
+    check(obj)
+    md = obj["metadata"]
+    for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        md.pop(f, None)
+    stamp(obj, now)
+    if obj.get("kind") == "DaemonSet":
+        # PrepareForCreate (pkg/registry/apps/daemonset/strategy.go): the requested
+        # templateGeneration, raised to 1 when lower; written back as FormatInt
+        ann = md.setdefault("annotations", {})
+        ann[TEMPLATE_GENERATION_ANNOTATION] = str(max(requested_tg, 1))
+        obj["status"] = {
+            "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+            "numberMisscheduled": 0, "numberReady": 0,
+        }
+    return obj
+
+
+def create(obj: Any, now: float, ensure: bool = False) -> Write:
+    """A user's create (``ensure``: if absent)."""
+    return Write("ensure" if ensure else "create", prepare_create(obj, now), Trust.USER)
+
+
+def controller_create(obj: Obj, ensure: bool = False) -> Write:
+    """A controller's new object, built from validated parts and already stamped
+    (:func:`stamp`): written as it is, not validated again (the hot path of pod creation)."""
+    return Write("ensure" if ensure else "create", obj, Trust.CONTROLLER)
+
+
+# ---- update --------------------------------------------------------------------------------
+
+
+def prepare_update(new: Obj, old: Obj) -> Obj:
+    """An update of ``old`` (as stored) to ``new`` (a copy; PrepareForUpdate): defaults;
+    identity, deletion and a DaemonSet's status kept; generation raised on a spec change,
+    templateGeneration on a template change; validated against ``old``."""
+    new = copy.deepcopy(encoding.plain(new))
+    if new.get("kind") == "DaemonSet":
+        requested_template_generation(new)  # decoded (and refused if bad), then ignored
+    new = model_defaults.default(new)
+    md, omd = new.setdefault("metadata", {}), old["metadata"]
+    for f in ("uid", "creationTimestamp", "namespace", "name"):
+        if f in omd:
+            md[f] = omd[f]
+        else:
+            md.pop(f, None)
+    for f in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if f in omd:
+            md[f] = omd[f]
+        else:
+            md.pop(f, None)
+    md["resourceVersion"] = omd.get("resourceVersion")
+    generation = int(omd.get("generation") or 1)
+    if "spec" in old or "spec" in new:
+        if not same(new.get("spec"), old.get("spec")):
+            generation += 1
+    md["generation"] = generation
+    if new.get("kind") == "DaemonSet":
+        new["status"] = copy.deepcopy(old.get("status") or {})
+        ann = md.setdefault("annotations", {})
+        old_tg = meta.annotations(old).get(TEMPLATE_GENERATION_ANNOTATION, "1")
+        try:
+            tg = int(old_tg)
+        except ValueError:
+            tg = 1
+        if not same((new.get("spec") or {}).get("template"),
+                    (old.get("spec") or {}).get("template")):
+            tg += 1
+        ann[TEMPLATE_GENERATION_ANNOTATION] = str(tg)
+    check(new, old)
+    return new
+
+
+def check_version(obj: Obj, old: Obj) -> None:
+    """ConflictError unless ``obj`` names no resourceVersion or ``old``'s."""
+    if meta.resource_version(obj) and meta.resource_version(obj) != meta.resource_version(old):
+        raise errors.ConflictError(str(obj.get("kind")), meta.key(obj))
+
+
+def _updated(new: Obj, expected: str, old: Obj) -> Write:
+    """The write of a prepared update: removing the last finalizer of a deleted object
+    deletes it, unless a grace period is still running (a terminating pod: its node agent
+    removes it)."""
+    grace_left = int(meta.metadata(old).get("deletionGracePeriodSeconds") or 0) > 0
+    if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left:
+        return Write("delete", new, Trust.USER, expected)
+    return Write("update", new, Trust.USER, expected)
+
+
+def update(obj: Obj, old: Obj) -> Write:
+    """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
+    else ``old``'s."""
+    new = prepare_update(obj, old)
+    return _updated(new, meta.resource_version(obj) or meta.resource_version(old), old)
+
+
+def status_update(obj: Obj, old: Obj) -> Write:
+    """The ``/status`` subresource: ``old``'s spec and metadata, ``obj``'s status (for a
+    DaemonSet in its JSON shape and validated against the stored one)."""
+    check_version(obj, old)
+    kind = str(old.get("kind"))
+    new = copy.deepcopy(old)
+    new["status"] = copy.deepcopy(obj.get("status") or {})
+    if kind == "DaemonSet":
+        if isinstance(new["status"], dict):
+            new["status"] = ds_status.json_shape(new["status"])
+        problems = model_validation.validate_daemonset_status(new["status"],
+                                                              old.get("status") or {})
+        if problems:
+            raise errors.InvalidError(kind, meta.name(old), problems)
+    return Write("update", new, Trust.STATUS, meta.resource_version(old))
+
+
+def system_status(new: Obj, old: Obj) -> Write:
+    """A status write by a system component (node agent binding a pod or reporting its
+    status, a node reporting conditions): ``new``'s ``status`` and ``spec.nodeName`` over
+    ``old`` as stored. Only those are new, so only they are validated (the rest is the
+    stored, validated object; for a node agent the commit script refuses any other
+    difference). Precondition: ``old``'s version.
+
+    The node agent writes thousands of these per second, so nothing is deep-copied: the
+    write's object is a new top level and metadata (and spec when nodeName changes) over the
+    nested values of ``old`` and ``new.status``, which callers must not change afterwards.
+    """
+    kind = str(old.get("kind"))
+    merged = {**old, "metadata": dict(old.get("metadata") or {}),
+              "status": new.get("status") or {}}
+    problems = model_validation.validate_status(kind, merged["status"], old.get("status"))
+    node_name = (new.get("spec") or {}).get("nodeName")
+    if node_name is not None:
+        merged["spec"] = {**(old.get("spec") or {}), "nodeName": node_name}
+        if kind != "Pod" or not isinstance(node_name, str) or \
+                syntax.is_dns1123_subdomain(node_name):
+            problems.append(f"spec.nodeName: Invalid value: {node_name!r}: "
+                            "must be a node's name")
+    if problems:
+        raise errors.InvalidError(kind, meta.name(old), problems)
+    return Write("update", merged, Trust.STATUS, meta.resource_version(old))
+
+
+def metadata_update(new: Obj, expected: str) -> Write:
+    """A metadata change by a controller (owner references, labels of its own pods):
+    written as given (no server-side bookkeeping), with the version precondition, once
+    validated like any stored object."""
+    check(new)
+    return Write("update", new, Trust.CONTROLLER, expected)
+
+
+# ---- delete --------------------------------------------------------------------------------
+
+
+def check_delete_preconditions(current: Obj, uid: str | None,
+                               resource_version: str | None) -> None:
+    """A delete's preconditions on ``current`` (as read): ConflictError when it fails."""
+    kind, key = str(current.get("kind")), meta.key(current)
+    if uid and meta.uid(current) != uid:
+        raise errors.ConflictError(
+            kind, key, f"Precondition failed: UID in precondition: {uid}, "
+            f"UID in object meta: {meta.uid(current)}"
+        )
+    if resource_version and meta.resource_version(current) != resource_version:
+        raise errors.ConflictError(
+            kind, key, "Precondition failed: ResourceVersion in precondition: "
+            f"{resource_version}, ResourceVersion in object meta: "
+            f"{meta.resource_version(current)}"
+        )
+
+
+def delete(current: Obj, now: float, propagation: str = "background",
+           grace_seconds: int | None = None) -> Write | None:
+    """The write that deletes ``current`` (as read) the way the API server does.
+
+    Objects with finalizers (or a foreground/orphan propagation, which adds one) get a
+    deletionTimestamp and stay until their finalizers are removed. Pods bound to a node
+    are deleted gracefully: they get a deletionTimestamp and the node agent removes them
+    after their grace period (``grace_seconds=0`` removes them at once). None: nothing to
+    write (already terminating).
+    """
+    kind = str(current.get("kind"))
+    # only metadata keys change below: copy that map, share the rest (a rollout deletes
+    # thousands of pods; deep copies and packing whole pods to compare them showed up)
+    new = {**current, "metadata": dict(current["metadata"])}
+    md = new["metadata"]
+    fins = meta.finalizers(new)
+    if propagation == "foreground" and FOREGROUND not in fins:
+        fins.append(FOREGROUND)
+    elif propagation == "orphan" and ORPHAN not in fins:
+        fins.append(ORPHAN)
+    graceful = False
+    if kind == "Pod":
+        if meta.is_being_deleted(current) and grace_seconds != 0:
+            return None  # already terminating; the node agent finishes it
+        spec = new.get("spec") or {}
+        grace = grace_seconds
+        if grace is None:
+            grace = int(spec.get("terminationGracePeriodSeconds", 30))
+        phase = (new.get("status") or {}).get("phase")
+        graceful = bool(spec.get("nodeName")) and grace > 0 and phase not in (
+            "Succeeded", "Failed")
+        if graceful:
+            md["deletionGracePeriodSeconds"] = grace
+        elif fins:  # no grace left: removing the last finalizer then removes the pod
+            md["deletionGracePeriodSeconds"] = 0
+    rv = meta.resource_version(current)
+    if fins or graceful:
+        if fins:
+            md["finalizers"] = fins
+        if not md.get("deletionTimestamp"):
+            md["deletionTimestamp"] = meta.format_time(now)
+        if same(md, current["metadata"]):
+            return None
+        return Write("update", new, Trust.USER, rv)
+    return Write("delete", current, Trust.USER, rv)
+
+
+def final_delete(old: Obj) -> Write:
+    """Remove an object whose deletion is due (grace period over, no finalizers left)."""
+    return Write("delete", old, Trust.CONTROLLER, meta.resource_version(old))
+
+
+# ---- apply (kubectl apply) -----------------------------------------------------------------
+
+
+def apply_manifest(given: Any) -> Obj:
+    """A manifest as apply takes it: plain JSON data, shaped, a DaemonSet's
+    templateGeneration decoded (a bad value is refused on update too)."""
+    obj = shape(encoding.plain(given))
+    if obj.get("kind") == "DaemonSet":
+        requested_template_generation(obj)
+    return obj
+
+
+def apply_merge(manifest: Obj, current: Obj) -> Obj:
+    """kubectl apply's two-way merge of ``manifest`` over ``current`` (a copy): the
+    manifest's spec (every top-level field but metadata and status), labels and annotations
+    replace the stored ones (the templateGeneration annotation is kept); status and
+    server-set metadata are kept."""
+    new = copy.deepcopy(current)
+    md = new["metadata"]
+    for f in ("labels", "annotations"):
+        given = (manifest.get("metadata") or {}).get(f)
+        if f == "annotations":
+            keep = {k: v for k, v in (md.get(f) or {}).items()
+                    if k == TEMPLATE_GENERATION_ANNOTATION}
+            given = {**(given or {}), **keep} if (given or keep) else None
+        if given:
+            md[f] = given
+        else:
+            md.pop(f, None)
+    for f, v in manifest.items():
+        if f not in ("metadata", "status", "apiVersion", "kind"):
+            new[f] = v
+    for f in list(new):
+        if f not in manifest and f not in ("metadata", "status", "apiVersion", "kind"):
+            del new[f]
+    return new
+
+
+def apply(manifest: Obj, current: Obj | None, now: float) -> tuple[str, Write | None]:
+    """What ``kubectl apply`` of ``manifest`` (:func:`apply_manifest`) over ``current`` (as
+    read; None: absent) writes: ("created", a create), ("configured", an update) or
+    ("unchanged", None)."""
+    if current is None:
+        return "created", create(manifest, now)
+    new = apply_merge(manifest, current)
+    prepared = prepare_update(new, current)
+    if same(prepared, current):
+        return "unchanged", None
+    return "configured", _updated(prepared, meta.resource_version(current), current)
+
+
+# ---- dry run -------------------------------------------------------------------------------
+
+
+def dry_run(write: Write, current: Obj | None) -> Obj:
+    """What committing ``write`` would return, without committing it (the API's
+    ``dryRun=All``, kubectl's server-side dry run): its object, with its resourceVersion
+    (none yet: "0-0"). ``current``: the object as read, None if absent; the create of an
+    object that exists is AlreadyExists, as the commit would find."""
+    if write.mode == "create" and current is not None:
+        raise errors.AlreadyExistsError(write.kind, write.key)
+    write.obj["metadata"]["resourceVersion"] = meta.resource_version(write.obj) or "0-0"
+    return write.obj

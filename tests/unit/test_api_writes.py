@@ -1,0 +1,181 @@
+"""The API's write rules (``shared.api.writes``), pure: each write marked with how far it is
+trusted, the namespace defaulted once, each object validated once per write, the apply merge,
+and a dry run that is the rules without the commit."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from shared.api import writes
+from shared.model import errors, meta
+from shared.model import validation as model_validation
+
+Obj = dict[str, Any]
+NOW = 1_700_000_000.0
+
+
+def daemonset(name: str = "agent", image: str = "agent:1", **md: Any) -> Obj:
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, **md},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def stored(obj: Obj, rv: str = "5-0") -> Obj:
+    out = writes.create(obj, NOW).obj
+    out["metadata"]["resourceVersion"] = rv
+    return out
+
+
+@pytest.fixture
+def validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the objects ``validation.validate`` was called on."""
+    seen: list[str] = []
+    real = model_validation.validate
+
+    def counting(obj: Any, old: Any = None) -> list[str]:
+        seen.append(meta.name(obj))
+        return real(obj, old)
+
+    monkeypatch.setattr(model_validation, "validate", counting)
+    return seen
+
+
+@pytest.mark.parametrize(("kind", "given", "fallback", "expected"), [
+    ("DaemonSet", None, "default", "default"),
+    ("DaemonSet", "", "default", "default"),
+    ("DaemonSet", "kube-system", "default", "kube-system"),
+    ("DaemonSet", None, "team-a", "team-a"),  # the CLI's -n
+    ("Pod", "x", "default", "x"),
+    ("Node", "x", "default", ""),  # cluster-scoped: none
+    ("Widget", None, "default", "default"),  # unknown: refused later under this key
+])
+def test_the_namespace_an_object_is_stored_in(kind: str, given: Any, fallback: str,
+                                               expected: str) -> None:
+    assert writes.namespace_for(kind, given, fallback) == expected
+
+
+def test_a_create_defaults_the_namespace_and_the_key_agrees() -> None:
+    ds = daemonset()
+    assert writes.manifest_key(ds) == "default/agent"
+    write = writes.create(ds, NOW)
+    assert (write.mode, write.kind, write.key, write.trust) == \
+        ("create", "DaemonSet", "default/agent", writes.Trust.USER)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "namespace": "x"}}
+    assert writes.create(node, NOW).key == "/n1" == writes.manifest_key(node)
+    assert "namespace" not in ds["metadata"]  # the caller's object is not changed
+
+
+def test_each_write_is_marked_with_how_far_it_is_trusted(validations: list[str]) -> None:
+    current = stored(daemonset())
+    validations.clear()
+    pod = writes.stamp({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": "p", "namespace": "default"},
+                        "spec": {"containers": [{"name": "c", "image": "x"}]}}, NOW)
+    cases = [
+        (writes.create(daemonset("new"), NOW), "create", writes.Trust.USER),
+        (writes.update(daemonset(image="agent:2", namespace="default"), current), "update",
+         writes.Trust.USER),
+        (writes.controller_create(pod, ensure=True), "ensure", writes.Trust.CONTROLLER),
+        (writes.metadata_update(pod, "3-0"), "update", writes.Trust.CONTROLLER),
+        (writes.status_update({**current, "status": {"numberReady": 0}}, current), "update",
+         writes.Trust.STATUS),
+        (writes.system_status({**pod, "status": {"phase": "Running"}}, pod), "update",
+         writes.Trust.STATUS),
+        (writes.final_delete(pod), "delete", writes.Trust.CONTROLLER),
+    ]
+    assert [(w.mode, w.trust) for w, _m, _t in cases] == [(m, t) for _w, m, t in cases]
+    # validated in full once per write: the two user writes and the controller's metadata
+    # change; a stamped controller object, the status writes and a final delete not at all
+    assert validations == ["new", "agent", "p"]
+
+
+@pytest.mark.parametrize(("manifest", "verb", "generation"), [
+    (daemonset(), "unchanged", 1),
+    (daemonset(image="agent:2"), "configured", 2),
+    (dict(daemonset(), metadata={"name": "agent", "labels": {"tier": "node"}}), "configured",
+     1),  # labels only: the spec, and so the generation, stays
+])
+def test_apply_merges_the_manifest_over_the_stored_object_validating_it_once(
+        validations: list[str], manifest: Obj, verb: str, generation: int) -> None:
+    current = stored(daemonset())
+    current["status"] = {"numberReady": 3}
+    validations.clear()
+    got, write = writes.apply(writes.apply_manifest(manifest), current, NOW)
+    assert got == verb
+    assert validations == ["agent"]
+    if write is None:
+        return
+    assert write.expected == "5-0" and write.trust is writes.Trust.USER
+    assert write.obj["metadata"]["generation"] == generation
+    assert write.obj["metadata"]["uid"] == current["metadata"]["uid"]
+    assert write.obj["status"] == {"numberReady": 3}  # status is not the manifest's
+    assert meta.labels(write.obj) == meta.labels(manifest)
+    assert meta.annotations(write.obj)[writes.TEMPLATE_GENERATION_ANNOTATION] == \
+        str(generation)
+
+
+def test_apply_of_an_absent_object_creates_it() -> None:
+    verb, write = writes.apply(writes.apply_manifest(daemonset()), None, NOW)
+    assert verb == "created" and write is not None and write.mode == "create"
+
+
+def test_apply_merge_drops_what_the_manifest_no_longer_names() -> None:
+    current = stored(daemonset(), "5-0")
+    current["metadata"]["annotations"]["note"] = "old"
+    current["extra"] = {"x": 1}
+    merged = writes.apply_merge(daemonset(), current)
+    assert "extra" not in merged
+    assert meta.annotations(merged) == {writes.TEMPLATE_GENERATION_ANNOTATION: "1"}
+    assert current["extra"] == {"x": 1}  # a copy
+
+
+def test_a_dry_run_is_the_rules_without_the_commit() -> None:
+    current = stored(daemonset())
+    # a create of what exists: AlreadyExists, as the commit would say
+    with pytest.raises(errors.AlreadyExistsError):
+        writes.dry_run(writes.create(daemonset(), NOW), current)
+    created = writes.dry_run(writes.create(daemonset("new"), NOW), None)
+    assert created["metadata"]["resourceVersion"] == "0-0" and meta.uid(created)
+    updated = writes.dry_run(writes.update(daemonset(image="agent:2"), current), current)
+    assert updated["metadata"]["resourceVersion"] == "5-0"
+    assert updated["metadata"]["generation"] == 2
+    # and a refused write is refused the same way
+    bad = daemonset(image="")
+    with pytest.raises(errors.InvalidError):
+        writes.dry_run(writes.update(bad, current), current)
+
+
+@pytest.mark.parametrize(("obj", "propagation", "grace", "mode", "added"), [
+    ({"kind": "ControllerRevision"}, "background", None, "delete", {}),
+    ({"kind": "ControllerRevision"}, "foreground", None, "update",
+     {"finalizers": ["foregroundDeletion"], "deletionTimestamp": meta.format_time(NOW)}),
+    ({"kind": "ControllerRevision"}, "orphan", None, "update",
+     {"finalizers": ["orphan"], "deletionTimestamp": meta.format_time(NOW)}),
+    ({"kind": "Pod", "spec": {"nodeName": "n1"}}, "background", None, "update",
+     {"deletionGracePeriodSeconds": 30, "deletionTimestamp": meta.format_time(NOW)}),
+    ({"kind": "Pod", "spec": {"nodeName": "n1"}}, "background", 0, "delete", {}),
+    ({"kind": "Pod", "spec": {}}, "background", None, "delete", {}),  # not bound
+    ({"kind": "Pod", "spec": {"nodeName": "n1"}, "status": {"phase": "Failed"}},
+     "background", None, "delete", {}),
+], ids=["background", "foreground", "orphan", "graceful-pod", "grace-0", "unbound-pod",
+        "terminal-pod"])
+def test_delete_follows_finalizers_propagation_and_grace(
+        obj: Obj, propagation: str, grace: int | None, mode: str, added: Obj) -> None:
+    current = copy.deepcopy(obj)
+    current["metadata"] = {"name": "x", "namespace": "default", "uid": "u",
+                           "resourceVersion": "7-0"}
+    write = writes.delete(current, NOW, propagation, grace)
+    assert write is not None and (write.mode, write.expected) == (mode, "7-0")
+    if mode == "update":
+        assert {k: v for k, v in write.obj["metadata"].items()
+                if k not in current["metadata"]} == added
+    assert current["metadata"] == {"name": "x", "namespace": "default", "uid": "u",
+                                   "resourceVersion": "7-0"}  # as read, unchanged
+    if mode == "update":  # deleting it again: already terminating
+        again = dict(write.obj)
+        assert writes.delete(again, NOW + 5, propagation, grace) is None
