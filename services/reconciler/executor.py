@@ -242,7 +242,7 @@ class Executor:
                 break
             batch *= 2
         if sn.deletes:
-            problems += self._delete_pods(key, sn.deletes, events, out)
+            problems += self._delete_pods(key, sn.deletes, events, out, snap.now)
         if problems:
             raise SyncError("; ".join(problems))
 
@@ -294,7 +294,7 @@ class Executor:
         return problems
 
     def _delete_pods(self, key: str, deletes: list[t.DeletePod], events: list[t.EmitEvent],
-                     out: Outcome) -> list[str]:
+                     out: Outcome, now: float) -> list[str]:
         ops: list[Op] = []
         problems: list[str] = []
         for d in deletes:
@@ -302,7 +302,7 @@ class Executor:
             if pod is None or (d.uid and meta.uid(pod) != d.uid):
                 self.expectations.lower(key, 0, 1)  # NotFound: observed, not an error
                 continue
-            op = self.store.delete_op(pod)
+            op = self.store.delete_op(pod, now=now)
             if op is None:
                 self.expectations.lower(key, 0, 1)
                 continue
@@ -315,7 +315,8 @@ class Executor:
                 continue
             if res.status == "conflict":
                 try:  # changed since our read (e.g. status): delete the current version
-                    self.store.delete("Pod", res.op.key, uid=meta.uid(res.op.obj or {}) or None)
+                    self.store.delete("Pod", res.op.key, uid=meta.uid(res.op.obj or {}) or None,
+                                      now=now)
                     out.deleted += 1
                     events.append(t.EmitEvent("Normal", "SuccessfulDelete",
                                               f"Deleted pod: {name}"))
