@@ -186,10 +186,14 @@ function Conditions({ ds }) {
   );
 }
 
-function History({ ds }) {
-  const gen = ds.metadata.generation;
+function History({ fleet, ds }) {
+  // asked again when the generation or the DaemonSet's revisions (from the page's watch) move
+  const revisions = [...fleet.revisions.values()]
+    .filter((cr) => (cr.metadata.ownerReferences || []).some((r) => r.uid === ds.metadata.uid))
+    .map((cr) => cr.metadata.resourceVersion).sort().join();
   const s = useAsync(() => request(`/ui/api/history${query({
-    namespace: ds.metadata.namespace, name: ds.metadata.name })}`), [ds.metadata.uid, gen]);
+    namespace: ds.metadata.namespace, name: ds.metadata.name })}`),
+  [ds.metadata.uid, ds.metadata.generation, revisions]);
   if (s.loading) return <p>loading revisions…</p>;
   if (s.error) return <Failure error={s.error} />;
   return (
@@ -276,7 +280,7 @@ export function DaemonSetPanel({ fleet, ds, notify }) {
         <Why params={{ kind: "daemonset", namespace: ns, name: ds.metadata.name, g: st.observedGeneration }} />
       </OnDemand>
       <h3>Revisions</h3>
-      <History ds={ds} />
+      <History fleet={fleet} ds={ds} />
       <Events ds={ds} />
     </div>
   );
