@@ -13,7 +13,7 @@ time from the log write of the oldest event it shows for the first time to the D
 (``window.daemonbusFleet``). Reported: that lag's p50/p99/max over the rollout, the part of it until each batch of
 events arrived (the API server's and the connection's: ``arrival_ms``), and how long
 after the rollout's last pod write the page showed every node updated. With
-``--screenshot`` the page (the last zone expanded, the rolled DaemonSet's panel open) is saved when about 40% of the nodes are
+``--screenshot`` the page (the zone turning over opened, the rolled DaemonSet's panel open) is saved when about 40% of the nodes are
 updated.
 
 Results: a JSON line in ops/results/bench.jsonl (``bench: fleet-ui``, with the load average).
@@ -46,7 +46,8 @@ def create_nodes(c: Cluster, n: int, zones: int) -> None:
         ops = []
         for j, name in enumerate(names[i:i + 1000], i):
             node = benchkit.ready_node(name, now)
-            node["metadata"]["labels"][ZONE] = f"zone-{chr(ord('a') + j % zones)}"
+            # zones in blocks of names, as the rollout goes (name order): one zone turns over
+            node["metadata"]["labels"][ZONE] = f"zone-{chr(ord('a') + j * zones // n)}"
             ops.append(c.s.create_op(node))
         for res in c.s.commit(ops):
             if not res.ok:
@@ -57,22 +58,6 @@ def complete(c: Cluster, name: str, n: int, updated: bool = False) -> bool:
     ds = c.s.try_get("DaemonSet", f"{NAMESPACE}/{name}")
     return ds is not None and benchkit.status_complete(
         ds.get("status") or {}, n, int(meta.metadata(ds).get("generation") or 0), updated)
-
-
-def scroll_to_turnover(page: Any, ds: str) -> None:
-    """Scroll the open zone, a screen at a time, until a node not yet updated is in view."""
-    for _ in range(60):
-        found = page.evaluate(
-            "(ds) => { const s = document.querySelector('.scroller');"
-            " const hit = [...s.querySelectorAll(`.cell.state[data-ds=\"${ds}\"]`)]"
-            ".find(c => !c.dataset.state.startsWith('new'));"
-            " if (hit) { s.scrollTop = Math.max(0, hit.offsetParent.offsetTop - 280);"
-            " s.dispatchEvent(new Event('scroll')); return true; }"
-            " s.scrollTop += s.clientHeight - 56; s.dispatchEvent(new Event('scroll'));"
-            " return false; }", ds)
-        page.wait_for_timeout(100)
-        if found:
-            return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
                 " === k; }", arg=[n, len(names)], timeout=300_000)
             print(f"  page shows {n} x {len(names)} cells, {time.monotonic() - started:.1f}s "
                   "after it went live")
-            page.locator(".group-row .cell.name").last.click()  # expand the last zone
             page.click(f'.colhead button:text-is("{names[0]}")')  # its panel: progress
             page.evaluate("() => { const s = window.daemonbusFleet; s.lagsMs.length = 0;"
                           " s.arrivalMs.length = 0; }")
@@ -128,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 updated = int(st.get("updatedNumberScheduled") or 0)
                 if shot is not None and updated >= 0.4 * n and \
                         st.get("observedGeneration") == meta.metadata(ds).get("generation"):
-                    scroll_to_turnover(page, target)
+                    # open the zone turning over now (the rollout goes in name order)
+                    page.locator(".group-row .cell.name").nth(updated * args.zones // n).click()
+                    page.wait_for_timeout(500)
                     page.screenshot(path=str(shot))
                     print(f"  screenshot at {updated}/{n} updated: {shot}")
                     shot = None
