@@ -337,3 +337,38 @@ def test_failed_pods_and_nodes_a_daemonset_does_not_select_read_as_such(
             assert placement.REASON_NODE_SELECTOR in page.locator(".why-lines").inner_text()
     finally:
         api.kubectl("delete", "ds", name, "-n", NS)
+
+
+CONTRAST_JS = """() => {
+  const rgb = (s) => (s.match(/[0-9.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const out = {};
+  for (const el of document.querySelectorAll('.legend .swatch, .cell.state, .group-row, .head .cell')) {
+    const st = getComputedStyle(el);
+    const bg = rgb(st.backgroundColor);
+    if (bg.length === 4 && bg[3] === 0) continue;  // transparent: the page's white below
+    const [a, b] = [lum(rgb(st.color)), lum(bg)].sort((x, y) => y - x);
+    out[el.className] = Math.round(((a + 0.05) / (b + 0.05)) * 100) / 100;
+  }
+  return out;
+}"""
+
+
+def test_every_state_reads_with_aa_contrast_and_a_label(api: ApiServer, chromium: Any,
+                                                        applied: str) -> None:
+    with _open(chromium, api, "viewer") as page:
+        _wait_cells(page, "new-available", NODES)
+        ratios = page.evaluate(CONTRAST_JS)
+        assert len([k for k in ratios if "swatch" in k]) >= 7
+        assert {k: v for k, v in ratios.items() if v < 4.5} == {}
+        # the state is in words too (not colour alone), for screen readers and tooltips
+        for cell in page.locator(".cell.state").all():
+            assert (cell.get_attribute("aria-label") or "").count(":") == 1
+        # the DaemonSet's panel: the progress chart is drawn, the events are listed
+        page.click(f'.colhead button:text-is("{DS}")')
+        page.wait_for_selector("aside.panel .chart canvas", timeout=DEADLINE_MS)
+        page.wait_for_selector("table.events td:text-is('SuccessfulCreate')",
+                               timeout=DEADLINE_MS)
