@@ -148,13 +148,16 @@ def with_taints(node: Obj, wanted: list[tuple[str, str]], now: float) -> Obj | N
     """A copy of ``node`` carrying exactly ``wanted`` of the controller's taints (others kept
     as they are, a kept one with its timeAdded); None when it already does."""
     current = taints.node_taints(node)
+    if not current and not wanted:
+        return None  # (most nodes: nothing to look at)
     keep = [t for t in current if t.get("key") not in CONTROLLER_TAINTS
             or (t.get("key"), t.get("effect")) in wanted]
     have = {(t.get("key"), t.get("effect")) for t in keep}
-    stamp = meta.format_time(now)
-    add = [{"key": k, "effect": e, "timeAdded": stamp} for k, e in wanted if (k, e) not in have]
-    if not add and len(keep) == len(current):
+    missing = [(k, e) for k, e in wanted if (k, e) not in have]
+    if not missing and len(keep) == len(current):
         return None
+    stamp = meta.format_time(now)
+    add = [{"key": k, "effect": e, "timeAdded": stamp} for k, e in missing]
     spec = node.get("spec")
     new_spec = dict(spec) if isinstance(spec, dict) else {}
     if keep or add:
@@ -169,9 +172,9 @@ def decide(nodes: list[Obj], leases: dict[str, str | None], saved: dict[str, Hea
     """Decides: each node's health at ``now`` and the Node writes it calls for."""
     out = Decision()
     before = {meta.name(n): n for n in nodes}
-    after: dict[str, Obj] = {}
-    for node in before.values():
-        name = meta.name(node)
+    after: dict[str, tuple[Obj, str, str, bool]] = {}  # name → node, zone, Ready, posted
+    disrupted: dict[str, bool] = {}
+    for name, node in before.items():
         health = observe(saved.get(name), node, leases.get(name), now)
         out.health[name] = health
         posted = bool(_heartbeat(node))
@@ -182,14 +185,11 @@ def decide(nodes: list[Obj], leases: dict[str, str | None], saved: dict[str, Hea
             if quiet is not None:
                 cur = quiet
                 out.lost.append(name)
-        after[name] = cur
-    disrupted: dict[str, bool] = {}
-    for cur in after.values():
-        z = zone(cur)
-        disrupted[z] = disrupted.get(z, True) and ready_status(cur) != "True"
-    for name, cur in after.items():
-        wanted = wanted_taints(ready_status(cur), bool(_heartbeat(cur)), not disrupted[zone(cur)])
-        cur = with_taints(cur, wanted, now) or cur
+        z, ready = zone(cur), ready_status(cur)
+        after[name] = (cur, z, ready, posted)
+        disrupted[z] = disrupted.get(z, True) and ready != "True"
+    for name, (cur, z, ready, posted) in after.items():
+        cur = with_taints(cur, wanted_taints(ready, posted, not disrupted[z]), now) or cur
         if cur is not before[name]:
             out.writes[name] = cur
     return out
