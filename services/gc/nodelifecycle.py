@@ -3,7 +3,7 @@ process beside the taint manager it feeds. Acts: every ``period`` seconds it rea
 leases (``shared.store.nodelease``, outside the log) and the cached Nodes, lets
 ``shared.model.nodelifecycle`` decide, and writes the Nodes whose Ready condition or
 controller taints change (role gc may change only a Node's status conditions and taints),
-with a ``NodeNotReady`` Event for each node it lost. The NoExecute taints it writes reach the
+with a ``NodeNotReady`` Event for each node that was Ready and is no longer. The NoExecute taints it writes reach the
 collector's taint eviction through the log like any other.
 
 One gc at a time runs it: it holds the leader lease ``node-lifecycle`` (a standby takes over
@@ -31,7 +31,7 @@ LEASE_ROLE = "node-lifecycle"
 COMPONENT = "node-controller"
 BATCH = 500
 LOST = Counter("daemonbus_node_lifecycle_lost_total",
-               "Nodes whose Ready condition the node lifecycle controller set to Unknown")
+               "Ready nodes whose Ready condition the node lifecycle controller set to Unknown")
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class NodeLifecycle:
                     if lost:
                         LOST.inc()
                     log.info("node %s: %staints now %s", res.op.key.lstrip("/"),
-                             "Ready Unknown (its agent went quiet); " if lost else "",
+                             "Ready True -> Unknown (its agent went quiet); " if lost else "",
                              ", ".join(_taints(res.op.obj)) or "none")
                 elif not res.ok:  # a conflict: the next look decides from the newer version
                     log.info("node lifecycle: %s %s: %s", res.op.kind, res.op.key, res.status)

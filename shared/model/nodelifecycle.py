@@ -72,7 +72,8 @@ class Health:
 @dataclass
 class Decision:
     """One look at every node: the health to keep for the next look, the Nodes to write
-    (name → new object) and the nodes whose Ready became Unknown in this look."""
+    (name → new object) and the nodes whose Ready went from True to Unknown in this look
+    (upstream records ``NodeNotReady`` for those only)."""
 
     health: dict[str, Health] = field(default_factory=dict)
     writes: dict[str, Obj] = field(default_factory=dict)
@@ -183,8 +184,9 @@ def decide(nodes: list[Obj], leases: dict[str, str | None], saved: dict[str, Hea
         if now > health.probe_at + grace:
             quiet = with_conditions_unknown(node, now)
             if quiet is not None:
+                if ready_status(node) == "True":
+                    out.lost.append(name)
                 cur = quiet
-                out.lost.append(name)
         z, ready = zone(cur), ready_status(cur)
         after[name] = (cur, z, ready, posted)
         disrupted[z] = disrupted.get(z, True) and ready != "True"

@@ -99,6 +99,7 @@ def test_never_posted_node_waits_the_startup_grace_and_is_not_tainted_not_ready(
     assert not d.writes
     d = look([fresh, b], {"b": "3"}, d.health, T0 + 61)
     assert nodelifecycle.ready_status(d.writes["fresh"]) == "Unknown"
+    assert d.lost == []  # it was never Ready: no NodeNotReady
     assert controller_taints(d.writes["fresh"]) == {(UNREACHABLE, "NoSchedule"),
                                                     (UNREACHABLE, "NoExecute")}
 
