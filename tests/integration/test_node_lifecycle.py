@@ -104,8 +104,9 @@ def test_stopped_agent_is_unreachable_within_grace_and_untainted_when_back(
     assert cond is not None
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-    # the grace period and not much more (a look every 0.2 s; a loaded machine is slow)
-    assert GRACE - 1 <= took <= GRACE + 10
+    # not before the grace period ran out (the wait above bounds it from above: a look
+    # every 0.2 s, but a loaded machine may be slow to run the gc)
+    assert took >= GRACE - 1
     # b was renewing all along: untouched
     other = stack.store.get("Node", f"/{b}")
     assert ready(other) == "True" and not controller_taints(other)
