@@ -126,6 +126,29 @@ def test_rolling_update_max_unavailable_all_old_pods_not_ready() -> None:
     assert len(deleted(plan)) == 4  # unavailable old pods are always replaced
 
 
+@pytest.mark.parametrize(
+    ("max_unavailable", "unhealthy", "expected"),
+    [
+        (1, ["node-1"], ["old-node-1"]),  # the unhealthy one uses the whole budget
+        (2, ["node-1"], ["old-node-0", "old-node-1"]),  # one left for a healthy pod
+        (2, ["node-1", "node-3"], ["old-node-1", "old-node-3"]),
+        (1, ["node-0", "node-3"], ["old-node-0", "old-node-3"]),  # replaced beyond the budget
+    ],
+)
+def test_rolling_update_old_unhealthy_pods_count_against_max_unavailable(
+    max_unavailable: int, unhealthy: list[str], expected: list[str]
+) -> None:
+    # kubernetes#123233 (1.31, rollingUpdate in pkg/controller/daemon/update.go): an old pod
+    # that is not available is replaced whatever the budget, and counts as unavailable, so
+    # it leaves that much less of maxUnavailable for available old pods (before the fix a
+    # rollout took down maxUnavailable healthy pods beside every unhealthy one)
+    ds = make_ds(strategy=rolling(max_unavailable, 0))
+    pods = [old_pod(ds, f"node-{i}", ready=f"node-{i}" not in unhealthy) for i in range(4)]
+    plan = planner.plan(snapshot(ds, make_nodes(4), pods))
+    assert deleted(plan) == expected
+    assert created(plan) == []
+
+
 def test_rolling_update_max_unavailable_empty_node_uses_budget() -> None:
     ds = make_ds(strategy=rolling(1, 0))
     # a node that should run but has only a terminating pod counts as unavailable
