@@ -8,7 +8,6 @@ out; the commands in ``rollout`` do the reading and writing.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -137,22 +136,8 @@ def owned_revisions(ds: Obj, revisions: list[Obj]) -> list[Obj]:
 
 
 def revision_template(revision: Obj) -> Obj:
-    """The pod template a revision stores (its data with the ``$patch`` directive dropped),
-    i.e. the template ``applyDaemonSetHistory`` gives the DaemonSet. Decides."""
-    data: Any = revision.get("data")
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "replace")
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except ValueError:
-            data = {}
-    template = ((data or {}).get("spec") or {}).get("template") if isinstance(data, dict) else None
-    if not isinstance(template, dict):
-        return {}
-    out = copy.deepcopy(template)
-    out.pop("$patch", None)
-    return out
+    """The pod template a revision stores (``history.revision_template``). Decides."""
+    return ds_history.revision_template(revision)
 
 
 def history_text(revisions: list[Obj], revision: int = 0) -> str:
@@ -208,11 +193,8 @@ def find_rollback(ds: Obj, revisions: list[Obj], to_revision: int) -> tuple[Obj,
 
 
 def rolled_back(ds: Obj, revision: Obj) -> Obj:
-    """The DaemonSet with its template replaced by the revision's (the strategic-merge patch
-    ``{"spec":{"template":{..., "$patch":"replace"}}}`` kubectl sends). Decides."""
-    new = copy.deepcopy(ds)
-    new.setdefault("spec", {})["template"] = revision_template(revision)
-    return new
+    """The DaemonSet rolled back to ``revision`` (``history.rolled_back``). Decides."""
+    return ds_history.rolled_back(ds, revision)
 
 
 # ---- set image, restart ---------------------------------------------------------------------

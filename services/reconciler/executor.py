@@ -26,6 +26,7 @@ from shared.control.protocols import BackoffStore, ExpectationsStore
 from shared.daemonset import claim as ds_claim
 from shared.daemonset import dsutil, podtemplate
 from shared.daemonset import events as ds_events
+from shared.daemonset import failure as ds_failure
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
 from shared.daemonset.messages import StatusMessage
@@ -39,6 +40,9 @@ log = logging.getLogger("reconciler")
 
 Obj = dict[str, Any]
 MAX_NAME_SALT = 8
+# who the log names for the controller's own writes of a DaemonSet (a failed rollout paused
+# or rolled back): upstream's controller identity
+CONTROLLER_USER = "system:serviceaccount:kube-system:daemon-set-controller"
 
 
 class SyncError(Exception):
@@ -113,6 +117,8 @@ class Executor:
             out.publish_status = False
         if snap.expectations_satisfied and sync_error is None:
             try:
+                if plan.failure is not None:
+                    self._fail_rollout(plan.failure, snap, out)
                 if plan.sync_nodes is not None:
                     self._sync_nodes(key, snap, plan, plan.sync_nodes, events, out)
                 self._cleanup(plan, out)
@@ -224,6 +230,25 @@ class Executor:
         if problems:
             raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
                             f'"{meta.name(ds)}": ' + "; ".join(problems))
+
+    # ---- a failed rollout (shared.daemonset.failure) ----------------------------------------
+
+    def _fail_rollout(self, action: t.FailRollout, snap: t.Snapshot, out: Outcome) -> None:
+        """Pause or roll back the DaemonSet as the plan saw it: one update through the store's
+        validation and bookkeeping, named in the log as the controller's. A DaemonSet changed
+        meanwhile (Conflict) or gone is left alone: that change queues a sync that judges
+        again."""
+        new = ds_failure.applied(snap.ds or {}, action)
+        try:
+            self.store.as_writer(CONTROLLER_USER).update(new)
+            out.ops += 1
+        except (errors.ConflictError, errors.NotFoundError) as err:
+            log.info("%s/%s: not taking the failure action %s: %s", action.namespace,
+                     action.name, action.action, err)
+        except errors.StoreError as err:
+            raise SyncError(f"failed to {action.action} the failed rollout: {err}") from err
+        else:
+            log.warning("%s", action.message)
 
     # ---- syncNodes (§c.6) --------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ class Reconciler:
         summary = ds_record.summarize(plan)
         if not (summary["creates"] or summary["deletes"] or summary["claims"]
                 or summary["history"] or summary["cleanup"] or summary["events"]
-                or summary["backoff"]):
+                or summary["backoff"] or "failure" in summary):
             return
         rec = ds_record.make_record(snap, plan, self.worker)
         rec["errors"] = outcome.errors

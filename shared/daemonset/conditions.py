@@ -9,7 +9,10 @@ are dropped once the annotations are.
 
 ``Progressing``, as a Deployment's (``pkg/controller/deployment/progress.go``):
 
-* ``True/NewRevisionAvailable`` — every desired node runs an updated, available pod;
+* ``True/NewRevisionAvailable`` — every desired node runs an updated, available pod; as a
+  Deployment's complete rollout, it stays so while every scheduled pod is of the current
+  revision (a pod that fails later, or a new node still without its pod, is not the
+  rollout's: ``rolled_out``), until a new revision rolls out;
 * ``Unknown/RolloutPaused`` — the paused annotation is set (a Deployment's DeploymentPaused);
 * ``True/RolloutPartitioned`` — the rollout stopped at its gates: every node the partition
   or the node selector does not hold is updated and available;
@@ -24,6 +27,10 @@ stored field the schema lacks would make strict field validation refuse every la
 the DaemonSet. So ``lastTransitionTime`` carries both: it changes when ``status`` does and when
 progress is made (or the rollout starts), never on a resync without change, so such a resync
 publishes the same conditions.
+
+``RolloutFailed=True`` (reason ``PausedOnFailure`` or ``RolledBack``, the record's message)
+while the failure record (``rollout.daemonbus.io/failure-record``, ``shared.daemonset.failure``)
+speaks of the current revision: the one it paused, or the one it rolled back to.
 """
 
 from __future__ import annotations
@@ -40,12 +47,15 @@ Obj = dict[str, Any]
 
 PROGRESSING = "Progressing"
 PAUSED = "Paused"
+ROLLOUT_FAILED = "RolloutFailed"
 
 REASON_AVAILABLE = "NewRevisionAvailable"
 REASON_PAUSED = "RolloutPaused"
 REASON_PARTITIONED = "RolloutPartitioned"
 REASON_UPDATED = "DaemonSetUpdated"
 REASON_DEADLINE = "ProgressDeadlineExceeded"
+REASON_FAILURE_PAUSED = "PausedOnFailure"
+REASON_ROLLED_BACK = "RolledBack"
 
 _PROGRESS_FIELDS = ("updatedNumberScheduled", "numberReady", "numberAvailable")
 
@@ -92,14 +102,28 @@ def _progressed(old_status: Obj, new_status: Obj) -> bool:
                for f in _PROGRESS_FIELDS)
 
 
-def rollout_conditions(ds: Obj, new_status: Obj, held: int, now: float) -> Outcome | None:
+def rolled_out(ds: Obj, new_status: Obj) -> bool:
+    """Whether the rollout of the current revision is complete: every desired node runs an
+    updated, available pod, or it did (the cached Progressing is NewRevisionAvailable) and
+    every node that runs a pod still runs one of the current revision. Decides."""
+    desired = int(new_status.get("desiredNumberScheduled") or 0)
+    updated = int(new_status.get("updatedNumberScheduled") or 0)
+    if updated >= desired and int(new_status.get("numberAvailable") or 0) >= desired:
+        return True
+    previous = find(conditions_of(dsutil.status(ds)), PROGRESSING)
+    return ((previous or {}).get("reason") == REASON_AVAILABLE
+            and updated >= int(new_status.get("currentNumberScheduled") or 0))
+
+
+def rollout_conditions(ds: Obj, new_status: Obj, held: int, now: float,
+                       hash: str = "") -> Outcome | None:
     """The conditions ``new_status`` should carry; None when ``ds`` has no rollout annotation
     (its conditions are left as they are). ``held`` counts the nodes the gates held in this
-    pass (``gates.held_nodes``)."""
+    pass (``gates.held_nodes``); ``hash`` is the current revision's."""
     old_status = dsutil.status(ds)
     old = conditions_of(old_status)
     kept = [c for c in old if not (isinstance(c, dict)
-                                   and c.get("type") in (PROGRESSING, PAUSED))]
+                                   and c.get("type") in (PROGRESSING, PAUSED, ROLLOUT_FAILED))]
     annotations = meta.annotations(ds)
     if not any(k.startswith(rolloutopts.PREFIX) for k in annotations):
         # the annotations are gone: so are their conditions
@@ -110,6 +134,12 @@ def rollout_conditions(ds: Obj, new_status: Obj, held: int, now: float) -> Outco
     if opts.paused:
         out.conditions.append(_condition(find(old, PAUSED), PAUSED, "True", REASON_PAUSED,
                                          f"rollout paused by {rolloutopts.PAUSED}", now, False))
+    record = opts.failure_record
+    if record is not None and hash and hash in (record.get("hash"), record.get("toHash")):
+        reason = (REASON_ROLLED_BACK if record.get("toHash") == hash
+                  else REASON_FAILURE_PAUSED)
+        out.conditions.append(_condition(find(old, ROLLOUT_FAILED), ROLLOUT_FAILED, "True",
+                                         reason, str(record.get("message") or ""), now, False))
     previous = find(old, PROGRESSING)
     previous_reason = (previous or {}).get("reason")
     desired = int(new_status.get("desiredNumberScheduled") or 0)
@@ -120,7 +150,7 @@ def rollout_conditions(ds: Obj, new_status: Obj, held: int, now: float) -> Outco
         out.conditions.append(_condition(previous, PROGRESSING, status, reason, message, now,
                                          touched))
 
-    if updated >= desired and available >= desired:
+    if rolled_out(ds, new_status):
         progressing("True", REASON_AVAILABLE, f'daemon set "{name}" has successfully progressed.')
     elif opts.paused:
         progressing("Unknown", REASON_PAUSED, "daemon set is paused")

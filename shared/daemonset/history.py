@@ -8,6 +8,7 @@ sorted keys, compact, HTML characters escaped) byte for byte, as upstream's ``Ma
 
 from __future__ import annotations
 
+import copy
 import json
 import struct
 from dataclasses import dataclass, field
@@ -87,6 +88,35 @@ def matches(ds: Obj, revision: Obj, *, patch: str | None = None) -> bool:
     ``patch`` may pass a precomputed ``canonical_json(revision_data(ds))``."""
     wanted = patch if patch is not None else canonical_json(revision_data(ds))
     return _data_text(revision) == wanted
+
+
+def revision_template(revision: Obj) -> Obj:
+    """The pod template a revision stores (its data with the ``$patch`` directive dropped),
+    i.e. the template ``applyDaemonSetHistory`` gives the DaemonSet; ``{}`` when the data
+    holds none."""
+    data: Any = revision.get("data")
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            data = {}
+    template = ((data or {}).get("spec") or {}).get("template") if isinstance(data, dict) else None
+    if not isinstance(template, dict):
+        return {}
+    out = copy.deepcopy(template)
+    out.pop("$patch", None)
+    return out
+
+
+def rolled_back(ds: Obj, revision: Obj) -> Obj:
+    """A copy of ``ds`` with its template replaced by the revision's: what ``rollout undo``
+    writes (the strategic-merge patch ``{"spec":{"template":{..., "$patch":"replace"}}}``
+    kubectl sends) and what an automatic rollback writes."""
+    new = copy.deepcopy(ds)
+    new.setdefault("spec", {})["template"] = revision_template(revision)
+    return new
 
 
 def _fnv32a(data: bytes, h: int = _FNV32_OFFSET) -> int:

@@ -14,6 +14,7 @@ O(nodes + pods) apart from the sorts, and the same snapshot in any order gives t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from shared.daemonset import (
     claim,
     conditions,
     dsutil,
+    failure,
     gates,
     history,
     manage,
@@ -92,9 +94,17 @@ def plan(snapshot: Snapshot) -> Plan:
     )
 
     strategy = dsutil.update_strategy(ds)
+    opts = rolloutopts.options(ds)
+    verdict = failure.Verdict()
+    if opts.failure_action is not None and snapshot.expectations_satisfied:
+        verdict = failure.judge(ds, opts, nodes, decisions, node_pods, hist, now)
+        result.failure = verdict.action
+        result.events.extend(verdict.events)
+        if verdict.action is not None and verdict.action.action == rolloutopts.PAUSE:
+            opts = dataclasses.replace(opts, paused=True)  # this pass holds as paused already
     held: dict[str, str] = {}
     if strategy.type == dsutil.ROLLING_UPDATE:
-        held = gates.held_nodes(rolloutopts.options(ds), nodes, decisions, node_pods)
+        held = gates.held_nodes(opts, nodes, decisions, node_pods)
     result.held = held
 
     if not snapshot.expectations_satisfied:
@@ -111,12 +121,14 @@ def plan(snapshot: Snapshot) -> Plan:
     )
     result.events.extend(managed.events)
     result.backoff = list(managed.backoff)
-    result.requeue_after = managed.requeue_after
+    result.requeue_after = _earliest(managed.requeue_after, verdict.requeue_after)
     create_nodes, delete_pods = managed.creates, managed.deletes
     deferred = list(managed.deferred)
     waiting: list[str] = []
 
-    if not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE:
+    rolling_back = result.failure is not None and result.failure.template is not None
+    if (not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE
+            and not rolling_back):  # a rollback's own update starts the next rollout
         rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
         if rolled.error:
             result.error = rolled.error
@@ -148,6 +160,10 @@ def plan(snapshot: Snapshot) -> Plan:
 
 def _first(pair: tuple[str, Obj]) -> str:
     return pair[0]
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _patch_name(action: PatchOwner) -> str:
@@ -214,7 +230,7 @@ def _finish(
             dsutil.min_ready_seconds(ds), nodes, decisions, node_pods, now
         )
     again = status.requeue_after(ds, new_status)
-    rolled = conditions.rollout_conditions(ds, new_status, held, now)
+    rolled = conditions.rollout_conditions(ds, new_status, held, now, result.hash)
     if rolled is not None:
         new_status = status.json_shape({**new_status, "conditions": rolled.conditions})
         result.events.extend(rolled.events)

@@ -43,6 +43,10 @@ def summarize(plan: t.Plan) -> dict[str, Any]:
     else:
         out["creates"], out["deletes"] = [], []
     out["cleanup"] = [c.name for c in plan.cleanup]
+    if plan.failure is not None:  # only when taken: older records compare unchanged
+        f = plan.failure
+        out["failure"] = [f.action, f.resource_version, sorted(f.annotations.items()),
+                          f.template]
     out["events"] = [[e.type, e.reason, e.message] for e in plan.events]
     out["backoff"] = [[b.key, b.entry.delay, b.entry.last_update] for b in plan.backoff]
     out["requeue_after"] = plan.requeue_after

@@ -150,6 +150,24 @@ class AdvanceBackoff:
 
 
 @dataclass(frozen=True)
+class FailRollout:
+    """The rollout failed past ``max-failure-ratio`` (``shared.daemonset.failure``): one
+    update of the DaemonSet, as a user's ``rollout pause`` or ``rollout undo`` would write it,
+    with ``resource_version`` (the DaemonSet the plan saw) as precondition: ``annotations``
+    set (the failure record; ``paused`` for a pause) and, for a rollback, the pod
+    ``template`` replaced by the previous revision's."""
+
+    action: str  # "pause" | "rollback"
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    annotations: dict[str, str]
+    template: Obj | None
+    message: str
+
+
+@dataclass(frozen=True)
 class SyncNodes:
     """One ``syncNodes`` call (§c.6): set expectations to (len(creates), len(deletes)) —
     already capped at burstReplicas — then create and delete."""
@@ -174,6 +192,7 @@ class Plan:
     backoff: list[AdvanceBackoff] = field(default_factory=list)
     requeue_after: float | None = None
     status: Obj | None = None
+    failure: FailRollout | None = None  # the rollout pauses or rolls back itself
     update_observed_generation: bool = True
     delete_expectations: bool = False  # DaemonSet not found
     hash: str = ""

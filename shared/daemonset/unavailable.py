@@ -39,7 +39,8 @@ REASONS = (NODE_NOT_READY, NODE_UNREACHABLE, NO_POD, TERMINATING, NOT_BOUND, FAI
 _UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 
 
-def _node_cause(node: Obj) -> str:
+def node_cause(node: Obj) -> str:
+    """NODE_UNREACHABLE or NODE_NOT_READY when the node is so, else ""."""
     spec = node.get("spec")
     for taint in (spec.get("taints") if isinstance(spec, dict) else None) or []:
         if isinstance(taint, dict) and taint.get("key") == _UNREACHABLE_TAINT:
@@ -54,7 +55,8 @@ def _node_cause(node: Obj) -> str:
     return ""
 
 
-def _crash_looping(pod: Obj) -> bool:
+def crash_looping(pod: Obj) -> bool:
+    """A container of ``pod`` waits in CrashLoopBackOff."""
     for cs in podutil.status(pod).get("containerStatuses") or []:
         waiting = ((cs.get("state") or {}).get("waiting") or {}) if isinstance(cs, dict) else {}
         if isinstance(waiting, dict) and waiting.get("reason") == CRASH_LOOPING:
@@ -70,7 +72,7 @@ def _pod_cause(facts: PodFacts) -> str:
         return NOT_BOUND
     if podutil.is_failed(pod):
         return FAILED
-    if _crash_looping(pod):
+    if crash_looping(pod):
         return CRASH_LOOPING
     if podutil.phase(pod) in ("", "Pending"):
         return PENDING
@@ -98,6 +100,6 @@ def breakdown(
             pod = status.counted(pods)
             if pod.ready and available(pod):
                 continue
-        cause = _node_cause(node) or (_pod_cause(pod) if pods else NO_POD)
+        cause = node_cause(node) or (_pod_cause(pod) if pods else NO_POD)
         out.setdefault(cause, []).append(name)
     return out

@@ -142,6 +142,37 @@ local function target(pod)
   return nil
 end
 
+-- A failed rollout paused or rolled back by the reconciler (shared.daemonset.failure): only
+-- the rollout.daemonbus.io/ annotations (and the templateGeneration annotation and the
+-- generation the update's bookkeeping moves) change, the failure record among them; the pod
+-- template only for a rollback, whose new record says so. The rest of spec, metadata and
+-- the status stay as they are.
+local ROLLOUT_PREFIX = "rollout.daemonbus.io/"
+local FAILURE_RECORD = ROLLOUT_PREFIX .. "failure-record"
+local BOOKKEPT = {generation = true, annotations = true}
+local SPEC, TEMPLATE = {spec = true}, {template = true}
+local function rollout_annotation(k)
+  return type(k) == "string" and (string.sub(k, 1, #ROLLOUT_PREFIX) == ROLLOUT_PREFIX
+    or k == "deprecated.daemonset.template.generation")
+end
+local function failure_action(old, new)
+  if not same_but(old, new, SPEC, BOOKKEPT) then return false end
+  local oa = (type(old.metadata.annotations) == "table" and old.metadata.annotations) or {}
+  local na = (type(new.metadata.annotations) == "table" and new.metadata.annotations) or {}
+  for k, v in pairs(oa) do
+    if not rollout_annotation(k) and not deq(v, na[k]) then return false end
+  end
+  for k in pairs(na) do
+    if not rollout_annotation(k) and oa[k] == nil then return false end
+  end
+  local record = na[FAILURE_RECORD]
+  if type(record) ~= "string" or record == oa[FAILURE_RECORD] then return false end
+  local ok, parsed = pcall(cjson.decode, record)
+  if not ok or type(parsed) ~= "table" then return false end
+  if same_but(spec(old), spec(new), NONE, NONE) then return true end
+  return parsed.action == "rollback" and same_but(spec(old), spec(new), TEMPLATE, NONE)
+end
+
 -- nil when `role` may do this op; else why not. `exists`: the object is stored (in
 -- KEYS[2 * pair]); `payload` is the new object (the decision record for record).
 local function refused_by(mode, kind, field, pair, exists, payload)
@@ -174,7 +205,11 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     if kind == "DaemonSet" and mode == "update" and same_but(old, new, STATUS, NONE) then
       return nil
     end
-    return "the reconciler writes pods, controller revisions, events, DaemonSet status"
+    if kind == "DaemonSet" and mode == "update" and failure_action(old, new) then
+      return nil
+    end
+    return "the reconciler writes pods, controller revisions, events, DaemonSet status, "
+      .. "and pauses or rolls back a failed rollout"
   elseif role == "status-writer" then
     if kind == "DaemonSet" and mode == "update" and same_but(old, new, STATUS, NONE) then
       return nil

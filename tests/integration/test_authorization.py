@@ -6,13 +6,14 @@ user (which holds every role); binding roles to ACL users is tested in test_acl_
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from typing import Any
 
 import pytest
 
 from services.node_agent import lifecycle
-from shared.model import events, meta, nodelifecycle
+from shared.model import events, meta, nodelifecycle, rolloutopts
 from shared.store import codec, errors, roles
 from shared.store.client import Op, Store, connect
 from shared.store.keys import Keys
@@ -188,6 +189,41 @@ def test_reconciler_writes_pods_revisions_events_decisions_not_daemonsets(
     refused(world, roles.RECONCILER, [rec.final_delete_op(ds)], caplog)
     node = world.get("Node", "/node-a")
     refused(world, roles.RECONCILER, [rec.final_delete_op(node)], caplog)
+
+
+def _failure_record(action: str) -> dict[str, str]:
+    return {rolloutopts.FAILURE_RECORD: json.dumps({"action": action, "failed": 1})}
+
+
+def test_reconciler_pauses_or_rolls_back_a_failed_rollout_and_nothing_more(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    rec = world.store(roles.RECONCILER)
+    ds = world.get("DaemonSet", "default/agent")
+    paused = copy.deepcopy(ds)
+    paused["metadata"].setdefault("annotations", {}).update(
+        {rolloutopts.PAUSED: "true", **_failure_record("pause")})
+    # a pause needs its record: the paused annotation alone is a user's
+    without_record = copy.deepcopy(ds)
+    without_record["metadata"].setdefault("annotations", {})[rolloutopts.PAUSED] = "true"
+    refused(world, roles.RECONCILER, [rec.update_op(without_record, ds)], caplog)
+    # a template change only with a rollback's record
+    refused(world, roles.RECONCILER, [rec.update_op(_changed_image(paused), ds)], caplog)
+    relabelled = copy.deepcopy(paused)
+    relabelled["metadata"]["labels"] = {"evil": "true"}
+    refused(world, roles.RECONCILER, [rec.update_op(relabelled, ds)], caplog)
+    other_annotation = copy.deepcopy(paused)
+    other_annotation["metadata"]["annotations"]["example.com/x"] = "y"
+    refused(world, roles.RECONCILER, [rec.update_op(other_annotation, ds)], caplog)
+    reselected = copy.deepcopy(paused)
+    reselected["spec"]["minReadySeconds"] = 30
+    refused(world, roles.RECONCILER, [rec.update_op(reselected, ds)], caplog)
+    written = rec.update(paused)
+    assert meta.annotations(written)[rolloutopts.PAUSED] == "true"
+    rolled = _changed_image(written)
+    rolled["metadata"]["annotations"].update(_failure_record("rollback"))
+    written = rec.update(rolled)
+    assert written["spec"]["template"] == rolled["spec"]["template"]
+    assert written["metadata"]["generation"] == ds["metadata"]["generation"] + 1
 
 
 def test_gc_deletes_dependents_and_finishes_deletions_only(world: World,
