@@ -5,6 +5,8 @@ to wait for logic: every wait polls with a deadline."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import yaml
 
 from shared.daemonset import conditions, dsutil, history
 from shared.model import meta, rolloutopts
+from shared.store import codec
 from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_rollout import (
@@ -179,3 +182,107 @@ def test_progress_deadline_fires_on_a_never_ready_image_and_replay_verifies_it(
     verified = run(stack, "replay", str(path), "--verify")
     assert verified.exit_code == 0, verified.output
     assert "no divergence" in verified.output
+
+
+def failure_decisions(stack: Stack, name: str) -> list[Obj]:
+    """The recorded decisions of DaemonSet ``name`` that took a failure action."""
+    out = []
+    for entry_id, fields in stack.store.r.xrange(stack.store.keys.log):
+        entry = codec.decode_entry(entry_id, fields)
+        if (entry.type == "DECISION" and entry.key == f"default/{name}"
+                and "failure" in (entry.obj.get("actions") or {})):
+            out.append(entry.obj)
+    return out
+
+
+def failure_record(stack: Stack, name: str) -> Obj:
+    ds = stack.store.get("DaemonSet", f"default/{name}")
+    raw = meta.annotations(ds).get(rolloutopts.FAILURE_RECORD)
+    return json.loads(raw) if raw else {}
+
+
+def verify_replay(stack: Stack, tmp_path: Path) -> None:
+    path = tmp_path / "run.dblog"
+    assert run(stack, "log", "export", str(path)).exit_code == 0
+    verified = run(stack, "replay", str(path), "--verify")
+    assert verified.exit_code == 0, verified.output
+    assert "no divergence" in verified.output
+
+
+def test_a_failing_image_past_the_failure_ratio_pauses_the_rollout_and_replay_verifies_it(
+        stack: Stack, tmp_path: Path) -> None:
+    start(stack, 4, "--ready-delay", "0.1", "--fail-image", "*:crash")
+    v1 = "registry.example/app:v1"
+    apply(stack, tmp_path, annotated(daemonset("app", strategy=rolling(1, 0)),
+                                     failure_action="pause", max_failure_ratio="0.5"))
+    wait_for(lambda: rolled_out(stack, "app", 4), timeout=60, what="app rolled out")
+    bad = annotated(daemonset("app", strategy=rolling(1, 0)), failure_action="stop")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    refused = run(stack, "apply", "-f", str(tmp_path / "bad.yaml"))
+    assert refused.exit_code == 1
+    assert ('metadata.annotations[rollout.daemonbus.io/failure-action]: Unsupported value: '
+            '"stop": supported values: "pause", "rollback"') in refused.stderr
+    assert meta.annotations(stack.store.get("DaemonSet", "default/app"))[
+        rolloutopts.FAILURE_ACTION] == "pause"  # nothing written
+
+    set_image(stack, "app", "registry.example/app:crash")
+    record = wait_for(lambda: failure_record(stack, "app"), timeout=60, what="the pause")
+    ds = stack.store.get("DaemonSet", "default/app")
+    assert meta.annotations(ds)[rolloutopts.PAUSED] == "true"
+    # maxUnavailable 1: the first node's pod failed, 1 of 1 is more than 0.5
+    assert (record["action"], record["failed"], record["attempted"]) == ("pause", 1, 1)
+    assert record["nodes"] == {"node-00001": "PodFailed"}
+    status = run(stack, "rollout", "status", "ds/app", "--timeout", "60s")
+    assert status.exit_code == 0, status.output
+    # the failed pod counts as updated until it is replaced (failed-pod backoff): 0 or 1
+    assert re.fullmatch(r'daemon set "app" rollout is paused: [01] out of 4 new pods have been '
+                        "updated", status.output.splitlines()[-1]), status.output
+    # no further old pod replaced: the three others still run v1
+    images = images_by_node(stack, "app")
+    assert {images[n] for n in ("node-00002", "node-00003", "node-00004")} == {v1}
+    wait_for(lambda: conditions.find(conditions.conditions_of(stack.status("default/app")),
+                                     conditions.ROLLOUT_FAILED), what="RolloutFailed")
+    described = run(stack, "describe", "ds", "app").output
+    assert "RolloutFailed" in described and "PausedOnFailure" in described
+    assert "FailureRatioExceeded" in described  # the Warning Event
+    why = run(stack, "why", "ds/app").output
+    assert "by user system:serviceaccount:kube-system:daemon-set-controller" in why, why
+    decided = failure_decisions(stack, "app")
+    assert [d["actions"]["failure"][0] for d in decided] == ["pause"]
+    verify_replay(stack, tmp_path)
+
+
+def test_a_never_ready_image_rolls_back_to_the_previous_revision_on_every_node(
+        stack: Stack, tmp_path: Path) -> None:
+    start(stack, 4, "--ready-delay", "0.1", "--never-ready", "*:broken")
+    v1 = "registry.example/app:v1"
+    apply(stack, tmp_path, annotated(daemonset("app", strategy=rolling(2, 0)),
+                                     failure_action="rollback", failure_window_seconds="2"))
+    wait_for(lambda: rolled_out(stack, "app", 4), timeout=60, what="app rolled out")
+    first = current_revision(stack, "app")
+    assert first is not None
+
+    set_image(stack, "app", "registry.example/app:broken")
+    record = wait_for(lambda: failure_record(stack, "app"), timeout=60, what="the rollback")
+    assert (record["action"], record["revision"], record["toRevision"]) == ("rollback", 2, 1)
+    assert record["toHash"] == history.revision_hash(first)
+    assert record["failed"] == record["attempted"] == 2  # maxUnavailable 2: two tried
+    assert set(record["nodes"].values()) == {"NotAvailableInWindow"}
+    ds = stack.store.get("DaemonSet", "default/app")
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == v1
+    assert rolloutopts.PAUSED not in meta.annotations(ds)
+    # the previous revision on every node, renumbered as rollout undo's is
+    wait_for(lambda: rolled_out(stack, "app", 4), timeout=60, what="rolled back everywhere")
+    assert set(images_by_node(stack, "app").values()) == {v1}
+    cr = current_revision(stack, "app")
+    assert cr is not None and history.revision_hash(cr) == history.revision_hash(first)
+    assert history.revision_number(cr) == 3
+    wait_for(lambda: (conditions.find(conditions.conditions_of(stack.status("default/app")),
+                                      conditions.ROLLOUT_FAILED) or {}).get("reason")
+             == "RolledBack", what="RolloutFailed/RolledBack")
+    wait_for(lambda: progressing(stack, "app").get("reason") == "NewRevisionAvailable",
+             what="Progressing True on the rolled-back revision")
+    # taken once: the revision rolled back to is not judged by the same record
+    assert [d["actions"]["failure"][0] for d in failure_decisions(stack, "app")] == ["rollback"]
+    assert failure_record(stack, "app") == record
+    verify_replay(stack, tmp_path)
