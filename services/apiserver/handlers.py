@@ -21,6 +21,7 @@ from services.apiserver import status as st
 from services.apiserver.requests import Target
 from shared.api import managedfields, schema
 from shared.api import patch as api_patch
+from shared.api import warnings as api_warnings
 from shared.model import kinds, meta
 from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
@@ -164,6 +165,9 @@ class FieldCheck:
         return cls(mode)
 
     def check(self, obj: Obj) -> None:
+        """Collect the write's warnings: those of the API rules (``shared.api.warnings``),
+        whatever the mode, and the unknown fields per the mode."""
+        self.warnings += api_warnings.warnings(obj)
         if self.mode == "Ignore":
             return
         try:

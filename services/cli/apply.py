@@ -17,6 +17,7 @@ import click
 from services.cli import context, manifests, resources
 from services.cli.errors import CliError, invalid_message
 from shared.api import schema as api_schema
+from shared.api import warnings as api_warnings
 from shared.api import writes as api_writes
 from shared.model import fielderr, kinds, meta
 from shared.store import client as store_client
@@ -159,6 +160,8 @@ def apply(env: context.CliEnv, filenames: tuple[str, ...], recursive: bool,
         except CliError as err:
             failures.append(err.message)
             continue
+        for warning in api_warnings.warnings(obj):  # as kubectl prints the server's
+            click.echo(f"Warning: {warning}", err=True)
         click.echo(f"{resources.ref(info, meta.name(obj))} {action}{suffix}")
     if failures:
         raise CliError("\n".join(failures))

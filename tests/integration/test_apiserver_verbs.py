@@ -112,6 +112,24 @@ def test_apply_with_an_unknown_field_is_refused_by_strict_validation(api: ApiSer
     assert api.stack.store.try_get("DaemonSet", "v-strict/strict") is None
 
 
+def test_apply_of_a_host_port_with_max_surge_prints_the_servers_warning(api: ApiServer) -> None:
+    # kubernetes#106417, as a Warning header kubectl prints; the object is applied
+    ds = daemonset("surge", "v-surge", updateStrategy={
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}})
+    ds["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 80, "hostPort": 8080}]
+    res = api.kubectl("apply", "-f", "-", input=json.dumps(ds))
+    assert res.stdout.strip() == "daemonset.apps/surge created"
+    assert ("Warning: spec.template.spec.containers[0].ports[0].hostPort: host port 8080 with "
+            "spec.updateStrategy.rollingUpdate.maxSurge 1: a surge pod cannot bind the host "
+            "port its node's old pod holds") in res.stderr, res.stderr
+    assert api.stack.store.try_get("DaemonSet", "v-surge/surge") is not None
+    plain = daemonset("nosurge", "v-surge")
+    plain["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 80, "hostPort": 8080}]
+    assert "Warning" not in api.kubectl("apply", "-f", "-", input=json.dumps(plain)).stderr
+
+
 def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
     _apply(api, daemonset("desc", "v-desc"))
     pods = _running(api, "v-desc", "desc")

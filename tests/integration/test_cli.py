@@ -101,6 +101,21 @@ def test_apply_changed_image_is_configured_and_bumps_generation(
     assert stored["spec"]["template"]["spec"]["containers"][0]["image"] == "fluentd:v2"
 
 
+def test_apply_warns_of_a_host_port_with_max_surge_and_applies_it(
+        run: Run, store: store_client.Store, tmp_path: Path) -> None:
+    # kubernetes#106417: the surge pod cannot bind the host port its node's old pod holds
+    ds = yaml.safe_load((TESTDATA / "kube-prometheus-node-exporter.yaml").read_text())
+    ds["spec"]["updateStrategy"]["rollingUpdate"] = {"maxUnavailable": 0, "maxSurge": 1}
+    result = run("apply", "-f", write(tmp_path, "surge.yaml", ds))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "daemonset.apps/node-exporter created\n"
+    assert result.stderr.startswith(
+        "Warning: spec.template.spec.containers[1].ports[0].hostPort: host port 9100 with "
+        "spec.updateStrategy.rollingUpdate.maxSurge 1: a surge pod cannot bind")
+    assert result.stderr.count("Warning: ") == 1
+    assert store.try_get("DaemonSet", "monitoring/node-exporter") is not None
+
+
 def _selector_mismatch(ds: Obj) -> None:
     ds["spec"]["template"]["metadata"]["labels"] = {"name": "something-else"}
 
