@@ -304,6 +304,9 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
               help="Pods whose image matches go Failed (repeatable).")
 @click.option("--never-ready", "never_ready", multiple=True, metavar="GLOB",
               help="Pods whose image matches run but never become Ready (repeatable).")
+@click.option("--crash-image", "crash_images", multiple=True, metavar="GLOB",
+              help="Pods whose image matches run, their containers waiting in "
+                   "CrashLoopBackOff, never Ready (repeatable).")
 @click.option("--heartbeat", type=float, default=300.0, show_default=True,
               help="Seconds between two writes of a node's Ready status when nothing changed.")
 @click.option("--node-lease-duration", type=click.FloatRange(min=0.1), default=40.0,
@@ -352,7 +355,8 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: str, nodes: int,
                    name_prefix: str,
                    ready_delay: float, grace: float, fail_images: tuple[str, ...],
-                   never_ready: tuple[str, ...], heartbeat: float, shard: str,
+                   never_ready: tuple[str, ...], crash_images: tuple[str, ...],
+                   heartbeat: float, shard: str,
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
@@ -383,6 +387,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     \b
     Examples:
       daemonbus run node-agent --nodes 100 --ready-delay 2 --fail-image '*:broken'
+      daemonbus run node-agent --never-ready '*:hangs' --crash-image '*:crashes'
       daemonbus run node-agent --runtime process --label disktype=ssd
       daemonbus run node-agent --runtime docker --node-name "$(hostname)"
     """
@@ -453,8 +458,9 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
         raise click.BadParameter("use I/N with 0 <= I < N, e.g. 0/2",
                                  param_hint="--shard") from None
     cfg = AgentConfig(ready_delay=ready_delay, grace=grace, fail_images=fail_images,
-                      never_ready=never_ready, shard=i, shards=n, node_prefix=serve_prefix,
-                      heartbeat=heartbeat, lease_duration=node_lease_duration)
+                      never_ready=never_ready, crash_images=crash_images, shard=i, shards=n,
+                      node_prefix=serve_prefix, heartbeat=heartbeat,
+                      lease_duration=node_lease_duration)
     runner.run_node_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), nodes, name_prefix, cfg,
                           via_admission=via_admission)
 

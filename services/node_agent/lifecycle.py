@@ -5,8 +5,10 @@ Stages, in the spirit of KWOK:
 * an unbound pod whose node affinity names a served node is bound to it (the scheduler's
   job: ``spec.nodeName`` is set) and becomes Pending;
 * ``ready_delay`` seconds after binding it becomes Running and Ready — unless its image
-  matches a ``fail_images`` glob (it goes Failed) or a ``never_ready`` glob (Running, not
-  Ready);
+  matches a ``fail_images`` glob (it goes Failed), a ``crash_images`` glob (Running, its
+  containers waiting in CrashLoopBackOff after a failed start, not Ready: what a kubelet
+  shows of a container that keeps exiting under ``restartPolicy: Always``) or a
+  ``never_ready`` glob (Running, not Ready);
 * a pod with a deletionTimestamp is removed ``grace`` seconds later (at most its own
   deletionGracePeriodSeconds), once it has no finalizers.
 """
@@ -30,6 +32,7 @@ class AgentConfig:
     grace: float = 1.0
     fail_images: tuple[str, ...] = ()
     never_ready: tuple[str, ...] = ()
+    crash_images: tuple[str, ...] = ()
     shard: int = 0
     shards: int = 1
     node_prefix: str = ""  # serve only nodes whose name starts with this
@@ -196,6 +199,20 @@ def _run(cfg: AgentConfig, pod: Obj, stamp: str) -> None:
         st["containerStatuses"] = [
             {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
              "restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+            for c in containers
+        ]
+        return
+    if _matches(cfg.crash_images, images):
+        st["phase"] = "Running"
+        _set_condition(st, _condition("Initialized", "True", stamp))
+        _set_condition(st, _condition("ContainersReady", "False", stamp))
+        _set_condition(st, _condition("Ready", "False", stamp))
+        st["containerStatuses"] = [
+            {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
+             "restartCount": 1, "started": False,
+             "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                   "message": "simulated crash loop (--crash-image)"}},
+             "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}
             for c in containers
         ]
         return

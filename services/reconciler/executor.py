@@ -118,7 +118,7 @@ class Executor:
         if snap.expectations_satisfied and sync_error is None:
             try:
                 if plan.failure is not None:
-                    self._fail_rollout(plan.failure, snap, out)
+                    self._fail_rollout(plan.failure, snap, events, out)
                 if plan.sync_nodes is not None:
                     self._sync_nodes(key, snap, plan, plan.sync_nodes, events, out)
                 self._cleanup(plan, out)
@@ -233,11 +233,12 @@ class Executor:
 
     # ---- a failed rollout (shared.daemonset.failure) ----------------------------------------
 
-    def _fail_rollout(self, action: t.FailRollout, snap: t.Snapshot, out: Outcome) -> None:
+    def _fail_rollout(self, action: t.FailRollout, snap: t.Snapshot,
+                      events: list[t.EmitEvent], out: Outcome) -> None:
         """Pause or roll back the DaemonSet as the plan saw it: one update through the store's
-        validation and bookkeeping, named in the log as the controller's. A DaemonSet changed
-        meanwhile (Conflict) or gone is left alone: that change queues a sync that judges
-        again."""
+        validation and bookkeeping, named in the log as the controller's, and its Warning
+        Event once written. A DaemonSet changed meanwhile (Conflict) or gone is left alone:
+        that change queues a sync that judges again."""
         new = ds_failure.applied(snap.ds or {}, action)
         try:
             self.store.as_writer(CONTROLLER_USER).update(new)
@@ -249,6 +250,7 @@ class Executor:
             raise SyncError(f"failed to {action.action} the failed rollout: {err}") from err
         else:
             log.warning("%s", action.message)
+            events.append(t.EmitEvent("Warning", ds_failure.EVENT_REASON, action.message))
 
     # ---- syncNodes (§c.6) --------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from typing import Any
 from shared.daemonset import conditions, dsutil, history, podfacts, status, unavailable
 from shared.daemonset.placement import Decision
 from shared.daemonset.podfacts import PodFacts
-from shared.daemonset.types import EmitEvent, FailRollout
+from shared.daemonset.types import FailRollout
 from shared.model import meta, podutil, rolloutopts
 
 Obj = dict[str, Any]
@@ -60,12 +60,13 @@ MAX_RECORDED_NODES = 10  # failed nodes named in the record (all are counted)
 @dataclass
 class Verdict:
     """What the judge found: the failed nodes (node → cause), how many were attempted, the
-    action when the ratio is exceeded, its Event, and when a pending pod's window ends."""
+    action when the ratio is exceeded (its Warning Event, reason ``EVENT_REASON`` with the
+    action's message, is written by the executor once the action is), and when a pending
+    pod's window ends."""
 
     failed: dict[str, str] = field(default_factory=dict)
     attempted: int = 0
     action: FailRollout | None = None
-    events: list[EmitEvent] = field(default_factory=list)
     requeue_after: float | None = None
 
 
@@ -187,7 +188,6 @@ def _act(verdict: Verdict, ds: Obj, opts: rolloutopts.Options, hist: history.His
         template=template,
         message=message,
     )
-    verdict.events.append(EmitEvent("Warning", EVENT_REASON, message))
 
 
 def applied(ds: Obj, action: FailRollout) -> Obj:

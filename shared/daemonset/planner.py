@@ -99,7 +99,6 @@ def plan(snapshot: Snapshot) -> Plan:
     if opts.failure_action is not None and snapshot.expectations_satisfied:
         verdict = failure.judge(ds, opts, nodes, decisions, node_pods, hist, now)
         result.failure = verdict.action
-        result.events.extend(verdict.events)
         if verdict.action is not None and verdict.action.action == rolloutopts.PAUSE:
             opts = dataclasses.replace(opts, paused=True)  # this pass holds as paused already
     held: dict[str, str] = {}

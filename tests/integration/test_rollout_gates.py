@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from services.reconciler.executor import CONTROLLER_USER
 from shared.daemonset import conditions, dsutil, history
 from shared.model import meta, rolloutopts
 from shared.store import codec
@@ -195,6 +197,21 @@ def failure_decisions(stack: Stack, name: str) -> list[Obj]:
     return out
 
 
+def controller_writes(stack: Stack, name: str) -> int:
+    """How often the controller wrote DaemonSet ``name`` (its failure action)."""
+    count = 0
+    for entry_id, fields in stack.store.r.xrange(stack.store.keys.log):
+        entry = codec.decode_entry(entry_id, fields)
+        count += (entry.kind == "DaemonSet" and entry.key == f"default/{name}"
+                  and entry.type == "MODIFIED" and entry.user == CONTROLLER_USER)
+    return count
+
+
+def failure_events(stack: Stack) -> int:
+    return sum(1 for e in stack.store.list("Event", "default")
+               if e.get("reason") == "FailureRatioExceeded")
+
+
 def failure_record(stack: Stack, name: str) -> Obj:
     ds = stack.store.get("DaemonSet", f"default/{name}")
     raw = meta.annotations(ds).get(rolloutopts.FAILURE_RECORD)
@@ -209,9 +226,12 @@ def verify_replay(stack: Stack, tmp_path: Path) -> None:
     assert "no divergence" in verified.output
 
 
+@pytest.mark.parametrize(("knob", "cause"), [("--fail-image", "PodFailed"),
+                                             ("--crash-image", "CrashLoopBackOff")])
 def test_a_failing_image_past_the_failure_ratio_pauses_the_rollout_and_replay_verifies_it(
-        stack: Stack, tmp_path: Path) -> None:
-    start(stack, 4, "--ready-delay", "0.1", "--fail-image", "*:crash")
+        stack: Stack, tmp_path: Path, knob: str, cause: str) -> None:
+    # the simulated node agent's images that fail: phase Failed, or a crash loop
+    start(stack, 4, "--ready-delay", "0.1", knob, "*:crash")
     v1 = "registry.example/app:v1"
     apply(stack, tmp_path, annotated(daemonset("app", strategy=rolling(1, 0)),
                                      failure_action="pause", max_failure_ratio="0.5"))
@@ -231,7 +251,7 @@ def test_a_failing_image_past_the_failure_ratio_pauses_the_rollout_and_replay_ve
     assert meta.annotations(ds)[rolloutopts.PAUSED] == "true"
     # maxUnavailable 1: the first node's pod failed, 1 of 1 is more than 0.5
     assert (record["action"], record["failed"], record["attempted"]) == ("pause", 1, 1)
-    assert record["nodes"] == {"node-00001": "PodFailed"}
+    assert record["nodes"] == {"node-00001": cause}
     status = run(stack, "rollout", "status", "ds/app", "--timeout", "60s")
     assert status.exit_code == 0, status.output
     # the failed pod counts as updated until it is replaced (failed-pod backoff): 0 or 1
@@ -247,8 +267,11 @@ def test_a_failing_image_past_the_failure_ratio_pauses_the_rollout_and_replay_ve
     assert "FailureRatioExceeded" in described  # the Warning Event
     why = run(stack, "why", "ds/app").output
     assert "by user system:serviceaccount:kube-system:daemon-set-controller" in why, why
-    decided = failure_decisions(stack, "app")
-    assert [d["actions"]["failure"][0] for d in decided] == ["pause"]
+    # decided (a sync that read the DaemonSet before the pause decides it again, and its
+    # write is refused by the precondition), written once, with one Event
+    assert {d["actions"]["failure"][0] for d in failure_decisions(stack, "app")} == {"pause"}
+    assert controller_writes(stack, "app") == 1
+    assert failure_events(stack) == 1
     verify_replay(stack, tmp_path)
 
 
@@ -283,6 +306,7 @@ def test_a_never_ready_image_rolls_back_to_the_previous_revision_on_every_node(
     wait_for(lambda: progressing(stack, "app").get("reason") == "NewRevisionAvailable",
              what="Progressing True on the rolled-back revision")
     # taken once: the revision rolled back to is not judged by the same record
-    assert [d["actions"]["failure"][0] for d in failure_decisions(stack, "app")] == ["rollback"]
+    assert {d["actions"]["failure"][0] for d in failure_decisions(stack, "app")} == {"rollback"}
+    assert controller_writes(stack, "app") == 1 and failure_events(stack) == 1
     assert failure_record(stack, "app") == record
     verify_replay(stack, tmp_path)

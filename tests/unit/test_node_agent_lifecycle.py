@@ -6,6 +6,7 @@ from typing import Any
 
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig, node_step, pod_step, serves
+from shared.daemonset import unavailable
 from shared.model import meta
 from shared.model.podutil import is_ready
 
@@ -50,6 +51,16 @@ def test_fail_image_goes_failed_and_never_ready_stays_not_ready() -> None:
     assert failed is not None and failed["status"]["phase"] == "Failed"
     stuck = pod_step(cfg, pod("slow/agent:2"), node_exists=True, now=NOW).update
     assert stuck is not None and stuck["status"]["phase"] == "Running" and not is_ready(stuck)
+
+
+def test_crash_image_runs_crash_looping_as_a_kubelet_shows_it() -> None:
+    cfg = AgentConfig(crash_images=("*:crash",), never_ready=("*",))  # crash is tried first
+    looping = pod_step(cfg, pod("agent:crash"), node_exists=True, now=NOW).update
+    assert looping is not None and looping["status"]["phase"] == "Running"
+    assert not is_ready(looping)
+    (cs,) = looping["status"]["containerStatuses"]
+    assert cs["state"]["waiting"]["reason"] == "CrashLoopBackOff" and cs["restartCount"] == 1
+    assert unavailable.crash_looping(looping)  # what why ds and the failure action read
 
 
 def test_deleted_pod_is_removed_after_grace_but_not_while_it_has_finalizers() -> None:

@@ -99,9 +99,6 @@ def test_a_failed_new_pod_past_the_ratio_pauses_the_rollout(
     assert (rec["failed"], rec["attempted"], rec["nodes"]) == (1, 1, {"node-0": cause})
     assert (rec["revision"], rec["hash"], rec["time"]) == (2, current_hash(V2),
                                                           meta.format_time(NOW))
-    assert [(e.type, e.reason) for e in plan.events if e.reason == failure.EVENT_REASON] == [
-        ("Warning", failure.EVENT_REASON)]
-    assert plan.failure.message in [e.message for e in plan.events]
     assert "1 of 1 new pods failed" in plan.failure.message
     # this pass already holds every old pod (a Failed pod is replaced as ever)
     assert deleted(plan) == (["new-node-0"] if state == "failed" else [])
