@@ -369,6 +369,8 @@ def server_side_apply(store: Store, t: Target, body: Any, dry: bool, fields: Fie
         except managedfields.ApplyError as err:
             raise st.bad_request(str(err)) from err
         new = result.obj
+        # the rules' warnings are of the object as merged, not of the configuration alone
+        fields.warnings += [w for w in api_warnings.warnings(new) if w not in fields.warnings]
         md = new.setdefault("metadata", {})
         md["managedFields"] = managedfields.encode(result.entries,
                                                    t.resource.info.api_version)

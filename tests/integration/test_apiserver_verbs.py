@@ -124,6 +124,9 @@ def test_apply_of_a_host_port_with_max_surge_prints_the_servers_warning(api: Api
             "spec.updateStrategy.rollingUpdate.maxSurge 1: a surge pod cannot bind the host "
             "port its node's old pod holds") in res.stderr, res.stderr
     assert api.stack.store.try_get("DaemonSet", "v-surge/surge") is not None
+    # server-side apply: the warning is the merged object's, once
+    ssa = api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
+    assert ssa.stderr.count("Warning: spec.template.spec.containers[0].ports[0].hostPort") == 1
     plain = daemonset("nosurge", "v-surge")
     plain["spec"]["template"]["spec"]["containers"][0]["ports"] = [
         {"containerPort": 80, "hostPort": 8080}]
