@@ -289,7 +289,9 @@ def test_a_never_ready_image_rolls_back_to_the_previous_revision_on_every_node(
     record = wait_for(lambda: failure_record(stack, "app"), timeout=60, what="the rollback")
     assert (record["action"], record["revision"], record["toRevision"]) == ("rollback", 2, 1)
     assert record["toHash"] == history.revision_hash(first)
-    assert record["failed"] == record["attempted"] == 2  # maxUnavailable 2: two tried
+    # maxUnavailable 2: two tried; the second's window may end a second after the first's
+    # (creation times are whole seconds), and 1 of 2 is past the ratio 0 already
+    assert 1 <= record["failed"] <= record["attempted"] == 2, record
     assert set(record["nodes"].values()) == {"NotAvailableInWindow"}
     ds = stack.store.get("DaemonSet", "default/app")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == v1
