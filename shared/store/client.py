@@ -190,12 +190,13 @@ class Store:
         keys = [self.keys.log, self.keys.meta, self.keys.log_snapshot_id]
         for kind in kinds:
             keys += [self.keys.objects(kind), self.keys.versions(kind)]
+        known = self.mark.known()
         try:
-            raw = self._read_only(self._snapshot, keys, [self.mark.seen])
+            raw = self._read_only(self._snapshot, keys, [known[1]])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         tip = raw[0].decode()
-        self.mark.settle(self.r, self.keys, raw[1], [True] if raw[2] else [], raw[3])
+        self.mark.settle(self.r, self.keys, raw[1], [True] if raw[2] else [], raw[3], known)
         out: dict[str, builtins.list[Obj]] = {}
         for i, kind in enumerate(kinds):
             flat_objs, flat_rvs = raw[4 + 2 * i], raw[5 + 2 * i]
@@ -251,9 +252,10 @@ class Store:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
+        known = self.mark.known()
         args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
-                                    fence.key if fence else "", self.mark.seen, self.writer,
+                                    fence.key if fence else "", known[1], self.writer,
                                     self.role, ",".join(nodes)]
         for op in ops:
             if op.kind not in pairs:
@@ -273,7 +275,7 @@ class Store:
         epoch, found, trimmed_to = raw[-1]
         # the mark is checked before anything is written: a rewind counts even though this
         # batch's new entries are past what was lost
-        self.mark.settle(self.r, self.keys, epoch, [True] if found else [], trimmed_to)
+        self.mark.settle(self.r, self.keys, epoch, [True] if found else [], trimmed_to, known)
         out = [Result(s.decode(), v.decode(), op) for (s, v), op in zip(raw[:-1], ops,
                                                                           strict=True)]
         for res in reversed(out):  # ids rise through a batch: the last written is the newest

@@ -46,7 +46,7 @@ class LogReader:
         try:
             resp: Any
             pipe = self.r.pipeline(transaction=False)
-            self.mark.queue(pipe, self.keys)
+            known = self.mark.queue(pipe, self.keys)
             if block_ms is None:
                 if self.position != "0-0":
                     pipe.xrange(self.keys.log, min="(" + self.position, count=count)
@@ -59,7 +59,7 @@ class LogReader:
             batch: list[Any] = resp if block_ms is None else (resp[0][1] if resp else [])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
-        if self.mark.settle(self.r, self.keys, epoch, found, trimmed_to):
+        if self.mark.settle(self.r, self.keys, epoch, found, trimmed_to, known):
             self.rewound = True
             return []
         if trimmed_to is not None and \

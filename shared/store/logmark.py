@@ -64,29 +64,41 @@ class LogMark:
         if codec.id_tuple(entry_id) > codec.id_tuple(self.seen):
             self.seen = entry_id
 
-    def queue(self, pipe: Any, keys: Keys) -> None:
-        """Add the check's two reads to ``pipe``: the epoch, then the entry ``seen``."""
+    def known(self) -> tuple[str | None, str]:
+        """What the mark knows now (epoch, seen): what a check sent now is judged against."""
+        return self.epoch, self.seen
+
+    def queue(self, pipe: Any, keys: Keys) -> tuple[str | None, str]:
+        """Add the check's two reads to ``pipe``: the epoch, then the entry ``seen``;
+        returns ``known()`` for ``settle``."""
+        known = self.known()
         pipe.hget(keys.meta, EPOCH_FIELD)
-        seen = self.seen if self.seen != "0-0" else "0-1"
+        seen = known[1] if known[1] != "0-0" else "0-1"
         pipe.xrange(keys.log, min=seen, max=seen, count=1)
+        return known
 
     def settle(self, client: redis.Redis, keys: Keys, raw_epoch: Any, found: Any,
-               trimmed_to: Any) -> bool:
+               trimmed_to: Any, known: tuple[str | None, str] | None = None) -> bool:
         """Judge the two replies of ``queue`` and the compaction point read with them
-        (``Keys.log_snapshot_id``); True when the log is behind this mark (a rewind:
-        counted and logged, ``seen`` forgotten, the current epoch adopted). Creates the
-        epoch when the log has none yet (see ``ensure_epoch``)."""
+        (``Keys.log_snapshot_id``) against ``known``, what the mark knew when the check was
+        sent (default: now); True when the log is behind it (a rewind: counted and logged,
+        ``seen`` forgotten, the current epoch adopted). Creates the epoch when the log has
+        none yet (see ``ensure_epoch``). The mark is the process's: another thread may move
+        it while a check is on its way (a blocked read of a new log, then the first commit
+        that created it and its epoch), which is no rewind."""
+        known_epoch, seen = known if known is not None else self.known()
         epoch = text(raw_epoch) if raw_epoch is not None else None
         why = ""
-        if self.epoch is not None and epoch != self.epoch:
-            why = f"the log's identity is {epoch or 'gone'}, not {self.epoch}"
-        elif self.seen != "0-0" and not found and not (
-                trimmed_to is not None and codec.id_ge(text(trimmed_to), self.seen)):
-            why = f"entry {self.seen} is gone from the log"
+        if known_epoch is not None and epoch != known_epoch:
+            why = f"the log's identity is {epoch or 'gone'}, not {known_epoch}"
+        elif seen != "0-0" and not found and not (
+                trimmed_to is not None and codec.id_ge(text(trimmed_to), seen)):
+            why = f"entry {seen} is gone from the log"
         if epoch is None:
             epoch = ensure_epoch(client, keys)
         if not why:
-            self.epoch = epoch
+            if epoch is not None:
+                self.epoch = epoch
             return False
         self.rewinds += 1
         log.warning("%s: the log went backwards (%s: a restored, truncated or replaced Redis)"
@@ -99,10 +111,10 @@ class LogMark:
         not read the log (True: a rewind)."""
         with redis_errors("log check"):
             pipe = client.pipeline(transaction=False)
-            self.queue(pipe, keys)
+            known = self.queue(pipe, keys)
             pipe.get(keys.log_snapshot_id)
             raw_epoch, found, trimmed_to = pipe.execute()
-        return self.settle(client, keys, raw_epoch, found, trimmed_to)
+        return self.settle(client, keys, raw_epoch, found, trimmed_to, known)
 
 
 def ensure_epoch(client: redis.Redis, keys: Keys) -> str | None:

@@ -105,6 +105,22 @@ def test_a_log_gets_one_identity_and_reading_an_empty_prefix_writes_nothing(
     assert first.epoch and first.epoch == second.epoch
 
 
+def test_a_check_sent_before_the_first_commit_created_the_log_is_no_rewind(
+        store: Store) -> None:
+    # the watch cache's read of a new, empty log blocks while a request thread's first
+    # commit creates the log and its identity, and teaches the process' mark both: the read
+    # then answers "no identity", which the mark knew when it was sent
+    mark = store.mark
+    pipe = store.r.pipeline(transaction=False)
+    known = mark.queue(pipe, store.keys)
+    pipe.get(store.keys.log_snapshot_id)
+    raw_epoch, found, trimmed_to = pipe.execute()
+    store.create(new_node("n0"))
+    assert mark.epoch is not None and mark.seen != "0-0"
+    assert not mark.settle(store.r, store.keys, raw_epoch, found, trimmed_to, known)
+    assert mark.rewinds == 0 and mark.epoch is not None
+
+
 def test_catch_up_to_a_position_behind_the_cache_still_checks_the_log(store: Store) -> None:
     """A worker handed a key at a position its cache is past still reads once: a cache ahead
     of a log that went backwards would otherwise decide on objects the log lost."""
