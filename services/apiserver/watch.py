@@ -24,7 +24,6 @@ from services.apiserver import listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import ExpiredError, WatchCache
-from shared.model import meta
 from shared.store import codec
 
 Obj = dict[str, Any]
@@ -34,7 +33,7 @@ MAX_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30 to 60 m
 MAX_WATCHERS = 1000  # per process; more is 429 TooManyRequests
 CATCH_UP_SECONDS = 10.0  # how long a watch from a newer position waits for the cache
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-WRITE_BATCH = 256  # queued events written to the stream at once
+WRITE_BATCH = 256  # initial or backlog events written to the stream at once
 
 
 def _event(etype: str, obj: Obj) -> bytes:
@@ -56,7 +55,9 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
 
     def encoded(etype: str, obj: Obj) -> bytes:
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        return cache.encode((t.kind, meta.key(obj), rv, etype, render_key),
+        if not rv:
+            return _event(etype, render(obj, etype))
+        return cache.encode((t.kind, rv, etype, render_key),
                             lambda: _event(etype, render(obj, etype)))
 
     q: Mapping[str, str] = request.query
@@ -97,8 +98,12 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
         end_bookmark = start if initial else ""
     else:
         start = rv
+    # watches of one kind, namespace, selection and rendering share their matching and
+    # encoding (``WatchCache.subscribe``)
+    feed = (t.kind, t.namespace if t.resource.info.namespaced else None,
+            q.get("labelSelector") or "", q.get("fieldSelector") or "", render_key)
     try:
-        watcher = cache.subscribe(t.kind, match, start)
+        watcher = cache.subscribe(t.kind, match, encoded, start, feed)
     except ExpiredError as err:
         gone = st.status("Expired", str(err), 410)
         await resp.write(_event("ERROR", gone))
@@ -107,9 +112,7 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:
-        for etype, obj in first:
-            await resp.write(encoded(etype, obj))
-        backlog, watcher.backlog = watcher.backlog, []
+        backlog, watcher.backlog = first + watcher.backlog, []
         for i in range(0, len(backlog), WRITE_BATCH):
             await resp.write(b"".join(encoded(*item) for item in backlog[i:i + WRITE_BATCH]))
         if end_bookmark:
@@ -120,23 +123,14 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
                 if bookmarks:
                     await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
                 break
-            try:
-                item = await asyncio.wait_for(watcher.queue.get(),
-                                              min(left, BOOKMARK_SECONDS) if bookmarks else left)
-            except TimeoutError:
-                if bookmarks and watcher.queue.empty() and not watcher.dropped \
-                        and deadline - loop.time() > 0:  # at the deadline: the one below
+            if not await watcher.wait(min(left, BOOKMARK_SECONDS) if bookmarks else left):
+                if bookmarks and deadline - loop.time() > 0:  # at the deadline: the one above
                     await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
                 continue
-            chunk: list[bytes] = []
-            while item is not None:  # what is queued goes out in one write
-                chunk.append(encoded(*item))
-                if watcher.queue.empty() or len(chunk) >= WRITE_BATCH:
-                    break
-                item = watcher.queue.get_nowait()
-            if chunk:
-                await resp.write(b"".join(chunk))
-            if item is None:
+            data = watcher.take()  # everything buffered since the last write, at once
+            if data:
+                await resp.write(data)
+            if watcher.dropped:
                 if watcher.dropped.startswith("expired"):
                     await resp.write(_event("ERROR", st.status(
                         "Expired", f"too old resource version: {watcher.dropped}", 410)))

@@ -2,10 +2,15 @@
 to every watcher (never one Redis read per watcher).
 
 A thread follows the log (``LogReader``, blocking reads) and hands each batch to the event
-loop, where ``WatchCache.apply`` folds it into the current objects and a bounded window of
-recent events, then offers each event to every subscribed watcher. A watch from position
-``rv`` is served from the window: every event after ``rv`` then the live ones. A position
-older than the window (or compacted away) cannot be served: ``ExpiredError`` (410 Gone).
+loop (batches that arrive while the loop is busy are handed over together), where
+``WatchCache.apply`` folds them into the current objects and a bounded window of recent
+events, then fans them out. Watchers of one kind, selection and rendering share a ``Feed``:
+each event is matched and encoded once per feed, and the run of events a batch brings is
+joined once into the bytes every watcher of the feed writes, in one write per wake-up, so
+the cost per watcher is one append and one write per batch, not per event. A watch from
+position ``rv`` is served from the window: every event after ``rv`` then the live ones. A
+position older than the window (or compacted away) cannot be served: ``ExpiredError`` (410
+Gone).
 
 A watcher's buffer is bounded: a watcher too slow to drain it is closed (the client
 re-watches from its last position), never grown. The cache holds every object of the
@@ -21,7 +26,7 @@ import collections
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +41,13 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Match = Callable[[Obj], bool]
+Encode = Callable[[str, Obj], bytes]  # (event type, object) → the event as the client gets it
 
 WINDOW = settings.current.watch_window  # recent events kept for watches that resume
-BUFFER = 10_000  # events buffered per watcher (references, not copies) before it is dropped
-ENCODED = 8_192  # encoded watch events kept, shared by every watcher that sends them
-READ_COUNT = 1_000
+BUFFER = 10_000  # events waiting per watcher (shared bytes, not copies) before it is dropped
+ENCODED = 8_192  # encoded watch events kept, shared by every feed that sends them
+WRITE_BYTES = 1 << 20  # a watcher writes at most about this much of its buffer at once
+READ_COUNT = 200  # entries per read of the log: the first of a large commit go out early
 BLOCK_MS = 1_000
 
 
@@ -69,68 +76,120 @@ class Event:
         object.__setattr__(self, "pos", codec.id_tuple(self.id))
 
 
+def event_type(ev: Event, match: Match) -> str:
+    """The event type a watch selecting ``match`` sees ``ev`` as ("" = none): an object
+    entering the selection is ADDED, one leaving it DELETED, as upstream's cacher. Decides."""
+    now = match(ev.obj)
+    before = ev.prev is not None and match(ev.prev)
+    if ev.type == "ADDED":
+        return "ADDED" if now else ""
+    if ev.type == "DELETED":
+        return "DELETED" if now or before else ""
+    if now:
+        return "MODIFIED" if before else "ADDED"
+    return "DELETED" if before else ""
+
+
+class Feed:
+    """The watchers of one kind, selection and rendering: an event is matched and encoded
+    once for all of them, and the run of events of one batch joined once into the bytes
+    each of them writes."""
+
+    def __init__(self, key: Hashable, kind: str, match: Match, encode: Encode) -> None:
+        self.key, self.kind, self.match, self.encode = key, kind, match, encode
+        self.watchers: set[Watcher] = set()
+
+    def fan_out(self, evs: list[Event]) -> None:
+        """Offer ``evs`` (this feed's kind, in log order) to every watcher of the feed."""
+        run: list[tuple[tuple[int, int], bytes]] = []
+        for ev in evs:
+            etype = event_type(ev, self.match)
+            if etype:
+                run.append((ev.pos, self.encode(etype, ev.obj)))
+        if not run:
+            return
+        first, last = run[0][0], run[-1][0]
+        joined = b""
+        for w in list(self.watchers):
+            if w.after_pos < first:
+                joined = joined or b"".join(data for _pos, data in run)
+                w.push(joined, len(run))
+            elif w.after_pos < last:  # a watch from a position the cache had not reached
+                part = [data for pos, data in run if pos > w.after_pos]
+                w.push(b"".join(part), len(part))
+
+
 @dataclass(eq=False)
 class Watcher:
-    """One client's watch: the events it selects, buffered up to ``BUFFER``."""
+    """One client's watch: the encoded events waiting to be written, up to ``limit``."""
 
-    kind: str
-    match: Match
+    feed: Feed
     after: str  # deliver events with ids after this position
-    queue: asyncio.Queue[tuple[str, Obj] | None] = field(
-        default_factory=lambda: asyncio.Queue(BUFFER))
+    limit: int = BUFFER
     dropped: str = ""  # why it was closed ("" while open)
     after_pos: tuple[int, int] = (0, 0)  # ``after`` parsed once
-    # the window's events after ``after`` when it subscribed, sent before the queue's: a
+    # the window's events after ``after`` when it subscribed, sent before the buffer's: a
     # resumed watch is never dropped for its backlog (it would re-watch from the same
     # position, forever), only when it falls behind again by a whole buffer
     backlog: list[tuple[str, Obj]] = field(default_factory=list)
+    pending: collections.deque[tuple[bytes, int]] = field(default_factory=collections.deque)
+    count: int = 0  # events in ``pending``
+    ready: asyncio.Event = field(default_factory=asyncio.Event)  # pending, or dropped
 
     def __post_init__(self) -> None:
         self.after_pos = codec.id_tuple(self.after)
 
-    def offer(self, ev: Event) -> None:
-        """Decides which event type (if any) this watcher sees for ``ev``, and queues it."""
-        etype = self.event_type(ev)
-        if etype:
-            self.put((etype, ev.obj))
+    @property
+    def kind(self) -> str:
+        return self.feed.kind
 
-    def event_type(self, ev: Event) -> str:
-        """The event type this watcher sees ``ev`` as ("" = none)."""
-        if ev.kind != self.kind or ev.pos <= self.after_pos:
-            return ""
-        now = self.match(ev.obj)
-        before = ev.prev is not None and self.match(ev.prev)
-        if ev.type == "ADDED":
-            etype = "ADDED" if now else ""
-        elif ev.type == "DELETED":
-            etype = "DELETED" if now or before else ""
-        elif now:
-            etype = "MODIFIED" if before else "ADDED"
-        else:
-            etype = "DELETED" if before else ""
-        return etype
-
-    def put(self, item: tuple[str, Obj]) -> None:
+    def push(self, data: bytes, events: int) -> None:
+        """Buffer ``data`` (``events`` encoded events) to be written; a watcher whose buffer
+        would pass ``limit`` is closed instead."""
         if self.dropped:
             return
-        try:
-            self.queue.put_nowait(item)
-        except asyncio.QueueFull:
+        if self.count + events > self.limit:
             self.close("too slow: its buffer of events is full")
+            return
+        self.pending.append((data, events))
+        self.count += events
+        self.ready.set()
+
+    def take(self, max_bytes: int = WRITE_BYTES) -> bytes:
+        """What to write next: buffered bytes (at least one run, then up to ``max_bytes``)."""
+        out: list[bytes] = []
+        size = 0
+        while self.pending and (not out or size + len(self.pending[0][0]) <= max_bytes):
+            data, events = self.pending.popleft()
+            out.append(data)
+            size += len(data)
+            self.count -= events
+        if not self.pending and not self.dropped:
+            self.ready.clear()
+        return b"".join(out)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until something is buffered or the watch is closed (True), or ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.ready.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def close(self, why: str) -> None:
         """End this watch (the stream ends; the client re-watches)."""
         if self.dropped:
             return
         self.dropped = why
-        while not self.queue.empty():
-            self.queue.get_nowait()
-        self.queue.put_nowait(None)
+        self.pending.clear()
+        self.count = 0
+        self.ready.set()
 
 
 class WatchCache:
     """Current objects of every kind, recent events, and the watchers they are fanned to.
-    Every method but ``start`` and ``stop`` runs on the event loop's thread."""
+    Every method but ``start``, ``stop`` and the tail's runs on the event loop's thread."""
 
     def __init__(self, store: Store, kinds: tuple[str, ...], window: int = WINDOW) -> None:
         self.store = store
@@ -140,8 +199,9 @@ class WatchCache:
         self.position = "0-0"  # the newest log id folded in
         self.oldest = "0-0"  # every event after this position is in ``events``
         self.watchers: set[Watcher] = set()
-        # an event is encoded once however many watchers send it (key: object version,
-        # event type and how it is rendered)
+        self.feeds: dict[Hashable, Feed] = {}
+        # an event is encoded once however many feeds send it (key: object version, event
+        # type and how it is rendered)
         self.encoded: collections.OrderedDict[tuple[str, ...], bytes] = \
             collections.OrderedDict()
         self.ready = asyncio.Event()
@@ -149,6 +209,10 @@ class WatchCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # what the tail handed over and the loop has not taken yet, in log order
+        self._inbox: list[tuple[str, Any, Any]] = []
+        self._inbox_lock = threading.Lock()
+        self._posted = False  # a ``_take_inbox`` is scheduled on the loop
 
     @property
     def objects(self) -> dict[str, dict[str, Obj]]:
@@ -170,7 +234,6 @@ class WatchCache:
         (the log compacted past our position) or when the log went backwards below what we
         read (``shared.store.logmark``: a restored or replaced Redis), which expires every
         open watch."""
-        assert self._loop is not None
         reader: LogReader | None = None
         rewinds = 0  # the process' rewinds (its mark, shared with its commits) listed after
 
@@ -183,27 +246,57 @@ class WatchCache:
                 if stale():
                     tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
                     rewinds = self.store.mark.rewinds
-                    self._loop.call_soon_threadsafe(self._reset, tip, objs)
+                    self._post("reset", tip, objs)
                     reader = LogReader(self.store.r, self.store.keys, tip, name="apiserver",
                                        mark=self.store.mark)
                 assert reader is not None
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
                 if stale():
                     continue
-                position = reader.position
-                self._loop.call_soon_threadsafe(self.apply, batch, position)
+                self._post("apply", batch, reader.position)
             except errors.UnavailableError as err:
                 log.warning("watch cache: %s; retrying", err)
                 self._stop.wait(1.0)
             except RuntimeError:  # the event loop closed under us: the server is stopping
                 return
 
+    def _post(self, what: str, a: Any, b: Any) -> None:
+        """Hand a reset or a batch to the loop (on the tail's thread). What arrives while
+        the loop has not taken the last hand-over yet joins it: one wake-up of the loop,
+        and one fan-out, for all of it."""
+        assert self._loop is not None
+        with self._inbox_lock:
+            self._inbox.append((what, a, b))
+            if self._posted:
+                return
+            self._posted = True
+        self._loop.call_soon_threadsafe(self._take_inbox)
+
     # ---- on the loop -----------------------------------------------------------------------
+
+    def _take_inbox(self) -> None:
+        with self._inbox_lock:
+            items, self._inbox = self._inbox, []
+            self._posted = False
+        batch: list[codec.Entry] = []
+        position = ""
+        for what, a, b in items:
+            if what == "reset":
+                if position:
+                    self.apply(batch, position)
+                batch, position = [], ""
+                self._reset(a, b)
+            else:
+                batch.extend(a)
+                position = b
+        if position:
+            self.apply(batch, position)
 
     def _reset(self, tip: str, objs: dict[str, list[Obj]]) -> None:
         for w in list(self.watchers):
             w.close("expired: the log was compacted past the cache or went backwards")
         self.watchers.clear()
+        self.feeds.clear()
         self.events.clear()
         self.view = fold.View(self.kinds, tip)
         for kind in self.kinds:
@@ -214,8 +307,9 @@ class WatchCache:
         self._wake()
 
     def apply(self, batch: list[codec.Entry], position: str) -> None:
-        """Fold a batch of log entries in and offer each change to every watcher."""
+        """Fold a batch of log entries in and fan the changes out to every feed."""
         view = self.view
+        fresh: dict[str, list[Event]] = {}
         for entry in batch:
             changed, prev = view.apply(entry.id, entry.type, entry.kind, entry.key, entry.obj)
             if not changed:
@@ -224,10 +318,14 @@ class WatchCache:
                 self.oldest = self.events[0].id
             ev = Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)
             self.events.append(ev)
-            for w in list(self.watchers):
-                w.offer(ev)
-                if w.dropped:
-                    self.watchers.discard(w)
+            fresh.setdefault(ev.kind, []).append(ev)
+        if fresh:
+            for feed in list(self.feeds.values()):
+                evs = fresh.get(feed.kind)
+                if evs:
+                    feed.fan_out(evs)
+                    for w in [w for w in feed.watchers if w.dropped]:
+                        self.unsubscribe(w)
         if codec.id_tuple(position) > codec.id_tuple(self.position):
             self.position = position
         self._wake()
@@ -269,22 +367,35 @@ class WatchCache:
         objs = self.objects.get(kind, {})
         return [objs[k] for k in sorted(objs) if match(objs[k])]
 
-    def subscribe(self, kind: str, match: Match, after: str) -> Watcher:
-        """A watcher of ``kind`` getting every selected event after position ``after``:
-        first those still in the window, then live ones. Raises ExpiredError when events
-        after ``after`` have left the window."""
+    def subscribe(self, kind: str, match: Match, encode: Encode, after: str,
+                  feed_key: Hashable = None) -> Watcher:
+        """A watcher of ``kind`` getting every event ``match`` selects after position
+        ``after``, encoded by ``encode``: first those still in the window (its backlog),
+        then live ones. Watchers with one ``feed_key`` (not None) share a feed, so their
+        ``match`` and ``encode`` must be the same. Raises ExpiredError when events after
+        ``after`` have left the window."""
         if codec.id_tuple(after) < codec.id_tuple(self.oldest):
             raise ExpiredError(after, self.oldest)
-        w = Watcher(kind, match, after)
+        feed = self.feeds.get(feed_key) if feed_key is not None else None
+        if feed is None:
+            feed = Feed(feed_key if feed_key is not None else object(), kind, match, encode)
+        w = Watcher(feed, after)
         # the first event after ``after``, found by bisection (the window is in log order):
         # a scan of the whole window per resumed watch stalls every other watcher
         start = bisect.bisect_right(self.events, w.after_pos, key=lambda e: e.pos)
         for ev in itertools.islice(self.events, start, None):
-            etype = w.event_type(ev)
-            if etype:
-                w.backlog.append((etype, ev.obj))
+            if ev.kind == kind:
+                etype = event_type(ev, feed.match)
+                if etype:
+                    w.backlog.append((etype, ev.obj))
+        feed.watchers.add(w)
+        self.feeds[feed.key] = feed
         self.watchers.add(w)
         return w
 
     def unsubscribe(self, w: Watcher) -> None:
         self.watchers.discard(w)
+        feed = w.feed
+        feed.watchers.discard(w)
+        if not feed.watchers and self.feeds.get(feed.key) is feed:
+            del self.feeds[feed.key]

@@ -3,11 +3,12 @@ protobuf bodies kubectl sends, and which event a filtered watcher sees."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from services.apiserver import auth, listing, protobuf, requests, status
 from services.apiserver.status import ApiError
-from services.apiserver.watchcache import Event, Watcher
+from services.apiserver.watchcache import Event, Feed, Watcher
 from shared.store import errors
 
 TOKEN = "0123456789abcdef0123456789"
@@ -98,25 +99,51 @@ def _ev(etype: str, labels: dict[str, str], prev: dict[str, str] | None,
     return Event(eid, etype, "Pod", "/p", obj, before)
 
 
+def _encode(etype: str, obj: dict[str, object]) -> bytes:
+    return orjson.dumps({"type": etype, "object": obj}) + b"\n"
+
+
+def _types(w: Watcher) -> list[str]:
+    """The event types buffered for ``w`` (each encoded event is a JSON line)."""
+    return [orjson.loads(line)["type"] for line in w.take().splitlines()]
+
+
 def test_a_filtered_watcher_sees_objects_enter_and_leave_its_selection() -> None:
-    w = Watcher("Pod", lambda o: o["metadata"]["labels"].get("app") == "x", after="1-0")
-    w.offer(_ev("MODIFIED", {"app": "x"}, {"app": "y"}))  # enters
-    w.offer(_ev("MODIFIED", {"app": "x", "b": "1"}, {"app": "x"}))  # stays
-    w.offer(_ev("MODIFIED", {"app": "y"}, {"app": "x"}))  # leaves
-    w.offer(_ev("MODIFIED", {"app": "z"}, {"app": "y"}))  # never selected
-    w.offer(_ev("ADDED", {"app": "x"}, None, eid="1-0"))  # not after the start position
-    got = [w.queue.get_nowait()[0] for _ in range(w.queue.qsize())]
-    assert got == ["ADDED", "MODIFIED", "DELETED"]
+    feed = Feed("f", "Pod", lambda o: o["metadata"]["labels"].get("app") == "x", _encode)
+    w = Watcher(feed, after="1-0")
+    feed.watchers.add(w)
+    feed.fan_out([_ev("ADDED", {"app": "x"}, None, eid="1-0"),  # not after the start position
+                  _ev("MODIFIED", {"app": "x"}, {"app": "y"}, eid="2-0"),  # enters
+                  _ev("MODIFIED", {"app": "x", "b": "1"}, {"app": "x"}, eid="3-0"),  # stays
+                  _ev("MODIFIED", {"app": "y"}, {"app": "x"}, eid="4-0"),  # leaves
+                  _ev("MODIFIED", {"app": "z"}, {"app": "y"}, eid="5-0")])  # never selected
+    assert _types(w) == ["ADDED", "MODIFIED", "DELETED"]
 
 
-def test_a_watcher_whose_buffer_is_full_is_dropped_not_grown(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import asyncio
+def test_watchers_of_one_feed_share_the_encoding_of_each_event() -> None:
+    encoded: list[str] = []
 
-    w = Watcher("Pod", lambda o: True, after="0-0", queue=asyncio.Queue(2))
+    def encode(etype: str, obj: dict[str, object]) -> bytes:
+        encoded.append(etype)
+        return _encode(etype, obj)
+
+    feed = Feed("f", "Pod", lambda o: True, encode)
+    watchers = [Watcher(feed, after="1-0") for _ in range(3)]
+    feed.watchers.update(watchers)
+    feed.fan_out([_ev("ADDED", {}, None, eid="2-0"), _ev("MODIFIED", {}, {}, eid="3-0")])
+    assert encoded == ["ADDED", "MODIFIED"]  # once per event, not per watcher
+    assert [_types(w) for w in watchers] == [["ADDED", "MODIFIED"]] * 3
+
+
+def test_a_watcher_whose_buffer_is_full_is_dropped_not_grown() -> None:
+    feed = Feed("f", "Pod", lambda o: True, _encode)
+    w = Watcher(feed, after="0-0", limit=2)
+    feed.watchers.add(w)
     for i in range(5):
-        w.offer(_ev("ADDED", {}, None, eid=f"{i + 1}-0"))
+        feed.fan_out([_ev("ADDED", {}, None, eid=f"{i + 1}-0")])
     assert w.dropped.startswith("too slow")
-    assert w.queue.qsize() == 1 and w.queue.get_nowait() is None
+    assert w.count == 0 and not w.pending and w.take() == b""
+    assert w.ready.is_set()  # its stream wakes up to end
 
 
 def test_store_errors_become_the_status_upstream_answers() -> None:

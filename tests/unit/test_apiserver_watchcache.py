@@ -1,15 +1,15 @@
 """The watch cache's window: a watch resumed from any position gets exactly the events after
 it (found by bisection over the window, not by a scan, and not dropped for being many), then
-the live ones."""
+the live ones; watchers of one selection share a feed; the tail's hand-overs to the loop."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, cast
 
+import orjson
 import pytest
 
-from services.apiserver.watchcache import ExpiredError, WatchCache
+from services.apiserver.watchcache import ExpiredError, WatchCache, Watcher
 from shared.store import codec
 from shared.store.client import Store
 
@@ -36,14 +36,20 @@ def _cache(n: int) -> WatchCache:
     return cache
 
 
-def _queued(w: Any) -> list[str]:
-    """What the watcher sends: its backlog from the window, then its queue."""
+def _encode(etype: str, obj: dict[str, Any]) -> bytes:
+    return orjson.dumps({"type": etype, "object": obj}) + b"\n"
+
+
+def _subscribe(cache: WatchCache, after: str, match: Any = lambda _o: True) -> Watcher:
+    return cache.subscribe("Pod", match, _encode, after)
+
+
+def _queued(w: Watcher) -> list[str]:
+    """What the watcher sends: its backlog from the window, then its buffer."""
     out = [obj["metadata"]["resourceVersion"] for _etype, obj in w.backlog]
     w.backlog = []
-    while not w.queue.empty():
-        item = w.queue.get_nowait()
-        assert item is not None
-        out.append(item[1]["metadata"]["resourceVersion"])
+    out += [orjson.loads(line)["object"]["metadata"]["resourceVersion"]
+            for line in w.take().splitlines()]
     return out
 
 
@@ -52,17 +58,17 @@ def test_a_resumed_watch_gets_exactly_the_events_after_its_position() -> None:
     window = [e.id for e in cache.events]
     assert len(window) == 50 and cache.oldest == "130-2"
     for i, after in enumerate(window):
-        assert _queued(cache.subscribe("Pod", lambda _o: True, after)) == window[i + 1:]
-    assert _queued(cache.subscribe("Pod", lambda _o: True, cache.oldest)) == window
-    between = cache.subscribe("Pod", lambda _o: True, "150-0")  # no such id: 150-1 is next
+        assert _queued(_subscribe(cache, after)) == window[i + 1:]
+    assert _queued(_subscribe(cache, cache.oldest)) == window
+    between = _subscribe(cache, "150-0")  # no such id: 150-1 is next
     assert _queued(between) == window[window.index("150-1"):]
     with pytest.raises(ExpiredError):
-        cache.subscribe("Pod", lambda _o: True, "129-0")
+        _subscribe(cache, "129-0")
 
 
 def test_a_resumed_watch_then_gets_the_live_events_once() -> None:
     cache = _cache(20)
-    w = cache.subscribe("Pod", lambda o: o["metadata"]["name"] == "p1", "110-0")
+    w = _subscribe(cache, "110-0", lambda o: o["metadata"]["name"] == "p1")
     assert _queued(w) == ["112-2", "117-1"]
     live = _entries(20, 10)
     cache.apply(live, live[-1].id)
@@ -71,9 +77,54 @@ def test_a_resumed_watch_then_gets_the_live_events_once() -> None:
 
 def test_a_backlog_longer_than_the_buffer_is_sent_not_dropped() -> None:
     cache = _cache(80)
-    w = cache.subscribe("Pod", lambda _o: True, cache.oldest)
-    w.queue = asyncio.Queue(10)  # a buffer smaller than the backlog of 50
+    w = _subscribe(cache, cache.oldest)
+    w.limit = 10  # a buffer smaller than the backlog of 50
     assert not w.dropped and len(w.backlog) == 50  # re-watching could not get further
     live = _entries(80, 5)
     cache.apply(live, live[-1].id)
     assert not w.dropped and _queued(w)[-5:] == [e.id for e in live]
+
+
+def test_watchers_of_one_feed_key_share_one_feed_until_the_last_leaves() -> None:
+    cache = _cache(5)
+    a = cache.subscribe("Pod", lambda _o: True, _encode, cache.position, feed_key="pods")
+    b = cache.subscribe("Pod", lambda _o: True, _encode, cache.position, feed_key="pods")
+    alone = _subscribe(cache, cache.position)
+    assert a.feed is b.feed and alone.feed is not a.feed and len(cache.feeds) == 2
+    live = _entries(5, 3)
+    cache.apply(live, live[-1].id)
+    assert _queued(a) == _queued(b) == _queued(alone) == [e.id for e in live]
+    cache.unsubscribe(a)
+    assert "pods" in cache.feeds
+    cache.unsubscribe(b)
+    assert "pods" not in cache.feeds and len(cache.feeds) == 1
+
+
+def test_a_watch_from_a_position_the_cache_has_not_reached_gets_only_what_follows_it() -> None:
+    cache = _cache(5)
+    live = _entries(5, 4)
+    w = cache.subscribe("Pod", lambda _o: True, _encode, live[1].id)
+    cache.apply(live, live[-1].id)
+    assert _queued(w) == [e.id for e in live[2:]]
+
+
+def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -> None:
+    cache = WatchCache(cast(Store, None), ("Pod",), window=50)
+    scheduled: list[Any] = []
+
+    class Loop:
+        def call_soon_threadsafe(self, fn: Any) -> None:
+            scheduled.append(fn)
+
+    cache._loop = cast(Any, Loop())
+    first, second = _entries(0, 3), _entries(3, 3)
+    cache._post("apply", first, first[-1].id)  # from an older listing: the reset drops it
+    cache._post("reset", "103-0", {"Pod": [_pod("p9", "103-0")]})
+    cache._post("apply", second, second[-1].id)
+    assert len(scheduled) == 1  # one wake-up of the loop for all three
+    scheduled[0]()
+    assert sorted(cache.objects["Pod"]) == ["ns/p0", "ns/p3", "ns/p4", "ns/p9"]  # not p1, p2
+    assert [e.id for e in cache.events] == [e.id for e in second]
+    assert cache.position == second[-1].id
+    cache._post("apply", [], second[-1].id)
+    assert len(scheduled) == 2  # taken: the next hand-over wakes the loop again
