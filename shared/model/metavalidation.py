@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.model import fielderr, syntax, typed
+from shared.model import fielderr, memo, syntax, typed
 
 NameFn = Callable[[str, bool], list[str]]
 
@@ -24,6 +24,7 @@ def validate_label_name(name: str, path: str, errs: list[str]) -> None:
     errs.extend(fielderr.invalid(path, name, m) for m in syntax.is_qualified_name(name))
 
 
+@memo.by_value  # the same for every pod of a DaemonSet
 def validate_labels(value: Any, path: str, errs: list[str]) -> None:
     """``ValidateLabels`` on a label map (keys qualified names, values label values)."""
     labels = typed.as_str_map(value, path, errs) or {}
@@ -52,6 +53,7 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
     return "", ""
 
 
+@memo.by_value  # the same for every pod of a DaemonSet
 def validate_owner_references(value: Any, path: str, errs: list[str]) -> None:
     """``ValidateOwnerReferences`` (errors use the list's path, without an index, as upstream)."""
     refs = typed.maps(value, path, errs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.model import fielderr, metavalidation, syntax, typed
+from shared.model import fielderr, memo, metavalidation, syntax, typed
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
@@ -31,6 +31,7 @@ def toleration_literal(t: dict[Any, Any]) -> fielderr.GoLiteral:
     )
 
 
+@memo.by_value  # the same for every pod of a DaemonSet
 def validate_tolerations(value: Any, path: str, errs: list[str]) -> None:
     """``ValidateTolerations``."""
     for i, t in typed.maps(value, path, errs):

@@ -1,0 +1,66 @@
+"""Validators remembered by value (shared.model.memo): the same errors as the validator
+itself, for values that look alike but differ in type, and each value validated once."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from shared.model import memo, metavalidation, schedvalidation
+
+
+def test_a_remembered_validator_gives_the_validators_own_errors() -> None:
+    values: list[Any] = [
+        None, [], [{"key": "a", "operator": "Exists"}], [{"key": 1}], [{"key": True}],
+        [{"tolerationSeconds": 1}], [{"tolerationSeconds": 1.0}],
+        [{"tolerationSeconds": math.nan}], [{"tolerationSeconds": None}],
+        [{"key": b"a"}], [{"key": "a"}], ({"key": "a"},), [{"key": "bad key!"}],
+        [{"tolerationSeconds": 2 ** 70}], "not a list",
+    ]
+    plain = schedvalidation.validate_tolerations.__wrapped__  # type: ignore[attr-defined]
+    for _ in range(2):  # the second round from the cache
+        for value in values:
+            for path in ("spec.tolerations", "spec.template.spec.tolerations"):
+                want: list[str] = []
+                plain(value, path, want)
+                got: list[str] = []
+                schedvalidation.validate_tolerations(value, path, got)
+                assert got == want, (value, path)
+
+
+def test_a_value_is_validated_once_per_path() -> None:
+    calls: list[tuple[Any, str]] = []
+
+    @memo.by_value
+    def check(value: Any, path: str, errs: list[str]) -> None:
+        calls.append((value, path))
+        if value != {"app": "x"}:
+            errs.append(f"{path}: Invalid value")
+
+    for _ in range(3):
+        for value in ({"app": "x"}, {"app": "y"}, {"app": 1}, {"app": True}):
+            errs: list[str] = ["before"]
+            check(value, "metadata.labels", errs)
+            bad = [] if value == {"app": "x"} else ["metadata.labels: Invalid value"]
+            assert errs == ["before", *bad]
+    check({"app": "x"}, "spec.template.metadata.labels", [])
+    assert len(calls) == 5
+
+
+def test_remembered_labels_and_owner_references_give_their_validators_errors() -> None:
+    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1",
+           "controller": True}
+    cases = [
+        (metavalidation.validate_labels,
+         [{"app": "x"}, {"app": "x y"}, {"-bad": "x"}, {"app": 1}, ["app"], None]),
+        (metavalidation.validate_owner_references,
+         [[ref], [ref, {**ref, "uid": "u2"}], [{**ref, "controller": "yes"}], [{}], {}]),
+    ]
+    for fn, values in cases:
+        plain = fn.__wrapped__  # type: ignore[attr-defined]
+        for value in values * 2:
+            want: list[str] = []
+            plain(value, "metadata.x", want)
+            got: list[str] = []
+            fn(value, "metadata.x", got)
+            assert got == want, (fn.__name__, value)
