@@ -287,6 +287,16 @@ def cpu_s() -> float:
     return own.user + own.system
 
 
+async def loop_delays(delays: list[float], tick: float = 0.01) -> None:
+    """How late this client's own event loop wakes up (ms past each ``tick``): what of the
+    measured lag a busy client would add itself."""
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(tick)
+        delays.append((loop.time() - started - tick) * 1000.0)
+
+
 async def _watch_group(spec: Obj, conn: Connection) -> Obj:
     ctx: ssl.SSLContext | bool = False
     if spec["ca"]:
@@ -301,7 +311,10 @@ async def _watch_group(spec: Obj, conn: Connection) -> Obj:
         tasks = [asyncio.create_task(watch_pods(s, t, end)) for t in tails]
         conn.send("watching")
         cpu_before = cpu_s()
+        delays: list[float] = []
+        probe = asyncio.create_task(loop_delays(delays))
         await ender
+        probe.cancel()
         deadline = time.monotonic() + spec["drain_timeout"]
         while time.monotonic() < deadline and not all(t.done() for t in tasks):
             for tail, task in zip(tails, tasks, strict=True):
@@ -311,7 +324,8 @@ async def _watch_group(spec: Obj, conn: Connection) -> Obj:
         for task in tasks:
             task.cancel()
         cpu = cpu_s() - cpu_before
-    return {"tails": [t.report(end["expected"]) for t in tails], "cpu_s": cpu}
+    return {"tails": [t.report(end["expected"]) for t in tails], "cpu_s": cpu,
+            "loop_delay_ms": delays}
 
 
 def watch_group(spec: Obj, conn: Connection) -> None:
@@ -397,6 +411,7 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
     floor = reports[0]["tails"][0]
     tails = [t for group in reports[1:] for t in group["tails"]]
     client_cpu = round(sum(group["cpu_s"] for group in reports[1:]), 2)
+    client_delay = stats([d for group in reports[1:] for d in group["loop_delay_ms"]])
     lags = [lag for t in tails for lag in t["lags"]]
     out = {"watchers": watchers, "client_procs": procs, "pod_events": len(expected),
            "rollout_s": round(rollout_s, 2), "drained_s": round(drained_s, 2),
@@ -406,12 +421,14 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
            "rewatches": sum(t["streams"] - 1 for t in tails),
            "expired": sum(t["expired"] for t in tails),
            "errors": sorted({e for t in tails for e in t["errors"]})[:5],
-           "cpu_seconds": cpu, "client_cpu_seconds": client_cpu, "load_before": load_before, "load_after": loadavg()}
+           "cpu_seconds": cpu, "client_cpu_seconds": client_cpu,
+           "client_loop_delay_ms": client_delay, "load_before": load_before, "load_after": loadavg()}
     print(f"  {watchers} watchers in {procs} client processes, {len(expected)} pod events of "
           f"the rollout (rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after "
           f"set image)")
     print(f"    commit → delivery lag: {fmt(out['lag_ms'])}")
     print(f"    floor (a process tailing the log in Redis): {fmt(out['floor_lag_ms'])}")
+    print(f"    the watchers' client: its event loop woke late by {fmt(client_delay)}")
     print(f"    watchers with every event: {out['watchers_complete']}/{watchers}; re-watches "
           f"{out['rewatches']}, 410 Expired {out['expired']}; cpu seconds {cpu} (the "
           f"watchers' client processes: {client_cpu}, in 'other')")
