@@ -367,7 +367,7 @@ def test_every_write_through_the_api_names_its_user_in_the_log(api: ApiServer) -
                     {"Content-Type": "application/apply-patch+yaml"})
     wrote["apply"] = ("admin", applied["metadata"]["resourceVersion"])
     status = write("status", "admin", "PATCH", f"{path}/who/status",
-                   {"status": {"numberMisscheduled": 0}}, merge)
+                   {"status": {"numberMisscheduled": 3}}, merge)  # 0: maybe no change
     wrote["status"] = ("admin", status["metadata"]["resourceVersion"])
     write("delete", "editor", "DELETE", f"{path}/who")
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
