@@ -29,13 +29,15 @@ DS = "fleet-agent"
 NS = "default"
 DEADLINE_MS = 60_000
 FAILING = "fail.example/*"  # the node agent fails pods of these images
+CRASHING = "crash.example/*"  # its containers of these images wait in CrashLoopBackOff
 
 
 @pytest.fixture(scope="module")
 def api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[ApiServer]:
     with apiserver_kit.running(redis_server.url, "fleetui", tmp_path_factory.mktemp("fleetui"),
-                               nodes=NODES, agent_args=("--fail-image", FAILING)) as server:
+                               nodes=NODES, agent_args=("--fail-image", FAILING,
+                                                       "--crash-image", CRASHING)) as server:
         nodes = sorted(meta.name(n) for n in server.stack.store.list("Node"))
         for i, name in enumerate(nodes):
             server.kubectl("label", "node", name, f"topology.kubernetes.io/zone=zone-{i % 2}")
@@ -70,6 +72,16 @@ def _open(chromium: Any, api: ApiServer, user: str) -> Iterator[Any]:
     finally:
         page.close()
     assert errors == []
+
+
+@contextmanager
+def _another(api: ApiServer, manifest: dict[str, Any]) -> Iterator[None]:
+    """A DaemonSet of the test's own beside the shared one, deleted after."""
+    api.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    try:
+        yield
+    finally:
+        api.kubectl("delete", "ds", meta.name(manifest), "-n", NS)
 
 
 def _cells(page: Any, state: str | None = None) -> int:
@@ -335,22 +347,42 @@ def test_failed_pods_and_nodes_a_daemonset_does_not_select_read_as_such(
     name = "fleet-failing"
     manifest = daemonset(name, NS, image="fail.example/agent:1",
                          node_selector={"topology.kubernetes.io/zone": "zone-0"})
-    api.kubectl("apply", "-f", "-", input=json.dumps(manifest))
-    try:
-        with _open(chromium, api, "viewer") as page:
-            cells = f'.cell.state[data-ds="{name}"]'
-            page.wait_for_function(
-                "(sel) => document.querySelectorAll(sel + '[data-state=\"none\"]').length === 2"
-                " && document.querySelectorAll(sel + '[data-state=\"failed\"]').length > 0",
-                arg=cells, timeout=DEADLINE_MS)
-            label = page.locator(f'{cells}[data-state="none"]').first.get_attribute("aria-label")
-            reason = placement.REASON_NODE_SELECTOR
-            assert label is not None and f"{name}: not scheduled here ({reason})" in label
-            page.locator(f'{cells}[data-state="none"]').first.click()
-            page.wait_for_selector(".why-lines", timeout=DEADLINE_MS)
-            assert placement.REASON_NODE_SELECTOR in page.locator(".why-lines").inner_text()
-    finally:
-        api.kubectl("delete", "ds", name, "-n", NS)
+    with _another(api, manifest), _open(chromium, api, "viewer") as page:
+        cells = f'.cell.state[data-ds="{name}"]'
+        page.wait_for_function(
+            "(sel) => document.querySelectorAll(sel + '[data-state=\"none\"]').length === 2"
+            " && document.querySelectorAll(sel + '[data-state=\"failed\"]').length > 0",
+            arg=cells, timeout=DEADLINE_MS)
+        label = page.locator(f'{cells}[data-state="none"]').first.get_attribute("aria-label")
+        reason = placement.REASON_NODE_SELECTOR
+        assert label is not None and f"{name}: not scheduled here ({reason})" in label
+        page.locator(f'{cells}[data-state="none"]').first.click()
+        page.wait_for_selector(".why-lines", timeout=DEADLINE_MS)
+        assert placement.REASON_NODE_SELECTOR in page.locator(".why-lines").inner_text()
+
+
+def test_crash_looping_pods_read_as_such(api: ApiServer, chromium: Any, applied: str) -> None:
+    name = "fleet-crashing"
+    with _another(api, daemonset(name, NS, image="crash.example/agent:1")), \
+            _open(chromium, api, "viewer") as page:
+        cells = f'.cell.state[data-ds="{name}"]'
+        page.wait_for_function(
+            "([sel, n]) => document.querySelectorAll(sel + '[data-state=\"crashloop\"]')"
+            ".length === n", arg=[cells, NODES], timeout=DEADLINE_MS)
+        crashing = page.locator(f'{cells}[data-state="crashloop"]')
+        assert {c.inner_text().strip() for c in crashing.all()} == {"C"}
+        label = crashing.first.get_attribute("aria-label")
+        assert label is not None and label.endswith(f"{name}: crash-looping")
+        # the pods are what the grid says: running, their containers in CrashLoopBackOff
+        pods = owned_pods(api.stack.store, f"{NS}/{name}")
+        assert len(pods) == NODES
+        for pod in pods:
+            states = [c["state"] for c in pod["status"]["containerStatuses"]]
+            assert pod["status"]["phase"] == "Running"
+            assert all(s["waiting"]["reason"] == "CrashLoopBackOff" for s in states)
+        # their group rows count them as bad
+        agg = page.locator(f'.group-row .agg[aria-label^="{name}:"]').first
+        assert "2 failed or crash-looping" in (agg.get_attribute("aria-label") or "")
 
 
 CONTRAST_JS = """() => {
