@@ -456,6 +456,8 @@ async def ui_api(request: web.Request) -> web.Response:
         return respond(await state.run(fleet.history_answer, store, revisions, q))
     if what == "action":
         return respond(await state.run(fleet.action_plan, store, q))
+    if what == "progress":
+        return respond(await state.run(fleet.progress_answer, store, q))
     raise st.ApiError("NotFound", "the server could not find the requested resource")
 
 

@@ -12,6 +12,9 @@ of the API, and any role may read it:
   placement rules), so the grid tells "not scheduled here" from "missing";
 * ``history``: a DaemonSet's revisions (kubectl's rollout history) with a diff of each
   revision's pod template against the one before;
+* ``progress``: a DaemonSet's status counters (desired, updated, available) over time,
+  from its entries in the log (newest ``PROGRESS_READ`` entries read, ``PROGRESS_POINTS``
+  changes returned), so the page's progress chart starts before the page opened;
 * ``action``: the write an action would make (``rollout pause|resume|promote|undo``,
   ``cordon|uncordon``), by the CLI's own rules, as a JSON patch (a DaemonSet's with a
   ``test`` of the generation read). The page sends it itself as a normal PATCH of the API, so the usual
@@ -36,13 +39,16 @@ import yaml
 from services.apiserver import status as st
 from services.cli import edits
 from services.cli import rollout_views as views
-from services.replay import scan, why
+from services.replay import bounds, scan, why
 from shared.daemonset import history as ds_history
 from shared.daemonset import placement
+from shared.eventlog.entry import EntryType, RawEntry
+from shared.eventlog.ports import EventLog
 from shared.model import meta
 from shared.store import codec
 from shared.store import errors as store_errors
 from shared.store.client import Store
+from shared.store.eventlog import RedisEventLog
 
 Obj = dict[str, Any]
 
@@ -63,6 +69,9 @@ PAGE_HEADERS = {
 ENTRY_ID = re.compile(r"\b([0-9]{10,}-[0-9]+)\b")
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 ACTIONS = ("pause", "resume", "promote", "undo", "cordon", "uncordon")
+PROGRESS_COUNTERS = ("desiredNumberScheduled", "updatedNumberScheduled", "numberAvailable")
+PROGRESS_READ = 20_000  # log entries read back at most for a progress chart
+PROGRESS_POINTS = 500  # changes of the counters returned at most
 
 
 def is_public(path: str) -> bool:
@@ -148,6 +157,47 @@ def placement_answer(store: Store, nodes: list[Obj], query: dict[str, str]) -> O
         if reason:
             out[meta.name(node)] = reason
     return {"generation": meta.metadata(ds).get("generation"), "notScheduled": out}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def progress_points(log: EventLog, key: str, uid: str, read: int = PROGRESS_READ,
+                    points: int = PROGRESS_POINTS) -> list[list[float]]:
+    """The DaemonSet ``key`` (of ``uid``)'s status counters over time from its entries in
+    ``log``, oldest first: ``[seconds, desired, updated, available]`` each time they
+    changed (at the entry that changed them), from the newest ``read`` entries, the newest
+    ``points`` changes. An entry of an earlier DaemonSet of that name ends the history."""
+    def want(raw: RawEntry) -> bool:
+        return raw.kind == "DaemonSet" and raw.key == key and raw.type in (
+            EntryType.ADDED, EntryType.MODIFIED)
+
+    out: list[list[float]] = []  # newest first
+    for hit in scan.backwards_in(log, want, limit=read):
+        if meta.uid(hit.obj) != uid:
+            break
+        status = hit.obj.get("status") or {}
+        counters: list[float] = [_count(status.get(c)) for c in PROGRESS_COUNTERS]
+        if out and out[-1][1:] == counters:
+            out[-1][0] = bounds.id_seconds(hit.id)  # the same counters, reached earlier
+        elif len(out) == points:
+            break
+        else:
+            out.append([bounds.id_seconds(hit.id), *counters])
+        if hit.type == EntryType.ADDED:
+            break
+    return out[::-1]
+
+
+def progress_answer(store: Store, query: dict[str, str]) -> Obj:
+    """``progress_points`` of the DaemonSet as it is now, with its uid (the page's chart is
+    of that DaemonSet)."""
+    key = _ds_key(query)
+    uid = meta.uid(_daemonset(store, key))
+    log = RedisEventLog(store.r, store.keys)
+    return {"uid": uid, "columns": ["time", *PROGRESS_COUNTERS],
+            "points": progress_points(log, key, uid)}
 
 
 def _template_yaml(revision: Obj) -> list[str]:

@@ -37,14 +37,17 @@ def backwards(client: redis.Redis, keys: Keys, want: Callable[[RawEntry], bool],
 
 
 def backwards_in(log: EventLog, want: Callable[[RawEntry], bool],
-                 page: int = PAGE) -> Iterator[Hit]:
+                 page: int = PAGE, limit: int = 0) -> Iterator[Hit]:
     """Decoded entries of ``log`` for which ``want(raw)`` is true, newest first (an entry
-    that does not decode is passed over)."""
+    that does not decode is passed over), among the newest ``limit`` entries (0: all)."""
     upper = ""
+    left = limit
     while True:
-        got = log.before(upper, page).entries
+        count = min(page, left) if limit else page
+        got = log.before(upper, count).entries if count > 0 else []
         if not got:
             return
+        left -= len(got)
         for stored in got:
             if want(stored):
                 hit = _hit(stored)

@@ -22,3 +22,12 @@ def test_a_backwards_scan_filters_before_decoding_across_pages() -> None:
     hits = list(scan.backwards_in(log, lambda e: e.key == "/a", page=2))
     assert [h.id for h in hits] == ["7-0", "5-0", "3-0", "1-0"]
     assert all(h.obj["metadata"]["resourceVersion"] == h.id for h in hits)
+
+
+def test_a_backwards_scan_reads_no_more_than_its_limit() -> None:
+    log = InMemoryEventLog()
+    for i in range(1, 11):
+        log.append(_node(f"{i}-0", "a"))
+    assert [h.id for h in scan.backwards_in(log, lambda e: True, page=3, limit=5)] == \
+        ["10-0", "9-0", "8-0", "7-0", "6-0"]
+    assert len(list(scan.backwards_in(log, lambda e: True, page=3))) == 10
