@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -383,6 +384,31 @@ def test_crash_looping_pods_read_as_such(api: ApiServer, chromium: Any, applied:
         # their group rows count them as bad
         agg = page.locator(f'.group-row .agg[aria-label^="{name}:"]').first
         assert "2 failed or crash-looping" in (agg.get_attribute("aria-label") or "")
+
+
+def test_the_progress_chart_starts_from_the_log(api: ApiServer, chromium: Any,
+                                                applied: str) -> None:
+    path = f"/ui/api/progress?namespace={NS}&name={DS}"
+    assert api.request("GET", path, token=None)[0] == 401
+    assert api.request("GET", "/ui/api/progress?namespace=default&name=Bad_",
+                       token="viewer")[0] == 400
+    code, doc = api.request("GET", path, token="viewer")
+    ds = api.stack.store.get("DaemonSet", applied)
+    assert code == 200 and doc["uid"] == meta.uid(ds)
+    times = [p[0] for p in doc["points"]]
+    assert times == sorted(times) and len(times) >= 2
+    assert doc["points"][0][1:] != [NODES, NODES, NODES]  # from before every pod was up
+    assert [NODES, NODES, NODES] in [p[1:] for p in doc["points"]]
+    opened = time.time()
+    with _open(chromium, api, "viewer") as page:
+        page.click(f'.colhead button:text-is("{DS}")')
+        # the chart has points from before the page opened (the log's), then the live ones
+        page.wait_for_function(
+            "(opened) => { const c = document.querySelector('aside.panel .chart');"
+            " return c && c.dataset.since !== '' && Number(c.dataset.since) < opened"
+            " && Number(c.dataset.points) >= 2; }", arg=opened, timeout=DEADLINE_MS)
+        since = float(page.locator("aside.panel .chart").get_attribute("data-since") or 0)
+        assert since == times[0]
 
 
 CONTRAST_JS = """() => {

@@ -120,6 +120,16 @@ export class Fleet {
     row.forEach((v, i) => p[i].push(v));
   }
 
+  // The DaemonSet's counters read from the log (oldest first, [t, desired, updated,
+  // available] each), put before the points seen live since the page opened.
+  seedProgress(uid, points) {
+    const p = this.progress.get(uid) || [[], [], [], []];
+    const first = p[0].length ? p[0][0] : Infinity;
+    const older = points.filter((pt) => pt.length === 4 && pt[0] < first);
+    this.progress.set(uid, p.map((col, i) => [...older.map((pt) => pt[i]), ...col]));
+    this.version++;
+  }
+
   _recomputeHashes() {
     const out = new Map();
     for (const cr of this.revisions.values()) {

@@ -160,8 +160,27 @@ function Progress({ data }) {
   useEffect(() => {
     if (chart.current) chart.current.setData(data);
   });
-  return <div ref={el} class="chart" role="img"
+  return <div ref={el} class="chart" role="img" data-points={data[0].length}
+    data-since={data[0].length ? data[0][0] : ""}
     aria-label="rollout progress: updated and available pods against desired, over time" />;
+}
+
+// The chart starts from the log (the DaemonSet's status entries, read by the server), then
+// goes on with what the watch delivers; without the history, it is the live points alone.
+function useProgressHistory(fleet, ds) {
+  const [, setSeeded] = useState(0);
+  const { uid, namespace, name } = ds.metadata;
+  useEffect(() => {
+    let live = true;
+    request(`/ui/api/progress${query({ namespace, name })}`).then((answer) => {
+      if (!live || answer.uid !== uid) return;
+      fleet.seedProgress(uid, answer.points);
+      setSeeded((n) => n + 1);
+    }, () => {});
+    return () => {
+      live = false;
+    };
+  }, [uid]);
 }
 
 function Conditions({ ds }) {
@@ -256,6 +275,7 @@ export function DaemonSetPanel({ fleet, ds, notify }) {
   const ns = ds.metadata.namespace;
   const may = useCan("patch", "apps", "daemonsets", ns);
   const params = (action) => ({ action, namespace: ns, name: ds.metadata.name });
+  useProgressHistory(fleet, ds);
   const data = fleet.progress.get(ds.metadata.uid) || [[], [], [], []];
   return (
     <div>
