@@ -130,16 +130,20 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
 
 
 def run_process_agent(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
-                      cfg: object, runtime: Runtime) -> None:
+                      cfg: object, runtime: Runtime, via_admission: bool = False) -> None:
     from services.node_agent.processagent import ProcessAgent, ProcessConfig
+    from shared.store.noderequests import Sender
 
     log = common.setup_logging("node-agent")
     common.serve_metrics(*metrics)
     assert isinstance(cfg, ProcessConfig)
     log.info("node agent for %s (%s runtime %s, state in %s)", cfg.node_name, runtime.kind,
              runtime.version(), cfg.state_dir)
-    ProcessAgent(common.open_store(redis_url, prefix, roles.NODE_AGENT), cfg,
-                 runtime).run(common.stop_event())
+    store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
+    sender = Sender(store.r, store.keys) if via_admission else None
+    if sender is not None:
+        log.info("writing through node-admission (requests on %s)", sender.stream)
+    ProcessAgent(store, cfg, runtime, sender=sender).run(common.stop_event())
 
 
 def run_node_admission(redis_url: str | None, prefix: str | None, metrics: common.Metrics,

@@ -447,7 +447,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             rt = dockerrt.DockerRuntime(state, name, client, network=docker_network)
         else:
             rt = procs.ProcessRuntime(state, user)
-        runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, rt)
+        runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, rt,
+                                 via_admission=via_admission)
         return
 
     try:

@@ -30,15 +30,16 @@ from services.node_agent import host, lifecycle, logserver, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
 from shared.model import events, meta
-from shared.store import errors, nodelease, nodeserver
+from shared.store import errors, nodelease, noderequests, nodeserver
 from shared.store.cache import Cache
-from shared.store.client import Op, Store
+from shared.store.client import Op, Result, Store
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
 TICK = 0.2
 PROBE_THREADS = 8
 DEFAULT_GRACE = 30.0
+REGISTER_RETRY = 2.0  # seconds between tries to register a Node that is not there
 # kubelet's image pull back-off: 10 s doubling to 5 min
 PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
@@ -75,8 +76,13 @@ class PodRun:
 
 class ProcessAgent:
     def __init__(self, store: Store, cfg: ProcessConfig, runtime: Runtime,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 sender: noderequests.Sender | None = None) -> None:
+        """``sender``: send every write as a request to node-admission (credentials that may
+        not write the store, as compose's node-agent user)."""
         self.store = store
+        self.sender = sender
+        self._register_at = 0.0
         self.cfg = cfg
         self.clock = clock
         self.runtime = runtime
@@ -99,23 +105,32 @@ class ProcessAgent:
     def register(self) -> None:
         """Create this machine's Node if absent; else report the host's status fields on it
         (labels and taints are the registration's, as kubelet's --register-with-taints)."""
+        self._register_at = self.clock() + REGISTER_RETRY
         port = self.logs.port if self.logs is not None else 0
         if self.logs is not None:
             nodeserver.publish(self.store.r, self.store.keys, self.cfg.node_name,
                                self.logs.credentials)
-        node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
-                             list(self.cfg.taints), self.runtime.version(), port)
-        res = self.store.commit([self.store.create_op(node, ensure=True)])[0]
-        if res.ok:
-            log.info("registered node %s", self.cfg.node_name)
+        old = self.store.try_get("Node", "/" + self.cfg.node_name)
+        if old is None:
+            node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
+                                 list(self.cfg.taints), self.runtime.version(), port)
+            res = self._commit([self.store.create_op(node, ensure=True)])[0]
+            if res.ok or res.status == "queued":
+                log.info("registered node %s%s", self.cfg.node_name,
+                         " (requested from node-admission)" if self.sender else "")
             return
-        old = self.store.get("Node", "/" + self.cfg.node_name)
         new = {**old, "status": {**(old.get("status") or {}),
                                  **host.host_status(self.cfg.node_ip,
                                                     self.runtime.version(), port)}}
         if new["status"] != old.get("status"):
-            self.store.commit([self.store.status_op(new, old)])
+            self._commit([self.store.status_op(new, old)])
         log.info("node %s exists; its status updated from this host", self.cfg.node_name)
+
+    def _commit(self, ops: list[Op]) -> list[Result]:
+        """Acts: commit ``ops``, or send them to node-admission (all are for this node)."""
+        if self.sender is None:
+            return self.store.commit(ops)
+        return self.sender.commit(ops, [self.cfg.node_name])
 
     def adopt(self) -> None:
         """Read what a previous run of this agent left: containers whose recorded process
@@ -185,7 +200,8 @@ class ProcessAgent:
             return
         node = self.cache.get("Node", "/" + self.cfg.node_name)
         if node is None:
-            self._safe(self.register)
+            if now >= self._register_at:  # (a request to node-admission takes a moment)
+                self._safe(self.register)
         else:
             if now >= self._renew_at:
                 self._safe(lambda: self.leases.renew([self.cfg.node_name], now,
@@ -224,7 +240,7 @@ class ProcessAgent:
         ops.extend(self.store.create_op(ev, ensure=True) for ev in self._events)
         self._events.clear()
         if ops:
-            self._safe(lambda: self.store.commit(ops))
+            self._safe(lambda: self._commit(ops))
 
     def _safe(self, fn: Callable[[], object]) -> None:
         try:
@@ -246,6 +262,13 @@ class ProcessAgent:
                     for c in spec.get(key) or []]
         run = PodRun(uid, pod, self.runtime.pod_dir(pod), states("initContainers", True),
                      states("containers", False))
+        now = self.clock()
+        for c in run.containers():
+            t = c.terminated
+            if t is not None and c.restart_at is None and \
+                    t.get("reason") == "ContainerStatusUnknown":
+                # ended while no agent ran (``adopt``): restarted as its restartPolicy says
+                podstatus.after_exit(c, self._policy(pod, c), t, now, self.cfg.backoff_initial)
         self.runs[uid] = run
         self.runtime.save_pod(run.pod_dir, pod)
         return run
@@ -486,7 +509,7 @@ class ProcessAgent:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env())
         except podstatus.ConfigError:
             env = self.runtime.base_env()
-        pod_ip = str((pod.get("status") or {}).get("podIP") or self.cfg.node_ip)
+        pod_ip = self._pod_ip(run)
         cwd = str(cspec.get("workingDir") or "/")
 
         def exec_probe(words: list[str], timeout: float) -> bool:
@@ -502,12 +525,17 @@ class ProcessAgent:
         self.runtime.signal(c, signal.SIGTERM)
         c.stop_deadline = self.clock() + self._grace(run.pod)
 
+    def _pod_ip(self, run: PodRun) -> str:
+        return self.runtime.pod_ip(run.pod, run.containers()) or self.cfg.node_ip
+
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod
         status = podstatus.pod_status(pod, run.inits, run.mains, now)
-        ip = self.runtime.pod_ip(pod, run.containers())
-        if ip:
-            status["podIP"], status["podIPs"] = ip, [{"ip": ip}]
+        # the node's address as it is now (a machine may come back with another one), and
+        # the pod's: the node's too, unless the runtime gave it one of its own
+        ip = self._pod_ip(run)
+        status["hostIP"], status["podIP"], status["podIPs"] = \
+            self.cfg.node_ip, ip, [{"ip": ip}]
         if status == (pod.get("status") or {}):
             return []
         rv = meta.resource_version(pod)

@@ -365,6 +365,28 @@ def test_restarted_agent_adopts_its_processes_and_stops_those_of_gone_pods(
     assert len([n for n in machine.marks("v1.start") if n.startswith(a)]) == 1
 
 
+def test_a_process_that_ended_while_its_agent_was_away_is_started_again(
+        machine: Machine) -> None:
+    (a,) = start(machine, nodes=1)
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    pod = wait_for(lambda: ready_pods(machine.stack).get(a), timeout=60, what="pod Ready")
+    machine.stack.kill(f"agent-{a}")
+    (victim,) = machine.processes()
+    victim.kill()  # (as when a machine restarts: nothing of it runs any more)
+    victim.wait(10)
+    machine.agent(a)
+
+    def restarted() -> dict[str, Any] | None:
+        now = ready_pods(machine.stack).get(a)
+        cs = container_status(now) if now else {}
+        return cs if cs.get("restartCount") == 1 else None
+
+    cs = wait_for(restarted, timeout=60, what="the server started again, Ready")
+    assert cs["lastState"]["terminated"]["reason"] == "ContainerStatusUnknown"
+    assert meta.uid(ready_pods(machine.stack)[a]) == meta.uid(pod)
+    assert [p.pid for p in machine.processes()] != [victim.pid]
+
+
 def test_agent_sigkilled_mid_rollout_leaves_no_duplicate_and_no_orphan(
         machine: Machine) -> None:
     a, b = start(machine)
