@@ -52,10 +52,14 @@ SETTINGS = {
     "DAEMONBUS_READY_DELAY": "0.5",
     "DAEMONBUS_GRACE": "0.5",
     "DAEMONBUS_TEST_SYNC_DELAY": f"{SLOW_KEY}={SLOW_SECONDS}",
+    "COMPOSE_PROFILES": "machines",
+    "DAEMONBUS_PODS_NETWORK": f"dbcluster{os.getpid()}-pods",
 }
 
+# The machine containers (profile "machines"), each a real node agent's Node of this name.
+MACHINES = ["machine-1", "machine-2"]
 SERVICES = ["redis", "watcher", "watcher-standby", "reconciler", "status-writer", "gc",
-            "node-agent", "node-admission"]
+            "node-agent", "node-admission", *MACHINES]
 
 
 def run(cmd: list[str], *, check: bool = True, timeout: float = 180,

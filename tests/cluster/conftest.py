@@ -25,9 +25,11 @@ from typing import Any
 import pytest
 from pytest_docker.plugin import Services, get_docker_services
 
+from services.node_agent import dockerrt
 from tests.cluster.cluster import (
     COMPOSE_FILE,
     IMAGE,
+    MACHINES,
     NODES,
     RECONCILERS,
     SERVICES,
@@ -134,6 +136,21 @@ def docker_services(docker_compose_command: str, docker_compose_file: str,
                              docker_compose_project_name, docker_setup,
                              docker_cleanup) as services:
         yield services
+        _remove_machine_pods(docker_compose_project_name)
+
+
+def _remove_machine_pods(project: str) -> None:
+    """Acts: stop machine-2, then remove what its agent left on the host's engine (its pods'
+    containers and volumes are not the project's: `down` would leave them, and fail to
+    remove their network)."""
+    run(["docker-compose", "-f", str(COMPOSE_FILE), "-p", project, "stop", "-t", "1",
+         MACHINES[1]], check=False)
+    for kind in ("container", "volume"):
+        out = run(["docker", kind, "ls", "-q", *(["-a"] if kind == "container" else []),
+                   "--filter", f"label={dockerrt.LABEL_NODE}={MACHINES[1]}"],
+                  check=False).stdout.split()
+        if out:
+            run(["docker", kind, "rm", "-f", *out], check=False)
 
 
 @pytest.fixture(scope="package")
