@@ -86,7 +86,7 @@ def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
                 raise ExportError(f"the log was compacted to {got.start} during the export; "
                                   "run it again")
             for e in got.entries:
-                out.entry(e.id, e.version, e.type, e.kind, e.key, e.payload)
+                out.entry(e.id, e.version, e.type, e.kind, e.key, e.payload, e.user)
         entries = out.entries
     return ExportStats(entries, header.objects, first, last, header.snapshot, complete,
                        time.monotonic() - started)

@@ -5,11 +5,13 @@ Layout (each item one msgpack value, back to back)::
     header   {"format": "daemonbus-log", "version": 1, "prefix", "created", "first", "last",
               "since", "until", "complete", "snapshot", "objects", "entrySchema"}
     objects  ["O", kind, "<ns>/<name>", resourceVersion, payload]   (the snapshot, if any)
-    entries  ["E", id, v, t, k, n, o]                              (log entries, in order)
+    entries  ["E", id, v, t, k, n, o]  or  ["E", id, v, t, k, n, o, u]   (log entries, in order)
     trailer  ["Z", <entries written>, <last id>]
 
 ``payload`` and ``o`` are the exact bytes of the view hash and the log entry; ``v t k n`` are
-the entry's other fields (``shared.eventlog.entry``; ``raw_entry`` reads a record as one). ``complete`` says whether the file
+the entry's other fields and ``u``, only when the entry has it, the user who made the write
+(``shared.eventlog.entry``; ``raw_entry`` reads a record as one; files written before ``u``
+was exported have no ``u`` and read as entries without a user). ``complete`` says whether the file
 holds the whole history (from the start of the log, or from the snapshot it includes), which
 is what a rebuild or a verification needs; ``snapshot`` is the snapshot's log id ("" if
 none). A file without its trailer was cut short and is refused.
@@ -79,7 +81,18 @@ class Header:
 
 def raw_entry(rec: list[Any]) -> RawEntry:
     """An ``E`` record as the entry it holds (its fields as written; decode checks them)."""
-    return RawEntry(rec[1], rec[2], rec[3], rec[4], rec[5], rec[6])
+    return RawEntry(rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], entry_user(rec))
+
+
+def entry_user(rec: list[Any]) -> str:
+    """The user an ``E`` record names ("" when it has none: an older file, or a write not
+    made through the API server); raises LogFileError for one that is not text."""
+    if len(rec) < 8:
+        return ""
+    user = rec[7]
+    if len(rec) > 8 or not isinstance(user, str):
+        raise LogFileError(f"malformed entry record {rec[1]!r}: bad user field")
+    return user
 
 
 class Writer:
@@ -99,8 +112,11 @@ class Writer:
     def object(self, kind: str, key: str, rv: str, payload: bytes) -> None:
         self.f.write(self.packer.pack([OBJECT, kind, key, rv, payload]))
 
-    def entry(self, eid: str, v: str, t: str, k: str, n: str, o: bytes) -> None:
-        self.f.write(self.packer.pack([ENTRY, eid, v, t, k, n, o]))
+    def entry(self, eid: str, v: str, t: str, k: str, n: str, o: bytes, u: str = "") -> None:
+        rec: list[Any] = [ENTRY, eid, v, t, k, n, o]
+        if u:
+            rec.append(u)
+        self.f.write(self.packer.pack(rec))
         self.entries += 1
         self.last = eid
 

@@ -125,6 +125,7 @@ def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batc
         eid, etype, kind, key, payload = rec[1], rec[3], rec[4], rec[5], rec[6]
         if limit is not None and codec.id_tuple(eid) > limit:
             break
+        logfile.entry_user(rec)  # refuses a record with a malformed user before any write
         pending.append(rec)
         entries += 1
         last = eid
@@ -141,7 +142,8 @@ def _bulk(data: bytes) -> bytes:
 
 
 class _Appender:
-    """``XADD <log> <id> v … t … k … n … o …`` for each entry, written to one connection as
+    """``XADD <log> <id> v … t … k … n … o … [u …]`` for each entry (``u``, the user who made
+    the write, when the file names one), written to one connection as
     pre-encoded RESP with replies switched off (``CLIENT REPLY OFF``): Redis appends while
     the next batch is encoded, and the socket's own backpressure paces the sender. Whether
     every entry landed is checked afterwards (``_check_log``). Acts."""
@@ -150,7 +152,7 @@ class _Appender:
         self.pool: Any = client.connection_pool
         conn: Any = self.pool.get_connection()
         self.conn: Any = conn
-        self.head = b"*13\r\n$4\r\nXADD\r\n" + _bulk(log_key.encode())
+        self.head = b"$4\r\nXADD\r\n" + _bulk(log_key.encode())
         self.small: dict[str, bytes] = {}
         with redis_errors("append log entries"):
             conn.send_command("CLIENT", "REPLY", "OFF", check_health=False)
@@ -166,9 +168,15 @@ class _Appender:
         head, enc = self.head, self._enc
         v_, t_, k_ = b"$1\r\nv\r\n", b"$1\r\nt\r\n", b"$1\r\nk\r\n"
         n_, o_ = b"$1\r\nn\r\n", b"$1\r\no\r\n"
-        data = b"".join([
-            head + _bulk(r[1].encode()) + enc(v_, r[2]) + enc(t_, r[3]) + enc(k_, r[4])
-            + n_ + _bulk(r[5].encode()) + o_ + _bulk(r[6]) for r in entries])
+        parts: list[bytes] = []
+        for r in entries:
+            user = r[7] if len(r) > 7 else ""  # checked by logfile.entry_user
+            parts += [b"*15\r\n" if user else b"*13\r\n", head, _bulk(r[1].encode()),
+                      enc(v_, r[2]), enc(t_, r[3]), enc(k_, r[4]), n_, _bulk(r[5].encode()),
+                      o_, _bulk(r[6])]
+            if user:
+                parts += [b"$1\r\nu\r\n", _bulk(user.encode())]
+        data = b"".join(parts)
         if data:
             try:
                 with redis_errors("append log entries"):

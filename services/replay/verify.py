@@ -239,7 +239,7 @@ def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
             if rec[0] == logfile.OBJECT:
                 view.put(rec[1], rec[2], _Slot(rec[3], rec[4]))
                 continue
-            _, eid, _v, etype, kind, key, payload = rec
+            eid, etype, kind, key, payload = rec[1], rec[3], rec[4], rec[5], rec[6]
             order = codec.id_tuple(eid)
             if limit is not None and order > limit:
                 break

@@ -134,3 +134,17 @@ def test_snapshot_round_trips_and_rejects_foreign_data() -> None:
     assert (back.position, back.objects) == ("9-1", {"Pod": {"ns/p": ("7-0", b"payload")}})
     with pytest.raises(errors.CorruptEntryError, match="not a daemonbus log snapshot"):
         snapshot.decode(codec.pack({"format": "x"}))
+
+
+def test_an_entry_record_carries_its_user_only_when_it_has_one(tmp_path: Path) -> None:
+    path = tmp_path / "x.dblog"
+    with logfile.Writer(path, _header()) as w:
+        w.entry("1-0", "1", "ADDED", "Node", "/n1", b"\x80", "alice")
+        w.entry("2-0", "1", "MODIFIED", "Node", "/n1", b"\x80")
+    with logfile.Reader(path) as r:
+        records = list(r.records())
+    assert records == [["E", "1-0", "1", "ADDED", "Node", "/n1", b"\x80", "alice"],
+                       ["E", "2-0", "1", "MODIFIED", "Node", "/n1", b"\x80"]]
+    assert [logfile.raw_entry(rec).user for rec in records] == ["alice", ""]
+    with pytest.raises(logfile.LogFileError, match="bad user field"):
+        logfile.raw_entry(["E", "3-0", "1", "ADDED", "Node", "/n1", b"\x80", b"alice"])
