@@ -346,8 +346,8 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
               help="[docker] The engine's network of pods without hostNetwork.")
 @click.option("--log-port", type=click.IntRange(min=-1, max=65535), default=10250,
               show_default=True,
-              help="[process] Port of the agent's HTTPS endpoint serving its pods' logs, on "
-                   "the node IP (kubelet's port; 0: any free one; -1: none).")
+              help="[process, docker] Port of the agent's HTTPS endpoint serving its pods' "
+                   "logs, on the node IP (kubelet's port; 0: any free one; -1: none).")
 @click.option("--via-admission", is_flag=True,
               help="Send every write to node-admission instead of committing it (for "
                    "credentials that may not write the store: compose's node-agent user).")
@@ -382,7 +382,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     With --runtime docker it does the same with each container as a container of the Docker
     engine: image and imagePullPolicy (a missing image that cannot be pulled is
     ErrImagePull, then ImagePullBackOff), ports, hostNetwork, hostPath and emptyDir
-    volumes, memory and cpu limits; `daemonbus logs` reads the engine's logs.
+    volumes, memory and cpu limits; its endpoint serves the engine's logs of them.
 
     \b
     Examples:
@@ -428,9 +428,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
             lease_duration=node_lease_duration, backoff_initial=backoff_initial,
-            # the endpoint serves the process runtime's log files; the docker runtime's logs
-            # are the engine's (daemonbus logs reads them there)
-            log_port=None if log_port < 0 or runtime == "docker" else log_port)
+            log_port=None if log_port < 0 else log_port)
         state = pcfg.state_dir
         rt: runtime_.Runtime
         if runtime == "docker":

@@ -1,9 +1,9 @@
 """``logs pod/NAME``: a container's output. Read, as ``kubectl logs`` through the API server
-is, from the log endpoint of the process runtime's node agent running the pod
-(``services.cli.logclient``), wherever that is; with ``--state-dir`` (or when the node
-publishes no endpoint) from the log files of such an agent on this machine; for the docker
-runtime's containers (containerID ``docker://…``) from the Docker engine's log of the
-container (DOCKER_HOST). Which container and which run are decided by
+is, from the log endpoint of the node agent running the pod (``services.cli.logclient``),
+wherever that is; with ``--state-dir`` (or when the node publishes no endpoint) from the
+log files of a process runtime's agent on this machine, or for the docker runtime's
+containers (containerID ``docker://…``) from the Docker engine's log of the container
+(DOCKER_HOST). Which container and which run are decided by
 ``shared.api.podlog``, as for the API server."""
 
 from __future__ import annotations
@@ -86,16 +86,11 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
         raise CliError(f"Error from server (BadRequest): {err}") from None
     node = str(pod["spec"]["nodeName"])
     out = sys.stdout.buffer
-    cid = _container_id(pod, cname, previous)
-    if cid.startswith("docker://"):
-        _engine_logs(cid.removeprefix("docker://"), cname, name, opts.tail_lines,
-                     follow and not previous)
-        return
     if state_dir is None:
         try:
             ep = nodeserver.endpoint(env.store, node)
         except podlog.LogError:
-            ep = None  # no endpoint published: this machine's files, if it is the node's
+            ep = None  # no endpoint published: the engine's log, or this machine's files
         if ep is not None:
             try:
                 resp = logclient.open_stream(ep, podlog.request_path(pod, cname, run, opts))
@@ -110,6 +105,11 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
             finally:
                 resp.close()
             return
+    cid = _container_id(pod, cname, previous)
+    if cid.startswith("docker://"):
+        _engine_logs(cid.removeprefix("docker://"), cname, name, opts.tail_lines,
+                     follow and not previous)
+        return
     base = state_dir or processagent.default_state_dir(node)
     pod_dir = runtime.pod_dir(base, pod)
     path = procs.log_file(pod_dir, cname, run)

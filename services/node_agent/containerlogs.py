@@ -1,6 +1,7 @@
 """Reading one run's log file (``procs.log_file``) as a log request asks (acts): its last
 ``tailLines`` lines, at most ``limitBytes``, and with ``follow`` what is written next, until
-the run ends. The rules of the request are ``shared.api.podlog``'s."""
+the run ends; and ``limitBytes`` of a stream that has no such option (the Docker engine's
+log). The rules of the request are ``shared.api.podlog``'s."""
 
 from __future__ import annotations
 
@@ -56,3 +57,17 @@ def stream(path: Path, opts: LogOptions, newer: Path | None = None,
                     yield data
                 return
             time.sleep(FOLLOW_POLL)
+
+
+def limited(chunks: Iterator[bytes], limit_bytes: int | None,
+            stop: threading.Event | None = None) -> Iterator[bytes]:
+    """Acts: ``chunks`` up to ``limit_bytes`` in all (all without), until ``stop`` is set."""
+    left = limit_bytes
+    for chunk in chunks:
+        if left is not None:
+            chunk = chunk[:left]
+            left -= len(chunk)
+        if chunk:
+            yield chunk
+        if left == 0 or (stop is not None and stop.is_set()):
+            return

@@ -16,14 +16,16 @@ daemons that talk to each other over localhost need ``hostNetwork``.
 The lifecycle's records live in the state dir (``runtime.Records``) as for the process
 runtime; the labels let an agent whose state dir was lost remove what it left (``sweep``),
 and find a container it was starting when it died (``find_started``). A container's output
-is the engine's log of it (``daemonbus logs`` reads it there); a container that ended is
-kept until the one after its restart ends too, for ``--previous``.
+is the engine's log of it, served by the agent's log endpoint (``logs``); a container that
+ended is kept until the one after its restart ends too, for ``--previous``.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,10 @@ import docker
 import docker.errors
 import docker.utils
 
-from services.node_agent import podstatus
+from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Records
+from shared.api import podlog
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -327,6 +330,26 @@ class DockerRuntime(Records):
                          "of", eid[:12], labels.get(LABEL_NAMESPACE), labels.get(LABEL_POD))
                 self._remove(eid)
                 del self._seen[eid]
+
+    def logs(self, pod: Obj, container: str, run: int, opts: podlog.LogOptions,
+             stop: threading.Event | None = None) -> Iterator[bytes]:
+        """The engine's log of the run's container (stdout and stderr); following it ends
+        when the container does. The run before the current is kept (``_remove_older``);
+        one not there is upstream's "previous terminated container ... not found"."""
+        md = pod.get("metadata") or {}
+        found = self._ours(f"{LABEL_UID}={md.get('uid')}", f"{LABEL_CONTAINER}={container}",
+                           f"{LABEL_RUN}={run}")
+        if not found:
+            if opts.previous:
+                raise podlog.no_previous(container, str(md.get("name")))
+            raise OSError(f"no container of run {run} of {container}")
+        try:
+            chunks = self.api.logs(found[0]["Id"], stdout=True, stderr=True, stream=True,
+                                   follow=opts.follow and not opts.previous,
+                                   tail="all" if opts.tail_lines is None else opts.tail_lines)
+        except docker.errors.DockerException as err:
+            raise OSError(f"docker: {err}") from err
+        return containerlogs.limited(chunks, opts.limit_bytes, stop)
 
     def forget(self, pod_dir: Path) -> None:
         uid = _uid(pod_dir)

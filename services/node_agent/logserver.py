@@ -3,9 +3,11 @@ the pods it runs, so they can be read from another machine (the API server proxi
 ``/api/v1/namespaces/{ns}/pods/{name}/log`` to it; ``daemonbus logs`` calls it too). Acts.
 
 ``GET /containerLogs/{namespace}/{pod}/{container}?uid=U&run=N`` with ``tailLines``,
-``limitBytes`` and ``follow``: the log file of run N of that container
-(``procs.log_file``). Which run to read is the caller's decision, from the pod's status
-(``shared.api.podlog.pick_run``); this endpoint only serves what is on disk.
+``limitBytes``, ``follow`` and ``previous``: the output of run N of that container, from the
+agent's runtime (``Runtime.logs``: the process runtime's log file of the run, the docker
+runtime's engine log of the run's container). Which run to read is the caller's decision,
+from the pod's status (``shared.api.podlog.pick_run``); this endpoint only serves what the
+runtime keeps.
 
 It listens on the node's IP (``--log-port``, 10250 by default; 0 picks a free one), with TLS
 always: its certificate is self-signed, made at each start, and its SHA-256 is published with
@@ -35,7 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from services.node_agent import containerlogs, procs, runtime
+from services.node_agent.runtime import Runtime
 from shared.api import podlog
 from shared.store.nodeserver import Credentials
 
@@ -95,8 +97,8 @@ class _TLSServer(ThreadingHTTPServer):
 class LogServer:
     """The endpoint, on a thread of its own (each request on its own thread)."""
 
-    def __init__(self, state_dir: Path, ip: str, port: int) -> None:
-        self.state_dir = state_dir
+    def __init__(self, rt: Runtime, state_dir: Path, ip: str, port: int) -> None:
+        self.runtime = rt
         crt, key, digest = _self_signed(state_dir / "server", ip)
         self.credentials = Credentials(secrets.token_urlsafe(32), digest)
         self.stop = threading.Event()
@@ -148,14 +150,14 @@ class LogServer:
         except podlog.LogError as err:
             self._error(req, 400, str(err))
             return
-        pod_dir = runtime.pod_dir(self.state_dir, {"metadata": {
-            "namespace": ns, "name": name, "uid": q["uid"]}})
+        pod = {"metadata": {"namespace": ns, "name": name, "uid": q["uid"]}}
         run = int(q["run"])
-        path = procs.log_file(pod_dir, container, run)
         try:
-            chunks = containerlogs.stream(path, opts, procs.log_file(pod_dir, container, run + 1),
-                                          self.stop)
+            chunks = self.runtime.logs(pod, container, run, opts, self.stop)
             first = next(chunks, b"")
+        except podlog.LogError as err:
+            self._error(req, 400, str(err))
+            return
         except OSError:
             self._error(req, 404, f'no log of run {run} of container "{container}" in pod '
                                   f'"{name}" on this node')

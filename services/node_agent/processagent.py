@@ -159,8 +159,8 @@ class ProcessAgent:
         if self.cfg.log_port is None:
             return
         try:
-            self.logs = logserver.LogServer(self.cfg.state_dir, self.cfg.node_ip,
-                                            self.cfg.log_port)
+            self.logs = logserver.LogServer(self.runtime, self.cfg.state_dir,
+                                            self.cfg.node_ip, self.cfg.log_port)
         except OSError as err:
             log.warning("no log endpoint (port %d on %s): %s", self.cfg.log_port,
                         self.cfg.node_ip, err)

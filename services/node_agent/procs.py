@@ -20,15 +20,18 @@ import resource
 import shutil
 import signal
 import subprocess
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from services.node_agent import podstatus
+from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, Records
+from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -215,3 +218,10 @@ class ProcessRuntime(Records):
 
     def sweep(self, known: set[str]) -> None:
         """Nothing: a process without a record cannot be told from the host's own."""
+
+    def logs(self, pod: Obj, container: str, run: int, opts: LogOptions,
+             stop: threading.Event | None = None) -> Iterator[bytes]:
+        """The run's log file; following it ends when the next run's file appears."""
+        pod_dir = self.pod_dir(pod)
+        return containerlogs.stream(log_file(pod_dir, container, run), opts,
+                                    log_file(pod_dir, container, run + 1), stop)

@@ -16,11 +16,14 @@ import json
 import logging
 import os
 import shutil
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from services.node_agent.podstatus import ContainerState
+from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -107,6 +110,15 @@ class Runtime(Protocol):
     def sweep(self, known: set[str]) -> None:
         """Remove what this node's runtime runs for pods not in ``known`` (uids) and not in
         the records (a state dir lost)."""
+
+    def logs(self, pod: Obj, container: str, run: int, opts: LogOptions,
+             stop: threading.Event | None = None) -> Iterator[bytes]:
+        """The output of run ``run`` of ``container`` of ``pod`` (its metadata: namespace,
+        name, uid) as ``opts`` ask: the last ``tail_lines`` lines, at most ``limit_bytes``,
+        with ``follow`` (not with ``previous``) what it writes next until the run ends or
+        ``stop`` is set. OSError when this node has no log of that run, LogError (upstream's
+        text) for a previous run the runtime does not keep; either may come with the first
+        chunk."""
 
 
 def pod_dir(state_dir: Path, pod: Obj) -> Path:

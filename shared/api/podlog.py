@@ -92,6 +92,13 @@ def pick_container(pod: Obj, name: str) -> str:
     return name
 
 
+def no_previous(container: str, pod_name: str) -> LogError:
+    """Upstream's error for a previous run that is not there (kubelet's, and the runtime's
+    when it keeps no such container)."""
+    return LogError(f'previous terminated container "{container}" in pod "{pod_name}" not '
+                    "found")
+
+
 def pick_run(pod: Obj, container: str, previous: bool) -> int:
     """Decides: which run of ``container`` to read (its log file's number), from the pod's
     status as kubelet's ``validateContainerLogStatus`` does: the current (or last ended) run,
@@ -105,8 +112,7 @@ def pick_run(pod: Obj, container: str, previous: bool) -> int:
     pod_name = meta.name(pod)
     if cs is None:
         if previous:
-            raise LogError(f'previous terminated container "{container}" in pod "{pod_name}" '
-                           "not found")
+            raise no_previous(container, pod_name)
         raise LogError(f'container "{container}" in pod "{pod_name}" is waiting to start - '
                        "no logs yet")
     run = int(cs.get("restartCount") or 0)
@@ -114,8 +120,7 @@ def pick_run(pod: Obj, container: str, previous: bool) -> int:
     last = (cs.get("lastState") or {}).get("terminated")
     if previous:
         if not last:
-            raise LogError(f'previous terminated container "{container}" in pod "{pod_name}" '
-                           "not found")
+            raise no_previous(container, pod_name)
         return run if "waiting" in state else max(0, run - 1)
     if "running" in state or "terminated" in state or last:
         return run
@@ -167,6 +172,8 @@ def request_path(pod: Obj, container: str, run: int, opts: LogOptions) -> str:
     q: dict[str, str] = {"uid": meta.uid(pod), "run": str(run)}
     if opts.follow:
         q["follow"] = "true"
+    if opts.previous:
+        q["previous"] = "true"
     if opts.tail_lines is not None:
         q["tailLines"] = str(opts.tail_lines)
     if opts.limit_bytes is not None:

@@ -1,7 +1,8 @@
 """The node agent's docker runtime with the real Docker engine: a DaemonSet of small HTTP
 servers from a local image (the project's Debian base image, which has python3), made Ready
 by its probe, rolled to a new version, an image that cannot be pulled, an agent SIGKILLed
-and started again, and deletion.
+and started again, and deletion; ``kubectl logs`` of a container through the API server,
+from the engine's log, served by the agent's endpoint.
 
 The agent runs on this machine and talks to the engine's socket; its node name is the
 test's own, and every container it makes carries that name in a label, so the fixture
@@ -34,8 +35,10 @@ import yaml
 from services.node_agent import dockerrt
 from shared.model import meta
 from shared.model.podutil import is_ready
+from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_node_agent_process import SERVER
+from tests.integration.test_pod_logs import APP, first_run, lines
 
 pytestmark = pytest.mark.cluster
 
@@ -59,7 +62,7 @@ class Engine:
     def agent(self) -> None:
         self.stack.start("agent", "node-agent", "--runtime", "docker", "--node-name", self.node,
                          "--node-ip", self.ip, "--state-dir", str(self.state),
-                         "--backoff-initial", "0.5")
+                         "--backoff-initial", "0.5", "--log-port", "0")
 
     def containers(self, **labels: str) -> list[dict[str, Any]]:
         """The engine's summaries of the containers of this test's node (any state; one
@@ -192,7 +195,7 @@ def test_daemonset_runs_in_docker_ready_by_its_probe_and_rolls_to_a_new_version(
     init = pod["status"]["initContainerStatuses"][0]
     assert init["state"]["terminated"]["reason"] == "Completed"
     logs = ["logs", f"pod/{meta.name(pod)}", "-n", "default"]
-    assert cli(engine, *logs) == b"serving v1\n"  # the engine's log of the container
+    assert cli(engine, *logs) == b"serving v1\n"  # the engine's log, via the agent
 
     engine.stack.store.apply(daemonset(engine, "v2"))
 
@@ -280,3 +283,45 @@ def test_deleting_the_daemonset_leaves_no_container(engine: Engine) -> None:
     assert len(engine.marks("v1.term")) == 1
     assert not engine.client.volumes.list(
         filters={"label": f"{dockerrt.LABEL_NODE}={engine.node}"})
+
+
+def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
+                                                             tmp_path: Path) -> None:
+    start(engine)
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    (engine.dir / "app.py").write_text(APP)
+    srv = [{"name": "srv", "mountPath": "/srv"}]
+    engine.stack.store.apply({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "chatty", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "chatty"}},
+                 "template": {"metadata": {"labels": {"app": "chatty"}}, "spec": {
+                     "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+                     "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}}],
+                     "initContainers": [{"name": "setup", "image": IMAGE, "command": [
+                         "python3", "-c", "print('setup done')"]}],
+                     "containers": [{"name": "app", "image": IMAGE, "volumeMounts": srv,
+                                     "command": ["python3", "/srv/app.py", "/srv"]}]}}}})
+
+    def running(restarts: int) -> dict[str, Any] | None:
+        for pod in pods(engine):
+            cs = main_status(pod)
+            if cs.get("restartCount") == restarts and "running" in (cs.get("state") or {}):
+                return pod
+        return None
+
+    pod = wait_for(lambda: running(0), timeout=90, what="the pod running")
+    name = meta.name(pod)
+    first_run(api, name)
+    none = api.kubectl("logs", name, "--previous", check=False)
+    assert none.returncode != 0
+    assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
+
+    (engine.dir / "stop1").touch()  # the run ends (exit 1); the next one starts
+    wait_for(lambda: running(1), timeout=90, what="the container restarted")
+    wait_for(lambda: api.kubectl("logs", name).stdout == lines(2),
+             what="the second run's lines")
+    assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)
+    assert api.kubectl("logs", name, "-p", "--tail", "1").stdout == "run 1 bye\n"
+    assert cli(engine, "logs", f"pod/{name}", "--previous") == lines(1, bye=True).encode()

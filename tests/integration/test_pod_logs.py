@@ -61,6 +61,17 @@ def daemonset(m: Machine) -> dict[str, Any]:
     }))
 
 
+def first_run(api: ApiServer, name: str) -> None:
+    """What kubectl shows of the first run of ``daemonset``'s pod ``name``: the only
+    container's lines, ``-c``, the init container's, ``--tail``, ``--limit-bytes``."""
+    wait_for(lambda: api.kubectl("logs", name).stdout == lines(1), what="the first lines")
+    assert api.kubectl("logs", name, "-c", "app").stdout == lines(1)
+    assert api.kubectl("logs", name, "-c", "setup").stdout == "setup done\n"
+    assert api.kubectl("logs", f"pod/{name}", "--tail", "2").stdout == \
+        "run 1 line 4\nrun 1 line 5\n"
+    assert api.kubectl("logs", name, "--limit-bytes", "6").stdout == "run 1 "
+
+
 def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,
                                                                   tmp_path: Path) -> None:
     stack = machine.stack
@@ -83,13 +94,7 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     port = stack.store.get("Node", f"/{node}")["status"]["daemonEndpoints"][
         "kubeletEndpoint"]["Port"]
     assert port > 0
-    wait_for(lambda: api.kubectl("logs", name).stdout == lines(1), what="the first lines")
-
-    assert api.kubectl("logs", name, "-c", "app").stdout == lines(1)
-    assert api.kubectl("logs", name, "-c", "setup").stdout == "setup done\n"
-    assert api.kubectl("logs", f"pod/{name}", "--tail", "2").stdout == \
-        "run 1 line 4\nrun 1 line 5\n"
-    assert api.kubectl("logs", name, "--limit-bytes", "6").stdout == "run 1 "
+    first_run(api, name)
     assert api.kubectl("logs", name, user="viewer").stdout == lines(1)
     bad = api.kubectl("logs", name, "-c", "nope", check=False)
     assert bad.returncode != 0

@@ -1,5 +1,6 @@
 """Which container and which run ``kubectl logs`` reads (shared.api.podlog, upstream's rules and
-texts), the query options, and reading one run's file with tail, limit and follow."""
+texts), the query options, reading one run's file with tail, limit and follow, and the limit
+of a stream (the Docker engine's log)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.node_agent.containerlogs import stream
+from services.node_agent.containerlogs import limited, stream
 from shared.api.podlog import LogError, LogOptions, options, pick_container, pick_run
 
 
@@ -91,3 +92,11 @@ def test_stream_tails_limits_and_follows_until_the_next_run(tmp_path: Path) -> N
     stop.set()
     assert list(stream(path, LogOptions(follow=True, tail_lines=0), newer=None,
                        stop=stop)) == []
+
+
+def test_limited_cuts_a_stream_at_limit_bytes_or_when_stopped() -> None:
+    assert list(limited(iter([b"abc", b"def", b"gh"]), 4)) == [b"abc", b"d"]
+    assert list(limited(iter([b"abc", b"def"]), None)) == [b"abc", b"def"]
+    stop = threading.Event()
+    stop.set()
+    assert list(limited(iter([b"abc", b"def"]), None, stop)) == [b"abc"]
