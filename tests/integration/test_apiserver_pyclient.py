@@ -356,8 +356,18 @@ def test_every_write_through_the_api_names_its_user_in_the_log(api: ApiServer) -
 
     created = write("create", "editor", "POST", path, daemonset("who", ns))
     wrote["create"] = ("editor", created["metadata"]["resourceVersion"])
-    created["metadata"]["labels"] = {"by": "put"}
-    updated = write("update", "admin", "PUT", f"{path}/who", created)
+    # an update carries the resourceVersion it read; the status writer may write the new
+    # DaemonSet's status in between (a 409, as on any API server): read again and retry, as
+    # client-go's RetryOnConflict does
+    for _ in range(20):
+        code, current = api.request("GET", f"{path}/who", token="admin")
+        assert code == 200, current
+        body = {**current, "metadata": {**current["metadata"], "labels": {"by": "put"}}}
+        code, doc = api.request("PUT", f"{path}/who", body, token="admin")
+        if code != 409:
+            break
+    assert code == 200, ("update", code, doc)
+    updated = dict(doc)
     wrote["update"] = ("admin", updated["metadata"]["resourceVersion"])
     patched = write("patch", "editor", "PATCH", f"{path}/who",
                     {"metadata": {"labels": {"by": "patch"}}}, merge)
