@@ -23,26 +23,30 @@ def password_file() -> Path:
     return home() / "redis-password"
 
 
-def _private_home() -> Path:
-    """``home()``, created readable by its owner only."""
-    path = home()
+def private_dir(path: Path) -> Path:
+    """Acts: ``path`` (and its parents) created, and made readable by its owner only."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.chmod(0o700)
     return path
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Acts: write ``text`` to ``path`` created with mode 600 (never briefly readable by
-    others, as a write then chmod would be)."""
+def _private_home() -> Path:
+    """``home()``, created readable by its owner only."""
+    return private_dir(home())
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Acts: write ``data`` to ``path`` created with mode 600 (never briefly readable by
+    others, as a write then chmod would be); a file there already is made 600 too."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
     path.chmod(0o600)
 
 
 def record_url(url: str) -> None:
     _private_home()
-    _write_private(recorded_url_file(), url + "\n")
+    write_private(recorded_url_file(), url + "\n")
 
 
 def redis_password() -> str:
@@ -58,7 +62,7 @@ def redis_password() -> str:
         return existing
     _private_home()
     password = secrets.token_hex(32)
-    _write_private(path, password + "\n")
+    write_private(path, password + "\n")
     return password
 
 

@@ -15,6 +15,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from services import config
+
 ROLES = ("admin", "edit", "view")
 READ_VERBS = frozenset({"get", "list", "watch"})
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -125,6 +127,4 @@ def new_token() -> str:
 def write_token_file(path: Path, users: list[tuple[str, str, str]]) -> None:
     """Write ``token,user,role`` lines readable by the owner only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text("".join(f"{t},{u},{r}\n" for t, u, r in users))
+    config.write_private(path, "".join(f"{t},{u},{r}\n" for t, u, r in users))

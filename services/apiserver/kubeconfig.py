@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from services import config as services_config
 from services.apiserver import auth
 
 NAME = "daemonbus"
@@ -37,9 +38,7 @@ def dump(config: dict[str, Any]) -> str:
 def write(path: Path, config: dict[str, Any]) -> None:
     """Write a kubeconfig readable by its owner only (it holds a token)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(dump(config))
+    services_config.write_private(path, dump(config))
 
 
 def record_server(directory: Path, url: str, ca: Path | None) -> None:

@@ -19,14 +19,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from services import config
+
 CA_DAYS = 3650
 CERT_DAYS = 365
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_bytes(data)
 
 
 def _key_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -41,8 +37,7 @@ def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
 
 
 def ensure_ca(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
+    config.private_dir(directory)
     crt, key_path = directory / "ca.crt", directory / "ca.key"
     if crt.exists() and key_path.exists():
         return x509.load_pem_x509_certificate(crt.read_bytes()), _load_key(key_path)
@@ -60,8 +55,8 @@ def ensure_ca(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivat
                                          key_agreement=False, encipher_only=False,
                                          decipher_only=False), critical=True)
             .sign(key, hashes.SHA256()))
-    _write(key_path, _key_bytes(key))
-    _write(crt, cert.public_bytes(serialization.Encoding.PEM))
+    config.write_private(key_path, _key_bytes(key))
+    config.write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
     return cert, key
 
 
@@ -112,8 +107,8 @@ def ensure_serving(directory: Path, bind: str) -> tuple[Path, Path, Path]:
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
-    _write(key_path, _key_bytes(key))
-    _write(crt, cert.public_bytes(serialization.Encoding.PEM))
+    config.write_private(key_path, _key_bytes(key))
+    config.write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
     return directory / "ca.crt", crt, key_path
 
 

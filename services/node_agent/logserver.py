@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from services import config
 from services.node_agent.runtime import Runtime
 from shared.api import podlog
 from shared.store.nodeserver import Credentials
@@ -51,8 +52,7 @@ _UID = re.compile(r"[A-Za-z0-9-]{1,64}")
 def _self_signed(directory: Path, ip: str) -> tuple[Path, Path, str]:
     """A fresh key and self-signed certificate for ``ip`` in ``directory`` (owner-only);
     returns their paths and the certificate's SHA-256 (hex, of its DER form)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
+    config.private_dir(directory)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "daemonbus-node-agent")])
     now = dt.datetime.now(dt.UTC)
@@ -64,13 +64,10 @@ def _self_signed(directory: Path, ip: str) -> tuple[Path, Path, str]:
                 ipaddress.ip_address(ip))]), critical=False)
             .sign(key, hashes.SHA256()))
     crt, key_path = directory / "server.crt", directory / "server.key"
-    for path, data in ((key_path, key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption())),
-            (crt, cert.public_bytes(serialization.Encoding.PEM))):
-        path.touch(mode=0o600, exist_ok=True)
-        path.chmod(0o600)
-        path.write_bytes(data)
+    config.write_private(key_path, key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    config.write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
     digest = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
     return crt, key_path, digest
 
