@@ -40,6 +40,19 @@ def apply(stack: Stack, tmp_path: Path, ds: Obj) -> None:
     assert result.exit_code == 0, result.output
 
 
+def refused_with_nothing_written(stack: Stack, tmp_path: Path, bad: Obj, message: str,
+                                 annotation: str, kept: str) -> None:
+    """``daemonbus apply`` of ``bad`` fails naming the field with ``message``, and the stored
+    DaemonSet's ``annotation`` is still ``kept``."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    refused = run(stack, "apply", "-f", str(path))
+    assert refused.exit_code == 1
+    assert message in refused.stderr
+    stored = stack.store.get("DaemonSet", f"default/{meta.name(bad)}")
+    assert meta.annotations(stored)[annotation] == kept  # nothing written
+
+
 def annotated(ds: Obj, **annotations: str) -> Obj:
     ds["metadata"]["annotations"] = {rolloutopts.PREFIX + k.replace("_", "-"): v
                                      for k, v in annotations.items()}
@@ -63,14 +76,10 @@ def test_partitioned_rollout_stops_at_the_partition_lowering_continues_promote_f
     v1, v2 = "registry.example/app:v1", "registry.example/app:v2"
     apply(stack, tmp_path, annotated(daemonset("web", strategy=rolling(4, 0)), partition="2"))
     wait_for(lambda: rolled_out(stack, "web", 4), timeout=60, what="web rolled out")
-    bad = annotated(daemonset("web", strategy=rolling(4, 0)), partition="x")
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
-    refused = run(stack, "apply", "-f", str(tmp_path / "bad.yaml"))
-    assert refused.exit_code == 1
-    assert ('metadata.annotations[rollout.daemonbus.io/partition]: Invalid value: "x": must be '
-            "a non-negative integer or a percentage (e.g. '10%')") in refused.stderr
-    assert meta.annotations(stack.store.get("DaemonSet", "default/web"))[
-        rolloutopts.PARTITION] == "2"  # nothing written
+    refused_with_nothing_written(
+        stack, tmp_path, annotated(daemonset("web", strategy=rolling(4, 0)), partition="x"),
+        'metadata.annotations[rollout.daemonbus.io/partition]: Invalid value: "x": must be '
+        "a non-negative integer or a percentage (e.g. '10%')", rolloutopts.PARTITION, "2")
 
     set_image(stack, "web", v2)
     status = run(stack, "rollout", "status", "ds/web", "--timeout", "60s")
@@ -236,14 +245,11 @@ def test_a_failing_image_past_the_failure_ratio_pauses_the_rollout_and_replay_ve
     apply(stack, tmp_path, annotated(daemonset("app", strategy=rolling(1, 0)),
                                      failure_action="pause", max_failure_ratio="0.5"))
     wait_for(lambda: rolled_out(stack, "app", 4), timeout=60, what="app rolled out")
-    bad = annotated(daemonset("app", strategy=rolling(1, 0)), failure_action="stop")
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
-    refused = run(stack, "apply", "-f", str(tmp_path / "bad.yaml"))
-    assert refused.exit_code == 1
-    assert ('metadata.annotations[rollout.daemonbus.io/failure-action]: Unsupported value: '
-            '"stop": supported values: "pause", "rollback"') in refused.stderr
-    assert meta.annotations(stack.store.get("DaemonSet", "default/app"))[
-        rolloutopts.FAILURE_ACTION] == "pause"  # nothing written
+    refused_with_nothing_written(
+        stack, tmp_path,
+        annotated(daemonset("app", strategy=rolling(1, 0)), failure_action="stop"),
+        'metadata.annotations[rollout.daemonbus.io/failure-action]: Unsupported value: '
+        '"stop": supported values: "pause", "rollback"', rolloutopts.FAILURE_ACTION, "pause")
 
     set_image(stack, "app", "registry.example/app:crash")
     record = wait_for(lambda: failure_record(stack, "app"), timeout=60, what="the pause")
