@@ -165,7 +165,9 @@ def test_drain_cordon_uncordon_take_node_slash_name_or_name_and_global_flags_any
     lone = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lone", "namespace": "default"},
             "spec": {"nodeName": "node-00001", "containers": [{"name": "c", "image": V1}]}}
     apply_file(stack, tmp_path, "pod.yaml", yaml.safe_dump(lone))
-    wait_for(lambda: len(app_pods(stack, "agent")) == 2, timeout=30, what="2 daemon pods")
+    # a daemon pod may exist a moment before it is bound to its node: wait for both bound
+    wait_for(lambda: sorted(p["spec"].get("nodeName") or "" for p in app_pods(stack, "agent"))
+             == ["node-00001", "node-00002"], timeout=30, what="2 daemon pods bound")
     agent = next(p for p in app_pods(stack, "agent")
                  if p["spec"].get("nodeName") == "node-00001")
     agent_ref = f"default/{meta.name(agent)}"
