@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-import redis
-
 from services import config
 from shared import settings
 from shared.store import client as store_client
@@ -42,8 +40,7 @@ STALL_SECONDS = settings.current.stall_seconds
 # What a loop rides out as "Redis is away": redis-py's connection errors (a refused or reset
 # connection, a server still loading its append-only file) and timeouts, and the store's
 # UnavailableError that wraps them.
-REDIS_DOWN: tuple[type[Exception], ...] = (
-    redis.ConnectionError, redis.TimeoutError, errors.UnavailableError)
+REDIS_DOWN: tuple[type[Exception], ...] = (*errors.TransportDown, errors.UnavailableError)
 OUTAGE_FIRST_DELAY = 0.5  # seconds before the first retry; doubling up to
 OUTAGE_MAX_DELAY = 5.0  # so a Redis back after any outage is noticed within 5 s
 

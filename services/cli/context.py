@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
-import redis
 
 from services import config
 from services.cli import errors, resources
@@ -60,7 +59,7 @@ class CliEnv:
             try:
                 client = store_client.connect(url)
                 client.ping()
-            except (redis.RedisError, ValueError) as err:
+            except (store_errors.TransportError, ValueError) as err:
                 raise errors.CliError(
                     f"error: cannot reach Redis at {redact(url)}: {err}") from err
             keys = Keys(config.prefix(self.prefix))
@@ -135,5 +134,5 @@ class Group(click.Group):
             return super().invoke(ctx)
         except store_errors.StoreError as err:
             raise errors.CliError(store_error_message(err)) from err
-        except redis.RedisError as err:
+        except store_errors.TransportError as err:
             raise errors.CliError(f"error: redis: {err}") from err

@@ -23,7 +23,6 @@ import urllib.request
 from dataclasses import dataclass
 
 import click
-import redis
 
 from services import config
 from services.cli import context
@@ -80,7 +79,7 @@ def probe_redis(url: str | None, timeout: float) -> Probe:
             client.ping()
         finally:
             client.close()
-    except (redis.RedisError, store_errors.UnavailableError, ValueError, OSError) as err:
+    except (store_errors.TransportError, store_errors.UnavailableError, ValueError, OSError) as err:
         return Probe("redis", False, context.redact(str(err)))
     return Probe("redis", True, "ok")
 

@@ -1,5 +1,9 @@
 """The errors every store user sees, defined in ``shared.model.errors`` (pure: the log's own
-module raises them too) and named here for the store's callers."""
+module raises them too) and named here for the store's callers; and the transport's own
+(redis-py's), named here so that a caller that rides out an outage or reports a failed call
+catches them without importing ``redis`` itself."""
+
+import redis
 
 from shared.model.errors import (
     AlreadyExistsError,
@@ -15,6 +19,12 @@ from shared.model.errors import (
     UnavailableError,
 )
 
+# redis-py's errors: any failed call (``TransportError``), and those of a Redis that is away
+# (``TransportDown``: a refused or reset connection, a server still loading, a timeout)
+TransportError = redis.RedisError
+TransportDown: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
 __all__ = ["AlreadyExistsError", "BadRequestError", "ConflictError", "CorruptEntryError",
            "ForbiddenError", "InvalidError", "MalformedObjectError", "NotFoundError",
-           "StoreError", "TooLargeError", "UnavailableError"]
+           "StoreError", "TooLargeError", "TransportDown", "TransportError",
+           "UnavailableError"]
