@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from prometheus_client import Counter, Gauge
 
@@ -30,10 +29,12 @@ from services import common
 from services.watcher import handlers
 from shared import settings
 from shared.control.protocols import LeaderLease
+from shared.eventlog.ports import Cursor
 from shared.model import meta
-from shared.store import codec
+from shared.store import adapters, codec
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
+from shared.store.eventlog import RedisCursor
 from shared.store.log import LogReader
 from shared.store.watcher_batch import NotLeader, RedisWatcherBatch
 
@@ -60,7 +61,7 @@ def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
 
 class Watcher:
     def __init__(self, store: Store, lease: LeaderLease,
-                 renew_every: float = LEASE_SECONDS / 4) -> None:
+                 renew_every: float = LEASE_SECONDS / 4, cursor: Cursor | None = None) -> None:
         self.store = store
         self.lease = lease
         self.renew_every = renew_every
@@ -71,10 +72,11 @@ class Watcher:
             in_namespace=lambda ns: self.cache.by_index("ns", ns),
             all_=lambda: self.cache.objects["DaemonSet"].values(),
         )
-        self.cursor_key = store.keys.cursor(ROLE)
+        # where the last batch left off (moved by each batch, below; read at start)
+        self.cursor = cursor if cursor is not None else adapters.on(store, RedisCursor, ROLE)
         # the workqueue, expectations and cursor, written in one script per batch
-        self.batch = RedisWatcherBatch(store.r, store.keys, lease.holder, lease_role=ROLE,
-                                       cursor_reader=ROLE)
+        self.batch = adapters.on(store, RedisWatcherBatch, lease.holder, lease_role=ROLE,
+                                 cursor_reader=ROLE)
         self._renewed = time.monotonic()
         self._rewinds = store.mark.rewinds
 
@@ -142,8 +144,7 @@ class Watcher:
         tip = self.cache.sync()  # after a rewind it is its listing that notices
         rewound = self.store.mark.rewinds != self._rewinds
         self._rewinds = self.store.mark.rewinds
-        raw: Any = self.store.r.get(self.cursor_key)
-        cursor = raw.decode() if raw else None
+        cursor = self.cursor.get()
         reaction = handlers.Reaction()
         if rewound:
             log.warning("the log went backwards: dropping the expectations of every DaemonSet "

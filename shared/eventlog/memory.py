@@ -1,6 +1,7 @@
 """The event log in memory: the twin of ``shared.store.eventlog.RedisEventLog``, for unit
-tests of semantics (both pass ``tests/integration/test_eventlog_contract.py``). Acts on
-itself only."""
+tests of semantics (both pass ``tests/integration/test_eventlog_contract.py``); and a
+reader's cursor, the twin of ``RedisCursor`` (``test_cursor_contract.py``). Acts on itself
+only."""
 
 from __future__ import annotations
 
@@ -55,3 +56,14 @@ class InMemoryEventLog:
 
     def length(self) -> int:
         return len(self.entries)
+
+
+class InMemoryCursor:
+    def __init__(self, position: str | None = None) -> None:
+        self.position = position
+
+    def get(self) -> str | None:
+        return self.position
+
+    def set(self, position: str) -> None:
+        self.position = position

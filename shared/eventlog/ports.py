@@ -2,7 +2,8 @@
 
 ``shared.store.eventlog.RedisEventLog`` is the log in Redis (a stream); ``InMemoryEventLog``
 (``shared.eventlog.memory``) is its twin for unit tests of semantics. Both are held to one
-contract suite (``tests/integration/test_eventlog_contract.py``).
+contract suite (``tests/integration/test_eventlog_contract.py``); so are a reader's stored
+position, ``Cursor`` (``RedisCursor``, ``InMemoryCursor``: ``test_cursor_contract.py``).
 
 Positions are entry ids (``"<ms>-<seq>"``); ``NO_POSITION`` is before the first entry.
 Compaction trims the log below its snapshot's id (``start``): a reader whose position is
@@ -57,6 +58,19 @@ class EventLog(Protocol):
 
     def length(self) -> int:
         """How many entries the log holds."""
+
+
+class Cursor(Protocol):
+    """One reader's position in the log, kept across its restarts (the watcher's: the entry
+    its last batch covered, from which a restarted watcher replays). The watcher moves its
+    own in the fenced write of each batch (``shared.store.watcher_batch``); ``set`` is the
+    unfenced write, for tools and tests."""
+
+    def get(self) -> str | None:
+        """The stored position (None: none was ever stored)."""
+
+    def set(self, position: str) -> None:
+        """Store ``position``."""
 
 
 def pages(log: EventLog, position: str, page: int, until: str = "") -> Iterator[Page]:

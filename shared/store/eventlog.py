@@ -1,6 +1,8 @@
 """The event log in Redis (the stream ``Keys.log``), as the port
 ``shared.eventlog.ports.EventLog``. Each read is one round trip; ``after`` reads the
-compaction point (``Keys.log_snapshot_id``) in the same pipeline. Acts (reads Redis)."""
+compaction point (``Keys.log_snapshot_id``) in the same pipeline. And a reader's stored
+position, ``Keys.cursor(reader)``, as the port ``shared.eventlog.ports.Cursor``. Acts
+(Redis)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,22 @@ class RedisEventLog:
         """Add ``entry`` with its own id (as ``replay FILE`` does; tests build logs so)."""
         with redis_errors("append to the log"):
             self.r.xadd(self.keys.log, entry.fields(), id=entry.id)  # type: ignore[arg-type]
+
+
+class RedisCursor:
+    """The cursor ``Keys.cursor(reader)`` (the watcher's batch writes it fenced, in the same
+    script as its effects: ``shared.store.watcher_batch``)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, reader: str) -> None:
+        self.r = client
+        self.key = keys.cursor(reader)
+
+    def get(self) -> str | None:
+        raw: Any
+        with redis_errors("read the cursor"):
+            raw = self.r.get(self.key)
+        return text(raw) if raw else None
+
+    def set(self, position: str) -> None:
+        with redis_errors("store the cursor"):
+            self.r.set(self.key, position)

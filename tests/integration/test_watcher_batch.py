@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
 
 import pytest
 import redis
@@ -16,6 +15,7 @@ from services.node_agent.lifecycle import new_node
 from services.replay import compact
 from services.watcher.watcher import Watcher
 from shared.store.client import Store
+from shared.store.eventlog import RedisCursor
 from shared.store.expectations import RedisExpectations
 from shared.store.keys import Keys
 from shared.store.lease import RedisLeaderLease
@@ -52,8 +52,8 @@ def exp(client: redis.Redis, keys: Keys) -> RedisExpectations:
 
 
 def _cursor(client: redis.Redis, keys: Keys) -> str | None:
-    raw: Any = client.get(keys.cursor("watcher"))
-    return None if raw is None else raw.decode()
+    """The cursor the batch wrote, as the watcher reads it (the port)."""
+    return RedisCursor(client, keys, "watcher").get()
 
 
 def _dump(client: redis.Redis, keys: Keys) -> dict[bytes, bytes | None]:

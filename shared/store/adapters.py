@@ -1,0 +1,29 @@
+"""The Redis adapters of ``shared.store`` on one store's connection and names: how a process
+wires its ports without holding the Redis handle itself (``services`` import no ``redis``
+and never reach ``Store.r``; an import-linter contract keeps it so)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
+
+import redis
+
+from shared.store.client import Store
+from shared.store.keys import Keys
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def on(store: Store, adapter: Callable[Concatenate[redis.Redis, Keys, P], T],
+       *args: P.args, **kwargs: P.kwargs) -> T:
+    """``adapter`` (a class or function of ``shared.store`` taking the connection and the
+    names first) on ``store``'s: ``on(store, RedisWorkQueue, lease_seconds=8)``."""
+    return adapter(store.r, store.keys, *args, **kwargs)
+
+
+def connection(store: Store) -> redis.Redis:
+    """``store``'s connection itself, for the RQ adapter (``services.reconciler.worker``, the
+    one module of ``services`` that speaks to Redis through a library of its own)."""
+    return store.r
