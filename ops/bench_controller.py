@@ -31,8 +31,7 @@ from typing import Any
 import benchkit
 from benchkit import NAMESPACE, Cluster, id_ms
 
-from services.node_agent import lifecycle
-from shared.store import codec, errors
+from shared.store import codec
 
 DS_KEY = f"{NAMESPACE}/{benchkit.DS_NAME}"
 
@@ -109,26 +108,6 @@ def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
     }
 
 
-def wait_for_pod(c: Cluster, node: str, after: str, timeout: float = 15.0) -> str:
-    """The entry id of the first Pod ADDED for ``node`` after ``after``."""
-    pos = after
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        resp: Any = c.s.r.xread({c.s.keys.log: pos}, count=500, block=200)
-        for eid_b, fields in (resp[0][1] if resp else []):
-            pos = str(eid_b.decode())
-            if fields.get(b"k") != b"Pod" or fields.get(b"t") != b"ADDED":
-                continue
-            try:
-                entry = codec.decode_entry(pos, fields)
-            except errors.CorruptEntryError:
-                continue
-            if lifecycle.target_node(entry.obj) == node:
-                return pos
-        c.check_alive()
-    raise RuntimeError(f"no pod was created for node {node} within {timeout}s")
-
-
 def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
     c.start_profiling(f"node-added-{n}")
     before = c.command_stats()
@@ -139,7 +118,7 @@ def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
     for i in range(1, count + 1):
         name = f"added-{i:05d}"
         (node_id,) = c.create_nodes([name])
-        pod_id = wait_for_pod(c, name, node_id)
+        pod_id = c.wait_for_pod(name, node_id)
         latencies.append(id_ms(pod_id) - id_ms(node_id))
         if time.monotonic() >= next_line:
             next_line += 1.0

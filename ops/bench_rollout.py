@@ -31,14 +31,15 @@ DS_KEY = f"{NAMESPACE}/{benchkit.DS_NAME}"
 NEW_IMAGE = "bench/agent:2"
 
 
-def set_image(c: Cluster, image: str) -> dict[str, Any]:
-    """Change the first container's image (a template change through the store)."""
+def set_image(c: Cluster, image: str, key: str = DS_KEY) -> dict[str, Any]:
+    """Change the first container's image of DaemonSet ``key`` (a template change through
+    the store)."""
 
     def change(ds: dict[str, Any]) -> dict[str, Any]:
         ds["spec"]["template"]["spec"]["containers"][0]["image"] = image
         return ds
 
-    out = c.s.mutate("DaemonSet", DS_KEY, change)
+    out = c.s.mutate("DaemonSet", key, change)
     assert out is not None
     return out
 

@@ -36,7 +36,8 @@ if str(ROOT) not in sys.path:
 
 from services.node_agent import lifecycle  # noqa: E402
 from shared.model import meta  # noqa: E402
-from shared.store import codec  # noqa: E402
+from shared.model.kinds import STORED  # noqa: E402
+from shared.store import codec, errors, scripts  # noqa: E402
 from shared.store.client import Store, connect  # noqa: E402
 from shared.store.keys import Keys  # noqa: E402
 from shared.store.server import RedisServer, free_port  # noqa: E402
@@ -96,9 +97,12 @@ def daemonset_manifest(name: str = DS_NAME, namespace: str = NAMESPACE, image: s
     }
 
 
-def ready_node(name: str, now: float) -> Obj:
-    """A node as a kubelet registers it, already reporting Ready (instant readiness)."""
+def ready_node(name: str, now: float, labels: dict[str, str] | None = None) -> Obj:
+    """A node as a kubelet registers it, already reporting Ready (instant readiness), with
+    ``labels`` added to its own."""
     node = lifecycle.new_node(name)
+    if labels:
+        node["metadata"].setdefault("labels", {}).update(labels)
     stamp = meta.format_time(now)
     node["status"]["conditions"] = [{
         "type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -202,12 +206,16 @@ class Cluster:
             stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
         log.close()
 
-    def start_all(self) -> None:
+    def start_all(self, gc: bool = False) -> None:
+        """The watcher, the reconciler-workers, the status-writer and the node agent; with
+        ``gc`` the garbage collector too (pods of removed nodes are its to delete)."""
         self.start("watcher", "watcher")
         for i in range(self.workers):
             self.start(f"reconciler-{i}", "reconciler", "--name", f"bench-r{i}")
         self.start("status-writer", "status-writer")
         self.start("node-agent", "node-agent", "--ready-delay", "0", "--grace", str(self.grace))
+        if gc:
+            self.start("gc", "gc")
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -279,15 +287,41 @@ class Cluster:
 
     # ---- setup --------------------------------------------------------------------------------
 
-    def create_nodes(self, names: list[str]) -> list[str]:
-        """Create Ready nodes, 1,000 per commit; returns their entry ids."""
+    def create_nodes(self, names: list[str], labels: dict[str, str] | None = None,
+                     timings: list[float] | None = None) -> list[str]:
+        """Create Ready nodes (with ``labels``), 1,000 per commit; returns their entry ids.
+        Each commit is one command, counted in ``bench_commands``; ``timings`` gets the
+        seconds each commit took, its ops' preparation left out."""
         ids: list[str] = []
         now = time.time()
         for i in range(0, len(names), 1000):
-            ops = [self.s.create_op(ready_node(n, now)) for n in names[i:i + 1000]]
-            for res in self.s.commit(ops):
+            ops = [self.s.create_op(ready_node(n, now, labels)) for n in names[i:i + 1000]]
+            started = time.perf_counter()
+            results = self.s.commit(ops)
+            if timings is not None:
+                timings.append(time.perf_counter() - started)
+            self.bench_commands += 1
+            for res in results:
                 if not res.ok:
                     raise RuntimeError(f"creating node {res.op.key}: {res.status}")
+                ids.append(res.value)
+        return ids
+
+    def delete_nodes(self, names: list[str]) -> list[str]:
+        """Delete nodes (as ``kubectl delete node``), 1,000 per commit; returns the entry ids.
+        Each commit is one command, counted in ``bench_commands``."""
+        ids: list[str] = []
+        for i in range(0, len(names), 1000):
+            ops = []
+            for name in names[i:i + 1000]:
+                op = self.s.delete_op(self.s.get("Node", "/" + name))
+                self.bench_commands += 1  # the read
+                if op is not None:
+                    ops.append(op)
+            self.bench_commands += 1
+            for res in self.s.commit(ops):
+                if not res.ok:
+                    raise RuntimeError(f"deleting node {res.op.key}: {res.status}")
                 ids.append(res.value)
         return ids
 
@@ -382,6 +416,44 @@ class Cluster:
         ds = codec.unpack(raw) if raw else {}
         return int(pods), ds
 
+    def wait_for_pod(self, node: str, after: str, timeout: float = 15.0) -> str:
+        """The entry id of the first Pod ADDED for ``node`` after ``after``; every read is
+        counted in ``bench_commands``."""
+        pos = after
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            resp: Any = self.s.r.xread({self.s.keys.log: pos}, count=500, block=200)
+            self.bench_commands += 1
+            for eid_b, fields in (resp[0][1] if resp else []):
+                pos = str(eid_b.decode())
+                if fields.get(b"k") != b"Pod" or fields.get(b"t") != b"ADDED":
+                    continue
+                try:
+                    entry = codec.decode_entry(pos, fields)
+                except errors.CorruptEntryError:
+                    continue
+                if lifecycle.target_node(entry.obj) == node:
+                    return pos
+            self.check_alive()
+        raise RuntimeError(f"no pod was created for node {node} within {timeout}s")
+
+    def memory(self) -> dict[str, float]:
+        """Resident memory (MiB) of each process started and of redis-server, and Redis'
+        own ``used_memory`` (MiB, key ``redis used_memory``)."""
+        import psutil  # a dependency of the process runtime; only the memory report needs it
+
+        pids = {name: p.pid for name, p in self.procs.items()}
+        if self.redis.proc is not None:
+            pids["redis-server"] = self.redis.proc.pid
+        out: dict[str, float] = {}
+        for name, pid in pids.items():
+            with contextlib.suppress(psutil.Error):
+                out[name] = round(psutil.Process(pid).memory_info().rss / 2**20, 1)
+        info: Any = self.s.r.info("memory")
+        self.bench_commands += 1
+        out["redis used_memory"] = round(int(info.get("used_memory", 0)) / 2**20, 1)
+        return out
+
     def scan_log(self, after: str, count: int = 5000) -> Iterator[tuple[str, dict[bytes, bytes]]]:
         """Raw log entries after ``after`` (exclusive), oldest first; uncounted (run it after
         the command counters were read)."""
@@ -395,6 +467,143 @@ class Cluster:
                 yield pos, fields
             if len(batch) < count:
                 return
+
+
+# ---- the floor: Redis alone, the same commits ------------------------------------------------
+
+FLOOR_BEFORE = "floor-before"  # the view copied at a phase's start
+FLOOR_RUN = "floor-run"  # where a phase's commits are replayed
+FLOOR_BATCH = 1000  # at most this many ops per replayed commit (the drivers' own size)
+FLOOR_PIPELINE = 200  # commits per pipeline round trip
+_MODES = {b"ADDED": ("create", ""), b"MODIFIED": ("update", "*"), b"DELETED": ("delete", "*"),
+          b"DECISION": ("record", "")}
+
+
+@dataclass
+class FloorReading:
+    """What Redis needs for a phase's commits, replayed in one pipelined script."""
+
+    seconds: float  # the pipelines' wall time (this driver's sending included)
+    redis_seconds: float  # Redis' own time in the commit script (INFO commandstats usec)
+    commits: int
+    entries: int
+    failed: int  # ops that did not commit "ok" (0 when the replay is faithful)
+
+    def as_dict(self, name: str) -> Obj:
+        return {f"{name}_floor_s": round(self.seconds, 3),
+                f"{name}_floor_redis_s": round(self.redis_seconds, 3),
+                f"{name}_floor_commits": self.commits, f"{name}_floor_entries": self.entries,
+                f"{name}_floor_failed": self.failed}
+
+
+class Floor:
+    """The floor of a phase, measured on the cluster's own Redis: ``start()`` copies the view
+    (every kind's objects and versions) as the phase begins and notes the log tip; ``measure
+    (until)`` puts that copy under a scratch prefix and replays the phase's log entries up to
+    ``until`` through the same ``COMMIT`` script, in one pipeline, and times it.
+
+    Each replayed commit holds the entries of one millisecond of the Redis clock (a real
+    commit's entries share it, unless it spans a millisecond), at most ``FLOOR_BATCH`` and no
+    object twice: about the phase's own commits, fewer where several fell in one
+    millisecond. The
+    writes are the entries' own (mode by entry type, the stored payload, precondition "*")
+    committed as role admin (the per-role checks left out: a lower bound). The processes go
+    on running meanwhile (their lease renewals share the server)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+        self.after = "0-0"
+        self._script = cluster.s.r.register_script(scripts.COMMIT)
+
+    def _hash_keys(self, prefix: str) -> list[str]:
+        keys = Keys(prefix)
+        return [k for kind in STORED for k in (keys.objects(kind), keys.versions(kind))]
+
+    def start(self) -> str:
+        """Copy the view and note the tip (one transaction); returns the tip."""
+        r = self.c.s.r
+        r.unlink(*self._hash_keys(FLOOR_BEFORE))
+        pipe = r.pipeline(transaction=True)
+        for src, dst in zip(self._hash_keys(PREFIX), self._hash_keys(FLOOR_BEFORE), strict=True):
+            pipe.copy(src, dst, replace=True)
+        pipe.xrevrange(self.c.s.keys.log, count=1)
+        *_, last = pipe.execute()
+        self.after = last[0][0].decode() if last else "0-0"
+        self.c.bench_commands += len(self._hash_keys(PREFIX)) + 4
+        return self.after
+
+    def _commits(self, until: str) -> tuple[list[tuple[list[str], list[Any]]], int]:
+        keys = Keys(FLOOR_RUN)
+        commits: list[tuple[list[str], list[Any]]] = []
+        ops: list[tuple[str, str, str, str, bytes]] = []
+        names: set[tuple[bytes, bytes]] = set()
+        ms = ""
+        entries = 0
+        end = codec.id_tuple(until)
+
+        def close() -> None:
+            if not ops:
+                return
+            pairs: dict[str, int] = {}
+            ckeys = [keys.log]
+            args: list[Any] = [len(ops), "0", codec.SCHEMA_VERSION, 0, "", "", "0-0", "",
+                               "admin", ""]
+            for mode, kind, key, expected, payload in ops:
+                if kind not in pairs:
+                    pairs[kind] = len(pairs) + 1
+                    ckeys += [keys.objects(kind), keys.versions(kind)]
+                args += [mode, pairs[kind], kind, key, expected, payload]
+            ckeys += [keys.meta, keys.log_snapshot_id]
+            commits.append((ckeys, args))
+            ops.clear()
+            names.clear()
+
+        for eid, f in self.c.scan_log(self.after):
+            if codec.id_tuple(eid) > end:
+                break
+            entries += 1
+            name = (f[b"k"], f[b"n"])
+            this_ms = eid.split("-", 1)[0]
+            if this_ms != ms or name in names or len(ops) >= FLOOR_BATCH:
+                close()
+                ms = this_ms
+            names.add(name)
+            mode, expected = _MODES[f[b"t"]]
+            ops.append((mode, f[b"k"].decode(), f[b"n"].decode(), expected, f[b"o"]))
+        close()
+        return commits, entries
+
+    def measure(self, until: str) -> FloorReading:
+        """Replay the entries after ``start``'s tip through ``until`` (inclusive), timed; the
+        scratch keys are removed after."""
+        r = self.c.s.r
+        commits, entries = self._commits(until)
+        run = Keys(FLOOR_RUN)
+        scratch = [*self._hash_keys(FLOOR_RUN), run.log, run.meta, run.log_snapshot_id]
+        r.unlink(*scratch)
+        pipe = r.pipeline(transaction=False)
+        for src, dst in zip(self._hash_keys(FLOOR_BEFORE), self._hash_keys(FLOOR_RUN),
+                            strict=True):
+            pipe.copy(src, dst, replace=True)
+        pipe.execute()
+        usec_before = self._usec()
+        seconds, failed = 0.0, 0
+        for i in range(0, len(commits), FLOOR_PIPELINE):
+            pipe = r.pipeline(transaction=False)
+            for ckeys, args in commits[i:i + FLOOR_PIPELINE]:
+                self._script(keys=ckeys, args=args, client=pipe)
+            started = time.perf_counter()
+            replies = pipe.execute()
+            seconds += time.perf_counter() - started
+            failed += sum(1 for reply in replies for st, _v in reply[:-1] if st != b"ok")
+        redis_seconds = (self._usec() - usec_before) / 1e6
+        r.unlink(*scratch, *self._hash_keys(FLOOR_BEFORE))
+        return FloorReading(seconds, redis_seconds, len(commits), entries, failed)
+
+    def _usec(self) -> int:
+        info: Any = self.c.s.r.info("commandstats")
+        return sum(int(v.get("usec", 0)) for k, v in info.items()
+                   if k in ("cmdstat_evalsha", "cmdstat_eval") and isinstance(v, dict))
 
 
 @dataclass
