@@ -37,6 +37,13 @@ class Lease:
     # without ``done``), as a message broker flags a redelivered message: whatever that holder
     # began may be half done
     redelivered: bool = False
+    # the nodes hinted for this hand-out (``add_nodes``), taken from the key atomically when
+    # it was handed out, in name order
+    nodes: tuple[str, ...] = ()
+    # whether this hand-out must be a full sync: a plain ``add``, ``add_after`` or
+    # ``add_rate_limited`` was pending, the lease is redelivered, or there were hints the
+    # queue could not keep (more than ``MAX_NODE_HINTS``); False only with ``nodes``
+    full: bool = True
 
     @property
     def queue_seconds(self) -> float:
@@ -77,7 +84,15 @@ class WorkQueue(Protocol):
     """A client-go rate-limited delaying workqueue (spec §g.3) with worker leases."""
 
     def add(self, keys: Sequence[str]) -> int:
-        """Add keys (deduplicated); returns how many were newly marked dirty."""
+        """Add keys (deduplicated) for a full sync; returns how many were newly marked
+        dirty."""
+        ...
+
+    def add_nodes(self, hints: Mapping[str, Sequence[str]]) -> int:
+        """Add each key as ``add`` does, with node hints: the key's next hand-out carries
+        these nodes (``Lease.nodes``) and is not a full sync unless a plain add is pending
+        for it too (or it holds more than ``MAX_NODE_HINTS`` nodes). An empty node list is
+        a plain add. Returns how many keys were newly marked dirty."""
         ...
 
     def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:

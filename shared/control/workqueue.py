@@ -18,6 +18,16 @@ State, with the invariants client-go's ``queue.go`` writes on its fields:
     Delayed adds: key → ready time; a duplicate keeps the *earlier* time. When due, a key
     is ``add``-ed (and deduplicated then). Independent of the three sets above.
 
+``full`` and ``hints``
+    Why a dirty key needs processing. ``add`` (and a due delayed add, a reclaimed lease) puts
+    the key in ``full``: its next hand-out is a full sync. ``add_nodes`` records node names
+    in ``hints[key]`` instead, unless the key is in ``full`` (a full sync covers every node),
+    and puts it in ``full`` once it holds more than ``MAX_NODE_HINTS``. Both are subsets of
+    ``dirty``, and a dirty key not in ``full`` has hints. A hand-out takes both at once:
+    ``Lease.nodes`` are the hints, ``Lease.full`` whether the key was in ``full`` (or is
+    redelivered). The key stays the unit of work, so one worker holds a DaemonSet at a time
+    whatever its hints.
+
 Leases: a key whose lease deadline has passed is treated as ``done`` and ``add``-ed again
 (ahead of the rest of the queue), so a dead worker's key is handed out again; the dead
 worker's late ``done`` then carries a stale token and is ignored. The next hand-out of a
@@ -36,7 +46,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from shared import settings
@@ -46,6 +56,7 @@ from shared.control.ratelimit import RateLimiter, default_controller_rate_limite
 
 DEFAULT_LEASE_SECONDS = settings.current.worker_lease_seconds
 HEARTBEAT_SECONDS = 10.0  # client-go's delaying queue re-checks its heap at least this often
+MAX_NODE_HINTS = 1000  # node hints kept per key; beyond, its next hand-out is a full sync
 
 
 def _ms(seconds: float) -> int:
@@ -65,6 +76,17 @@ def check_keys(keys: Sequence[str]) -> Sequence[str]:
     if isinstance(keys, str):
         raise TypeError("add() takes a sequence of keys, not a single str")
     return keys
+
+
+def check_hints(hints: Mapping[str, Sequence[str]]) -> Mapping[str, Sequence[str]]:
+    """Refuse a bare string as a key's node list, and a node name with a newline (no node
+    name has one: the Redis queue separates names with it)."""
+    for nodes in hints.values():
+        if isinstance(nodes, str):
+            raise TypeError("add_nodes() takes a sequence of node names per key, not a str")
+        if any("\n" in n for n in nodes):
+            raise ValueError("a node name cannot hold a newline")
+    return hints
 
 
 @dataclass
@@ -101,6 +123,8 @@ class InMemoryWorkQueue:
         self._heap: list[tuple[float, int, str]] = []  # lazy: valid iff _waiting[key] == ready
         self._enqueued: dict[str, int] = {}  # key → ms it became dirty
         self._redelivered: set[str] = set()  # reclaimed keys not handed out since
+        self._full: set[str] = set()  # dirty keys a full sync is asked for
+        self._hints: dict[str, dict[str, None]] = {}  # dirty key → its hinted nodes
         self._seq = itertools.count(1)
         self._counts = dict.fromkeys(("adds", "retries", "gets", "done", "stale", "reclaimed"), 0)
         self._shutting_down = False
@@ -119,16 +143,46 @@ class InMemoryWorkQueue:
             return 0
         added = 0
         for key in keys:
-            if key in self._dirty:
-                continue
-            self._dirty.add(key)
-            self._enqueued[key] = now_ms
-            self._counts["adds"] += 1
-            added += 1
-            if key not in self._processing:
-                self._queue.append(key)
-                self._cond.notify()
+            added += self._dirty_locked(key, now_ms)
+            self._full_locked(key)
         return added
+
+    def _dirty_locked(self, key: str, now_ms: int) -> int:
+        """Mark ``key`` dirty (queued unless processing); 1 if it was not."""
+        if key in self._dirty:
+            return 0
+        self._dirty.add(key)
+        self._enqueued[key] = now_ms
+        self._counts["adds"] += 1
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify()
+        return 1
+
+    def _full_locked(self, key: str) -> None:
+        self._full.add(key)
+        self._hints.pop(key, None)
+
+    def add_nodes(self, hints: Mapping[str, Sequence[str]]) -> int:
+        """``add`` with node hints (see the module docstring); returns how many keys were
+        newly marked dirty."""
+        check_hints(hints)
+        with self._cond:
+            if self._shutting_down:
+                return 0
+            now_ms = _ms(self.clock.now())
+            added = 0
+            for key, nodes in hints.items():
+                added += self._dirty_locked(key, now_ms)
+                if not nodes:
+                    self._full_locked(key)
+                if key in self._full:
+                    continue
+                held = self._hints.setdefault(key, {})
+                held.update(dict.fromkeys(nodes))
+                if len(held) > MAX_NODE_HINTS:
+                    self._full_locked(key)
+            return added
 
     def add_after(self, key: str, seconds: float) -> None:
         """``AddAfter``: add now if ``seconds <= 0``, else when due; earliest ready time wins."""
@@ -178,6 +232,9 @@ class InMemoryWorkQueue:
         held = _Held(worker, str(next(self._seq)), now_ms, now_ms + _ms(self.lease_seconds))
         self._processing[key] = held
         self._counts["gets"] += 1
+        redelivered = _pop(self._redelivered, key)
+        nodes = tuple(sorted(self._hints.pop(key, {})))
+        full = _pop(self._full, key) or redelivered or not nodes
         return Lease(
             key=key,
             worker=worker,
@@ -186,7 +243,9 @@ class InMemoryWorkQueue:
             leased_ms=now_ms,
             deadline_ms=held.deadline_ms,
             position=self.position_source() if position is None else position,
-            redelivered=_pop(self._redelivered, key),
+            redelivered=redelivered,
+            nodes=nodes,
+            full=full,
         )
 
     def get(self, worker: str, block_seconds: float = 0.0, position: str | None = None) -> Lease | None:
@@ -228,6 +287,7 @@ class InMemoryWorkQueue:
                     continue  # Done, and the re-Add is ignored during shutdown
                 self._dirty.add(key)
                 self._enqueued[key] = now_ms
+            self._full_locked(key)
             self._redelivered.add(key)
             self._queue.appendleft(key)
             self._cond.notify()
@@ -274,6 +334,8 @@ class InMemoryWorkQueue:
             self._processing.pop(key, None)
             self._enqueued.pop(key, None)
             self._redelivered.discard(key)
+            self._full.discard(key)
+            self._hints.pop(key, None)
         self.rate_limiter.forget(key)
 
     # ---- shutdown and introspection --------------------------------------------------------------

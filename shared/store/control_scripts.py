@@ -8,6 +8,8 @@ once per client (EVALSHA, reloaded by redis-py on NOSCRIPT).
 
 from __future__ import annotations
 
+from shared.control.workqueue import MAX_NODE_HINTS
+
 # ---- workqueue ---------------------------------------------------------------------------
 #
 # Every workqueue script gets the same KEYS, in this order (``WQ_KEYS`` in workqueue.py):
@@ -26,9 +28,13 @@ from __future__ import annotations
 #   KEYS[11] wq:shutdown    string present while shut down
 #   KEYS[12] log            stream the event log (read only: its newest id)
 #   KEYS[13] wq:redelivered set    keys reclaimed from an expired lease, not handed out since
+#   KEYS[14] wq:full        set    dirty keys a full sync is asked for (a plain add)
+#   KEYS[15] wq:hints       hash   key → its node hints, "\n<node>\n<node>\n..."
+#   KEYS[16] wq:hintn       hash   key → how many node hints it holds
 #
 # Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
-# redelivered is a subset of queue; and
+# redelivered is a subset of queue; full and the keys of hints are subsets of dirty, and a
+# dirty key not in full has hints (``shared.control.workqueue`` explains them); and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
 # a worker blocked on it wakes whenever there is work. WATCHER_BATCH (below) gets these KEYS
 # too, plus its own, and keeps the same invariants through the same functions.
@@ -37,7 +43,9 @@ _WQ_PRELUDE = r"""
 local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local FAIL, BUCKET, SIGNAL, STATS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local ENQ, SHUT, LOG, REDELIVERED = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local FULL, HINTS, HINTN = KEYS[14], KEYS[15], KEYS[16]
 local SIGNAL_CAP = 64
+local MAX_HINTS = """ + str(MAX_NODE_HINTS) + r"""
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -56,6 +64,43 @@ local function add_one(key, now)
     redis.call('RPUSH', Q, key)
   end
   return 1
+end
+
+-- the key's next hand-out is a full sync: its hints are not needed
+local function mark_full(key)
+  redis.call('SADD', FULL, key)
+  redis.call('HDEL', HINTS, key)
+  redis.call('HDEL', HINTN, key)
+end
+
+-- client-go Add for a full sync; 1 if newly dirty
+local function add_full(key, now)
+  local n = add_one(key, now)
+  mark_full(key)
+  return n
+end
+
+-- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a plain add);
+-- 1 if newly dirty
+local function add_hinted(key, first, m, now)
+  local n = add_one(key, now)
+  if m == 0 then mark_full(key) end
+  if redis.call('SISMEMBER', FULL, key) == 1 then return n end
+  local held = redis.call('HGET', HINTS, key) or '\n'
+  local held_n = tonumber(redis.call('HGET', HINTN, key) or '0')
+  for j = first, first + m - 1 do
+    if not string.find(held, '\n' .. ARGV[j] .. '\n', 1, true) then
+      held = held .. ARGV[j] .. '\n'
+      held_n = held_n + 1
+    end
+  end
+  if held_n > MAX_HINTS then
+    mark_full(key)
+  else
+    redis.call('HSET', HINTS, key, held)
+    redis.call('HSET', HINTN, key, held_n)
+  end
+  return n
 end
 
 local function count(field, n)
@@ -82,7 +127,7 @@ end
 -- AddAfter once the delay is known (shutdown and the retry count are the caller's)
 local function add_after(key, now, delay_ms)
   if delay_ms <= 0 then
-    count('adds', add_one(key, now))
+    count('adds', add_full(key, now))
     sync_signal()
     return
   end
@@ -104,7 +149,27 @@ WQ_ADD = r"""
 if is_down() then return 0 end
 local now = now_ms()
 local n = 0
-for i = 1, #ARGV do n = n + add_one(ARGV[i], now) end
+for i = 1, #ARGV do n = n + add_full(ARGV[i], now) end
+count('adds', n)
+sync_signal()
+return n
+"""
+
+WQ_ADD_NODES = r"""
+-- add_nodes: Add with node hints for a batch of keys (ignored while shut down); a key's
+-- hints are kept for its next hand-out unless a full sync is pending for it.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV: groups of: key, m, then m node names (m = 0: a plain add)
+-- Returns the number of keys newly marked dirty.
+""" + _WQ_PRELUDE + r"""
+if is_down() then return 0 end
+local now = now_ms()
+local n, i = 0, 1
+while i <= #ARGV do
+  local m = tonumber(ARGV[i + 1])
+  n = n + add_hinted(ARGV[i], i + 2, m, now)
+  i = i + 2 + m
+end
 count('adds', n)
 sync_signal()
 return n
@@ -116,8 +181,9 @@ WQ_GET = r"""
 -- ARGV[1] worker id
 -- ARGV[2] lease length (ms)
 -- ARGV[3] at most this many delayed keys promoted / leases reclaimed per call
--- Returns {key, token, enqueued ms, leased ms, deadline ms, log position, redelivered (0|1)}
--- when a key was handed out, else {shutting down (0|1), ms until the next delayed key or
+-- Returns {key, token, enqueued ms, leased ms, deadline ms, log position, redelivered (0|1),
+-- full sync (0|1), its node hints ("\n<node>\n...\n" or "")} when a key was handed out
+-- (its hints and full mark taken with it), else {shutting down (0|1), ms until the next delayed key or
 -- lease deadline (-1: none)}.
 """ + _WQ_PRELUDE + r"""
 local worker, lease_ms, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -128,7 +194,7 @@ if not down then  -- the delaying queue stops promoting at shutdown (its Add is 
   local n = 0
   for _, key in ipairs(due) do
     redis.call('ZREM', WAIT, key)
-    n = n + add_one(key, now)
+    n = n + add_full(key, now)
   end
   count('adds', n)
 end
@@ -144,6 +210,7 @@ for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the f
       redis.call('SADD', DIRTY, key)
       redis.call('HSET', ENQ, key, now)
     end
+    mark_full(key)
     redis.call('SADD', REDELIVERED, key)
     redis.call('LPUSH', Q, key)
   end
@@ -161,8 +228,16 @@ if key then
   local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
   local position = '0-0'
   if #tip > 0 then position = tip[1][1] end
+  local redelivered = redis.call('SREM', REDELIVERED, key)
+  local full = redis.call('SREM', FULL, key)
+  local hinted = redis.call('HGET', HINTS, key) or ''
+  if hinted ~= '' then
+    redis.call('HDEL', HINTS, key)
+    redis.call('HDEL', HINTN, key)
+  end
+  if redelivered == 1 or hinted == '' then full = 1 end
   result = {key, tostring(token), enq, string.format('%d', now),
-            string.format('%d', deadline), position, redis.call('SREM', REDELIVERED, key)}
+            string.format('%d', deadline), position, redelivered, full, hinted}
 else
   local next_at = nil
   if not down then
@@ -268,7 +343,8 @@ return string.format('%.17g', delay)
 """
 
 WQ_REMOVE_ALL = r"""
--- remove_all: drop every trace of a key (queued, dirty, delayed, failures, lease, redelivery).
+-- remove_all: drop every trace of a key (queued, dirty, delayed, failures, lease, redelivery,
+-- full mark, node hints).
 -- KEYS: the workqueue keys (see WQ_KEYS)
 -- ARGV[1] key
 -- Returns 1.
@@ -282,6 +358,9 @@ redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
 redis.call('HDEL', ENQ, key)
 redis.call('SREM', REDELIVERED, key)
+redis.call('SREM', FULL, key)
+redis.call('HDEL', HINTS, key)
+redis.call('HDEL', HINTN, key)
 sync_signal()
 return 1
 """
@@ -363,28 +442,29 @@ return lower_expectations(KEYS[1], 1, #ARGV)
 WATCHER_BATCH = r"""
 -- watcher_batch: everything the watcher writes for one batch of log changes, atomically and
 -- fenced by its leader lease: unless ARGV[1] holds the lease, nothing at all is written.
--- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD) and
--- AddAfter (as WQ_ADD_AFTER, each counted as a retry; both ignored while the queue is shut
--- down), then the cursor.
--- KEYS[1..13] the workqueue keys (see WQ_KEYS)
--- KEYS[14] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
--- KEYS[15] the watcher's cursor (string: last log id fully processed)
--- KEYS[16] the watcher's leader lease (string: holder id, with a TTL)
+-- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD),
+-- AddAfter (as WQ_ADD_AFTER, each counted as a retry) and Add with node hints (as
+-- WQ_ADD_NODES; the three ignored while the queue is shut down), then the cursor.
+-- KEYS[1..16] the workqueue keys (see WQ_KEYS)
+-- KEYS[17] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
+-- KEYS[18] the watcher's cursor (string: last log id fully processed)
+-- KEYS[19] the watcher's leader lease (string: holder id, with a TTL)
 -- ARGV[1] holder id
 -- ARGV[2] the log position to store as the cursor
--- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
---            to add, l delayed adds
--- ARGV[7..] the d keys; the o triples (key, creations observed, deletions observed); the a
---           keys; the l pairs (key, delay in ms, may be fractional; <= 0 adds at once)
+-- ARGV[3..7] counts: d keys whose expectations are deleted, o observation triples, a keys
+--            to add, l delayed adds, h hinted keys
+-- ARGV[8..] the d keys; the o triples (key, creations observed, deletions observed); the a
+--           keys; the l pairs (key, delay in ms, may be fractional; <= 0 adds at once); the
+--           h groups (key, m, then m node names)
 -- Returns {0, current holder or ''} when ARGV[1] does not hold the lease (nothing written),
 -- else {1, keys newly dirty, shut down (0|1), expectation entries lowered}.
 """ + _WQ_PRELUDE + _EXP_LOWER + r"""
-local EXP, CURSOR, LEASE = KEYS[14], KEYS[15], KEYS[16]
+local EXP, CURSOR, LEASE = KEYS[17], KEYS[18], KEYS[19]
 local holder = redis.call('GET', LEASE)
 if holder ~= ARGV[1] then return {0, holder or ''} end
 local nd, no = tonumber(ARGV[3]), tonumber(ARGV[4])
-local na, nl = tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 7
+local na, nl, nh = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local i = 8
 for j = i, i + nd - 1 do redis.call('HDEL', EXP, ARGV[j]) end
 i = i + nd
 local lowered = lower_expectations(EXP, i, i + 3 * no - 1)
@@ -393,13 +473,19 @@ local down = is_down()
 local added = 0
 if not down then
   local now = now_ms()
-  for j = i, i + na - 1 do added = added + add_one(ARGV[j], now) end
-  count('adds', added)
+  for j = i, i + na - 1 do added = added + add_full(ARGV[j], now) end
   i = i + na
   for j = i, i + 2 * nl - 1, 2 do
     count('retries', 1)
     add_after(ARGV[j], now, tonumber(ARGV[j + 1]))
   end
+  i = i + 2 * nl
+  for _ = 1, nh do
+    local m = tonumber(ARGV[i + 1])
+    added = added + add_hinted(ARGV[i], i + 2, m, now)
+    i = i + 2 + m
+  end
+  count('adds', added)
   sync_signal()
 end
 redis.call('SET', CURSOR, ARGV[2])

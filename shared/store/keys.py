@@ -31,6 +31,12 @@ P:wq:stats                         hash    counters for metrics (adds, retries, 
                                            is also the lease-token sequence
 P:wq:enqueued                      hash    key → ms it became dirty (queue-wait metric)
 P:wq:shutdown                      string  present while the queue is shut down
+P:wq:redelivered                   set     keys reclaimed from an expired lease, not handed
+                                           out since
+P:wq:full                          set     dirty keys a full sync is asked for (a plain add)
+P:wq:hints                         hash    key → its node hints for the next hand-out
+                                           ("\n<node>\n<node>\n...")
+P:wq:hintn                         hash    key → how many node hints it holds
 P:exp                              hash    DaemonSet key → msgpack [add, del, timestamp]
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
 P:cursor:<reader>                  string  last log id a reader has fully processed
@@ -159,6 +165,18 @@ class Keys:
     @property
     def wq_redelivered(self) -> str:
         return self._k("wq", "redelivered")
+
+    @property
+    def wq_full(self) -> str:
+        return self._k("wq", "full")
+
+    @property
+    def wq_hints(self) -> str:
+        return self._k("wq", "hints")
+
+    @property
+    def wq_hintn(self) -> str:
+        return self._k("wq", "hintn")
 
     # controller state
     @property

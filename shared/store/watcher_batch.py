@@ -1,9 +1,9 @@
 """The watcher's writes for one batch of log changes: one atomic Lua call, fenced by its lease.
 
 Per batch the watcher deletes and lowers expectations, adds DaemonSet keys to the workqueue
-(now, or after a delay) and stores its cursor. ``WATCHER_BATCH`` (control_scripts) does all of
-it in one script, with the semantics of the single-port scripts it is built from (EXP_OBSERVE,
-WQ_ADD, WQ_ADD_AFTER), so:
+(now, after a delay, or with node hints) and stores its cursor. ``WATCHER_BATCH``
+(control_scripts) does all of it in one script, with the semantics of the single-port
+scripts it is built from (EXP_OBSERVE, WQ_ADD, WQ_ADD_AFTER, WQ_ADD_NODES), so:
 
 - a batch is written entirely or not at all: a crash never leaves the cursor behind writes it
   covers, so a restarted watcher's replay never observes a creation or deletion twice;
@@ -26,7 +26,7 @@ from shared.store import control_scripts as scripts
 from shared.store.expectations import observe_args
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
-from shared.store.workqueue import wq_keys
+from shared.store.workqueue import hint_args, wq_keys
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,23 @@ class RedisWatcherBatch:
 
     def apply(self, position: str, *, delete_expectations: Iterable[str] = (),
               observe: Iterable[tuple[str, int, int]] = (), enqueue: Sequence[str] = (),
-              enqueue_after: Mapping[str, float] | None = None) -> Written | NotLeader:
+              enqueue_after: Mapping[str, float] | None = None,
+              enqueue_nodes: Mapping[str, Sequence[str]] | None = None) -> Written | NotLeader:
         """Write one batch in one round trip if we hold the lease: DeleteExpectations of
         ``delete_expectations``, LowerExpectations of ``observe`` (``(key, creates_seen,
         deletes_seen)`` each, summed per key), ``Add`` of ``enqueue``, ``AddAfter`` of each
-        ``enqueue_after`` key (delay in seconds), then the cursor at ``position``."""
+        ``enqueue_after`` key (delay in seconds), ``add_nodes`` of ``enqueue_nodes`` (key →
+        node hints), then the cursor at ``position``."""
         deleted = list(delete_expectations)
         lowered = observe_args(observe)
         added = list(check_keys(enqueue))
         delayed: list[str] = []
         for key, seconds in (enqueue_after or {}).items():
             delayed += [key, repr(seconds * 1000.0)]
+        hinted = hint_args(enqueue_nodes or {})
         args: list[Any] = [self.holder, position, len(deleted), len(lowered) // 3, len(added),
-                           len(delayed) // 2, *deleted, *lowered, *added, *delayed]
+                           len(delayed) // 2, len(enqueue_nodes or {}), *deleted, *lowered,
+                           *added, *delayed, *hinted]
         with redis_errors("watcher batch"):
             raw = self._batch(keys=self._keys, args=args)
         if not int(raw[0]):

@@ -14,7 +14,7 @@ that hint), so promotion and reclaiming need no timer process.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,12 @@ import redis
 
 from shared.control import ratelimit
 from shared.control.protocols import Lease, QueueState, QueueStats
-from shared.control.workqueue import DEFAULT_LEASE_SECONDS, HEARTBEAT_SECONDS, check_keys
+from shared.control.workqueue import (
+    DEFAULT_LEASE_SECONDS,
+    HEARTBEAT_SECONDS,
+    check_hints,
+    check_keys,
+)
 from shared.store import control_scripts as scripts
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
@@ -37,8 +42,18 @@ def wq_keys(keys: Keys) -> list[str]:
     return [
         keys.wq_queue, keys.wq_dirty, keys.wq_processing, keys.wq_owner, keys.wq_waiting,
         keys.wq_failures, keys.wq_bucket, keys.wq_signal, keys.wq_stats, keys.wq_enqueued,
-        keys.wq_shutdown, keys.log, keys.wq_redelivered,
+        keys.wq_shutdown, keys.log, keys.wq_redelivered, keys.wq_full, keys.wq_hints,
+        keys.wq_hintn,
     ]
+
+
+def hint_args(hints: Mapping[str, Sequence[str]]) -> list[str]:
+    """The ARGV groups of node hints (``key, m, m node names`` each), as WQ_ADD_NODES and
+    WATCHER_BATCH read them."""
+    args: list[str] = []
+    for key, nodes in check_hints(hints).items():
+        args += [key, str(len(nodes)), *nodes]
+    return args
 
 
 class RedisWorkQueue:
@@ -65,6 +80,7 @@ class RedisWorkQueue:
             0.05, min(HEARTBEAT_SECONDS, float(socket_timeout) * 0.8))
         reg = client.register_script
         self._add, self._get = reg(scripts.WQ_ADD), reg(scripts.WQ_GET)
+        self._add_nodes = reg(scripts.WQ_ADD_NODES)
         self._done, self._renew = reg(scripts.WQ_DONE), reg(scripts.WQ_RENEW)
         self._add_after = reg(scripts.WQ_ADD_AFTER)
         self._add_rate_limited = reg(scripts.WQ_ADD_RATE_LIMITED)
@@ -82,6 +98,12 @@ class RedisWorkQueue:
         if not check_keys(keys):
             return 0
         return int(self._call(self._add, "add", *keys))
+
+    def add_nodes(self, hints: Mapping[str, Sequence[str]]) -> int:
+        """``add`` with node hints, a batch in one round trip (see the protocol)."""
+        if not hints:
+            return 0
+        return int(self._call(self._add_nodes, "add_nodes", *hint_args(hints)))
 
     def add_after(self, key: str, seconds: float) -> None:
         self._call(self._add_after, "add_after", key, repr(seconds * 1000.0))
@@ -112,9 +134,12 @@ class RedisWorkQueue:
         if len(raw) == 2:
             hint_ms = int(raw[1])
             return None, bool(int(raw[0])), (hint_ms / 1000.0 if hint_ms >= 0 else -1.0)
-        key, token, enq, leased, deadline, position, redelivered = (text(v) for v in raw)
+        key, token, enq, leased, deadline, position, redelivered, full, hinted = (
+            text(v) for v in raw)
         return Lease(key, worker, token, int(enq), int(leased), int(deadline), position,
-                     redelivered=redelivered == "1"), False, 0
+                     redelivered=redelivered == "1",
+                     nodes=tuple(sorted(n for n in hinted.split("\n") if n)),
+                     full=full == "1"), False, 0
 
     def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:
         """``Get``: the next key for ``worker``, waiting up to ``block_seconds``.

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from shared.control.protocols import Lease, WorkQueue
-from shared.control.workqueue import InMemoryWorkQueue
+from shared.control.workqueue import MAX_NODE_HINTS, InMemoryWorkQueue
 from shared.store.keys import Keys
 from shared.store.workqueue import RedisWorkQueue
 from tests.integration.contract import connect
@@ -285,6 +285,107 @@ def test_remove_all_drops_every_trace_of_a_key(handles: Handles) -> None:
     check_invariants(q)
 
 
+# ---- node hints ---------------------------------------------------------------------------
+
+
+def test_node_hints_ride_the_next_hand_out_of_their_key(handles: Handles) -> None:
+    q = handles()
+    assert q.add_nodes({"a": ["n2", "n1"], "b": ["n1"]}) == 2
+    assert q.add_nodes({"a": ["n3", "n1"]}) == 0  # already dirty: the hints join
+    assert q.len() == 2
+    check_invariants(q)
+    a, b = take(q), take(q)
+    assert (a.key, a.nodes, a.full) == ("a", ("n1", "n2", "n3"), False)
+    assert (b.key, b.nodes, b.full) == ("b", ("n1",), False)
+    assert q.done(a) and q.done(b)
+    q.add(["a"])  # no hints since: a full sync
+    again = take(q)
+    assert (again.nodes, again.full) == ((), True)
+
+
+def test_a_plain_add_makes_the_hand_out_full_whatever_the_hints(handles: Handles) -> None:
+    q = handles()
+    q.add_nodes({"a": ["n1"]})
+    q.add(["a"])
+    q.add_nodes({"a": ["n2"]})  # a full sync is pending: nothing to keep
+    lease = take(q)
+    assert lease.full
+    assert q.done(lease)
+    q.add_nodes({"b": []})  # no node named: a plain add
+    assert take(q).full
+
+
+def test_hints_given_while_the_key_is_held_go_to_its_next_hand_out(handles: Handles) -> None:
+    q1, q2 = handles(), handles()
+    q1.add_nodes({"a": ["n1"]})
+    first = take(q1, "w1")
+    q2.add_nodes({"a": ["n2"]})
+    assert q2.get("w2") is None  # one holder per key, hinted or not
+    assert q1.done(first)
+    second = take(q2, "w2")
+    assert (second.nodes, second.full) == (("n2",), False)
+
+
+def test_delayed_and_rate_limited_adds_are_full_syncs(handles: Handles) -> None:
+    q = handles()
+    q.add_nodes({"a": ["n1"]})
+    q.add_after("a", 0)
+    assert take(q).full
+    q.add_nodes({"b": ["n1"]})
+    q.add_after("b", 0.5)
+    lease = take(q, block=5)
+    assert (lease.key, lease.nodes, lease.full) == ("b", ("n1",), False)  # not due yet
+    assert q.done(lease)
+    again = take(q, block=5)
+    assert (again.key, again.full) == ("b", True)
+    assert q.done(again)
+    q.add_nodes({"c": ["n1"]})
+    lease = take(q)
+    q.add_rate_limited("c")
+    assert q.done(lease)
+    assert take(q, block=5).full
+
+
+def test_a_redelivered_key_is_a_full_sync(handles: Handles) -> None:
+    q = handles(lease_seconds=0.3)
+    q.add_nodes({"a": ["n1"]})
+    dead = take(q, "dead")
+    assert not dead.full
+    q.add_nodes({"a": ["n2"]})
+    again = take(handles(lease_seconds=0.3), "alive", block=5)
+    assert again.redelivered and again.full
+
+
+def test_too_many_hints_for_one_key_make_a_full_sync(handles: Handles) -> None:
+    q = handles()
+    q.add_nodes({"a": [f"n{i:05d}" for i in range(MAX_NODE_HINTS)]})
+    q.add_nodes({"b": [f"n{i:05d}" for i in range(MAX_NODE_HINTS)]})
+    q.add_nodes({"b": ["one-more"]})
+    a, b = take(q), take(q)
+    assert (len(a.nodes), a.full) == (MAX_NODE_HINTS, False)
+    assert b.full
+
+
+def test_add_nodes_refuses_a_bare_string_or_a_newline(handles: Handles) -> None:
+    q = handles()
+    with pytest.raises(TypeError):
+        q.add_nodes({"a": "n1"})
+    with pytest.raises(ValueError):
+        q.add_nodes({"a": ["n1\nn2"]})
+    assert q.len() == 0
+
+
+def test_remove_all_drops_the_hints_and_shutdown_ignores_them(handles: Handles) -> None:
+    q = handles()
+    q.add_nodes({"a": ["n1"]})
+    q.remove_all("a")
+    q.add(["a"])
+    assert take(q).full  # the old hint is gone
+    q.shutdown()
+    assert q.add_nodes({"b": ["n1"]}) == 0
+    assert q.len() == 0
+
+
 # ---- shutdown -----------------------------------------------------------------------------
 
 
@@ -394,6 +495,8 @@ def test_random_operations_keep_the_invariants(handles: Handles) -> None:
             assert q.done(leases.pop(rng.randrange(len(leases))))
         elif op == 5:
             q.add_rate_limited(key)
+        if rng.random() < 0.3:
+            q.add_nodes({key: [f"n{rng.randrange(4)}"]})
         check_invariants(q)
 
 

@@ -133,6 +133,28 @@ def test_one_call_writes_expectations_queue_and_cursor(
     assert queue.state().queue[-1] == "ns/processing", "re-added while processing: after Done"
 
 
+def test_node_hints_are_written_in_the_same_call(
+        client: redis.Redis, keys: Keys, batch: RedisWatcherBatch, queue: RedisWorkQueue,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    queue.add_nodes({"ns/hinted": ["n0"]})
+    batch.apply("1-0")  # loads the script
+    counting = Counting(client, monkeypatch)
+    result = batch.apply("2-0", enqueue=["ns/full"],
+                         enqueue_nodes={"ns/hinted": ["n2", "n1"], "ns/full": ["n1"],
+                                        "ns/new": ["n3"]})
+    assert counting.calls == ["EVALSHA"]
+    assert result == Written(added=2, queue_shut_down=False, lowered=0)
+    leases = {lease.key: lease for lease in (queue.get("w"), queue.get("w"), queue.get("w"))
+              if lease is not None}
+    assert {k: (v.nodes, v.full) for k, v in leases.items()} == {
+        "ns/hinted": (("n0", "n1", "n2"), False),
+        "ns/full": ((), True),  # a plain add in the same batch: a full sync
+        "ns/new": (("n3",), False),
+    }
+    check_invariants(queue)
+    _signal_tokens_match(client, keys, queue)
+
+
 def test_an_empty_batch_only_moves_the_cursor(client: redis.Redis, keys: Keys,
                                               batch: RedisWatcherBatch,
                                               queue: RedisWorkQueue) -> None:

@@ -21,11 +21,23 @@ class WorkQueueMachine(RuleBasedStateMachine):
         self.q = InMemoryWorkQueue(self.clock, lease_seconds=5)
         self.leases: list[Lease] = []
         self.needs_work: set[str] = set()  # keys added since they were last handed out
+        self.needs_full: set[str] = set()  # keys plain-added since they were last handed out
+        self.hinted: dict[str, set[str]] = {}  # node hints since the key was last handed out
 
     @rule(keys=st.lists(KEYS, max_size=4))
     def add(self, keys: list[str]) -> None:
         self.q.add(keys)
         self.needs_work |= set(keys)
+        self.needs_full |= set(keys)
+
+    @rule(key=KEYS, nodes=st.lists(st.sampled_from(["n1", "n2", "n3"]), max_size=3))
+    def add_nodes(self, key: str, nodes: list[str]) -> None:
+        self.q.add_nodes({key: nodes})
+        self.needs_work.add(key)
+        if nodes:
+            self.hinted.setdefault(key, set()).update(nodes)
+        else:
+            self.needs_full.add(key)
 
     @rule(key=KEYS, delay=st.floats(0, 3))
     def add_after(self, key: str, delay: float) -> None:
@@ -40,6 +52,13 @@ class WorkQueueMachine(RuleBasedStateMachine):
         assert not current, f"{lease.key} handed out while {current} still holds it"
         self.leases.append(lease)
         self.needs_work.discard(lease.key)
+        hinted = self.hinted.pop(lease.key, set())
+        if lease.key in self.needs_full:
+            assert lease.full, f"{lease.key} was added for a full sync: {lease}"
+        if not lease.full:
+            assert lease.nodes == tuple(sorted(hinted)), f"{lease} lost or invented hints"
+        assert lease.full or lease.nodes, "a hand-out with neither hints nor a full sync"
+        self.needs_full.discard(lease.key)
 
     @rule(i=st.integers(0, 10))
     def done(self, i: int) -> None:
