@@ -21,7 +21,6 @@ import threading
 import time
 from typing import Any
 
-import redis
 from prometheus_client import Counter, Gauge
 
 from services import common
@@ -30,9 +29,9 @@ from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
 from shared.daemonset.messages import StatusChannel, StatusMessage
 from shared.model import meta
-from shared.store import codec, errors, scripts
+from shared.store import adapters, codec, errors
 from shared.store.client import Store
-from shared.store.statuschannel import RedisStatusChannel
+from shared.store.statuschannel import RedisStatusChannel, RedisStatusPositions
 
 log = logging.getLogger("status-writer")
 
@@ -82,9 +81,9 @@ class StatusWriter:
         self.consumer = consumer
         self.claim_idle_ms = claim_idle_ms
         self.channel = channel if channel is not None else \
-            RedisStatusChannel(store.r, store.keys)
+            adapters.on(store, RedisStatusChannel)
         self.written = 0
-        self._newer = store.r.register_script(scripts.NEWER_POSITION)
+        self.positions = adapters.on(store, RedisStatusPositions)
 
     def ensure_group(self) -> None:
         self.channel.ensure()
@@ -104,13 +103,12 @@ class StatusWriter:
                         refreshed = time.monotonic()
             except common.REDIS_DOWN as err:
                 stop.wait(outage.failed(err))
-            except (redis.RedisError, errors.StoreError) as err:
+            except (errors.TransportError, errors.StoreError) as err:
                 log.warning("redis error: %s; retrying", err)
                 stop.wait(1.0)
 
     def step(self, block_ms: int = 1000, count: int = 1000) -> int:
-        r = self.store.r
-        if self.store.mark.check(r, self.store.keys):
+        if adapters.on(self.store, self.store.mark.check):
             self.seed_gauges()
         got = self.channel.receive(self.consumer, count, block_ms, self.claim_idle_ms)
         if not got:
@@ -135,8 +133,7 @@ class StatusWriter:
         """Acts: record that the status of ``key`` computed at ``position`` is being written,
         unless a newer one was, or the log has not reached ``position`` (forged: refused and
         logged, nothing recorded)."""
-        got = self._newer(keys=[self.store.keys.status_positions, self.store.keys.log],
-                          args=[key, position])
+        got = self.positions.claim(key, position)
         if got == -1:
             log.error("status of %s refused: computed at %r, a position the log has not "
                       "reached (forged or corrupt)", key, position)

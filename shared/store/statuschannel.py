@@ -1,5 +1,7 @@
 """The status stream in Redis (``Keys.status_stream``, consumer group ``status-writers``) as
-the port ``shared.daemonset.messages.StatusChannel``. Acts (Redis)."""
+the port ``shared.daemonset.messages.StatusChannel``; and the positions of the statuses
+written (``Keys.status_positions``), which status-writers claim before writing. Acts
+(Redis)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 import redis
 
 from shared.daemonset.messages import Received, StatusMessage
-from shared.store import codec, errors
+from shared.store import codec, errors, scripts
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
@@ -62,3 +64,18 @@ class RedisStatusChannel:
         if ids:
             self.r.xack(self.stream, GROUP, *ids)
             self.r.xdel(self.stream, *ids)
+
+
+class RedisStatusPositions:
+    """Per DaemonSet, the log position of the newest status written (script
+    ``NEWER_POSITION``)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._keys = [keys.status_positions, keys.log]
+        self._newer = client.register_script(scripts.NEWER_POSITION)
+
+    def claim(self, key: str, position: str) -> int:
+        """Record ``position`` as the newest status of ``key`` being written: 1 done; 0 a
+        status computed at a later position was claimed already; -1 (nothing recorded) a
+        position that is malformed or that the log has not reached."""
+        return int(self._newer(keys=self._keys, args=[key, position]))
