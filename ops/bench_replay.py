@@ -189,8 +189,7 @@ class LogSim:
         acted = any(summary[k] for k in ACTIONS)
         if acted:
             rec = ds_record.make_record(snap, plan, "bench-sim")
-            rec["errors"] = []
-            self._append("DECISION", "DaemonSet", key, codec.pack(rec))
+            self._append("DECISION", "DaemonSet", key, codec.pack(rec.to_map()))
             self.decisions += 1
         if plan.status is not None:
             new = dict(plan.status)

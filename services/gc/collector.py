@@ -342,7 +342,7 @@ class Collector:
             ops.append(self.store.create_op(self.store.stamp(ev, now), ensure=True,
                                             prepared=True))
         record = tainteviction.make_record(decision, position, now)
-        ops.append(Op.record("Node", f"/{decision.node}", record))
+        ops.append(Op.record("Node", f"/{decision.node}", record.to_map()))
         for res in self.store.commit(ops):
             if res.ok and res.op.kind == "Pod":
                 COLLECTED.labels("Pod", "taint-eviction").inc()

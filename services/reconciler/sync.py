@@ -170,6 +170,5 @@ class Reconciler:
                 or summary["history"] or summary["cleanup"] or summary["events"]
                 or summary["backoff"] or "failure" in summary):
             return
-        rec = ds_record.make_record(snap, plan, self.worker)
-        rec["errors"] = outcome.errors
-        self.store.commit([Op.record("DaemonSet", snap.key, rec)])
+        rec = ds_record.make_record(snap, plan, self.worker, outcome.errors)
+        self.store.commit([Op.record("DaemonSet", snap.key, rec.to_map())])

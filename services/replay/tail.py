@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from services.replay import bounds
+from shared.daemonset import record as ds_record
 from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec, errors
 from shared.store.guard import redis_errors
@@ -22,13 +23,17 @@ from shared.store.log import LogReader
 Obj = dict[str, Any]
 
 
-def decision_summary(rec: Obj) -> str:
-    """``creates N deletes M`` and the other non-empty action counts of a decision record.
-    Decides."""
-    actions = rec.get("actions") or {}
-    if rec.get("type") == tainteviction.RECORD_TYPE:
-        return (f"evicts {len(actions.get('evictions') or [])} {rec.get('worker', '')} "
-                f"read-through {rec.get('position', '?')}")
+def decision_summary(doc: Obj) -> str:
+    """``creates N deletes M`` and the other non-empty action counts of a decision record
+    (the map ``doc``, as logged). Decides."""
+    try:
+        rec = ds_record.read(doc)
+    except errors.CorruptEntryError as err:
+        return f"unreadable record: {err}"
+    actions = rec.actions
+    if isinstance(rec, tainteviction.EvictionRecord):
+        return (f"evicts {len(actions.get('evictions') or [])} {rec.worker} "
+                f"read-through {rec.position}")
     parts = [f"creates {len(actions.get('creates') or [])}",
              f"deletes {len(actions.get('deletes') or [])}"]
     for name in ("history", "claims", "cleanup", "events", "backoff"):
@@ -37,13 +42,13 @@ def decision_summary(rec: Obj) -> str:
             parts.append(f"{name} {n}")
     if actions.get("hash"):
         parts.append(f"hash {actions['hash']}")
-    if not rec.get("expectationsSatisfied", True):
+    if not rec.expectations_satisfied:
         parts.append("expectations-pending")
-    if rec.get("errors"):
-        parts.append(f"errors {len(rec['errors'])}")
-    if rec.get("worker"):
-        parts.append(f"worker {rec['worker']}")
-    parts.append(f"read-through {rec.get('position', '?')}")
+    if rec.errors:
+        parts.append(f"errors {len(rec.errors)}")
+    if rec.worker:
+        parts.append(f"worker {rec.worker}")
+    parts.append(f"read-through {rec.position}")
     return " ".join(parts)
 
 

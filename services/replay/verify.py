@@ -103,17 +103,16 @@ class View(fold.View[_Slot]):
         if kind in NAMESPACED:
             self.by_ns[kind].get(ObjectKey.parse(key).namespace, {}).pop(key, None)
 
-    def snapshot(self, rec: Obj) -> t.Snapshot:
+    def snapshot(self, rec: ds_record.DecisionRecord) -> t.Snapshot:
         """The Snapshot the sync ``rec`` records read (``shared.daemonset.inputs``, as the
         live sync builds it), with the backoff, expectations and time it recorded.
         Decides."""
         backoff = {str(k): t.BackoffEntry(float(v[0]), float(v[1]))
-                   for k, v in (rec.get("backoff") or {}).items()}
+                   for k, v in rec.backoff.items()}
         return inputs.build(
-            str(rec.get("key") or ""), self, float(rec.get("now") or 0.0),
-            str(rec.get("position") or "0-0"),
+            rec.key, self, rec.now, rec.position,
             lambda wanted: {k: backoff[k] for k in wanted if k in backoff},
-            lambda: bool(rec.get("expectationsSatisfied")))
+            lambda: rec.expectations_satisfied)
 
     # what a sync reads (``shared.daemonset.inputs.Source``)
 
@@ -158,39 +157,45 @@ def _decisions(path: str | Path, limit: tuple[int, int] | None) -> list[_Pending
     return out
 
 
-def check_eviction(view: View, entry: str, rec: Obj) -> Divergence | None:
+def check_eviction(view: View, entry: str,
+                   rec: tainteviction.EvictionRecord) -> Divergence | None:
     """Re-decide one recorded NoExecute eviction (the gc's taint manager) against ``view``
     (as of its position): the node and every pod bound to it then, at the recorded time.
     Decides."""
-    name = str(rec.get("node") or "")
+    name = rec.node
     slot = view.node_slots.get(str(ObjectKey("", name)))
     node = slot.get() if slot is not None else {"metadata": {"name": name}}
     pods = [s.get() for table in view.by_ns["Pod"].values() for s in table.values()]
-    decision = tainteviction.decide(node, pods, float(rec.get("now") or 0.0))
+    decision = tainteviction.decide(node, pods, rec.now)
     recomputed = tainteviction.summarize(decision)
-    recorded = rec.get("actions")
+    recorded = rec.actions
     diff = ds_record.first_difference(recorded, codec.unpack(codec.pack(recomputed)))
     if diff is None:
         return None
-    return Divergence(f"node/{name}", entry, str(rec.get("position") or "0-0"), diff,
+    return Divergence(f"node/{name}", entry, rec.position, diff,
                       recorded, recomputed, subject="taint eviction")
 
 
-def check(view: View, entry: str, rec: Obj, plan_fn: PlanFn) -> Divergence | None:
-    """Re-plan one recorded sync against ``view`` (which must be as of its position) and
-    compare; a taint-eviction record is re-decided by ``check_eviction``. Decides."""
-    if rec.get("type") == tainteviction.RECORD_TYPE:
+def check(view: View, entry: str, doc: Obj, plan_fn: PlanFn) -> Divergence | None:
+    """Re-plan one recorded sync (the map ``doc``, as logged) against ``view`` (which must
+    be as of its position) and compare; a taint-eviction record is re-decided by
+    ``check_eviction``; a record that cannot be read is a divergence. Decides."""
+    try:
+        rec = ds_record.read(doc)
+    except errors.CorruptEntryError as err:
+        return Divergence(str(doc.get("key") or "?") if isinstance(doc, dict) else "?",
+                          entry, "?", f"record: {err}", doc, None)
+    if isinstance(rec, tainteviction.EvictionRecord):
         return check_eviction(view, entry, rec)
-    recorded = rec.get("actions")
-    if isinstance(recorded, dict) and isinstance(recorded.get("status"), dict):
+    recorded = rec.actions
+    if isinstance(recorded.get("status"), dict):
         # records written before the status took its JSON shape carry zero omitempty counters
         recorded = {**recorded, "status": ds_status.json_shape(recorded["status"])}
     snap = view.snapshot(rec)
     uid = str(((snap.ds or {}).get("metadata") or {}).get("uid") or "")
-    if snap.ds is not None and rec.get("uid") and uid != rec.get("uid"):
+    if snap.ds is not None and rec.uid and uid != rec.uid:
         return Divergence(snap.key, entry, snap.position,
-                          f"input DaemonSet uid: {rec.get('uid')!r} != {uid!r}",
-                          rec.get("uid"), uid)
+                          f"input DaemonSet uid: {rec.uid!r} != {uid!r}", rec.uid, uid)
     recomputed = ds_record.summarize(plan_fn(snap))
     diff = ds_record.first_difference(recorded, codec.unpack(codec.pack(recomputed)))
     if diff is None:

@@ -12,22 +12,42 @@ The functions here read the log and the store (act) and return the answer as lin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from services.replay import bounds, scan
 from shared.daemonset import dsutil, placement, planner, rollout
 from shared.daemonset import history as ds_history
+from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
 from shared.daemonset import unavailable as ds_unavailable
 from shared.eventlog.entry import EntryType, RawEntry
 from shared.model import meta, podutil, tainteviction, taints
-from shared.store import codec
+from shared.store import codec, errors
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
 
 Obj = dict[str, Any]
 INDENT = "  "
+Record = ds_record.DecisionRecord | tainteviction.EvictionRecord
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One DECISION entry of the log: its id, its object's key, its record."""
+
+    id: str
+    key: str
+    rec: Record
+
+
+def decision(hit: scan.Hit) -> Decision | None:
+    """The decision a DECISION entry holds; None when its record cannot be read."""
+    try:
+        return Decision(hit.id, hit.key, ds_record.read(hit.obj))
+    except errors.CorruptEntryError:
+        return None
 
 
 class WhyError(Exception):
@@ -38,30 +58,30 @@ def _when(entry_id: str) -> str:
     return f"{entry_id} ({bounds.id_time(entry_id)})"
 
 
-def _position_line(store: Store, rec: Obj) -> str:
-    pos = str(rec.get("position") or "0-0")
+def _position_line(store: Store, rec: Record) -> str:
+    pos = rec.position
     hit = scan.entry_at(store.r, store.keys, pos) if pos != "0-0" else None
     what = f", the entry there: {hit.type} {hit.kind} {hit.key}" if hit is not None else ""
     return f"read the log through {_when(pos)}{what}"
 
 
-def decision_inputs(store: Store, rec: Obj, node: str | None = None) -> list[str]:
+def decision_inputs(store: Store, rec: ds_record.DecisionRecord,
+                    node: str | None = None) -> list[str]:
     """The inputs of one recorded sync, as lines. Acts (reads the entry at its position)."""
-    actions = rec.get("actions") or {}
-    now = float(rec.get("now") or 0.0)
+    actions = rec.actions
     lines = [_position_line(store, rec),
-             f"time used (now): {bounds.seconds_time(now)}",
-             "expectations: " + ("satisfied" if rec.get("expectationsSatisfied")
+             f"time used (now): {bounds.seconds_time(rec.now)}",
+             "expectations: " + ("satisfied" if rec.expectations_satisfied
                                  else "pending (only claims and status)"),
              f"current revision hash: {actions.get('hash') or '<none>'}",
              f"decided: creates {len(actions.get('creates') or [])}, "
              f"deletes {len(actions.get('deletes') or [])}"]
-    for k, (delay, last) in sorted((rec.get("backoff") or {}).items()):
+    for k, (delay, last) in sorted(rec.backoff.items()):
         if node is None or k.endswith("/" + node):
             lines.append(f"failed-pod backoff {k}: delay {delay:g}s, last failure "
                          f"{bounds.seconds_time(float(last))}")
-    if rec.get("errors"):
-        lines.append("errors: " + "; ".join(str(e) for e in rec["errors"]))
+    if rec.errors:
+        lines.append("errors: " + "; ".join(str(e) for e in rec.errors))
     return lines
 
 
@@ -89,17 +109,16 @@ def why_changes(store: Store, kind: str, key: str, limit: int = 20) -> list[str]
     return lines
 
 
-def _decision_header(hit: scan.Hit) -> str:
-    worker = hit.obj.get("worker") or "?"
-    return f"decision {_when(hit.id)} of daemonset {hit.key} by worker {worker}"
+def _decision_header(d: Decision) -> str:
+    return f"decision {_when(d.id)} of daemonset {d.key} by worker {d.rec.worker or '?'}"
 
 
 # ---- pods ----------------------------------------------------------------------------------
 
 
-def _mentions(rec: Obj, section: str, name: str) -> str | None:
+def _mentions(rec: Record, section: str, name: str) -> str | None:
     """The node of ``name`` in the record's creates ([node, pod]) or deletes ([pod, node])."""
-    for item in (rec.get("actions") or {}).get(section) or []:
+    for item in rec.actions.get(section) or []:
         if section == "creates" and len(item) == 2 and item[1] == name:
             return str(item[0])
         if section == "deletes" and len(item) == 2 and item[0] == name:
@@ -107,14 +126,14 @@ def _mentions(rec: Obj, section: str, name: str) -> str | None:
     return None
 
 
-def delete_reason(rec: Obj, pod: Obj, node: str) -> str:
+def delete_reason(rec: ds_record.DecisionRecord, pod: Obj, node: str) -> str:
     """Why a decision deleted ``pod`` (its last known state) on ``node``. Decides."""
-    reason = (rec.get("reasons") or {}).get(node)
+    reason = rec.reasons.get(node)
     if reason and reason not in (planner.REASON_CREATE, planner.REASON_NO_POD):
         return f"the daemon should not run on {node}: {reason}"
     if podutil.is_failed(pod):
         return "the pod failed (phase Failed): failed daemon pods are deleted and recreated"
-    current = (rec.get("actions") or {}).get("hash")
+    current = rec.actions.get("hash")
     have = meta.labels(pod).get("controller-revision-hash")
     if current and have and have != current:
         return f"rolling update: the pod runs revision {have}, the DaemonSet's is {current}"
@@ -136,12 +155,14 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
         # a DaemonSet sync of the namespace, or a taint eviction on a node naming the pod
         return e.key.startswith(ns) or (e.kind == "Node" and key_b in e.payload)
 
-    decisions: list[scan.Hit] = []
+    decisions: list[Decision] = []
     changes: list[scan.Hit] = []
     added: scan.Hit | None = None
     for hit in scan.backwards(store.r, store.keys, want):
-        if hit.type == "DECISION":
-            decisions.append(hit)
+        if hit.type == EntryType.DECISION:
+            d = decision(hit)
+            if d is not None:
+                decisions.append(d)
             continue
         if current is not None and meta.uid(hit.obj) != meta.uid(current):
             continue
@@ -173,13 +194,15 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
     else:
         lines.append(f"{INDENT}created: entry {_when(added.id)}{_by_user(added)}")
         creators = sorted((d for d in decisions if order(d.id) > order(added.id)
-                           and order(str(d.obj.get("position"))) < order(added.id)
-                           and _mentions(d.obj, "creates", name) is not None),
+                           and isinstance(d.rec, ds_record.DecisionRecord)
+                           and order(d.rec.position) < order(added.id)
+                           and _mentions(d.rec, "creates", name) is not None),
                           key=lambda d: order(d.id))
         if creators:
             d = creators[0]
+            assert isinstance(d.rec, ds_record.DecisionRecord)
             lines.append(f"{INDENT*2}by {_decision_header(d)}")
-            lines += [INDENT * 3 + s for s in decision_inputs(store, d.obj, node)]
+            lines += [INDENT * 3 + s for s in decision_inputs(store, d.rec, node)]
         else:
             lines.append(f"{INDENT*2}not by a DaemonSet sync on record (created by a user or "
                          "another client)")
@@ -188,7 +211,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
 
 
 def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
-              decisions: list[scan.Hit], added: scan.Hit | None, name: str, node: str,
+              decisions: list[Decision], added: scan.Hit | None, name: str, node: str,
               last: Obj) -> None:
     order = codec.id_tuple
     marked = [c for c in changes if c.type != "DELETED" and meta.is_being_deleted(c.obj)]
@@ -200,8 +223,9 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
                  + (f", removed from the store at {_when(removed[0].id)}" if removed else ""))
     since = order(added.id) if added is not None else (0, 0)
     deleters = sorted((d for d in decisions if order(d.id) >= order(first.id) and
-                       order(str(d.obj.get("position"))) >= since and
-                       _mentions(d.obj, "deletes", name) is not None),
+                       isinstance(d.rec, ds_record.DecisionRecord) and
+                       order(d.rec.position) >= since and
+                       _mentions(d.rec, "deletes", name) is not None),
                       key=lambda d: order(d.id))
     if not deleters:
         evicted = _eviction(decisions, first, meta.key(last), meta.uid(last))
@@ -212,36 +236,39 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
                      "(owner or node gone), the node agent (grace period over) or a user")
         return
     d = deleters[0]
-    dnode = _mentions(d.obj, "deletes", name) or node
+    assert isinstance(d.rec, ds_record.DecisionRecord)
+    dnode = _mentions(d.rec, "deletes", name) or node
     lines.append(f"{INDENT*2}by {_decision_header(d)}")
-    lines.append(f"{INDENT*3}why: {delete_reason(d.obj, last, dnode)}")
-    lines += [INDENT * 3 + s for s in decision_inputs(store, d.obj, dnode)]
+    lines.append(f"{INDENT*3}why: {delete_reason(d.rec, last, dnode)}")
+    lines += [INDENT * 3 + s for s in decision_inputs(store, d.rec, dnode)]
 
 
-def _eviction(decisions: list[scan.Hit], first: scan.Hit, key: str,
-              uid: str) -> tuple[scan.Hit, list[Any]] | None:
-    """The taint-eviction decision (and its entry for the pod) that deleted pod ``key`` of
-    ``uid``, written with the deletion ``first``. Decides."""
+def _eviction(decisions: list[Decision], first: scan.Hit, key: str, uid: str
+              ) -> tuple[str, tainteviction.EvictionRecord, list[Any]] | None:
+    """The taint-eviction decision (its entry id, record, and its entry for the pod) that
+    deleted pod ``key`` of ``uid``, written with the deletion ``first``. Decides."""
     order = codec.id_tuple
     for d in sorted(decisions, key=lambda d: order(d.id)):
-        if d.obj.get("type") != tainteviction.RECORD_TYPE or order(d.id) < order(first.id):
+        if not isinstance(d.rec, tainteviction.EvictionRecord) \
+                or order(d.id) < order(first.id):
             continue
-        for item in (d.obj.get("actions") or {}).get("evictions") or []:
+        for item in d.rec.actions.get("evictions") or []:
             if len(item) == 5 and item[0] == key and item[1] == uid:
-                return d, item
+                return d.id, d.rec, item
     return None
 
 
-def _eviction_lines(store: Store, d: scan.Hit, item: list[Any]) -> list[str]:
+def _eviction_lines(store: Store, entry_id: str, rec: tainteviction.EvictionRecord,
+                    item: list[Any]) -> list[str]:
     """How a taint eviction reads in ``why pod``. Acts (reads the entry at its position)."""
-    now, due = float(d.obj.get("now") or 0.0), float(item[3])
+    due = float(item[3])
     tolerated = (f"tolerated until {bounds.seconds_time(due)} (tolerationSeconds)" if item[4]
                  else "not tolerated")
-    return [f"{INDENT*2}by the taint manager: decision {_when(d.id)} on node "
-            f"{d.obj.get('node')} by {d.obj.get('worker') or '?'}",
+    return [f"{INDENT*2}by the taint manager: decision {_when(entry_id)} on node "
+            f"{rec.node} by {rec.worker or '?'}",
             f"{INDENT*3}why: NoExecute taint {item[2]}, {tolerated}",
-            f"{INDENT*3}{_position_line(store, d.obj)}",
-            f"{INDENT*3}time used (now): {bounds.seconds_time(now)}"]
+            f"{INDENT*3}{_position_line(store, rec)}",
+            f"{INDENT*3}time used (now): {bounds.seconds_time(rec.now)}"]
 
 
 # ---- nodes ---------------------------------------------------------------------------------
@@ -343,14 +370,15 @@ def _failed_reason(store: Store, ds: Obj, node: str) -> str:
             f"{bounds.seconds_time(entry.last_update + entry.delay)}")
 
 
-def _changed_since(rec: Obj, ds: Obj, node: Obj, pods: list[Obj]) -> bool:
+def _changed_since(rec: ds_record.DecisionRecord, ds: Obj, node: Obj, pods: list[Obj]
+                   ) -> bool:
     """Whether what placement on ``node`` depends on changed after the sync ``rec`` read:
     the node, the DaemonSet's pods there, or its template (its revision hash). Decides."""
-    read = codec.id_tuple(str(rec.get("position") or "0-0"))
+    read = codec.id_tuple(rec.position)
     if any(codec.id_tuple(meta.resource_version(o)) > read for o in [node, *pods]):
         return True
     current = ds_history.compute_hash(dsutil.template(ds), dsutil.collision_count(ds))
-    return current != (rec.get("actions") or {}).get("hash")
+    return current != rec.actions.get("hash")
 
 
 def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]:
@@ -372,22 +400,25 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
         lines.append(f"{INDENT}pod {meta.name(p)} is there ({podutil.phase(p) or 'Pending'}"
                      f"{', terminating' if meta.is_being_deleted(p) else ''}); "
                      f"see `daemonbus why pod/{meta.name(p)} -n {meta.namespace(p)}`")
-    latest: scan.Hit | None = None
+    latest: Decision | None = None
+    rec: ds_record.DecisionRecord | None = None
     for hit in scan.backwards(store.r, store.keys, lambda e: e.type == EntryType.DECISION
                               and e.key == ds_key):
-        if hit.obj.get("uid") == meta.uid(ds):
-            latest = hit
+        d = decision(hit)
+        if d is not None and isinstance(d.rec, ds_record.DecisionRecord) \
+                and d.rec.uid == meta.uid(ds):
+            latest, rec = d, d.rec
         break
-    recorded = (latest.obj.get("reasons") or {}).get(node_name) if latest else None
-    stale = latest is not None and _changed_since(latest.obj, ds, node, pods)
-    if latest is not None and recorded:
+    recorded = rec.reasons.get(node_name) if rec is not None else None
+    stale = rec is not None and _changed_since(rec, ds, node, pods)
+    if latest is not None and rec is not None and recorded:
         when = "at the time of" if stale else "from"
         if recorded == planner.REASON_CREATE:
             lines.append(f"{INDENT}the most recent decision created a pod here")
         else:
             lines.append(f"{INDENT}reason {when} the most recent decision: {recorded}")
         lines.append(f"{INDENT*2}{_decision_header(latest)}")
-        lines += [INDENT * 3 + s for s in decision_inputs(store, latest.obj, node_name)]
+        lines += [INDENT * 3 + s for s in decision_inputs(store, rec, node_name)]
     if latest is None or not recorded or stale:
         why = _live_reason(store, ds, node, now)
         note = ("the node, the DaemonSet or its pod there changed since that decision; "

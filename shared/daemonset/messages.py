@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.model.errors import CorruptEntryError
+from shared.model import envelope
 
 VERSION = 1
 
@@ -49,19 +49,8 @@ class StatusMessage:
         wrong type, or a version this code does not read. Decides."""
         if isinstance(doc, StatusMessage):
             return doc
-        if not isinstance(doc, dict):
-            raise CorruptEntryError("status message is not a map")
-        version = doc.get("v", 1)
-        if not isinstance(version, int) or isinstance(version, bool) \
-                or not 0 < version <= VERSION:
-            raise CorruptEntryError(f"status message of unsupported version {version!r}")
-        for name, type_, required in _FIELDS:
-            value = doc.get(name)
-            if value is None and not required:
-                continue
-            if not isinstance(value, type_) or (type_ is int and isinstance(value, bool)):
-                raise CorruptEntryError(
-                    f"status message field {name!r} is not of type {type_.__name__}")
+        version = envelope.version(doc, "status message", VERSION)
+        envelope.check(doc, "status message", _FIELDS)
         return cls(key=doc["key"], status=doc["status"], uid=doc.get("uid") or "",
                    generation=doc.get("generation") or 0, observe=bool(doc.get("observe")),
                    position=doc.get("position") or "",

@@ -1,18 +1,77 @@
 """Decision records: the canonical, comparable summary of a Plan and the inputs a replay
 needs beyond the log (decides nothing, does no IO).
 
-A record is written to the log after each sync. ``replay --verify`` rebuilds the objects up
-to ``position``, builds the same Snapshot with the recorded ``now``, expectations flag and
-backoff entries, re-plans, and compares ``summarize(plan)`` with the recorded ``actions``.
+A record (:class:`DecisionRecord`) is written to the log after each sync, as a msgpack map
+(``to_map``) with its version under ``"rv"`` (none means 1). ``replay --verify`` rebuilds
+the objects up to ``position``, builds the same Snapshot with the recorded ``now``,
+expectations flag and backoff entries, re-plans, and compares ``summarize(plan)`` with the
+recorded ``actions``. ``read`` turns a DECISION entry's map back into its record (this one,
+or gc's ``tainteviction.EvictionRecord``), every field's type checked.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.daemonset import types as t
+from shared.model import envelope, tainteviction
 
 RECORD_VERSION = 1
+WHAT = "decision record"
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """What one DaemonSet sync read and decided. A new field is an attribute with a
+    default, a line in ``_FIELDS`` (wire name, attribute, type) and, when an older record
+    may lack it, nothing else: absent reads as the default."""
+
+    key: str = ""  # the DaemonSet
+    position: str = "0-0"  # the log id the sync's cache had applied
+    now: float = 0.0  # the time the sync used
+    uid: str = ""  # of the DaemonSet it read
+    expectations_satisfied: bool = False
+    backoff: dict[str, list[float]] = field(default_factory=dict)  # key -> [delay, last]
+    actions: Obj = field(default_factory=dict)  # summarize(plan)
+    reasons: dict[str, str] = field(default_factory=dict)  # node -> why (not) placed
+    worker: str = ""
+    errors: list[str] = field(default_factory=list)  # what the executor failed to write
+    version: int = RECORD_VERSION
+
+    def to_map(self) -> Obj:
+        out: Obj = {"rv": self.version}
+        for wire, attr, _type in _FIELDS:
+            out[wire] = getattr(self, attr)
+        return out
+
+    @classmethod
+    def from_map(cls, doc: Any) -> DecisionRecord:
+        """A record as logged; raises CorruptEntryError naming the first field of the wrong
+        type, or a version this code does not read. Decides."""
+        version = envelope.version(doc, WHAT, RECORD_VERSION, field="rv")
+        envelope.check(doc, WHAT, ((wire, type_, False) for wire, _a, type_ in _FIELDS))
+        values = {attr: doc[wire] for wire, attr, _t in _FIELDS if doc.get(wire) is not None}
+        if "now" in values:
+            values["now"] = float(values["now"])
+        return cls(**values, version=version)
+
+
+# wire name, attribute, type (in the order records are written)
+_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("key", "key", str), ("position", "position", str), ("now", "now", float),
+    ("uid", "uid", str), ("expectationsSatisfied", "expectations_satisfied", bool),
+    ("backoff", "backoff", dict), ("actions", "actions", dict), ("reasons", "reasons", dict),
+    ("worker", "worker", str), ("errors", "errors", list))
+
+
+def read(doc: Any) -> DecisionRecord | tainteviction.EvictionRecord:
+    """The record a DECISION entry holds: a taint eviction's (gc, field ``type``) or a
+    DaemonSet sync's. Raises CorruptEntryError. Decides."""
+    if isinstance(doc, dict) and doc.get("type") == tainteviction.RECORD_TYPE:
+        return tainteviction.EvictionRecord.from_map(doc)
+    return DecisionRecord.from_map(doc)
 
 
 def summarize(plan: t.Plan) -> dict[str, Any]:
@@ -55,19 +114,15 @@ def summarize(plan: t.Plan) -> dict[str, Any]:
     return out
 
 
-def make_record(snap: t.Snapshot, plan: t.Plan, worker: str = "") -> dict[str, Any]:
-    return {
-        "rv": RECORD_VERSION,
-        "key": snap.key,
-        "position": snap.position,
-        "now": snap.now,
-        "uid": ((snap.ds or {}).get("metadata") or {}).get("uid", ""),
-        "expectationsSatisfied": snap.expectations_satisfied,
-        "backoff": {k: [v.delay, v.last_update] for k, v in sorted(snap.backoff.items())},
-        "actions": summarize(plan),
-        "reasons": dict(sorted(plan.reasons.items())),
-        "worker": worker,
-    }
+def make_record(snap: t.Snapshot, plan: t.Plan, worker: str = "",
+                errors: list[str] | None = None) -> DecisionRecord:
+    return DecisionRecord(
+        key=snap.key, position=snap.position, now=snap.now,
+        uid=((snap.ds or {}).get("metadata") or {}).get("uid", ""),
+        expectations_satisfied=snap.expectations_satisfied,
+        backoff={k: [v.delay, v.last_update] for k, v in sorted(snap.backoff.items())},
+        actions=summarize(plan), reasons=dict(sorted(plan.reasons.items())), worker=worker,
+        errors=list(errors or []))
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.model import meta, taints
+from shared.model import envelope, meta, taints
 
 Obj = dict[str, Any]
 
@@ -192,15 +192,43 @@ def summarize(decision: NodeEvictions) -> dict[str, Any]:
     }
 
 
-def make_record(decision: NodeEvictions, position: str, now: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EvictionRecord:
     """The decision record of one look at a node: what it read (the log ``position``, the
-    time ``now``) and what it decided, for the log and ``replay --verify``."""
-    return {
-        "rv": RECORD_VERSION,
-        "type": RECORD_TYPE,
-        "node": decision.node,
-        "position": position,
-        "now": now,
-        "actions": summarize(decision),
-        "worker": COMPONENT,
-    }
+    time ``now``) and what it decided (``summarize``), for the log and ``replay --verify``.
+    On the wire a map with its version under ``"rv"`` (none means 1) and ``type``
+    ``RECORD_TYPE``."""
+
+    node: str = ""
+    position: str = "0-0"
+    now: float = 0.0
+    actions: Obj = field(default_factory=dict)
+    worker: str = COMPONENT
+    version: int = RECORD_VERSION
+
+    def to_map(self) -> Obj:
+        return {"rv": self.version, "type": RECORD_TYPE, "node": self.node,
+                "position": self.position, "now": self.now, "actions": self.actions,
+                "worker": self.worker}
+
+    @classmethod
+    def from_map(cls, doc: Any) -> EvictionRecord:
+        """A record as logged; raises CorruptEntryError naming the first field of the wrong
+        type, or a version this code does not read. Decides."""
+        what = "taint eviction record"
+        version = envelope.version(doc, what, RECORD_VERSION, field="rv")
+        envelope.check(doc, what, _RECORD_FIELDS)
+        return cls(node=doc.get("node") or "", position=doc.get("position") or "0-0",
+                   now=float(doc.get("now") or 0.0), actions=doc.get("actions") or {},
+                   worker=doc.get("worker") or "", version=version)
+
+
+_RECORD_FIELDS: tuple[envelope.Field, ...] = (
+    ("node", str, False), ("position", str, False), ("now", float, False),
+    ("actions", dict, False), ("worker", str, False))
+
+
+def make_record(decision: NodeEvictions, position: str, now: float) -> EvictionRecord:
+    """The decision record of one look at a node."""
+    return EvictionRecord(node=decision.node, position=position, now=now,
+                          actions=summarize(decision))

@@ -69,7 +69,7 @@ class LogBuilder:
         assert plan.sync_nodes is not None
         for c in plan.sync_nodes.creates:
             self.add("ADDED", c.pod)
-        rec = ds_record.make_record(snap, plan, "w1")
+        rec = ds_record.make_record(snap, plan, "w1").to_map()
         self.decision(key, rec)
         return rec
 
@@ -161,7 +161,7 @@ def test_verify_skips_decisions_that_read_state_before_the_snapshot(tmp_path: Pa
     result = verify.verify(log.write(tmp_path / "a.dblog", objects, cut))
     assert (result.verified, result.skipped, result.divergences) == (1, 0, [])
     log.decision(KEY, {**ds_record.make_record(log.snapshot(KEY), planner.plan(
-        log.snapshot(KEY))), "position": "1000-0"})
+        log.snapshot(KEY))).to_map(), "position": "1000-0"})
     result = verify.verify(log.write(tmp_path / "b.dblog", objects, cut))
     assert (result.verified, result.skipped) == (1, 1)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from services.replay import why
+from shared.daemonset.record import DecisionRecord
 from tests.unit.daemonset_fixtures import make_pod
 
 
-def _rec(reasons: dict[str, str] | None = None, hash_: str = "h2") -> dict:
-    return {"reasons": reasons or {}, "actions": {"hash": hash_}}
+def _rec(reasons: dict[str, str] | None = None, hash_: str = "h2") -> DecisionRecord:
+    return DecisionRecord(reasons=reasons or {}, actions={"hash": hash_})
 
 
 def test_delete_reason_is_the_node_reason_when_the_daemon_should_not_run_there() -> None:

@@ -1,0 +1,71 @@
+"""The decision record, versioned: it round-trips to the map it is logged as, a record
+without a version is version 1, every record of an older daemonbus's export reads (and
+writes back the same map), and a newer version or a field of the wrong type is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.replay import logfile
+from shared.daemonset.record import RECORD_VERSION, DecisionRecord, read
+from shared.eventlog.entry import EntryType
+from shared.model.errors import CorruptEntryError
+from shared.model.tainteviction import EvictionRecord
+from shared.store import codec
+
+OLD_EXPORT = Path(__file__).parent.parent / "data" / "main-5c07e65.dblog"
+
+REC = DecisionRecord(key="ns/ds", position="5-0", now=1.5, uid="u1",
+                     expectations_satisfied=True, backoff={"u1/1/n1": [1.0, 2.0]},
+                     actions={"hash": "h", "creates": [["n1", "p1"]]},
+                     reasons={"n1": "pod creation planned"}, worker="w1", errors=["e"])
+
+
+def test_a_record_round_trips_through_msgpack_with_its_version() -> None:
+    doc = codec.unpack(codec.pack(REC.to_map()))
+    assert doc["rv"] == RECORD_VERSION and DecisionRecord.from_map(doc) == REC
+    assert list(doc) == ["rv", "key", "position", "now", "uid", "expectationsSatisfied",
+                         "backoff", "actions", "reasons", "worker", "errors"]
+
+
+def test_a_record_without_a_version_or_optional_fields_is_the_first() -> None:
+    doc = REC.to_map()
+    del doc["rv"]
+    assert DecisionRecord.from_map(doc) == REC
+    assert DecisionRecord.from_map({"key": "ns/ds", "now": 3}) == DecisionRecord(
+        key="ns/ds", now=3.0)
+
+
+@pytest.mark.parametrize("change,error", [
+    ({"rv": RECORD_VERSION + 1}, "unsupported version"), ({"rv": "1"}, "unsupported version"),
+    ({"now": "5"}, "'now' is not of type float"), ({"now": True}, "'now'"),
+    ({"expectationsSatisfied": 1}, "'expectationsSatisfied' is not of type bool"),
+    ({"actions": []}, "'actions' is not of type dict"), ({"key": 3}, "'key'")])
+def test_a_newer_or_malformed_record_is_refused(change: dict[str, object], error: str) -> None:
+    with pytest.raises(CorruptEntryError, match=error):
+        DecisionRecord.from_map({**REC.to_map(), **change})
+    with pytest.raises(CorruptEntryError, match="not a map"):
+        DecisionRecord.from_map([1])
+
+
+def test_an_eviction_record_is_read_as_one() -> None:
+    rec = EvictionRecord(node="n1", position="5-0", now=2.0,
+                         actions={"node": "n1", "evictions": [], "next": None})
+    assert read(codec.unpack(codec.pack(rec.to_map()))) == rec
+    with pytest.raises(CorruptEntryError, match="'node' is not of type str"):
+        read({**rec.to_map(), "node": 1})
+
+
+def test_every_record_of_an_older_export_reads_and_writes_back_the_same() -> None:
+    seen: set[type] = set()
+    with logfile.Reader(OLD_EXPORT) as reader:
+        for raw in reader.records():
+            if raw[0] != logfile.ENTRY or raw[3] != EntryType.DECISION:
+                continue
+            doc = codec.unpack(raw[6])
+            rec = read(doc)
+            seen.add(type(rec))
+            assert rec.to_map() == doc
+    assert DecisionRecord in seen
