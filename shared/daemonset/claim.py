@@ -67,6 +67,26 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
     return claimed, actions
 
 
+def owned_check(ds: Obj) -> Callable[[Obj], bool]:
+    """Whether :func:`claim` claims an object as already ``ds``'s, without an adoption: its
+    controller ref has the DaemonSet's uid and its labels match the selector (claim's first
+    case, for one object at a time). Decides."""
+    ds_uid = meta.uid(ds)
+    matches = selector_matcher(dsutil.selector(ds))
+
+    def owned(obj: Obj) -> bool:
+        md = obj.get("metadata")
+        if not isinstance(md, dict):
+            return False
+        ref = _controller_ref(md)
+        if ref is None or str(ref.get("uid") or "") != ds_uid:
+            return False
+        obj_labels = md.get("labels")
+        return matches(obj_labels if isinstance(obj_labels, dict) else {})
+
+    return owned
+
+
 def _controller_ref(md: Obj) -> Obj | None:
     """``meta.controller_ref`` on an object's metadata."""
     refs = md.get("ownerReferences")

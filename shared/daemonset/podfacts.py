@@ -90,21 +90,29 @@ def by_node(
     crowded: list[list[PodFacts]] = []
     for pod in claimed:
         facts = read(pod, is_updated)
-        if facts.node is None or (facts.deleting and facts.terminal):
+        node = facts.node
+        if node is None or not kept(facts):
             continue
-        bucket = result.get(facts.node)
+        bucket = result.get(node)
         if bucket is None:
-            result[facts.node] = [facts]
+            result[node] = [facts]
         else:
             if len(bucket) == 1:
                 crowded.append(bucket)
             bucket.append(facts)
     for bucket in crowded:
-        bucket.sort(key=_name)
+        bucket.sort(key=name_key)
     return result
 
 
-def _name(facts: PodFacts) -> str:
+def kept(facts: PodFacts) -> bool:
+    """Whether :func:`by_node` keeps a pod: it has a target node and is not a deleted
+    terminal pod."""
+    return facts.node is not None and not (facts.deleting and facts.terminal)
+
+
+def name_key(facts: PodFacts) -> str:
+    """The order of one node's pods in :func:`by_node`: by name."""
     return meta.name(facts.pod)
 
 

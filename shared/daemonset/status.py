@@ -7,7 +7,7 @@ the node list are ignored.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.daemonset import dsutil, podfacts
 from shared.daemonset.placement import Decision
@@ -71,6 +71,38 @@ def labels_updated_check(
     return check
 
 
+class NodeCount(NamedTuple):
+    """One node's part of the counters (``updateDaemonSetStatus``'s loop body): the four
+    counters that do not depend on the time, and the counted pod when it is ready (available
+    or not depending on ``now`` and minReadySeconds)."""
+
+    desired: int
+    current: int
+    misscheduled: int
+    ready: int
+    updated: int
+    ready_pod: PodFacts | None
+
+
+NOTHING = NodeCount(0, 0, 0, 0, 0, None)
+_MISSCHEDULED = NodeCount(0, 0, 1, 0, 0, None)
+_NO_POD = NodeCount(1, 0, 0, 0, 0, None)
+
+
+def node_count(decision: Decision, pods: list[PodFacts] | None) -> NodeCount:
+    """What node with placement ``decision`` and claimed pods ``pods`` (``podfacts.by_node``'s
+    list, or None) adds to the counters: desired when it should run; then current when it has
+    a pod, and ready and updated as its counted pod (:func:`counted`) is; misscheduled when it
+    should not run and has one. The one home of the counting rule. Decides."""
+    if not decision.should_run:
+        return _MISSCHEDULED if pods else NOTHING
+    if not pods:
+        return _NO_POD
+    pod = counted(pods)
+    ready = pod.ready
+    return NodeCount(1, 1, 0, int(ready), int(pod.updated), pod if ready else None)
+
+
 def compute_status(
     ds: Obj,
     node_names: Sequence[str],
@@ -86,25 +118,28 @@ def compute_status(
 
     ``decisions[n]`` is the placement decision for node ``n``; ``node_pods`` the facts of the
     claimed pods by target node (``podfacts.by_node``: deleted terminal pods left out, updated
-    against the current hash).
+    against the current hash). Each node counts as :func:`node_count` says.
     """
     available_check = podfacts.availability(dsutil.min_ready_seconds(ds), now)
     desired = current = misscheduled = ready = updated = available = 0
     for name in node_names:
-        pods = node_pods.get(name)
-        scheduled = bool(pods)
-        if decisions[name].should_run:
-            desired += 1
-            if not pods:
-                continue
-            current += 1
-            pod = counted(pods)
-            if pod.ready:
-                ready += 1
-                available += available_check(pod)
-            updated += pod.updated
-        elif scheduled:
-            misscheduled += 1
+        c = node_count(decisions[name], node_pods.get(name))
+        desired += c.desired
+        current += c.current
+        misscheduled += c.misscheduled
+        ready += c.ready
+        updated += c.updated
+        if c.ready_pod is not None:
+            available += available_check(c.ready_pod)
+    return with_counts(ds, (desired, current, misscheduled, ready, updated, available),
+                       update_observed_generation)
+
+
+def with_counts(ds: Obj, counts: tuple[int, int, int, int, int, int],
+                update_observed_generation: bool) -> Obj:
+    """The status :func:`compute_status` returns for the sums ``counts`` (desired, current,
+    misscheduled, ready, updated, available) of ``ds``'s nodes. Decides."""
+    desired, current, misscheduled, ready, updated, available = counts
     new: Obj = dict(dsutil.status(ds))
     new.update(
         {

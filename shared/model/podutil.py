@@ -17,6 +17,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 
 _ZERO_TIME = float("-inf")  # a missing creationTimestamp sorts first, like Go's zero time
+_NEVER = float("inf")
 
 
 def spec(pod: Obj) -> Obj:
@@ -71,20 +72,24 @@ def is_ready(pod: Obj) -> bool:
     return cond is not None and cond.get("status") == "True"
 
 
-def _available(cond: Obj, min_ready_seconds: int | float, now: float) -> bool:
+def available_after(pod: Obj, min_ready_seconds: int | float) -> float:
+    """The time after which ``pod`` is available (:func:`is_available` is ``available_after <
+    now``): ``-inf`` when it is Ready and ``min_ready_seconds == 0``, the Ready condition's
+    ``lastTransitionTime + min_ready_seconds`` when it is Ready and that is set, else ``inf``
+    (never, until the pod changes)."""
+    cond = ready_condition(pod)
+    if cond is None or cond.get("status") != "True":
+        return _NEVER
     if not min_ready_seconds:
-        return True
+        return _ZERO_TIME
     ltt = meta.parse_time(cond.get("lastTransitionTime"))
-    return ltt is not None and ltt + min_ready_seconds < now
+    return _NEVER if ltt is None else ltt + min_ready_seconds
 
 
 def is_available(pod: Obj, min_ready_seconds: int | float, now: float) -> bool:
     """Ready, and either ``min_ready_seconds == 0`` or the Ready condition's
     lastTransitionTime is set and ``LTT + min_ready_seconds < now`` (strict, the baseline)."""
-    cond = ready_condition(pod)
-    if cond is None or cond.get("status") != "True":
-        return False
-    return _available(cond, min_ready_seconds, now)
+    return available_after(pod, min_ready_seconds) < now
 
 
 def target_node(pod: Obj) -> str | None:

@@ -1,0 +1,298 @@
+"""The per-node state of one DaemonSet at one revision, kept change by change. Pure.
+
+A full sync reads every Node and Pod to decide placement, read the pod facts and count the
+status (``planner.plan``): at 50,000 nodes that is most of a second. A
+:class:`DaemonSetIndex` holds the same per-node state for one DaemonSet ``ds`` at its
+current-revision ``hash`` and is told of one Node or Pod at a time, so a node or pod event
+costs the same at 50 nodes as at 50,000:
+
+* ``decisions[node]``: ``placement.Placement(ds).decide(node)``, for every Node it was given;
+* ``node_pods[node]``: the facts (``podfacts.read``, updated against ``hash`` and the template
+  generation) of the DaemonSet's pods targeting ``node``, in name order, as
+  ``podfacts.by_node`` groups the claimed pods: a pod counts when it is in the DaemonSet's
+  namespace and ``claim.owned_check`` holds (controller ref with the DaemonSet's uid, labels
+  matching the selector) and ``podfacts.kept`` (a target node, not deleted-and-terminal).
+  Orphans a sync would adopt are not here: a plan that adopts falls back to reading every pod;
+* the status counters as running sums of ``status.node_count`` (the one counting rule), the
+  ready counted pods' ``podutil.available_after`` times in a sorted list, so
+  :meth:`DaemonSetIndex.status` at any ``now`` is one bisection;
+* which nodes are not *steady* (:func:`steady`), for :meth:`DaemonSetIndex.settled_except`.
+
+The API (everything else is private):
+
+``DaemonSetIndex(ds, hash, nodes=(), pods=())``
+    build from scratch (the Nodes, the Pods of any namespace: others are ignored).
+``fits(ds)`` / ``update_ds(ds)``
+    whether a newer object of the DaemonSet leaves the derived state valid (same uid,
+    namespace, pod template spec, selector, template generation, minReadySeconds); update_ds
+    takes it (its ``.status`` and generation feed :meth:`status`) and says whether it did.
+    A DaemonSet whose current revision's hash changed needs a new index.
+``set_node(node)`` / ``remove_node(name)`` / ``set_pod(pod)`` / ``remove_pod(key)``
+    a Node added or changed / deleted; a Pod added or changed / deleted (``"ns/name"``).
+``decisions``, ``node_pods``, ``node(name)``, ``node_names()``, ``nodes()``
+    read-only views; ``node_names()`` is sorted, ``nodes()`` the (name, Node) pairs in that
+    order. Do not modify what they return.
+``status(now, update_observed_generation)``
+    equals ``status.compute_status(ds, node_names(), decisions, node_pods, now, update)``.
+``settled_except(names, now)``
+    whether every node not in ``names`` is steady at ``now`` (pods on a node missing from the
+    node list are never steady).
+
+Objects are held, not copied: the caller must not modify a Node or Pod it passed in (the
+caches replace objects on change, they never modify them).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from shared.daemonset import claim, dsutil, podfacts, status
+from shared.daemonset.placement import Decision, Placement
+from shared.daemonset.podfacts import PodFacts
+from shared.daemonset.status import NodeCount
+from shared.model import meta, podutil
+
+Obj = dict[str, Any]
+
+_ALWAYS = float("-inf")  # podutil.available_after of a ready pod without minReadySeconds
+
+
+def steady(decision: Decision, pods: Sequence[PodFacts] | None, available_after: float | None
+           ) -> bool | None:
+    """Whether a node needs nothing of a sync: it should run the daemon and has exactly one
+    pod, running (not deleting, not terminal), updated and ready, or it should not and has
+    none. With such a pod, None when the answer depends on the time (the pod is available
+    after ``available_after``). Decides."""
+    if not decision.should_run:
+        return not pods
+    if not pods or len(pods) != 1:
+        return False
+    pod = pods[0]
+    if not (pod.running and pod.updated and pod.ready):
+        return False
+    return True if available_after == _ALWAYS else None
+
+
+def _basis(ds: Obj) -> tuple[Any, ...]:
+    """What the derived state of an index reads of its DaemonSet (besides the hash)."""
+    return (meta.uid(ds), meta.namespace(ds), dsutil.template_spec(ds), dsutil.selector(ds),
+            dsutil.template_generation(ds), dsutil.min_ready_seconds(ds))
+
+
+class DaemonSetIndex:
+    """The per-node state of one DaemonSet at one current-revision hash (module docstring)."""
+
+    def __init__(self, ds: Obj, hash: str, nodes: Iterable[Obj] = (),
+                 pods: Iterable[Obj] = ()) -> None:
+        self.ds = ds
+        self.hash = hash
+        self._basis = _basis(ds)
+        self._namespace = meta.namespace(ds)
+        self._placement = Placement(ds)
+        self._owned = claim.owned_check(ds)
+        self._is_updated = status.labels_updated_check(hash, dsutil.template_generation(ds))
+        self._min_ready = dsutil.min_ready_seconds(ds)
+        self._nodes: dict[str, Obj] = {}
+        self._names: list[str] = []
+        self._decisions: dict[str, Decision] = {}
+        self._pods: dict[str, PodFacts] = {}  # pod key → facts, kept pods only
+        self._node_pods: dict[str, list[PodFacts]] = {}
+        # per node in the node list: its NodeCount unless NOTHING; the sums of the first five
+        self._counts: dict[str, NodeCount] = {}
+        self._sums = [0, 0, 0, 0, 0]
+        self._after: dict[str, float] = {}  # node → available_after of its ready counted pod
+        self._after_sorted: list[float] = []
+        self._unsettled: set[str] = set()
+        self._settle_at: dict[str, float] = {}  # steady nodes whose pod is not yet available
+        self._settling: list[tuple[float, str]] = []  # the same, sorted
+        self._bulk = True  # while building: append, sort once at the end
+        for node in nodes:
+            name = meta.name(node)
+            self._nodes[name] = node
+            self._decisions[name] = self._placement.decide(node, name)
+        self._names = sorted(self._nodes)
+        for pod in pods:
+            facts = self._facts(pod)
+            if facts is not None:
+                self._pods[meta.key(pod)] = facts
+                self._node_pods.setdefault(str(facts.node), []).append(facts)
+        for bucket in self._node_pods.values():
+            if len(bucket) > 1:
+                bucket.sort(key=podfacts.name_key)
+        for name in self._nodes.keys() | self._node_pods.keys():
+            self._recount(name)
+        self._after_sorted.sort()
+        self._settling.sort()
+        self._bulk = False
+
+    # ---- the DaemonSet ------------------------------------------------------------------
+
+    def fits(self, ds: Obj) -> bool:
+        """Whether ``ds`` (a newer object of the same DaemonSet) leaves this index valid."""
+        return _basis(ds) == self._basis
+
+    def update_ds(self, ds: Obj) -> bool:
+        """Take ``ds`` if it :meth:`fits`; False (nothing changed) if it does not."""
+        if not self.fits(ds):
+            return False
+        self.ds = ds
+        return True
+
+    # ---- changes ------------------------------------------------------------------------
+
+    def set_node(self, node: Obj) -> None:
+        """A Node was added or changed."""
+        name = meta.name(node)
+        if name not in self._nodes:
+            bisect.insort(self._names, name)
+        self._nodes[name] = node
+        self._decisions[name] = self._placement.decide(node, name)
+        self._recount(name)
+
+    def remove_node(self, name: str) -> None:
+        """The Node ``name`` was deleted (its pods stay until they are deleted)."""
+        if self._nodes.pop(name, None) is None:
+            return
+        del self._names[bisect.bisect_left(self._names, name)]
+        del self._decisions[name]
+        self._recount(name)
+
+    def set_pod(self, pod: Obj) -> None:
+        """A Pod was added or changed (any pod: those that are not the DaemonSet's are
+        ignored, or dropped if they were)."""
+        key = meta.key(pod)
+        facts = self._facts(pod)
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._unbucket(old)
+        if facts is not None:
+            self._pods[key] = facts
+            node = str(facts.node)
+            bucket = self._node_pods.get(node)
+            if bucket is None:
+                self._node_pods[node] = [facts]
+            else:
+                new = list(bucket)
+                bisect.insort(new, facts, key=podfacts.name_key)
+                self._node_pods[node] = new
+            self._recount(node)
+        if old is not None and old.node != (facts.node if facts is not None else None):
+            self._recount(str(old.node))
+
+    def remove_pod(self, key: str) -> None:
+        """The Pod ``key`` (``"namespace/name"``) was deleted."""
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._unbucket(old)
+            self._recount(str(old.node))
+
+    # ---- reads --------------------------------------------------------------------------
+
+    @property
+    def decisions(self) -> Mapping[str, Decision]:
+        """Node name → placement decision, for every Node."""
+        return self._decisions
+
+    @property
+    def node_pods(self) -> Mapping[str, list[PodFacts]]:
+        """Node name → the DaemonSet's pods there (``podfacts.by_node``'s shape)."""
+        return self._node_pods
+
+    def node(self, name: str) -> Obj | None:
+        return self._nodes.get(name)
+
+    def node_names(self) -> Sequence[str]:
+        """Every Node's name, sorted."""
+        return self._names
+
+    def nodes(self) -> list[tuple[str, Obj]]:
+        """(name, Node) pairs in name order, as the planner's passes take them."""
+        nodes = self._nodes
+        return [(name, nodes[name]) for name in self._names]
+
+    def status(self, now: float, update_observed_generation: bool) -> Obj:
+        """``status.compute_status`` over the index's nodes at ``now``. Decides."""
+        available = bisect.bisect_left(self._after_sorted, now)  # how many are < now
+        s = self._sums
+        return status.with_counts(self.ds, (s[0], s[1], s[2], s[3], s[4], available),
+                                  update_observed_generation)
+
+    def settled_except(self, names: Collection[str], now: float) -> bool:
+        """Whether every node not in ``names`` is steady (:func:`steady`) at ``now``: cost
+        O(len(names)) and a bisection, whatever the number of nodes."""
+        if len(self._unsettled) > len(names):
+            return False
+        if any(name not in names for name in self._unsettled):
+            return False
+        settling = self._settling
+        first = bisect.bisect_left(settling, (now, ""))  # the pods not available at now
+        if len(settling) - first > len(names):
+            return False
+        return all(settling[i][1] in names for i in range(first, len(settling)))
+
+    # ---- inside ---------------------------------------------------------------------------
+
+    def _facts(self, pod: Obj) -> PodFacts | None:
+        if meta.namespace(pod) != self._namespace or not self._owned(pod):
+            return None
+        facts = podfacts.read(pod, self._is_updated)
+        return facts if podfacts.kept(facts) else None
+
+    def _unbucket(self, old: PodFacts) -> None:
+        node = str(old.node)
+        left = [p for p in self._node_pods.get(node, ()) if p is not old]
+        if left:
+            self._node_pods[node] = left
+        else:
+            self._node_pods.pop(node, None)
+
+    def _insert(self, values: list[Any], value: Any) -> None:
+        if self._bulk:
+            values.append(value)
+        else:
+            bisect.insort(values, value)
+
+    def _add(self, count: NodeCount, sign: int) -> None:
+        s = self._sums
+        s[0] += sign * count.desired
+        s[1] += sign * count.current
+        s[2] += sign * count.misscheduled
+        s[3] += sign * count.ready
+        s[4] += sign * count.updated
+
+    def _recount(self, name: str) -> None:
+        """Take node ``name``'s part out of the sums and sets, and put its current one in."""
+        old = self._counts.pop(name, None)
+        if old is not None:
+            self._add(old, -1)
+        was = self._after.pop(name, None)
+        if was is not None:
+            del self._after_sorted[bisect.bisect_left(self._after_sorted, was)]
+        self._unsettled.discard(name)
+        settle = self._settle_at.pop(name, None)
+        if settle is not None:
+            del self._settling[bisect.bisect_left(self._settling, (settle, name))]
+
+        decision = self._decisions.get(name)
+        pods = self._node_pods.get(name)
+        if decision is None:  # pods on a node missing from the node list: not counted
+            if pods:
+                self._unsettled.add(name)
+            return
+        count = status.node_count(decision, pods)
+        if count is not status.NOTHING:
+            self._counts[name] = count
+            self._add(count, 1)
+        after = None
+        if count.ready_pod is not None:
+            after = podutil.available_after(count.ready_pod.pod, self._min_ready)
+            self._after[name] = after
+            self._insert(self._after_sorted, after)
+        is_steady = steady(decision, pods, after)
+        if is_steady is None and after is not None:  # None only with a ready pod
+            self._settle_at[name] = after
+            self._insert(self._settling, (after, name))
+        elif not is_steady:
+            self._unsettled.add(name)

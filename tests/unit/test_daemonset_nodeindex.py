@@ -1,0 +1,182 @@
+"""``nodeindex.DaemonSetIndex`` kept change by change equals the from-scratch computation of
+placement, pod facts, status and steadiness (hypothesis: random clusters, random sequences of
+node and pod changes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.daemonset import claim, dsutil, nodeindex, podfacts, status
+from shared.daemonset.placement import Placement
+from shared.model import meta, podutil
+from tests.unit.daemonset_fixtures import NOW, current_hash, make_ds, make_node, make_pod
+
+Obj = dict[str, Any]
+
+TAINTS = [
+    [],
+    [{"key": "dedicated", "effect": "NoSchedule"}],
+    [{"key": "dedicated", "effect": "NoExecute"}],
+]
+NODES = 6  # n0..n5; pods may target n6, never a Node
+MIN_READY = [0, 5, 60]
+
+node_st = st.tuples(st.just("node"), st.integers(0, NODES - 1), st.sampled_from(["blue", "red"]),
+                    st.integers(0, len(TAINTS) - 1))
+pod_fields = st.fixed_dictionaries(
+    {
+        "node": st.integers(0, NODES),
+        "phase": st.sampled_from(["Running", "Running", "Pending", "Failed", "Succeeded"]),
+        "ready": st.booleans(),
+        "deleting": st.booleans(),
+        "new": st.booleans(),
+        "owned": st.sampled_from(["ds", "ds", "ds", "orphan", "other", "elsewhere", "unmatched"]),
+        "age": st.sampled_from([1, 5, 30, 60, 100]),
+        "bound": st.booleans(),
+    }
+)
+pod_st = st.tuples(st.just("pod"), st.integers(0, 9), pod_fields)
+op_st = st.one_of(
+    node_st,
+    st.tuples(st.just("rmnode"), st.integers(0, NODES - 1)),
+    pod_st,
+    st.tuples(st.just("rmpod"), st.integers(0, 9)),
+)
+
+
+def the_ds(min_ready: int) -> Obj:
+    return make_ds(pod_spec={"containers": [], "nodeSelector": {"color": "blue"}},
+                   min_ready_seconds=min_ready)
+
+
+def node_of(i: int, color: str, taint: int) -> Obj:
+    return make_node(f"n{i}", {"color": color}, TAINTS[taint])
+
+
+def pod_of(ds: Obj, j: int, p: Obj) -> Obj:
+    node = f"n{p['node']}"
+    other = make_ds("bar", uid="other-uid")
+    owner = {"ds": ds, "orphan": None, "other": other, "elsewhere": ds, "unmatched": ds}
+    pod = make_pod(
+        f"p{j}",
+        node if p["bound"] else None,
+        affinity_node=None if p["bound"] else node,
+        ds=owner[p["owned"]],
+        labels={"app": "nothing"} if p["owned"] == "unmatched" else None,
+        hash=current_hash(ds) if p["new"] else "old",
+        phase=p["phase"],
+        ready=p["ready"],
+        ready_since=NOW - p["age"],
+        created=NOW - 1000 + j,
+        deleting=p["deleting"],
+    )
+    if p["owned"] == "elsewhere":
+        pod["metadata"]["namespace"] = "elsewhere"
+    return pod
+
+
+def scratch(ds: Obj, nodes: list[Obj], pods: list[Obj]) -> tuple[Any, Any, list[str]]:
+    """What the planner computes from every object: decisions, the claimed pods' facts by
+    node (orphans it would adopt left out), sorted node names."""
+    placement = Placement(ds)
+    decisions = {meta.name(n): placement.decide(n) for n in nodes}
+    in_ns = [p for p in pods if meta.namespace(p) == meta.namespace(ds)]
+    claimed, actions = claim.claim(ds, in_ns, "Pod")
+    adopted = {a.uid for a in actions if a.adopt}
+    owned = [p for p in claimed if meta.uid(p) not in adopted]
+    check = status.labels_updated_check(current_hash(ds), dsutil.template_generation(ds))
+    return decisions, podfacts.by_node(owned, check), sorted(decisions)
+
+
+def steady_nodes(ds: Obj, decisions: Any, node_pods: Any, now: float) -> dict[str, bool]:
+    """Each node's steadiness, from scratch (the module's definition, written out)."""
+    out = {}
+    for name in set(decisions) | set(node_pods):
+        pods = node_pods.get(name) or []
+        decision = decisions.get(name)
+        if decision is None:
+            out[name] = not pods
+        elif not decision.should_run:
+            out[name] = not pods
+        else:
+            out[name] = len(pods) == 1 and pods[0].running and pods[0].updated and \
+                podutil.is_available(pods[0].pod, dsutil.min_ready_seconds(ds), now)
+    return out
+
+
+def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
+          pods: dict[str, Obj]) -> None:
+    decisions, node_pods, names = scratch(ds, list(nodes.values()), list(pods.values()))
+    assert dict(index.decisions) == decisions
+    assert dict(index.node_pods) == node_pods
+    assert list(index.node_names()) == names
+    assert index.nodes() == [(n, nodes[n]) for n in names]
+    min_ready = dsutil.min_ready_seconds(ds)
+    boundaries = [NOW - age + min_ready for age in (1, 5, 30, 60, 100)]
+    for now in [NOW, NOW - 200, NOW + 200, *boundaries]:
+        for update in (True, False):
+            assert index.status(now, update) == status.compute_status(
+                ds, names, decisions, node_pods, now, update)
+        steady = steady_nodes(ds, decisions, node_pods, now)
+        unsteady = {n for n, ok in steady.items() if not ok}
+        assert index.settled_except(set(), now) == (not unsteady)
+        assert index.settled_except(unsteady, now)
+        for n in unsteady:
+            assert not index.settled_except(unsteady - {n}, now)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    min_ready=st.sampled_from(MIN_READY),
+    initial_nodes=st.lists(node_st, max_size=NODES),
+    initial_pods=st.lists(pod_st, max_size=10),
+    ops=st.lists(op_st, max_size=25),
+)
+def test_index_follows_changes_as_a_full_computation(
+    min_ready: int, initial_nodes: list[Any], initial_pods: list[Any], ops: list[Any]
+) -> None:
+    ds = the_ds(min_ready)
+    nodes = {f"n{i}": node_of(i, c, t) for _, i, c, t in initial_nodes}
+    pods = {f"x/p{j}": pod_of(ds, j, p) for _, j, p in initial_pods}
+    pods = {meta.key(p): p for p in pods.values()}
+    index = nodeindex.DaemonSetIndex(ds, current_hash(ds), nodes.values(), pods.values())
+    check(index, ds, nodes, pods)
+    for op in ops:
+        if op[0] == "node":
+            node = node_of(*op[1:])
+            nodes[meta.name(node)] = node
+            index.set_node(node)
+        elif op[0] == "rmnode":
+            nodes.pop(f"n{op[1]}", None)
+            index.remove_node(f"n{op[1]}")
+        elif op[0] == "pod":
+            pod = pod_of(ds, op[1], op[2])
+            for key in [k for k in pods if k.endswith(f"/p{op[1]}")]:
+                if key != meta.key(pod):  # moved namespace: the old one is gone
+                    del pods[key]
+                    index.remove_pod(key)
+            pods[meta.key(pod)] = pod
+            index.set_pod(pod)
+        else:
+            for key in [k for k in pods if k.endswith(f"/p{op[1]}")]:
+                del pods[key]
+                index.remove_pod(key)
+        check(index, ds, nodes, pods)
+
+
+def test_index_takes_a_status_change_but_not_a_template_change() -> None:
+    ds = the_ds(0)
+    index = nodeindex.DaemonSetIndex(ds, current_hash(ds), [node_of(0, "blue", 0)])
+    newer = {**ds, "status": {"numberReady": 3}, "metadata": {**ds["metadata"], "generation": 2}}
+    assert index.update_ds(newer)
+    assert index.status(NOW, True)["observedGeneration"] == 2
+    assert index.status(NOW, True) == status.compute_status(
+        newer, ["n0"], dict(index.decisions), {}, NOW, True)
+    changed = the_ds(0)
+    changed["spec"]["template"]["spec"]["nodeSelector"] = {"color": "red"}
+    assert not index.fits(changed)
+    assert not index.update_ds(changed)
+    assert index.ds is newer
