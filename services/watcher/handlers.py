@@ -1,6 +1,15 @@
 """The DaemonSet controller's event handlers (spec §b), as decisions: one log change in,
 the DaemonSet keys to enqueue and the expectation observations out. No IO here: the watcher
-applies what these return."""
+applies what these return.
+
+A key is enqueued for a full sync (``enqueue``, ``enqueue_after``) or with node hints
+(``enqueue_nodes``: the nodes whose decision may have changed, for a sync of those nodes
+alone; the workqueue makes it a full sync when a full one is pending too). Hints come from
+node events (added, removed, relabelled, retainted, cordoned, made Ready/NotReady: the
+DaemonSets whose placement on that node changed or that have a pod there) and from the events
+of a pod its controller ref resolves to a DaemonSet (its target node). DaemonSet and revision
+events, orphans, adoption and release stay full syncs, as do replayed entries (previous state
+unknown)."""
 
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ class Reaction:
 
     enqueue: set[str] = field(default_factory=set)
     enqueue_after: dict[str, float] = field(default_factory=dict)  # key -> delay seconds
+    enqueue_nodes: dict[str, set[str]] = field(default_factory=dict)  # key -> node hints
     observe: list[tuple[str, int, int]] = field(default_factory=list)  # key, created, deleted seen
     delete_expectations: set[str] = field(default_factory=set)
 
@@ -28,15 +38,34 @@ class Reaction:
         cur = self.enqueue_after.get(key)
         self.enqueue_after[key] = delay if cur is None else min(cur, delay)
 
+    def hint(self, key: str, node: str) -> None:
+        self.enqueue_nodes.setdefault(key, set()).add(node)
+
+    def hints(self) -> dict[str, list[str]]:
+        """The node hints of keys not also enqueued for a full sync, nodes in name order."""
+        return {k: sorted(v) for k, v in sorted(self.enqueue_nodes.items())
+                if k not in self.enqueue}
+
 
 class DaemonSets:
     """Read access to the DaemonSets a handler needs (the watcher's cache)."""
 
     def __init__(self, get: Callable[[str], Obj | None], in_namespace: Callable[[str], list[Obj]],
-                 all_: Callable[[], Iterable[Obj]]) -> None:
+                 all_: Callable[[], Iterable[Obj]],
+                 pods_on: Callable[[str], Iterable[Obj]] | None = None) -> None:
         self.get = get
         self.in_namespace = in_namespace
         self.all = all_
+        self.pods_on = pods_on or (lambda node: ())  # the pods whose target is that node
+
+    def with_pods_on(self, node: str) -> set[str]:
+        """The keys of the DaemonSets that have a pod (by controller ref) for ``node``."""
+        out = set()
+        for pod in self.pods_on(node):
+            ds = self.resolve(meta.namespace(pod), meta.controller_ref(pod))
+            if ds is not None:
+                out.add(meta.key(ds))
+        return out
 
     def resolve(self, namespace: str, ref: Obj | None) -> Obj | None:
         """resolveControllerRef: kind DaemonSet, same namespace, and the uid must match."""
@@ -95,13 +124,22 @@ def _enqueue_old_owner(r: Reaction, dss: DaemonSets, ns: str, old: Obj,
 
 # ---- Pod (§b.2) ----------------------------------------------------------------------------
 
+def _owner_sync(r: Reaction, key: str, pod: Obj) -> None:
+    """Enqueue the owner of ``pod`` for its target node (a full sync when it has none)."""
+    node = podutil.target_node(pod)
+    if node:
+        r.hint(key, node)
+    else:
+        r.enqueue.add(key)
+
+
 def _pod_deleted(r: Reaction, dss: DaemonSets, pod: Obj) -> None:
     ds = dss.resolve(meta.namespace(pod), meta.controller_ref(pod))
     if ds is None:
         return
     key = meta.key(ds)
     r.observe.append((key, 0, 1))
-    r.enqueue.add(key)
+    _owner_sync(r, key, pod)
 
 
 def on_pod(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) -> None:
@@ -119,7 +157,9 @@ def on_pod(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) 
             if ds is not None:
                 if etype == "ADDED":
                     r.observe.append((meta.key(ds), 1, 0))
-                r.enqueue.add(meta.key(ds))
+                    _owner_sync(r, meta.key(ds), new)
+                else:  # a replayed update: be conservative
+                    r.enqueue.add(meta.key(ds))
             return
         r.enqueue.update(meta.key(d) for d in dss.matching(new))
         return
@@ -134,7 +174,10 @@ def on_pod(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) 
         ds = dss.resolve(ns, cur_ref)
         if ds is None:
             return
-        r.enqueue.add(meta.key(ds))
+        if ref_changed or meta.labels(old) != meta.labels(new):
+            r.enqueue.add(meta.key(ds))  # adopted, or its claim may change: a full sync
+        else:
+            _owner_sync(r, meta.key(ds), new)
         mrs = _min_ready(ds)
         if mrs > 0 and not podutil.is_ready(old) and podutil.is_ready(new):
             r.after(meta.key(ds), mrs + 1)
@@ -149,19 +192,41 @@ def _taints(node: Obj) -> Any:
     return (node.get("spec") or {}).get("taints") or []
 
 
+def _unschedulable(node: Obj) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def _ready_condition(node: Obj) -> Any:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond.get("status")
+    return None
+
+
 def on_node(r: Reaction, dss: DaemonSets, etype: str, old: Obj | None, new: Obj) -> None:
-    if etype == "DELETED":
-        return  # no handler: noticed on the next sync of each DaemonSet
-    if etype == "ADDED" or old is None:
+    name = meta.name(new)
+    if old is None and etype == "MODIFIED":  # replayed: previous state unknown
+        r.enqueue.update(meta.key(ds) for ds in dss.all())
+        return
+    if etype in ("ADDED", "DELETED") or old is None:
+        # a node appears or goes: the DaemonSets that would run on it (desired, creates) or
+        # that have a pod for it (a node re-created under the name, or its pods' status)
         for ds in dss.all():
-            if placement.node_should_run(new, ds)[0] or (old is None and etype != "ADDED"):
-                r.enqueue.add(meta.key(ds))
+            decision = placement.node_should_run(new, ds)
+            if decision[0] or (etype == "DELETED" and decision[1]):
+                r.hint(meta.key(ds), name)
+        for key in dss.with_pods_on(name):
+            r.hint(key, name)
         return
-    if meta.labels(old) == meta.labels(new) and _taints(old) == _taints(new):
-        return
-    for ds in dss.all():
-        if placement.node_should_run(old, ds) != placement.node_should_run(new, ds):
-            r.enqueue.add(meta.key(ds))
+    placed = meta.labels(old) != meta.labels(new) or _taints(old) != _taints(new)
+    if placed:
+        for ds in dss.all():
+            if placement.node_should_run(old, ds) != placement.node_should_run(new, ds):
+                r.hint(meta.key(ds), name)
+    if (_unschedulable(old) != _unschedulable(new)
+            or _ready_condition(old) != _ready_condition(new)):
+        for key in dss.with_pods_on(name):  # the judgement of their pods there may change
+            r.hint(key, name)
 
 
 # ---- ControllerRevision (§b.4) --------------------------------------------------------------

@@ -30,7 +30,7 @@ from services.watcher import handlers
 from shared import settings
 from shared.control.protocols import LeaderLease
 from shared.eventlog.ports import Cursor
-from shared.model import meta
+from shared.model import meta, podutil
 from shared.store import adapters, codec
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
@@ -59,6 +59,11 @@ def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
     return [meta.namespace(obj)]
 
 
+def _pod_by_target_node(obj: dict) -> list[str]:  # type: ignore[type-arg]
+    node = podutil.target_node(obj)
+    return [node] if node else []
+
+
 class Watcher:
     def __init__(self, store: Store, lease: LeaderLease,
                  renew_every: float = LEASE_SECONDS / 4, cursor: Cursor | None = None) -> None:
@@ -66,11 +71,13 @@ class Watcher:
         self.lease = lease
         self.renew_every = renew_every
         self.cache = Cache(store, KINDS, name="watcher",
-                           indexes={"ns": ("DaemonSet", _ds_by_namespace)})
+                           indexes={"ns": ("DaemonSet", _ds_by_namespace),
+                                    "node": ("Pod", _pod_by_target_node)})
         self.dss = handlers.DaemonSets(
             get=lambda k: self.cache.get("DaemonSet", k),
             in_namespace=lambda ns: self.cache.by_index("ns", ns),
             all_=lambda: self.cache.objects["DaemonSet"].values(),
+            pods_on=lambda node: self.cache.by_index("node", node),
         )
         # where the last batch left off (moved by each batch, below; read at start)
         self.cursor = cursor if cursor is not None else adapters.on(store, RedisCursor, ROLE)
@@ -200,17 +207,19 @@ class Watcher:
         or after their delay), then the cursor. A crash leaves the batch written entirely or
         not at all, so the replay from the cursor observes no creation or deletion twice.
         False, with nothing written, when the lease is no longer ours: the caller stands by."""
+        hints = reaction.hints()
         result = self.batch.apply(
             position,
             delete_expectations=reaction.delete_expectations,
             observe=reaction.observe,
             enqueue=sorted(reaction.enqueue),
             enqueue_after=reaction.enqueue_after,
+            enqueue_nodes=hints,
         )
         if isinstance(result, NotLeader):
             self._stand_by("the watcher lease is held by %s, not us: a batch up to %s was "
                            "not written", result.holder or "nobody", position)
             return False
         if not result.queue_shut_down:  # a shut-down queue ignores adds: none to count
-            ENQUEUED.inc(len(reaction.enqueue))
+            ENQUEUED.inc(len(reaction.enqueue) + len(hints))
         return True

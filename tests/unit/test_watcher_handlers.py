@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from services.watcher import handlers
-from shared.model import meta
+from shared.model import meta, podutil
 from tests.unit.daemonset_fixtures import NS, make_ds, make_node, make_pod, ts
 
 Obj = dict[str, Any]
@@ -24,6 +24,14 @@ def _dss(*daemonsets: Obj) -> handlers.DaemonSets:
         get=by_key.get,
         in_namespace=lambda ns: [d for d in by_key.values() if meta.namespace(d) == ns],
         all_=lambda: list(by_key.values()),
+    )
+
+
+def _dss_with_pods(daemonsets: list[Obj], pods: list[Obj]) -> handlers.DaemonSets:
+    plain = _dss(*daemonsets)
+    return handlers.DaemonSets(
+        get=plain.get, in_namespace=plain.in_namespace, all_=plain.all,
+        pods_on=lambda node: [p for p in pods if podutil.target_node(p) == node],
     )
 
 
@@ -109,7 +117,15 @@ def test_add_pod_observes_creation_and_enqueues_owner() -> None:  # upstream Tes
     pod = make_pod("p1", "node-0", ds=ds1)
     r = _react(_dss(ds1, ds2), "Pod", "ADDED", None, pod)
     assert r.observe == [(f"{NS}/foo1", 1, 0)]
-    assert r.enqueue == {f"{NS}/foo1"}
+    assert r.enqueue_nodes == {f"{NS}/foo1": {"node-0"}}  # a sync of its node
+    assert r.enqueue == set()
+
+
+def test_add_pod_without_a_target_node_enqueues_its_owner_for_a_full_sync() -> None:
+    ds = make_ds()
+    r = _react(_dss(ds), "Pod", "ADDED", None, make_pod("p1", None, ds=ds))
+    assert r.observe == [(KEY, 1, 0)]
+    assert r.enqueue == {KEY} and r.enqueue_nodes == {}
 
 
 def test_add_pod_with_deletion_timestamp_counts_as_deletion() -> None:
@@ -117,7 +133,7 @@ def test_add_pod_with_deletion_timestamp_counts_as_deletion() -> None:
     pod = make_pod("p1", "node-0", ds=ds, deleting=True)
     r = _react(_dss(ds), "Pod", "ADDED", None, pod)
     assert r.observe == [(KEY, 0, 1)]
-    assert r.enqueue == {KEY}
+    assert r.enqueue_nodes == {KEY: {"node-0"}}
 
 
 def test_add_pod_with_unresolvable_controller_ref_does_nothing() -> None:
@@ -173,7 +189,7 @@ def test_update_pod_with_deletion_timestamp_runs_the_delete_handler() -> None:
     cur = _rv(make_pod("p1", "node-0", ds=ds, deleting=True), "6-0")
     r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
     assert r.observe == [(KEY, 0, 1)]
-    assert r.enqueue == {KEY}
+    assert r.enqueue_nodes == {KEY: {"node-0"}}
 
 
 def test_update_pod_enqueues_owner_without_observing() -> None:
@@ -181,8 +197,16 @@ def test_update_pod_enqueues_owner_without_observing() -> None:
     old = _rv(make_pod("p1", "node-0", ds=ds), "5-0")
     cur = _rv(make_pod("p1", "node-0", ds=ds, phase="Failed"), "6-0")
     r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
-    assert r.enqueue == {KEY}
+    assert r.enqueue_nodes == {KEY: {"node-0"}} and r.enqueue == set()
     assert r.observe == [] and r.enqueue_after == {}
+
+
+def test_update_pod_with_new_labels_enqueues_its_owner_for_a_full_sync() -> None:
+    ds = make_ds()
+    old = _rv(make_pod("p1", "node-0", ds=ds), "5-0")
+    cur = _rv(make_pod("p1", "node-0", ds=ds, labels={"other": "x"}), "6-0")
+    r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
+    assert r.enqueue == {KEY}  # its claim may change: released, or adopted elsewhere
 
 
 def test_update_pod_change_controller_ref_enqueues_old_and_new_owner() -> None:
@@ -218,7 +242,7 @@ def test_update_pod_turning_ready_with_min_ready_seconds_enqueues_after_min_read
     old = _rv(_ready(make_pod("p1", "node-0", ds=ds), False), "5-0")
     cur = _rv(_ready(make_pod("p1", "node-0", ds=ds), True), "6-0")
     r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
-    assert r.enqueue == {KEY}
+    assert r.enqueue_nodes == {KEY: {"node-0"}}
     assert r.enqueue_after == {KEY: 8}
 
 
@@ -227,7 +251,7 @@ def test_update_pod_turning_ready_without_min_ready_seconds_is_not_delayed() -> 
     old = _rv(_ready(make_pod("p1", "node-0", ds=ds), False), "5-0")
     cur = _rv(_ready(make_pod("p1", "node-0", ds=ds), True), "6-0")
     r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
-    assert r.enqueue == {KEY} and r.enqueue_after == {}
+    assert r.enqueue_nodes == {KEY: {"node-0"}} and r.enqueue_after == {}
 
 
 def test_update_pod_staying_ready_with_min_ready_seconds_is_not_delayed() -> None:
@@ -236,7 +260,7 @@ def test_update_pod_staying_ready_with_min_ready_seconds_is_not_delayed() -> Non
     cur = _rv(_ready(make_pod("p1", "node-0", ds=ds, phase="Running"), True), "6-0")
     cur["metadata"]["annotations"] = {"touched": "yes"}
     r = _react(_dss(ds), "Pod", "MODIFIED", old, cur)
-    assert r.enqueue == {KEY} and r.enqueue_after == {}
+    assert r.enqueue_nodes == {KEY: {"node-0"}} and r.enqueue_after == {}
 
 
 def test_update_pod_orphan_same_labels_does_nothing() -> None:  # upstream TestUpdatePodOrphanSameLabels
@@ -265,7 +289,7 @@ def test_delete_pod_observes_deletion_and_enqueues_owner() -> None:  # upstream 
     pod = make_pod("p1", "node-0", ds=ds1)
     r = _react(_dss(ds1, ds2), "Pod", "DELETED", pod, pod)
     assert r.observe == [(f"{NS}/foo1", 0, 1)]
-    assert r.enqueue == {f"{NS}/foo1"}
+    assert r.enqueue_nodes == {f"{NS}/foo1": {"node-0"}} and r.enqueue == set()
 
 
 def test_delete_pod_orphan_is_ignored() -> None:  # upstream TestDeletePodOrphan
@@ -299,7 +323,15 @@ def test_add_node_enqueues_daemonsets_that_should_run() -> None:
                         pod_spec={"nodeSelector": {"disk": "ssd"},
                                   "containers": [{"name": "c", "image": "i"}]})
     r = _react(_dss(runs, selective), "Node", "ADDED", None, make_node("n1"))
-    assert r.enqueue == {f"{NS}/runs"}
+    assert r.enqueue_nodes == {f"{NS}/runs": {"n1"}} and r.enqueue == set()
+
+
+def test_add_node_enqueues_daemonsets_with_a_pod_for_it() -> None:
+    ds = make_ds(pod_spec={"nodeSelector": {"disk": "ssd"},
+                           "containers": [{"name": "c", "image": "i"}]})
+    pod = make_pod("p1", "n1", ds=ds)  # left from a node of the same name
+    r = _react(_dss_with_pods([ds], [pod]), "Node", "ADDED", None, make_node("n1"))
+    assert r.enqueue_nodes == {KEY: {"n1"}}
 
 
 def test_add_node_with_no_schedule_taint_enqueues_nothing() -> None:
@@ -334,7 +366,7 @@ def test_update_node_labels_changed_enqueues_daemonsets_whose_placement_changed(
     old = _rv(make_node("n1", labels={"color": "blue"}), "1-0")
     cur = _rv(make_node("n1", labels={"color": "blue", "disk": "ssd"}), "2-0")
     r = _react(_dss(ssd, everywhere), "Node", "MODIFIED", old, cur)
-    assert r.enqueue == {f"{NS}/ssd"}
+    assert r.enqueue_nodes == {f"{NS}/ssd": {"n1"}} and r.enqueue == set()
 
 
 def test_update_node_taint_changes_should_continue_running_only() -> None:
@@ -343,7 +375,7 @@ def test_update_node_taint_changes_should_continue_running_only() -> None:
     old = _rv(make_node("n1", taints=[{"key": "k", "effect": "NoSchedule"}]), "1-0")
     cur = _rv(make_node("n1", taints=[{"key": "k", "effect": "NoExecute"}]), "2-0")
     r = _react(_dss(ds), "Node", "MODIFIED", old, cur)
-    assert r.enqueue == {KEY}
+    assert r.enqueue_nodes == {KEY: {"n1"}}
 
 
 def test_update_node_taint_change_with_the_same_decisions_does_not_enqueue() -> None:
@@ -361,10 +393,56 @@ def test_update_node_tolerated_taint_does_not_enqueue() -> None:
     assert _nothing(_react(_dss(ds), "Node", "MODIFIED", old, cur))
 
 
-def test_delete_node_does_nothing() -> None:
-    ds = make_ds()
+def test_update_node_ready_or_unschedulable_enqueues_daemonsets_with_a_pod_there() -> None:
+    ds, other = make_ds(), make_ds("other", uid="u-other")
+    pods = [make_pod("p1", "n1", ds=ds), make_pod("p2", "n2", ds=other)]
+    old = _rv(make_node("n1"), "1-0")
+    not_ready = _rv(make_node("n1"), "2-0")
+    not_ready["status"] = {"conditions": [{"type": "Ready", "status": "False"}]}
+    r = _react(_dss_with_pods([ds, other], pods), "Node", "MODIFIED", old, not_ready)
+    assert r.enqueue_nodes == {KEY: {"n1"}} and r.enqueue == set()
+    cordoned = _rv(make_node("n1"), "3-0")
+    cordoned["spec"]["unschedulable"] = True
+    r = _react(_dss_with_pods([ds, other], pods), "Node", "MODIFIED", old, cordoned)
+    assert r.enqueue_nodes == {KEY: {"n1"}}
+    heartbeat = _rv(not_ready, "4-0")
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = ts(1_700_000_100)
+    assert _nothing(_react(_dss_with_pods([ds, other], pods), "Node", "MODIFIED",
+                           not_ready, heartbeat))
+
+
+def test_delete_node_enqueues_daemonsets_that_ran_or_have_a_pod_there() -> None:
+    # upstream has no handler (noticed on the next sync); here each DaemonSet that counted
+    # the node syncs that node: its status no longer counts it
+    runs = make_ds("runs", uid="u1")
+    continues = make_ds("continues", uid="u2")  # NoSchedule only: shouldContinueRunning
+    selective = make_ds("selective", uid="u3",
+                        pod_spec={"nodeSelector": {"disk": "ssd"},
+                                  "containers": [{"name": "c", "image": "i"}]})
+    node = make_node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])
+    dss = _dss_with_pods([runs, continues, selective],
+                         [make_pod("p1", "n1", ds=selective)])
+    r = _react(dss, "Node", "DELETED", node, node)
+    # NoSchedule: should not run, may continue, for the two without a selector
+    assert r.enqueue_nodes == {f"{NS}/runs": {"n1"}, f"{NS}/continues": {"n1"},
+                               f"{NS}/selective": {"n1"}}
+    assert r.enqueue == set()
+
+
+def test_delete_node_nobody_cared_about_does_nothing() -> None:
+    ds = make_ds(pod_spec={"nodeSelector": {"disk": "ssd"},
+                           "containers": [{"name": "c", "image": "i"}]})
     node = make_node("n1")
     assert _nothing(_react(_dss(ds), "Node", "DELETED", node, node))
+
+
+def test_hints_leave_out_keys_enqueued_for_a_full_sync() -> None:
+    r = handlers.Reaction()
+    r.hint(KEY, "n2")
+    r.hint(KEY, "n1")
+    r.hint(f"{NS}/full", "n1")
+    r.enqueue.add(f"{NS}/full")
+    assert r.hints() == {KEY: ["n1", "n2"]}
 
 
 # ---- ControllerRevision (§b.4) ------------------------------------------------------------------
