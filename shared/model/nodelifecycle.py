@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.model import meta, podutil, taints
+from shared.model.errors import CorruptEntryError
 
 Obj = dict[str, Any]
 
@@ -53,6 +54,37 @@ _ZONE = "topology.kubernetes.io/zone"
 _REGION = "topology.kubernetes.io/region"
 
 
+LEASE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NodeLease:
+    """What a node's lease holds (upstream's Lease ``spec.renewTime``): when its agent last
+    renewed it, in milliseconds of the agent's clock (only ever compared with its previous
+    value, never with the controller's clock). What crosses from the agents to gc.
+
+    On the wire (``shared.store.nodelease``), version 1 is the decimal string of
+    ``renew_ms``, as agents have always written it; a later version must begin with
+    ``"<version>:"`` (``"2:..."``), which this code refuses rather than misreads."""
+
+    renew_ms: int
+    version: int = LEASE_VERSION
+
+    def to_value(self) -> str:
+        return str(self.renew_ms)
+
+    @classmethod
+    def from_value(cls, raw: str) -> NodeLease:
+        """A lease value as stored; raises CorruptEntryError for one that is not a
+        version-1 value. Decides."""
+        head, sep, _rest = raw.partition(":")
+        if sep:
+            raise CorruptEntryError(f"node lease of unsupported version {head!r}")
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+            raise CorruptEntryError(f"node lease value {raw[:40]!r} is not a time in ms")
+        return cls(int(raw))
+
+
 @dataclass(frozen=True)
 class Config:
     monitor_grace: float = MONITOR_GRACE
@@ -66,7 +98,7 @@ class Health:
 
     probe_at: float
     heartbeat: str
-    lease: str | None
+    lease: NodeLease | None
 
 
 @dataclass
@@ -91,7 +123,7 @@ def _heartbeat(node: Obj) -> str:
     return str((podutil.ready_condition(node) or {}).get("lastHeartbeatTime") or "")
 
 
-def observe(saved: Health | None, node: Obj, lease: str | None, now: float) -> Health:
+def observe(saved: Health | None, node: Obj, lease: NodeLease | None, now: float) -> Health:
     """The node's health after this look: heard from now if it is new to the controller, or
     its lease or Ready heartbeat changed since the last look."""
     beat = _heartbeat(node)
@@ -168,7 +200,7 @@ def with_taints(node: Obj, wanted: list[tuple[str, str]], now: float) -> Obj | N
     return {**node, "spec": new_spec}
 
 
-def decide(nodes: list[Obj], leases: dict[str, str | None], saved: dict[str, Health],
+def decide(nodes: list[Obj], leases: dict[str, NodeLease | None], saved: dict[str, Health],
            now: float, cfg: Config) -> Decision:
     """Decides: each node's health at ``now`` and the Node writes it calls for."""
     out = Decision()

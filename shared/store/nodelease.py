@@ -1,7 +1,8 @@
 """Node leases: each node's heartbeat outside the log (upstream's Lease objects in
 ``kube-node-lease``, renewed by kubelet every 10 s). One string key per node,
-``Keys.node_lease``, holding its agent's renew time in milliseconds with a TTL of the lease
-duration; renewing writes no log entry, so thousands of nodes heartbeat every few seconds
+``Keys.node_lease``, holding its agent's renew time in milliseconds
+(``shared.model.nodelifecycle.NodeLease``, versioned; a value it cannot read counts as no
+lease) with a TTL of the lease duration; renewing writes no log entry, so thousands of nodes heartbeat every few seconds
 without growing the log. The node lifecycle controller (in gc) reads them and notes when a
 value changed (``shared.model.nodelifecycle``).
 
@@ -11,12 +12,17 @@ One key per node, not one hash, so the ACL can grant an agent exactly its nodes'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
 import redis
 
+from shared.model.errors import CorruptEntryError
+from shared.model.nodelifecycle import NodeLease
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
+
+log = logging.getLogger(__name__)
 
 DURATION_SECONDS = 40.0  # kubelet's nodeLeaseDurationSeconds; it renews every quarter of it
 CHUNK = 1000
@@ -36,7 +42,8 @@ class NodeLeases:
     def renew(self, nodes: Iterable[str], now: float, duration: float = DURATION_SECONDS) -> None:
         """Acts: set each node's lease to ``now`` (ms) for ``duration`` seconds, in pipelines
         of ``CHUNK`` (one round trip per thousand nodes)."""
-        value, ttl = str(int(now * 1000)), max(1, int(duration * 1000))
+        value = NodeLease(int(now * 1000)).to_value()
+        ttl = max(1, int(duration * 1000))
         names = list(nodes)
         with redis_errors("node lease renew"):
             for i in range(0, len(names), CHUNK):
@@ -45,9 +52,9 @@ class NodeLeases:
                     pipe.set(self.keys.node_lease(n), value, px=ttl)
                 pipe.execute()
 
-    def read(self, nodes: Sequence[str]) -> dict[str, str | None]:
-        """Each node's lease value (None: none, or expired)."""
-        out: dict[str, str | None] = {}
+    def read(self, nodes: Sequence[str]) -> dict[str, NodeLease | None]:
+        """Each node's lease (None: none, expired, or not readable: logged)."""
+        out: dict[str, NodeLease | None] = {}
         with redis_errors("node lease read"):
             for i in range(0, len(nodes), CHUNK):
                 chunk = list(nodes[i:i + CHUNK])
@@ -55,5 +62,13 @@ class NodeLeases:
                     continue
                 values = self.r.mget([self.keys.node_lease(n) for n in chunk])
                 for n, v in zip(chunk, values, strict=True):
-                    out[n] = None if v is None else text(v)
+                    out[n] = None if v is None else _lease(n, text(v))
         return out
+
+
+def _lease(node: str, value: str) -> NodeLease | None:
+    try:
+        return NodeLease.from_value(value)
+    except CorruptEntryError as err:
+        log.warning("node %s: %s: read as no lease", node, err)
+        return None

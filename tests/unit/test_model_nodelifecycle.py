@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from services.node_agent import lifecycle
 from shared.model import meta, nodelifecycle, podutil
+from shared.model.errors import CorruptEntryError
 from shared.model.nodelifecycle import NOT_READY, UNREACHABLE, Config, decide
 
 T0 = 1_700_000_000.0
@@ -28,7 +31,9 @@ def controller_taints(node: dict[str, Any]) -> set[tuple[str, str]]:
 
 def look(nodes: list[dict[str, Any]], leases: dict[str, str | None],
          saved: dict[str, nodelifecycle.Health], now: float) -> nodelifecycle.Decision:
-    return decide(nodes, leases, saved, now, CFG)
+    """``leases``: each node's lease as a word, the same word the same renew time."""
+    return decide(nodes, {n: None if v is None else nodelifecycle.NodeLease(
+        int.from_bytes(v.encode(), "big")) for n, v in leases.items()}, saved, now, CFG)
 
 
 def test_node_whose_lease_stops_is_ready_unknown_and_tainted_unreachable_after_grace() -> None:
@@ -143,3 +148,13 @@ def test_a_new_controller_counts_every_node_as_heard_from_at_its_first_look() ->
     a, b = ready_node("a", at=T0 - 3600), ready_node("b")
     d = look([a, b], {"a": "old", "b": "1"}, {}, T0)
     assert not d.writes
+
+
+def test_a_node_lease_reads_back_and_refuses_a_later_version_or_garbage() -> None:
+    lease = nodelifecycle.NodeLease(1_700_000_000_123)
+    assert lease.to_value() == "1700000000123"  # the value agents have always written
+    assert nodelifecycle.NodeLease.from_value(lease.to_value()) == lease
+    for raw, error in (("2:{}", "unsupported version '2'"), ("", "not a time"),
+                       ("-5", "not a time"), ("1e9", "not a time"), ("١٢", "not a time")):
+        with pytest.raises(CorruptEntryError, match=error):
+            nodelifecycle.NodeLease.from_value(raw)
