@@ -33,9 +33,9 @@ from typing import Any
 from shared import settings
 from shared.eventlog import fold
 from shared.model import meta
-from shared.store import codec, errors
+from shared.store import adapters, codec, errors
 from shared.store.client import Store
-from shared.store.log import LogReader
+from shared.store.log import LogReader, redis_reader
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +247,8 @@ class WatchCache:
                     tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
                     rewinds = self.store.mark.rewinds
                     self._post("reset", tip, objs)
-                    reader = LogReader(self.store.r, self.store.keys, tip, name="apiserver",
-                                       mark=self.store.mark)
+                    reader = adapters.on(self.store, redis_reader, tip, name="apiserver",
+                                         mark=self.store.mark)
                 assert reader is not None
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
                 if stale():

@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 
 from shared.model import meta
+from shared.store import adapters
 from shared.store.client import Store
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 
 BLOCK_MS = 1000
 WAIT_FOREVER = 7 * 24 * 3600.0  # kubectl's --timeout=0: a week
@@ -30,7 +31,7 @@ class Awaited:
 def wait_gone(store: Store, awaited: list[Awaited], timeout: float) -> list[Awaited]:
     """Acts (reads only): wait until every awaited object is gone or ``timeout`` seconds have
     passed; returns those still present."""
-    reader = LogReader(store.r, store.keys, store.log_tip(), name="delete-wait")
+    reader = adapters.on(store, redis_reader, store.log_tip(), name="delete-wait")
     deadline = time.monotonic() + timeout
     left = list(awaited)
     while True:

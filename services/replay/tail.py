@@ -18,7 +18,7 @@ from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec, errors
 from shared.store.guard import redis_errors
 from shared.store.keys import Keys
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 
 Obj = dict[str, Any]
 
@@ -136,6 +136,6 @@ def last(client: redis.Redis, keys: Keys, n: int) -> list[codec.Entry]:
 def follow(client: redis.Redis, keys: Keys, position: str,
            block_ms: int = 1000) -> Iterator[list[codec.Entry]]:
     """Batches of entries after ``position`` as they are appended (forever). Acts."""
-    reader = LogReader(client, keys, position, name="tail")
+    reader = redis_reader(client, keys, position, name="tail")
     while True:
         yield reader.read(count=1000, block_ms=block_ms)

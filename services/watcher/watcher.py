@@ -35,7 +35,7 @@ from shared.store import adapters, codec
 from shared.store.cache import Cache, Change
 from shared.store.client import Store
 from shared.store.eventlog import RedisCursor
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 from shared.store.watcher_batch import NotLeader, RedisWatcherBatch
 
 log = logging.getLogger("watcher")
@@ -158,7 +158,7 @@ class Watcher:
                         "and queueing them all (cursor %s, tip %s)", cursor, tip)
             reaction.delete_expectations.update(self.cache.objects["DaemonSet"].keys())
         elif cursor is not None and not codec.id_ge(cursor, tip):
-            reader = LogReader(self.store.r, self.store.keys, cursor, name="watcher-replay")
+            reader = adapters.on(self.store, redis_reader, cursor, name="watcher-replay")
             while not codec.id_ge(reader.position, tip):
                 before = reader.position
                 entries = reader.read(count=5000)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -95,6 +95,10 @@ class RawEntry:
     key: str
     payload: bytes
     user: str = ""
+    # the stream entry's fields as read (``from_fields``; None when built otherwise), which
+    # the str fields above cannot show (a field missing or not UTF-8): ``decode_as_stored``
+    # checks them, and a reader parks them as they were
+    stored: Fields | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_fields(cls, entry_id: bytes | str, fields: Fields) -> RawEntry:
@@ -106,7 +110,7 @@ class RawEntry:
 
         eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         return cls(eid, s(b"v"), s(b"t"), s(b"k"), s(b"n"), fields.get(b"o") or b"",
-                   s(b"u"))
+                   s(b"u"), fields)
 
     def fields(self) -> dict[str, str | bytes]:
         """The stream fields to append (``XADD``), in the order ``COMMIT`` writes them."""
@@ -144,7 +148,7 @@ def upcast(raw: RawEntry) -> RawEntry:
             raise CorruptEntryError(f"entry {raw.id}: no upcaster from schema version "
                                     f"{version}")
         version += 1
-        raw = replace(step(raw), version=str(version))
+        raw = replace(step(raw), version=str(version), stored=None)
     return raw
 
 
@@ -200,6 +204,12 @@ def decode_fields(entry_id: bytes | str, fields: Fields) -> Entry:
         raise CorruptEntryError(f"entry {eid}: missing field 'o'")
     user = _s(fields, b"u") if b"u" in fields else ""
     return decode(RawEntry(eid, version, etype, kind, key, raw, user))
+
+
+def decode_as_stored(raw: RawEntry) -> Entry:
+    """``decode``, of an entry read from the stream as its fields were stored (a field
+    missing or not UTF-8 is refused: ``decode_fields``), as the caches' reader decodes."""
+    return decode_fields(raw.id, raw.stored) if raw.stored is not None else decode(raw)
 
 
 def decode(raw: RawEntry) -> Entry:

@@ -6,6 +6,9 @@ only."""
 from __future__ import annotations
 
 import bisect
+import copy
+from collections.abc import Mapping
+from typing import Any
 
 from shared.eventlog.entry import RawEntry, id_tuple
 from shared.eventlog.ports import Page
@@ -16,6 +19,7 @@ class InMemoryEventLog:
         self.entries: list[RawEntry] = []
         self._ids: list[tuple[int, int]] = []
         self.start = ""  # the compaction point ("" = never compacted)
+        self.parked_records: dict[str, Any] = {}
 
     def append(self, entry: RawEntry) -> None:
         """Add ``entry`` at the end; its id must be newer than the tip (as XADD demands)."""
@@ -42,6 +46,16 @@ class InMemoryEventLog:
         hi = bisect.bisect_left(self._ids, id_tuple(position)) if position else len(self._ids)
         lo = max(0, hi - count)
         return Page(self.entries[lo:hi][::-1], self.start)
+
+    def follow(self, position: str, count: int, block_ms: int | None = None) -> Page:
+        """``after``: nothing can be appended while its one caller waits, so it does not."""
+        return self.after(position, count)
+
+    def park(self, entry_id: str, record: Mapping[str, Any]) -> None:
+        self.parked_records.setdefault(entry_id, copy.deepcopy(dict(record)))
+
+    def parked(self) -> dict[str, Any]:
+        return copy.deepcopy(self.parked_records)
 
     def at(self, entry_id: str) -> RawEntry | None:
         i = bisect.bisect_left(self._ids, id_tuple(entry_id))

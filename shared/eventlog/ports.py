@@ -12,9 +12,9 @@ older than ``start`` may have missed entries (a *gap*) and must list again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.eventlog.entry import RawEntry, id_tuple
 
@@ -24,10 +24,12 @@ NO_POSITION = "0-0"
 @dataclass(frozen=True)
 class Page:
     """Entries read in one round trip, with the log's compaction point read with them
-    (``start``: "" when the log was never compacted)."""
+    (``start``: "" when the log was never compacted); ``rewound``: the log went backwards
+    below what the reader's process saw (``EventLog.follow``), nothing was read."""
 
     entries: list[RawEntry]
     start: str = ""
+    rewound: bool = False
 
     @property
     def last(self) -> str:
@@ -46,6 +48,20 @@ class EventLog(Protocol):
     def before(self, position: str, count: int) -> Page:
         """Up to ``count`` entries before ``position`` (exclusive; "" for the tip, which is
         then included), newest first."""
+
+    def follow(self, position: str, count: int, block_ms: int | None = None) -> Page:
+        """Up to ``count`` entries after ``position``, as ``after``, waiting up to
+        ``block_ms`` for one when there is none yet (None: do not wait). A log that checks
+        what its process saw of it (the Redis one given a log mark, ``shared.store.logmark``)
+        checks it in the same round trip: when the log went backwards below that, the page
+        is empty and ``rewound``."""
+
+    def park(self, entry_id: str, record: Mapping[str, Any]) -> None:
+        """Keep ``record`` (why a reader could not decode the entry ``entry_id``) unless one
+        is kept for it already. Never fails: a reader parks and carries on."""
+
+    def parked(self) -> dict[str, Any]:
+        """Every parked record by entry id."""
 
     def at(self, entry_id: str) -> RawEntry | None:
         """The entry ``entry_id``, if the log holds it."""

@@ -24,7 +24,7 @@ from shared.eventlog.entry import EntryType
 from shared.model import meta
 from shared.store import codec
 from shared.store.client import Store
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 
 Obj = dict[str, Any]
 
@@ -53,7 +53,7 @@ class Cache:
         self.store = store
         self.kinds = list(kinds)
         self.view = _IndexedView(self.kinds, indexes or {})
-        self.reader = LogReader(store.r, store.keys, "0-0", name=name, mark=store.mark)
+        self.reader = redis_reader(store.r, store.keys, "0-0", name=name, mark=store.mark)
         self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
         self.synced = False
 

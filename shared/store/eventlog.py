@@ -1,19 +1,23 @@
-"""The event log in Redis (the stream ``Keys.log``), as the port
-``shared.eventlog.ports.EventLog``. Each read is one round trip; ``after`` reads the
-compaction point (``Keys.log_snapshot_id``) in the same pipeline. And a reader's stored
+"""The event log in Redis (the stream ``Keys.log``, its parked entries ``Keys.parked``), as
+the port ``shared.eventlog.ports.EventLog``. Each read is one round trip; ``after`` reads the
+compaction point (``Keys.log_snapshot_id``) in the same pipeline, and ``follow`` the checks of
+a log mark too (``shared.store.logmark``) when the log is given one. And a reader's stored
 position, ``Keys.cursor(reader)``, as the port ``shared.eventlog.ports.Cursor``. Acts
 (Redis)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import redis
 
 from shared.eventlog.entry import RawEntry
 from shared.eventlog.ports import NO_POSITION, Page
+from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
+from shared.store.logmark import LogMark
 
 
 def _entries(raw: Any) -> list[RawEntry]:
@@ -21,9 +25,12 @@ def _entries(raw: Any) -> list[RawEntry]:
 
 
 class RedisEventLog:
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    """``mark``: what this reader's process saw of the log, checked by every ``follow``."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, mark: LogMark | None = None) -> None:
         self.r = client
         self.keys = keys
+        self.mark = mark
 
     def after(self, position: str, count: int, until: str = "") -> Page:
         lower = "(" + position if position and position != NO_POSITION else "-"
@@ -41,6 +48,50 @@ class RedisEventLog:
             pipe.get(self.keys.log_snapshot_id)
             raw, start = pipe.execute()
         return Page(_entries(raw), text(start) if start is not None else "")
+
+    def follow(self, position: str, count: int, block_ms: int | None = None) -> Page:
+        known = None
+        try:
+            pipe = self.r.pipeline(transaction=False)
+            if self.mark is not None:
+                known = self.mark.queue(pipe, self.keys)
+            if block_ms is None:
+                lower = "(" + position if position and position != NO_POSITION else "-"
+                pipe.xrange(self.keys.log, min=lower, count=count)
+            else:
+                pipe.xread({self.keys.log: position or NO_POSITION}, count=count,
+                           block=block_ms)
+            pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
+            replies: list[Any] = pipe.execute()
+        except redis.RedisError as err:
+            raise errors.UnavailableError(f"redis: {err}") from err
+        resp, trimmed_to = replies[-2], replies[-1]
+        start = text(trimmed_to) if trimmed_to is not None else ""
+        if self.mark is not None and self.mark.settle(self.r, self.keys, replies[0],
+                                                      replies[1], trimmed_to, known):
+            return Page([], start, rewound=True)
+        entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
+        if entries and self.mark is not None:
+            self.mark.saw(entries[-1].id)
+        return Page(entries, start)
+
+    def park(self, entry_id: str, record: Mapping[str, Any]) -> None:
+        try:
+            self.r.hsetnx(self.keys.parked, entry_id, codec.pack(dict(record)))
+        except redis.RedisError:
+            pass
+
+    def parked(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        raw: Any
+        with redis_errors("read the parked entries"):
+            raw = self.r.hgetall(self.keys.parked)
+        for eid, record in raw.items():
+            try:
+                out[text(eid)] = codec.unpack(record)
+            except errors.CorruptEntryError:
+                out[text(eid)] = {"error": "unreadable parked record"}
+        return out
 
     def at(self, entry_id: str) -> RawEntry | None:
         raw: Any

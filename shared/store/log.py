@@ -10,7 +10,10 @@ from typing import Any
 
 import redis
 
+from shared.eventlog.entry import RawEntry, decode_as_stored
+from shared.eventlog.ports import NO_POSITION, EventLog
 from shared.store import codec, errors
+from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
 from shared.store.logmark import LogMark
 
@@ -18,21 +21,19 @@ log = logging.getLogger(__name__)
 
 
 class LogReader:
-    """Reads ``keys.log`` forward from ``position`` (exclusive).
+    """Reads an event log (the port ``shared.eventlog.ports.EventLog``) forward from
+    ``position`` (exclusive). ``redis_reader`` is one of the log in Redis whose every read
+    also checks, in the same round trip, that the log still holds what was read before (a
+    log mark, shared by the caches of one process: see ``shared.store.logmark``)."""
 
-    Every read also checks, in the same round trip, that the log still holds what was read
-    before (``mark``, shared by the caches of one process: see ``shared.store.logmark``)."""
-
-    def __init__(self, client: redis.Redis, keys: Keys, position: str = "0-0",
-                 name: str = "reader", mark: LogMark | None = None) -> None:
-        self.r = client
-        self.keys = keys
+    def __init__(self, events: EventLog, position: str = NO_POSITION,
+                 name: str = "reader") -> None:
+        self.log = events
         self.position = position
         self.name = name
         self.parked = 0
         self.gap = False  # the log was trimmed past our position (see ``read``)
         self.rewound = False  # the log went backwards below what was read (see ``read``)
-        self.mark = mark if mark is not None else LogMark(name=name)
 
     def read(self, count: int = 1000, block_ms: int | None = None) -> list[codec.Entry]:
         """The next entries after ``position`` (at most ``count``); waits up to ``block_ms``
@@ -43,63 +44,43 @@ class LogReader:
         read (a restored, truncated or replaced Redis): the position is no longer one of
         this log's, and the reader must relist."""
         start = self.position
-        try:
-            resp: Any
-            pipe = self.r.pipeline(transaction=False)
-            known = self.mark.queue(pipe, self.keys)
-            if block_ms is None:
-                if self.position != "0-0":
-                    pipe.xrange(self.keys.log, min="(" + self.position, count=count)
-                else:
-                    pipe.xrange(self.keys.log, count=count)
-            else:
-                pipe.xread({self.keys.log: self.position}, count=count, block=block_ms)
-            pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
-            epoch, found, resp, trimmed_to = pipe.execute()
-            batch: list[Any] = resp if block_ms is None else (resp[0][1] if resp else [])
-        except redis.RedisError as err:
-            raise errors.UnavailableError(f"redis: {err}") from err
-        if self.mark.settle(self.r, self.keys, epoch, found, trimmed_to, known):
+        page = self.log.follow(start, count, block_ms)
+        if page.rewound:
             self.rewound = True
             return []
-        if trimmed_to is not None and \
-                codec.id_tuple(trimmed_to.decode()) > codec.id_tuple(start):
+        if page.gap_after(start):
             self.gap = True
         out: list[codec.Entry] = []
-        for entry_id, fields in batch:
-            eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        for raw in page.entries:
             try:
-                out.append(codec.decode_entry(eid, fields))
+                out.append(decode_as_stored(raw))
             except errors.CorruptEntryError as err:
-                self.park(eid, fields, str(err))
-            self.position = eid
-        if batch:
-            self.mark.saw(self.position)
+                self.park(raw, str(err))
+            self.position = raw.id
         return out
 
-    def park(self, eid: str, fields: dict[bytes, bytes], reason: str) -> None:
-        """Record a poison entry in the parked hash (once per entry id) and carry on."""
+    def park(self, raw: RawEntry, reason: str) -> None:
+        """Record a poison entry in the parked records (once per entry id) and carry on."""
         self.parked += 1
-        log.error("parked log entry %s (%s): %s", eid, self.name, reason)
-        try:
-            self.r.hsetnx(self.keys.parked, eid, codec.pack({
-                "reader": self.name, "error": reason, "at": time.time(),
-                "fields": {k.decode("utf-8", "replace"): v for k, v in fields.items()},
-            }))
-        except redis.RedisError:
-            pass
+        log.error("parked log entry %s (%s): %s", raw.id, self.name, reason)
+        fields = {k.decode("utf-8", "replace"): v for k, v in raw.stored.items()} \
+            if raw.stored is not None else \
+            {k: v.encode() if isinstance(v, str) else v for k, v in raw.fields().items()}
+        self.log.park(raw.id, {"reader": self.name, "error": reason, "at": time.time(),
+                               "fields": fields})
 
     def follow(self, count: int = 1000, block_ms: int = 1000) -> Iterator[list[codec.Entry]]:
         while True:
             yield self.read(count=count, block_ms=block_ms)
 
 
+def redis_reader(client: redis.Redis, keys: Keys, position: str = NO_POSITION,
+                 name: str = "reader", mark: LogMark | None = None) -> LogReader:
+    """A reader of the log in Redis, checking ``mark`` (default: a mark of its own) on each
+    read."""
+    return LogReader(RedisEventLog(client, keys, mark if mark is not None else
+                                   LogMark(name=name)), position, name)
+
+
 def parked_entries(client: redis.Redis, keys: Keys) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    parked: Any = client.hgetall(keys.parked)
-    for eid, raw in parked.items():
-        try:
-            out[eid.decode()] = codec.unpack(raw)
-        except errors.CorruptEntryError:
-            out[eid.decode()] = {"error": "unreadable parked record"}
-    return out
+    return RedisEventLog(client, keys).parked()

@@ -14,8 +14,9 @@ the newest entry id it read or wrote (``seen``). The log holds what the mark saw
 epoch is the same and the entry ``seen`` is still there: entries are appended in id order
 and a cut-back history is a prefix, so when the newest surviving entry is there, every older
 one the process saw is too. The check is two reads (``queue``) and the compaction point,
-sent in the pipeline of a ``LogReader``'s read, or run inside the ``SNAPSHOT`` script of a
-listing (``Store.snapshot``) and the ``COMMIT`` script of a write (``Store.commit``), so it
+sent in the pipeline of a ``LogReader``'s read (``RedisEventLog.follow``), or run inside the
+``SNAPSHOT`` script of a listing (``Store.snapshot``) and the ``COMMIT`` script of a write
+(``Store.commit``), so it
 costs no round trip of its own, and neither a listing nor a write at a new tip can hide a
 rewind (the ``Store``'s mark is the process's: what it listed, read and wrote):
 

@@ -16,7 +16,7 @@ from services.cli import context
 from services.cli.main import cli
 from shared.model import meta
 from shared.store import codec
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 from tests.integration.stack import Stack, wait_for
 
 Obj = dict[str, Any]
@@ -112,7 +112,7 @@ def release(obj: Obj) -> Obj:
 
 def log_entries_after(stack: Stack, position: str) -> list[codec.Entry]:
     """Every log entry after ``position``."""
-    reader = LogReader(stack.store.r, stack.store.keys, position)
+    reader = redis_reader(stack.store.r, stack.store.keys, position)
     out: list[codec.Entry] = []
     while batch := reader.read(count=5000):
         out += batch

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from services.node_agent.lifecycle import new_node
+from shared.eventlog import wire
 from shared.eventlog.entry import RawEntry
 from shared.eventlog.memory import InMemoryEventLog
 from shared.eventlog.ports import NO_POSITION, EventLog, pages
 from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
+from shared.store.log import LogReader
 from tests.integration.contract import connect
 
 
@@ -109,3 +112,41 @@ def test_a_read_names_the_compaction_point_and_a_gap_behind_it(log: Log) -> None
     assert not page.gap_after("7-0") and not page.gap_after("9-3")
     assert (log.port.first(), log.port.length()) == ("7-0", 3)
     assert log.port.before("", 10).start == "7-0"
+
+
+def test_follow_reads_after_a_position_and_waits_only_when_asked(log: Log) -> None:
+    _fill(log)
+    ids = lambda page: [e.id for e in page.entries]  # noqa: E731
+    assert ids(log.port.follow(NO_POSITION, 2)) == ["5-0", "5-1"]
+    assert ids(log.port.follow("7-0", 100, block_ms=50)) == ["9-3", "12-0"]
+    assert ids(log.port.follow("12-0", 100)) == [] and not log.port.follow("12-0", 1).rewound
+    assert ids(log.port.follow("12-0", 100, block_ms=20)) == []
+    log.trim("7-0")
+    assert log.port.follow("5-0", 10).gap_after("5-0")
+
+
+def test_a_parked_record_is_kept_once_per_entry(log: Log) -> None:
+    assert log.port.parked() == {}
+    log.port.park("5-0", {"reader": "a", "error": "first"})
+    log.port.park("5-0", {"reader": "b", "error": "second"})
+    log.port.park("7-0", {"reader": "b", "error": "other"})
+    assert log.port.parked() == {"5-0": {"reader": "a", "error": "first"},
+                                 "7-0": {"reader": "b", "error": "other"}}
+
+
+def test_a_reader_over_the_port_parks_what_it_cannot_decode_and_moves_on(log: Log) -> None:
+    good = RawEntry("13-0", "1", "ADDED", "Node", "/n1",
+                    wire.pack_object(new_node("n1")))
+    _fill(log)  # payload b"\x80": not msgpack
+    log.append(good)
+    reader = LogReader(log.port, "5-1", name="test")
+    got = reader.read(count=100)
+    assert [e.id for e in got] == ["13-0"] and got[0].obj["metadata"]["name"] == "n1"
+    assert (reader.position, reader.parked, reader.gap) == ("13-0", 3, False)
+    parked = log.port.parked()
+    assert sorted(parked) == ["12-0", "7-0", "9-3"]
+    assert parked["9-3"]["reader"] == "test" and "9-3" in parked["9-3"]["error"]
+    assert parked["9-3"]["fields"]["k"] == b"Node"
+    log.trim("13-0")
+    behind = LogReader(log.port, "5-0")
+    assert [e.id for e in behind.read()] == ["13-0"] and behind.gap

@@ -16,7 +16,7 @@ from services.node_agent.lifecycle import new_node
 from shared.store.cache import Cache
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 from shared.store.logmark import EPOCH_FIELD, LogMark
 
 
@@ -86,12 +86,13 @@ def test_a_listing_at_a_newer_tip_does_not_hide_a_cut_back(store: Store) -> None
 
 def test_compaction_past_the_position_is_a_gap_not_a_rewind(store: Store) -> None:
     ids = [store.create(new_node(f"n{i}"))["metadata"]["resourceVersion"] for i in range(3)]
-    reader = LogReader(store.r, store.keys, mark=LogMark())
+    mark = LogMark()
+    reader = redis_reader(store.r, store.keys, mark=mark)
     assert len(reader.read()) == 3
     store.r.set(store.keys.log_snapshot_id, ids[2])
     store.r.xtrim(store.keys.log, minid=ids[2])
     store.r.xdel(store.keys.log, ids[2])  # even the entry read last: compaction covers it
-    assert reader.read() == [] and not reader.rewound and reader.mark.rewinds == 0
+    assert reader.read() == [] and not reader.rewound and mark.rewinds == 0
 
 
 def test_a_log_gets_one_identity_and_reading_an_empty_prefix_writes_nothing(

@@ -12,7 +12,7 @@ from shared.store import codec, errors
 from shared.store.cache import Cache
 from shared.store.client import Fence, Store, connect
 from shared.store.keys import Keys
-from shared.store.log import LogReader, parked_entries
+from shared.store.log import parked_entries, redis_reader
 from shared.store.workqueue import RedisWorkQueue
 
 DS = yaml.safe_load("""
@@ -46,7 +46,7 @@ def test_create_assigns_identity_defaults_and_logs_one_entry(store: Store) -> No
         "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
     assert ds["spec"]["revisionHistoryLimit"] == 10
     assert log_len(store) == 1
-    entry = LogReader(store.r, store.keys).read()[0]
+    entry = redis_reader(store.r, store.keys).read()[0]
     assert (entry.type, entry.kind, entry.key) == ("ADDED", "DaemonSet", "default/agent")
     assert entry.id == md["resourceVersion"] == store.get("DaemonSet", "default/agent")[
         "metadata"]["resourceVersion"]
@@ -187,7 +187,7 @@ def test_finalizers_hold_deletion_until_removed(store: Store) -> None:
 
     store.mutate("DaemonSet", "default/agent", drop)
     assert store.try_get("DaemonSet", "default/agent") is None
-    types = [e.type for e in LogReader(store.r, store.keys).read()]
+    types = [e.type for e in redis_reader(store.r, store.keys).read()]
     assert types == ["ADDED", "MODIFIED", "DELETED"]
 
 
@@ -265,7 +265,7 @@ def test_cache_lists_then_follows_idempotently(store: Store) -> None:
     assert [c.type for c in changes] == ["MODIFIED"]
     assert changes[0].old is not None and changes[0].old["spec"].get("minReadySeconds", 0) == 0
     # re-applying the same entries (redelivery) changes nothing
-    entries = LogReader(store.r, store.keys, "0-0").read()
+    entries = redis_reader(store.r, store.keys, "0-0").read()
     assert cache.apply(entries) == []
     assert codec.id_ge(cache.position, pos)
 
@@ -275,8 +275,8 @@ def test_watch_resumes_from_any_position(store: Store) -> None:
         o = copy.deepcopy(DS)
         o["metadata"]["name"] = f"ds{i}"
         store.create(o)
-    ids = [e.id for e in LogReader(store.r, store.keys).read()]
-    reader = LogReader(store.r, store.keys, ids[2])
+    ids = [e.id for e in redis_reader(store.r, store.keys).read()]
+    reader = redis_reader(store.r, store.keys, ids[2])
     assert [e.key for e in reader.read()] == ["default/ds3", "default/ds4"]
 
 
@@ -290,7 +290,7 @@ def test_corrupt_log_entries_are_parked_not_fatal(store: Store) -> None:
     other = copy.deepcopy(DS)
     other["metadata"]["name"] = "after"
     store.create(other)
-    reader = LogReader(store.r, store.keys)
+    reader = redis_reader(store.r, store.keys)
     good = reader.read()
     assert [e.key for e in good] == ["default/agent", "default/after"]
     parked = parked_entries(store.r, store.keys)

@@ -20,7 +20,7 @@ from shared.store import errors
 from shared.store.cache import Cache
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
-from shared.store.log import LogReader, parked_entries
+from shared.store.log import parked_entries, redis_reader
 
 EXAMPLES = int(os.environ.get("DAEMONBUS_FUZZ_EXAMPLES", "1500"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
@@ -124,7 +124,7 @@ def test_malformed_log_entries_are_parked_and_readers_carry_on(fuzz_store: Store
     store.create(marker)
     changes = cache.poll(count=100)
     assert any(c.key == "default/after-the-garbage" for c in changes)
-    reader = LogReader(store.r, store.keys)
+    reader = redis_reader(store.r, store.keys)
     entries = reader.read(count=100)
     assert entries[-1].key == "default/after-the-garbage"
     assert reader.parked + len(entries) == len(batch) + 1

@@ -15,7 +15,7 @@ from services.cli import context
 from services.cli.main import cli
 from shared.daemonset import dsutil
 from shared.model import meta, podutil
-from shared.store.log import LogReader
+from shared.store.log import redis_reader
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_rollout import daemonset, rolling, run, start
 
@@ -128,7 +128,7 @@ def test_zero_omitempty_status_fields_are_left_out_of_storage_and_every_output(
     assert "Number of Nodes Misscheduled: 0\n" in described
 
     statuses: list[Obj] = []  # every status the log holds: stored objects and decisions
-    reader = LogReader(stack.store.r, stack.store.keys)
+    reader = redis_reader(stack.store.r, stack.store.keys)
     while batch := reader.read():
         for e in batch:
             if e.kind == "DaemonSet" and e.type in ("ADDED", "MODIFIED"):
