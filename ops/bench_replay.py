@@ -42,6 +42,7 @@ from services.replay import export, rebuild, verify  # noqa: E402
 from shared.daemonset import planner  # noqa: E402
 from shared.daemonset import record as ds_record  # noqa: E402
 from shared.daemonset import types as t  # noqa: E402
+from shared.eventlog.entry import WriteMode  # noqa: E402
 from shared.model import meta  # noqa: E402
 from shared.store import codec  # noqa: E402
 from shared.store.client import Store, connect  # noqa: E402
@@ -174,7 +175,7 @@ class LogSim:
                 pod = self.objs["Pod"].get(f"{d.namespace}/{d.name}")
                 op = self.store.delete_op(pod) if pod is not None else None
                 if op is not None and op.obj is not None:
-                    self.write("DELETED" if op.mode == "delete" else "MODIFIED", op.obj)
+                    self.write("DELETED" if op.mode == WriteMode.DELETE else "MODIFIED", op.obj)
         for c in plan.cleanup:
             self.write("DELETED", self.objs["ControllerRevision"][f"{c.namespace}/{c.name}"])
         for e in plan.events:

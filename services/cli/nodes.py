@@ -14,6 +14,7 @@ import click
 from services.cli import context, edits, errors
 from services.cli.errors import CliError
 from services.node_agent import lifecycle
+from shared.eventlog.entry import CommitResult
 from shared.model import meta, syntax
 from shared.model.objkey import ObjectKey
 from shared.store import errors as store_errors
@@ -83,7 +84,7 @@ def add(env: context.CliEnv, names: tuple[str, ...], count: int | None, name_pre
     ops = [store.create_op(lifecycle.new_node(n, extra_labels, [dict(t) for t in taints]))
            for n in names]
     results = store.commit(ops, atomic=True)
-    taken = [ObjectKey.parse(r.op.key).name for r in results if r.status == "exists"]
+    taken = [ObjectKey.parse(r.op.key).name for r in results if r.status == CommitResult.EXISTS]
     if taken:
         raise CliError("\n".join(f'Error from server (AlreadyExists): nodes "{n}" already exists'
                                  for n in taken))

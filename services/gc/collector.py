@@ -47,6 +47,7 @@ from prometheus_client import Counter
 from services import common
 from services.gc import decide
 from services.gc.nodelifecycle import NodeLifecycle
+from shared.eventlog.entry import CommitResult
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
 from shared.store import codec, errors
@@ -246,7 +247,7 @@ class Collector:
             ops = [self.store.raw_update_op(decide.without_owner(d, uid),
                                             meta.resource_version(d)) for d in deps]
             results = self._commit(ops, throttle=False)
-            if all(r.ok or r.status == "notfound" for r in results):
+            if all(r.ok or r.status == CommitResult.NOTFOUND for r in results):
                 self._remove_finalizer(key, uid, ORPHAN)
             # a conflict: the newer version's log entry brings us back here
             return

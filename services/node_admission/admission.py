@@ -17,6 +17,7 @@ import threading
 
 from prometheus_client import Counter
 
+from shared.eventlog.entry import CommitResult
 from shared.model import validation as model_validation
 from shared.store import errors, noderequests
 from shared.store.client import Store
@@ -69,7 +70,7 @@ class Admission:
                 return False
         nodes = [n for n in req.nodes if self.inbox.grants(user, n)]
         results = self.store.commit(req.ops, nodes=nodes)
-        if any(r.status == "forbidden" for r in results):
+        if any(r.status == CommitResult.FORBIDDEN for r in results):
             log.error("request %s of %s refused (the store logged why)", entry_id, user)
             REQUESTS.labels("forbidden").inc()
             return False

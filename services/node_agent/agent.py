@@ -16,6 +16,7 @@ from collections.abc import Callable
 from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
+from shared.eventlog.entry import CommitResult
 from shared.model import meta
 from shared.model.objkey import ObjectKey
 from shared.store import nodelease, noderequests
@@ -55,7 +56,7 @@ class NodeAgent:
         for i in range(0, len(names), 1000):
             ops = [self.store.create_op(lifecycle.new_node(n), ensure=True)
                    for n in names[i:i + 1000]]
-            created += sum(1 for r in self._commit(ops) if r.ok or r.status == "queued")
+            created += sum(1 for r in self._commit(ops) if r.ok or r.status == CommitResult.QUEUED)
         return created
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -148,7 +149,7 @@ class NodeAgent:
                 for op in ops[i:]:
                     heapq.heappush(self._timers, (retry_at, op.kind, op.key))
                 return
-            self.writes += sum(1 for r in results if r.ok or r.status == "queued")
+            self.writes += sum(1 for r in results if r.ok or r.status == CommitResult.QUEUED)
             # a conflict means a newer version is already in the log: its entry wakes us
 
     def _commit(self, ops: list[Op]) -> list[Result]:

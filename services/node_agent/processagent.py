@@ -29,6 +29,7 @@ from services import common
 from services.node_agent import host, lifecycle, logserver, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
+from shared.eventlog.entry import CommitResult
 from shared.model import events, meta
 from shared.store import errors, nodelease, noderequests, nodeserver
 from shared.store.cache import Cache
@@ -115,7 +116,7 @@ class ProcessAgent:
             node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,
                                  list(self.cfg.taints), self.runtime.version(), port)
             res = self._commit([self.store.create_op(node, ensure=True)])[0]
-            if res.ok or res.status == "queued":
+            if res.ok or res.status == CommitResult.QUEUED:
                 log.info("registered node %s%s", self.cfg.node_name,
                          " (requested from node-admission)" if self.sender else "")
             return

@@ -30,6 +30,7 @@ from shared.daemonset import failure as ds_failure
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
 from shared.daemonset.messages import StatusMessage
+from shared.eventlog.entry import CommitResult
 from shared.model import meta, podutil
 from shared.store import client as store_client
 from shared.store import errors
@@ -156,7 +157,7 @@ class Executor:
         out.ops += 1
         if res.ok:
             return
-        if res.status != "exists":
+        if res.status != CommitResult.EXISTS:
             raise SyncError(f"creating revision {meta.name(rev)}: {res.status}")
         existing = self._read("ControllerRevision", meta.key(rev))
         if existing is not None and ds_history.matches(ds, existing):
@@ -226,7 +227,7 @@ class Executor:
             ops.append(self.store.raw_update_op(ds_claim.owner_change(obj, c, meta.uid(ds)),
                                                 meta.resource_version(obj)))
         problems = [f"{r.op.kind} {r.op.key}: {r.status}"
-                    for r in self._commit(ops, out) if r.status not in ("ok", "notfound")]
+                    for r in self._commit(ops, out) if r.status not in (CommitResult.OK, CommitResult.NOTFOUND)]
         if problems:
             raise SyncError(f"couldn't get node to daemon pod mapping for daemon set "
                             f'"{meta.name(ds)}": ' + "; ".join(problems))
@@ -293,7 +294,7 @@ class Executor:
             retry: list[tuple[t.CreatePod, int]] = []
             for (c, salt), res in zip(pending, results, strict=True):
                 name = res.op.key.split("/", 1)[1]
-                if res.status == "fenced":
+                if res.status == CommitResult.FENCED:
                     # deposed: the key's next holder decides again from newer state
                     self.expectations.lower(key, 1, 0)
                     problems.append(f"lost the lease of {key}: pod for node {c.node} "
@@ -303,7 +304,7 @@ class Executor:
                     out.created += 1
                     events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
                     continue
-                if res.status == "exists":
+                if res.status == CommitResult.EXISTS:
                     existing = self._read("Pod", res.op.key)
                     if existing is not None and _same_daemon_pod(existing, ds, c.node, hash_):
                         # created by an earlier attempt: its creation was observed before the
@@ -340,7 +341,7 @@ class Executor:
                 out.deleted += 1
                 events.append(t.EmitEvent("Normal", "SuccessfulDelete", f"Deleted pod: {name}"))
                 continue
-            if res.status == "conflict":
+            if res.status == CommitResult.CONFLICT:
                 try:  # changed since our read (e.g. status): delete the current version
                     self.store.delete("Pod", res.op.key, uid=meta.uid(res.op.obj or {}) or None,
                                       now=now)
@@ -353,7 +354,7 @@ class Executor:
                     continue
                 except errors.StoreError as err:
                     msg = f"Error deleting: {err}"
-            elif res.status == "notfound":
+            elif res.status == CommitResult.NOTFOUND:
                 self.expectations.lower(key, 0, 1)
                 continue
             else:

@@ -22,6 +22,7 @@ from typing import Any
 
 from shared.daemonset import status as ds_status
 from shared.eventlog import wire as encoding
+from shared.eventlog.entry import WriteMode
 from shared.model import defaults as model_defaults
 from shared.model import errors, kinds, meta, syntax
 from shared.model import validation as model_validation
@@ -51,7 +52,7 @@ class Write:
     ``obj`` the object to store (for a delete: as read); ``expected`` the resourceVersion it
     must still have ("" = none)."""
 
-    mode: str
+    mode: WriteMode
     obj: Obj
     trust: Trust
     expected: str = ""
@@ -220,13 +221,13 @@ def prepare_create(given: Any, now: float) -> Obj:
 
 def create(obj: Any, now: float, ensure: bool = False) -> Write:
     """A user's create (``ensure``: if absent)."""
-    return Write("ensure" if ensure else "create", prepare_create(obj, now), Trust.USER)
+    return Write(WriteMode.ENSURE if ensure else WriteMode.CREATE, prepare_create(obj, now), Trust.USER)
 
 
 def controller_create(obj: Obj, ensure: bool = False) -> Write:
     """A controller's new object, built from validated parts and already stamped
     (:func:`stamp`): written as it is, not validated again (the hot path of pod creation)."""
-    return Write("ensure" if ensure else "create", obj, Trust.CONTROLLER)
+    return Write(WriteMode.ENSURE if ensure else WriteMode.CREATE, obj, Trust.CONTROLLER)
 
 
 # ---- update --------------------------------------------------------------------------------
@@ -285,8 +286,8 @@ def _updated(new: Obj, expected: str, old: Obj) -> Write:
     removes it)."""
     grace_left = int(meta.metadata(old).get("deletionGracePeriodSeconds") or 0) > 0
     if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left:
-        return Write("delete", new, Trust.USER, expected)
-    return Write("update", new, Trust.USER, expected)
+        return Write(WriteMode.DELETE, new, Trust.USER, expected)
+    return Write(WriteMode.UPDATE, new, Trust.USER, expected)
 
 
 def update(obj: Obj, old: Obj) -> Write:
@@ -310,7 +311,7 @@ def status_update(obj: Obj, old: Obj) -> Write:
                                                               old.get("status") or {})
         if problems:
             raise errors.InvalidError(kind, meta.name(old), problems)
-    return Write("update", new, Trust.STATUS, meta.resource_version(old))
+    return Write(WriteMode.UPDATE, new, Trust.STATUS, meta.resource_version(old))
 
 
 def system_status(new: Obj, old: Obj) -> Write:
@@ -337,7 +338,7 @@ def system_status(new: Obj, old: Obj) -> Write:
                             "must be a node's name")
     if problems:
         raise errors.InvalidError(kind, meta.name(old), problems)
-    return Write("update", merged, Trust.STATUS, meta.resource_version(old))
+    return Write(WriteMode.UPDATE, merged, Trust.STATUS, meta.resource_version(old))
 
 
 def metadata_update(new: Obj, expected: str) -> Write:
@@ -345,7 +346,7 @@ def metadata_update(new: Obj, expected: str) -> Write:
     written as given (no server-side bookkeeping), with the version precondition, once
     validated like any stored object."""
     check(new)
-    return Write("update", new, Trust.CONTROLLER, expected)
+    return Write(WriteMode.UPDATE, new, Trust.CONTROLLER, expected)
 
 
 # ---- delete --------------------------------------------------------------------------------
@@ -411,13 +412,13 @@ def delete(current: Obj, now: float, propagation: str = "background",
             md["deletionTimestamp"] = meta.format_time(now)
         if same(md, current["metadata"]):
             return None
-        return Write("update", new, Trust.USER, rv)
-    return Write("delete", current, Trust.USER, rv)
+        return Write(WriteMode.UPDATE, new, Trust.USER, rv)
+    return Write(WriteMode.DELETE, current, Trust.USER, rv)
 
 
 def final_delete(old: Obj) -> Write:
     """Remove an object whose deletion is due (grace period over, no finalizers left)."""
-    return Write("delete", old, Trust.CONTROLLER, meta.resource_version(old))
+    return Write(WriteMode.DELETE, old, Trust.CONTROLLER, meta.resource_version(old))
 
 
 # ---- apply (kubectl apply) -----------------------------------------------------------------
@@ -479,7 +480,7 @@ def dry_run(write: Write, current: Obj | None) -> Obj:
     ``dryRun=All``, kubectl's server-side dry run): its object, with its resourceVersion
     (none yet: "0-0"). ``current``: the object as read, None if absent; the create of an
     object that exists is AlreadyExists, as the commit would find."""
-    if write.mode == "create" and current is not None:
+    if write.mode == WriteMode.CREATE and current is not None:
         raise errors.AlreadyExistsError(write.kind, write.key)
     write.obj["metadata"]["resourceVersion"] = meta.resource_version(write.obj) or "0-0"
     return write.obj

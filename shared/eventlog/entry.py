@@ -73,6 +73,9 @@ class CommitResult(StrEnum):
     FORBIDDEN = "forbidden"
     SKIPPED = "skipped"  # its batch was refused as a whole
     FENCED = "fenced"  # the workqueue lease it was fenced by is gone
+    # not COMMIT's: a node agent's op added to its request stream, for node-admission to
+    # commit (``shared.store.noderequests``)
+    QUEUED = "queued"
 
 
 #: the entry type each write mode appends (as ``COMMIT`` decides it)

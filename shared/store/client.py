@@ -23,6 +23,7 @@ from typing import Any
 import redis
 
 from shared.api import writes
+from shared.eventlog.entry import CommitResult, WriteMode
 from shared.model import meta
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
@@ -80,7 +81,7 @@ def dead_peer_options() -> dict[int, int]:
 class Op:
     """One write of a batch. Build with the class methods; ``Store.commit`` sends them."""
 
-    mode: str
+    mode: WriteMode
     kind: str
     key: str
     payload: bytes
@@ -90,7 +91,7 @@ class Op:
 
     @classmethod
     def record(cls, kind: str, key: str, record: Obj) -> Op:
-        return cls("record", kind, key, codec.pack(record))
+        return cls(WriteMode.RECORD, kind, key, codec.pack(record))
 
     @classmethod
     def of(cls, write: writes.Write) -> Op:
@@ -110,13 +111,13 @@ class Fence:
 
 @dataclass
 class Result:
-    status: str  # ok | exists | conflict | notfound | forbidden | skipped | fenced
+    status: CommitResult
     value: str  # the new resourceVersion (ok), the current one, or why it is forbidden
-    op: Op = field(repr=False, default_factory=lambda: Op("", "", "", b""))
+    op: Op = field(repr=False, default_factory=lambda: Op(WriteMode.RECORD, "", "", b""))
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == CommitResult.OK
 
 
 def _now() -> float:
@@ -276,26 +277,26 @@ class Store:
         # the mark is checked before anything is written: a rewind counts even though this
         # batch's new entries are past what was lost
         self.mark.settle(self.r, self.keys, epoch, [True] if found else [], trimmed_to, known)
-        out = [Result(s.decode(), v.decode(), op) for (s, v), op in zip(raw[:-1], ops,
+        out = [Result(CommitResult(s.decode()), v.decode(), op) for (s, v), op in zip(raw[:-1], ops,
                                                                           strict=True)]
         for res in reversed(out):  # ids rise through a batch: the last written is the newest
             if res.ok:
                 self.mark.saw(res.value)
                 break
         for res in out:
-            if res.status == "forbidden":
+            if res.status == CommitResult.FORBIDDEN:
                 log.error("commit refused: role %s, %s %s %s: %s", self.role, res.op.mode,
                           res.op.kind, res.op.key, res.value)
         return out
 
     def _raise_for(self, res: Result) -> None:
-        if res.status == "exists":
+        if res.status == CommitResult.EXISTS:
             raise errors.AlreadyExistsError(res.op.kind, res.op.key)
-        if res.status == "notfound":
+        if res.status == CommitResult.NOTFOUND:
             raise errors.NotFoundError(res.op.kind, res.op.key)
-        if res.status == "conflict":
+        if res.status == CommitResult.CONFLICT:
             raise errors.ConflictError(res.op.kind, res.op.key)
-        if res.status == "forbidden":
+        if res.status == CommitResult.FORBIDDEN:
             raise errors.ForbiddenError(res.op.kind, res.op.key, self.role, res.value)
         if not res.ok:
             raise errors.StoreError(f"{res.op.kind} {res.op.key}: {res.status}")
@@ -414,7 +415,7 @@ class Store:
                 out = self._write(write, current, dry)
             except errors.ConflictError:
                 continue
-            return None if write.mode == "delete" else out
+            return None if write.mode == WriteMode.DELETE else out
         raise errors.ConflictError(kind, key, "too many concurrent changes; try again")
 
     # ---- apply (kubectl apply) -----------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from shared.eventlog.entry import CommitResult, WriteMode
 from shared.store import codec, errors
 from shared.store.client import Op, Result
 from shared.store.guard import redis_errors, text
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 GROUP = "node-admission"
-MODES = frozenset({"create", "ensure", "update", "delete"})
+MODES = frozenset({WriteMode.CREATE, WriteMode.ENSURE, WriteMode.UPDATE, WriteMode.DELETE})
 KINDS = frozenset({"Node", "Pod"})
 MAXLEN = 100_000  # requests kept unconsumed at most (approximate)
 VOUCH_SECONDS = 60.0  # how long an ACL DRYRUN answer is reused
@@ -42,7 +43,7 @@ def whoami(client: redis.Redis) -> str:
 
 class Sender:
     """The node agent's side: ``commit`` adds the ops as one request; the log shows what
-    node-admission made of them. Results are "queued"."""
+    node-admission made of them. Results are ``CommitResult.QUEUED``."""
 
     def __init__(self, client: redis.Redis, keys: Keys, user: str | None = None) -> None:
         self.r = client
@@ -55,7 +56,7 @@ class Sender:
                "ops": [[op.mode, op.kind, op.key, op.expected, op.payload] for op in ops]}
         with redis_errors("node request"):
             self.r.xadd(self.stream, {"m": codec.pack(msg)}, maxlen=MAXLEN, approximate=True)
-        return [Result("queued", "", op) for op in ops]
+        return [Result(CommitResult.QUEUED, "", op) for op in ops]
 
 
 @dataclass
@@ -88,7 +89,7 @@ def decode(entry_id: str, user: str, fields: dict[bytes, bytes]) -> Request:
         obj = codec.unpack(payload)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise errors.CorruptEntryError(f"op on {kind} {key}: not an object")
-        ops.append(Op(mode, kind, key, payload, expected, obj))
+        ops.append(Op(WriteMode(mode), kind, key, payload, expected, obj))
     return Request(entry_id, user, nodes, ops)
 
 
