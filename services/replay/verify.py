@@ -8,6 +8,10 @@ and, for each decision, rebuilds the Snapshot with the builder the live sync use
 (``shared.daemonset.inputs``) — the DaemonSet by key, every Node, the Pods and
 ControllerRevisions of its namespace, all as of ``position`` (not as of the decision entry, which comes after the sync's own writes) — then
 runs ``planner.plan`` and compares ``record.summarize`` of the new plan with the recorded one.
+A per-node decision (its record names its ``nodes``) is recomputed by the function that made
+it, ``planner.plan_nodes``, from the per-node snapshot (``inputs.build_nodes``) and a
+per-DaemonSet index built from scratch from the view; that it now asks for a full sync is a
+divergence too.
 
 Two passes over the file keep memory bounded by the cluster plus the decision records: the
 first collects the decisions and orders them by position; the second folds the entries and
@@ -23,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from services.replay import logfile
-from shared.daemonset import inputs, planner
+from shared.daemonset import history, inputs, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import status as ds_status
 from shared.daemonset import types as t
+from shared.daemonset.nodeindex import DaemonSetIndex
 from shared.eventlog import fold
 from shared.eventlog.entry import EntryType
-from shared.model import tainteviction
+from shared.model import meta, podutil, tainteviction
 from shared.model.objkey import ObjectKey
 from shared.store import codec, errors
 
@@ -114,7 +119,23 @@ class View(fold.View[_Slot]):
             lambda wanted: {k: backoff[k] for k in wanted if k in backoff},
             lambda: rec.expectations_satisfied)
 
-    # what a sync reads (``shared.daemonset.inputs.Source``)
+    def node_snapshot(self, rec: ds_record.DecisionRecord, nodes: list[str]) -> t.Snapshot:
+        """The Snapshot the per-node sync ``rec`` read (``inputs.build_nodes``). Decides."""
+        backoff = {str(k): t.BackoffEntry(float(v[0]), float(v[1]))
+                   for k, v in rec.backoff.items()}
+        return inputs.build_nodes(
+            rec.key, nodes, self, rec.now, rec.position,
+            lambda wanted: {k: backoff[k] for k in wanted if k in backoff},
+            lambda: rec.expectations_satisfied)
+
+    # what a sync reads (``shared.daemonset.inputs.NodeSource``)
+
+    def node(self, name: str) -> Obj | None:
+        slot = self.node_slots.get(str(ObjectKey("", name)))
+        return slot.get() if slot is not None else None
+
+    def pods_on(self, namespace: str, node: str) -> list[Obj]:
+        return [p for p in self.pods(namespace) if podutil.target_node(p) == node]
 
     def daemonset(self, key: str) -> Obj | None:
         slot = self.ds.get(key)
@@ -191,16 +212,41 @@ def check(view: View, entry: str, doc: Obj, plan_fn: PlanFn) -> Divergence | Non
     if isinstance(recorded.get("status"), dict):
         # records written before the status took its JSON shape carry zero omitempty counters
         recorded = {**recorded, "status": ds_status.json_shape(recorded["status"])}
-    snap = view.snapshot(rec)
+    nodes = rec.nodes
+    if nodes is not None and not all(isinstance(n, str) for n in nodes):
+        return Divergence(rec.key, entry, rec.position, "record: nodes are not names", doc,
+                          None)
+    snap = view.snapshot(rec) if nodes is None else view.node_snapshot(rec, nodes)
     uid = str(((snap.ds or {}).get("metadata") or {}).get("uid") or "")
     if snap.ds is not None and rec.uid and uid != rec.uid:
         return Divergence(snap.key, entry, snap.position,
                           f"input DaemonSet uid: {rec.uid!r} != {uid!r}", rec.uid, uid)
-    recomputed = ds_record.summarize(plan_fn(snap))
+    if nodes is None:
+        plan = plan_fn(snap)
+    else:
+        per_node = _plan_nodes(view, snap, nodes)
+        if per_node is None:
+            return Divergence(snap.key, entry, snap.position,
+                              f"nodes: a per-node decision for {nodes} now needs a full sync",
+                              recorded, None)
+        plan = per_node
+    recomputed = ds_record.summarize(plan)
     diff = ds_record.first_difference(recorded, codec.unpack(codec.pack(recomputed)))
     if diff is None:
         return None
     return Divergence(snap.key, entry, snap.position, diff, recorded, recomputed)
+
+
+def _plan_nodes(view: View, snap: t.Snapshot, nodes: list[str]) -> t.Plan | None:
+    """``planner.plan_nodes`` of ``snap`` with the DaemonSet's index built from scratch from
+    ``view`` (every Node, the namespace's Pods). Decides."""
+    ds = snap.ds
+    if ds is None:
+        return None
+    pods = view.pods(meta.namespace(ds))
+    hash = history.construct_history(ds, sorted(snap.revisions, key=meta.name), []).hash
+    index = DaemonSetIndex(ds, hash, view.nodes(), pods)
+    return planner.plan_nodes(snap, nodes, index, {meta.name(p) for p in pods})
 
 
 def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,

@@ -5,11 +5,16 @@ recomputed decision reads exactly what the recorded one did. Pure.
 A sync reads the DaemonSet by key, every Node, the Pods and ControllerRevisions of the
 DaemonSet's namespace, the failed-pod backoff of the nodes where one of its pods failed
 (``backoff_keys``), whether its expectations are satisfied, and the time.
+
+A per-node sync (``planner.plan_nodes``) reads, by ``build_nodes``, the DaemonSet, the Nodes
+it is for, the Pods of the namespace targeting them, every ControllerRevision of the
+namespace, the backoff of those nodes, the expectations and the time: nothing that grows with
+the cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from shared.daemonset import manage
@@ -33,6 +38,16 @@ class Source(Protocol):
     def pods(self, namespace: str) -> list[Obj]: ...
 
     def revisions(self, namespace: str) -> list[Obj]: ...
+
+
+class NodeSource(Source, Protocol):
+    """What a per-node sync reads besides: single Nodes, and the pods targeting a node."""
+
+    def node(self, name: str) -> Obj | None: ...
+
+    def pods_on(self, namespace: str, node: str) -> list[Obj]:
+        """The namespace's Pods whose target node (``podutil.target_node``) is ``node``."""
+        ...
 
 
 def backoff_keys(ds: Obj, pods: Sequence[Obj]) -> list[str]:
@@ -68,3 +83,23 @@ def build(key: str, source: Source, now: float, position: str,
     return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
                       backoff=entries, expectations_satisfied=satisfied(), now=now,
                       position=position)
+
+
+def build_nodes(key: str, nodes: Collection[str], source: NodeSource, now: float,
+                position: str, backoff: Callable[[list[str]], dict[str, t.BackoffEntry]],
+                satisfied: Callable[[], bool]) -> t.Snapshot:
+    """The Snapshot of a per-node sync of ``key`` for ``nodes``: ``build``'s, with only those
+    Nodes (the ones that exist) and the Pods targeting them. Decides, given its callables."""
+    ds = source.daemonset(key)
+    if ds is None:
+        return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
+                          expectations_satisfied=True, now=now, position=position)
+    ns = ObjectKey.parse(key).namespace
+    names = sorted(set(nodes))
+    found = [source.node(name) for name in names]
+    pods = [p for name in names for p in source.pods_on(ns, name)]
+    wanted = backoff_keys(ds, pods)
+    entries = backoff(wanted) if wanted else {}
+    return t.Snapshot(key=key, ds=ds, nodes=[n for n in found if n is not None], pods=pods,
+                      revisions=source.revisions(ns), backoff=entries,
+                      expectations_satisfied=satisfied(), now=now, position=position)

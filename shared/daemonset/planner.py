@@ -15,7 +15,7 @@ O(nodes + pods) apart from the sorts, and the same snapshot in any order gives t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from typing import Any
 
 from shared.daemonset import (
@@ -32,6 +32,7 @@ from shared.daemonset import (
     status,
     unavailable,
 )
+from shared.daemonset.nodeindex import DaemonSetIndex
 from shared.daemonset.placement import Decision, Placement
 from shared.daemonset.podfacts import PodFacts
 from shared.daemonset.types import (
@@ -138,7 +139,8 @@ def plan(snapshot: Snapshot) -> Plan:
             waiting = rolled.waiting
 
     result.sync_nodes = _sync_nodes(
-        ds, snapshot.pods, create_nodes, delete_pods, result, snapshot.position
+        ds, {meta.name(p) for p in snapshot.pods}, create_nodes, delete_pods, result,
+        snapshot.position,
     )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
@@ -157,6 +159,111 @@ def plan(snapshot: Snapshot) -> Plan:
     return result
 
 
+def plan_nodes(
+    snapshot: Snapshot,
+    nodes: Collection[str],
+    index: DaemonSetIndex,
+    names: Container[str],
+) -> Plan | None:
+    """The sync of ``snapshot.key`` for the nodes ``nodes`` alone, or None when it needs a
+    full sync (``plan``): the plan ``plan`` would make of the whole cluster, by the same
+    passes (claim, history, ``manage``, ``_sync_nodes``, status and conditions, reasons),
+    whenever nothing outside ``nodes`` could act. Decides.
+
+    ``snapshot`` holds the DaemonSet, the Nodes of ``nodes`` that exist, the pods targeting
+    them (any owner: an orphan among them makes a full sync), every revision of the
+    namespace, the backoff of those nodes, expectations and the time. ``index`` is the
+    DaemonSet's per-node state at the same position (``nodeindex``): the status and the
+    "every other node is steady" check come from it. ``names`` holds the names of the
+    namespace's pods (a created pod's name must be free among all of them).
+
+    None (a full sync) when: the DaemonSet is missing, being deleted or selects everything;
+    expectations are pending; a failure action is set; the history is not settled (the
+    sync would claim, label, create, dedup or clean up a revision) or its hash is not the
+    index's; a pod of ``nodes`` would be adopted or released, or is of an old revision (the
+    rolling update's business); the budget does not parse; another node is not steady
+    (an old, unavailable or missing pod, a surge, a pod to delete, pods on a removed node);
+    or the index does not hold what the snapshot does for ``nodes``. With every other node
+    steady the full plan's manage and rolling update act on ``nodes`` alone, in the same
+    order, so the actions, events, backoff and status are the full plan's.
+    """
+    ds = snapshot.ds
+    if (ds is None or labels.is_empty_selector(dsutil.selector(ds))
+            or meta.is_being_deleted(ds) or not snapshot.expectations_satisfied):
+        return None
+    opts = rolloutopts.options(ds)
+    if opts.failure_action is not None or index.ds != ds:
+        return None  # the index must be of this very object (its status reads it)
+    now = snapshot.now
+    wanted = set(nodes)
+    present = sorted(((meta.name(n), n) for n in snapshot.nodes if meta.name(n) in wanted),
+                     key=_first)
+    node_names = [name for name, _ in present]
+    pods = [p for p in snapshot.pods if podutil.target_node(p) in wanted]
+    claimed, pod_claims = claim.claim(ds, pods, "Pod")
+    if pod_claims:
+        return None
+    hist = history.construct_history(ds, sorted(snapshot.revisions, key=meta.name), claimed)
+    if hist.actions or hist.hash != index.hash:
+        return None
+    if history.cleanup_history(ds, hist.old, claimed):
+        return None  # with fewer pods than a full sync sees: that one may keep them
+    node_pods = podfacts.by_node(
+        claimed, status.labels_updated_check(hist.hash, dsutil.template_generation(ds))
+    )
+    if not _index_agrees(index, wanted, present, node_pods):
+        return None
+    if any(not p.updated for pods_ in node_pods.values() for p in pods_ if not p.deleting):
+        return None  # an old pod: the rolling update and its gates decide
+    if not index.settled_except(wanted, now):
+        return None
+    new_status = index.status(now, True)
+    if dsutil.update_strategy(ds).type == dsutil.ROLLING_UPDATE:
+        try:
+            rollout.budget(ds, int(new_status.get("desiredNumberScheduled") or 0))
+        except ValueError:
+            return None  # the rolling update fails the sync with it
+    placement = Placement(ds)
+    decisions = {name: placement.decide(n, name) for name, n in present}
+
+    result = Plan(key=snapshot.key, hash=hist.hash, nodes=sorted(wanted))
+    managed = manage.manage(
+        ds, node_names, decisions, node_pods, result.hash, now, snapshot.backoff
+    )
+    result.events.extend(managed.events)
+    result.backoff = list(managed.backoff)
+    result.requeue_after = managed.requeue_after
+    result.sync_nodes = _sync_nodes(
+        ds, names, managed.creates, managed.deletes, result, snapshot.position
+    )
+    _finish(result, ds, present, decisions, node_pods, now, 0, update_observed_gen=True,
+            computed=new_status)
+    result.reasons = _reasons(
+        node_names, decisions, node_pods, result,
+        backoff_until=managed.backoff_until, deferred=set(managed.deferred),
+    )
+    return result
+
+
+def _index_agrees(
+    index: DaemonSetIndex,
+    wanted: Collection[str],
+    present: Sequence[tuple[str, Obj]],
+    node_pods: Mapping[str, list[PodFacts]],
+) -> bool:
+    """Whether ``index`` holds the snapshot's Nodes and claimed pods of ``wanted``."""
+    here = dict(present)
+    for name in wanted:
+        if index.node(name) != here.get(name):
+            return False
+        mine = [(meta.key(f.pod), meta.resource_version(f.pod)) for f in node_pods.get(name, ())]
+        held = [(meta.key(f.pod), meta.resource_version(f.pod))
+                for f in index.node_pods.get(name, ())]
+        if mine != held:
+            return False
+    return True
+
+
 def _first(pair: tuple[str, Obj]) -> str:
     return pair[0]
 
@@ -171,19 +278,19 @@ def _patch_name(action: PatchOwner) -> str:
 
 def _sync_nodes(
     ds: Obj,
-    pods: list[Obj],
+    names: Container[str],
     create_nodes: list[str],
     delete_pods: list[Obj],
     result: Plan,
     decision: str,
 ) -> SyncNodes:
     """The SyncNodes action: pods built from ``CreatePodTemplate``, named for this decision
-    (the snapshot's position) with names free in the snapshot and in this plan (lowest
-    salt)."""
+    (the snapshot's position) with names free in the namespace (``names``: the names of its
+    pods) and in this plan (lowest salt)."""
     creates: list[CreatePod] = []
     if create_nodes:
         template = podtemplate.create_pod_template(ds, result.hash)
-        taken = {meta.name(p) for p in pods}
+        taken = _Taken(names)
         try:
             for node in create_nodes:
                 salt = 0
@@ -208,6 +315,20 @@ def _sync_nodes(
     return SyncNodes(creates=creates, deletes=deletes)
 
 
+class _Taken:
+    """The pod names a plan may not give: ``names`` plus those it gave."""
+
+    def __init__(self, names: Container[str]) -> None:
+        self.names = names
+        self.given: set[str] = set()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.given or name in self.names
+
+    def add(self, name: str) -> None:
+        self.given.add(name)
+
+
 def _finish(
     result: Plan,
     ds: Obj,
@@ -218,10 +339,12 @@ def _finish(
     held: int,
     *,
     update_observed_gen: bool,
+    computed: Obj | None = None,
 ) -> None:
     """Status (with the rollout conditions, ``held`` nodes kept at the old revision by the
-    gates) and its requeue."""
-    new_status = status.compute_status(
+    gates) and its requeue. ``computed``: the status counted already (by a per-DaemonSet
+    index), when ``nodes`` are not every node."""
+    new_status = computed if computed is not None else status.compute_status(
         ds, [name for name, _ in nodes], decisions, node_pods, now, update_observed_gen
     )
     if new_status.get("numberUnavailable"):

@@ -38,12 +38,17 @@ class DecisionRecord:
     reasons: dict[str, str] = field(default_factory=dict)  # node -> why (not) placed
     worker: str = ""
     errors: list[str] = field(default_factory=list)  # what the executor failed to write
+    # the nodes of a per-node sync (``planner.plan_nodes``), which replay recomputes by that
+    # function; None (not written): a full sync
+    nodes: list[str] | None = None
     version: int = RECORD_VERSION
 
     def to_map(self) -> Obj:
         out: Obj = {"rv": self.version}
         for wire, attr, _type in _FIELDS:
-            out[wire] = getattr(self, attr)
+            value = getattr(self, attr)
+            if value is not None:
+                out[wire] = value
         return out
 
     @classmethod
@@ -63,7 +68,7 @@ _FIELDS: tuple[tuple[str, str, type], ...] = (
     ("key", "key", str), ("position", "position", str), ("now", "now", float),
     ("uid", "uid", str), ("expectationsSatisfied", "expectations_satisfied", bool),
     ("backoff", "backoff", dict), ("actions", "actions", dict), ("reasons", "reasons", dict),
-    ("worker", "worker", str), ("errors", "errors", list))
+    ("worker", "worker", str), ("errors", "errors", list), ("nodes", "nodes", list))
 
 
 def read(doc: Any) -> DecisionRecord | tainteviction.EvictionRecord:
@@ -122,7 +127,7 @@ def make_record(snap: t.Snapshot, plan: t.Plan, worker: str = "",
         expectations_satisfied=snap.expectations_satisfied,
         backoff={k: [v.delay, v.last_update] for k, v in sorted(snap.backoff.items())},
         actions=summarize(plan), reasons=dict(sorted(plan.reasons.items())), worker=worker,
-        errors=list(errors or []))
+        errors=list(errors or []), nodes=None if plan.nodes is None else list(plan.nodes))
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:

@@ -202,4 +202,6 @@ class Plan:
     # and the unavailable-pods gauge, not part of the decision record
     unavailable: dict[str, list[str]] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)
+    # the nodes a per-node sync decided for (``planner.plan_nodes``); None: a full sync
+    nodes: list[str] | None = None
     error: str = ""  # the sync fails with this message (see the module docstring)

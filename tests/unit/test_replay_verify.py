@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from services.replay import logfile, verify
-from shared.daemonset import manage, planner
+from shared.daemonset import manage, nodeindex, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
 from shared.model import meta
 from shared.store import codec
-from tests.unit.daemonset_fixtures import NOW, make_ds, make_node
+from tests.unit.daemonset_fixtures import NOW, make_ds, make_node, ts
 
 Obj = dict[str, Any]
 
@@ -28,6 +28,7 @@ class LogBuilder:
         self.entries: list[tuple[str, str, str, str, bytes]] = []
         self.state: dict[tuple[str, str], Obj] = {}
         self.n = 1000
+        self.sync_hash = ""  # the current revision's, for a per-node sync's index
 
     def add(self, etype: str, obj: Obj) -> str:
         eid = f"{self.n}-0"
@@ -58,11 +59,19 @@ class LogBuilder:
                        and meta.namespace(o) == ns],
             backoff={}, expectations_satisfied=True, now=now, position=self.tip)
 
-    def sync(self, key: str) -> Obj:
+    def sync(self, key: str, nodes: list[str] | None = None) -> Obj:
         """Plan on the current state, write the revision and pods it creates, then the
-        DECISION entry (as the reconciler does: after its own writes)."""
+        DECISION entry (as the reconciler does: after its own writes). With ``nodes``, a
+        per-node sync: ``plan_nodes`` with an index of every Node and Pod."""
         snap = self.snapshot(key)
-        plan = planner.plan(snap)
+        if nodes is None:
+            plan = planner.plan(snap)
+        else:
+            assert snap.ds is not None
+            index = nodeindex.DaemonSetIndex(snap.ds, self.sync_hash, snap.nodes, snap.pods)
+            per_node = planner.plan_nodes(snap, nodes, index, {meta.name(p) for p in snap.pods})
+            assert per_node is not None, "expected a per-node decision"
+            plan = per_node
         for h in plan.history:
             if isinstance(h, t.CreateRevision):
                 self.add("ADDED", h.revision)
@@ -175,3 +184,36 @@ def test_verify_refuses_a_partial_file(tmp_path: Path) -> None:
         w.entry(eid, "1", etype, kind, key, payload)
     with pytest.raises(logfile.LogFileError, match="only part of the history"):
         verify.verify(path)
+
+
+def _running(log: LogBuilder) -> None:
+    """The node agent: every pod Running and Ready (a minute ago)."""
+    for (kind, _), obj in list(log.state.items()):
+        if kind == "Pod" and not (obj.get("status") or {}).get("conditions"):
+            pod = copy.deepcopy(obj)
+            pod["status"] = {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": ts(NOW - 60)}]}
+            pod["metadata"]["creationTimestamp"] = ts(NOW - 120)
+            log.add("MODIFIED", pod)
+
+
+def test_verify_recomputes_a_per_node_decision_by_the_per_node_function(tmp_path: Path) -> None:
+    log = _cluster()
+    first = log.sync(KEY)
+    log.sync_hash = first["actions"]["hash"]
+    _running(log)
+    log.add("ADDED", make_node("node-3"))
+    rec = log.sync(KEY, ["node-3"])
+    assert rec["nodes"] == ["node-3"]
+    assert [c[0] for c in rec["actions"]["creates"]] == ["node-3"]
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert (result.verified, result.divergences) == (2, [])
+
+    # the same record, had it read a cluster where another node had no pod yet: the
+    # per-node function asks for a full sync now, a divergence
+    log.entries.pop()
+    log.add("ADDED", make_node("node-4"))
+    rec["position"] = log.tip
+    eid = log.decision(KEY, rec)
+    [div] = verify.verify(log.write(tmp_path / "b.dblog")).divergences
+    assert div.entry == eid and "now needs a full sync" in div.difference

@@ -1,0 +1,270 @@
+"""``planner.plan_nodes``, the sync of a few nodes, against ``planner.plan``: whenever the
+per-node path does not ask for a full sync, it decides what a full plan of the same snapshot
+decides (creates, deletes, events, backoff, requeue, status). Hypothesis drives random
+clusters through random node and pod events, the per-DaemonSet index kept change by change
+as the reconciler keeps it, and a simulated node agent that runs what the plans create."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.daemonset import history, nodeindex, planner
+from shared.daemonset import types as t
+from shared.model import meta, podutil
+from tests.unit.daemonset_fixtures import NOW, current_hash, make_ds, make_pod, rolling, snapshot
+from tests.unit.test_daemonset_nodeindex import node_of, pod_of
+
+Obj = dict[str, Any]
+
+STRATEGIES = [rolling(1, 0), rolling(0, 1), rolling("30%", 0), {"type": "OnDelete"}]
+NODES = 6  # n0..n5; pods may target n6, never a Node
+POD_SLOTS = 12
+
+node_st = st.tuples(st.just("node"), st.integers(0, NODES - 1),
+                    st.sampled_from(["blue", "blue", "red"]),
+                    st.sampled_from([0, 0, 0, 1, 2]))
+pod_fields = st.fixed_dictionaries(
+    {
+        "node": st.integers(0, NODES),
+        "phase": st.sampled_from(["Running", "Running", "Running", "Pending", "Failed",
+                                  "Succeeded"]),
+        "ready": st.sampled_from([True, True, False]),
+        "deleting": st.sampled_from([False, False, False, True]),
+        "new": st.sampled_from([True, True, True, False]),
+        # no orphans: a full sync adopts them (their events queue it), the index does not
+        # count them, so a per-node sync would count other pods than a full one
+        "owned": st.sampled_from(["ds", "ds", "ds", "other", "unmatched", "elsewhere"]),
+        "age": st.sampled_from([1, 30, 100, 100]),
+        "bound": st.booleans(),
+    }
+)
+op_st = st.one_of(
+    node_st,
+    st.tuples(st.just("rmnode"), st.integers(0, NODES - 1)),
+    st.tuples(st.just("pod"), st.integers(0, POD_SLOTS - 1), pod_fields),
+    st.tuples(st.just("rmpod"), st.integers(0, POD_SLOTS - 1)),
+    st.tuples(st.just("converge")),
+    st.tuples(st.just("converge")),
+)
+
+
+def the_ds(strategy: int, min_ready: int) -> Obj:
+    return make_ds(strategy=STRATEGIES[strategy], min_ready_seconds=min_ready,
+                   pod_spec={"containers": [], "nodeSelector": {"color": "blue"}})
+
+
+def decided(plan: t.Plan) -> Obj:
+    """What the two paths must agree on."""
+    sync = plan.sync_nodes or t.SyncNodes(creates=[], deletes=[])
+    return {
+        "creates": [(c.node, meta.name(c.pod)) for c in sync.creates],
+        "deletes": [(d.name, d.node) for d in sync.deletes],
+        "events": [(e.type, e.reason, e.message) for e in plan.events],
+        "backoff": [(b.key, b.entry) for b in plan.backoff],
+        "requeue_after": plan.requeue_after,
+        "status": plan.status,
+        "error": plan.error,
+    }
+
+
+class Cluster:
+    """Nodes and pods, with the DaemonSet's index kept change by change."""
+
+    def __init__(self, ds: Obj, nodes: list[Obj], pods: list[Obj]) -> None:
+        self.ds = ds
+        self.hash = current_hash(ds)
+        self.revisions = [history.new_revision(ds, self.hash, 1)]
+        self.nodes = {meta.name(n): n for n in nodes}
+        self.pods = {meta.key(p): p for p in pods}
+        self.index = nodeindex.DaemonSetIndex(ds, self.hash, nodes, pods)
+
+    def set_node(self, node: Obj) -> None:
+        self.nodes[meta.name(node)] = node
+        self.index.set_node(node)
+
+    def remove_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        self.index.remove_node(name)
+
+    def set_pod(self, pod: Obj) -> None:
+        self.pods[meta.key(pod)] = pod
+        self.index.set_pod(pod)
+
+    def remove_pod(self, key: str) -> None:
+        self.pods.pop(key, None)
+        self.index.remove_pod(key)
+
+    def in_namespace(self) -> list[Obj]:
+        return [p for p in self.pods.values() if meta.namespace(p) == meta.namespace(self.ds)]
+
+    def full(self, now: float = NOW, satisfied: bool = True) -> t.Snapshot:
+        return snapshot(self.ds, list(self.nodes.values()), self.in_namespace(),
+                        revisions=self.revisions, expectations_satisfied=satisfied, now=now)
+
+    def per_node(self, nodes: set[str], now: float = NOW, satisfied: bool = True
+                 ) -> t.Plan | None:
+        snap = snapshot(self.ds, [n for name, n in self.nodes.items() if name in nodes],
+                        [p for p in self.in_namespace() if podutil.target_node(p) in nodes],
+                        revisions=self.revisions, expectations_satisfied=satisfied, now=now)
+        names = {meta.name(p) for p in self.in_namespace()}
+        return planner.plan_nodes(snap, nodes, self.index, names)
+
+    def converge(self, plan: t.Plan) -> set[str]:
+        """The node agent runs what ``plan`` created (ready long enough) and the deleted pods
+        go; returns the nodes touched (their events' hints)."""
+        touched: set[str] = set()
+        for create in (plan.sync_nodes.creates if plan.sync_nodes else []):
+            pod = dict(create.pod)
+            pod["metadata"] = {**pod["metadata"], "uid": f"uid-{meta.name(pod)}",
+                               "creationTimestamp": "2023-11-14T21:00:00Z"}
+            pod["status"] = {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2023-11-14T21:00:00Z"}]}
+            self.set_pod(pod)
+            touched.add(create.node)
+        for delete in (plan.sync_nodes.deletes if plan.sync_nodes else []):
+            self.remove_pod(f"{delete.namespace}/{delete.name}")
+            touched.add(delete.node)
+        return touched
+
+
+def check(cluster: Cluster, hinted: set[str], stats: dict[str, int]) -> None:
+    for now in (NOW, NOW + 3):
+        full = planner.plan(cluster.full(now))
+        per = cluster.per_node(hinted, now)
+        stats["asked"] += 1
+        if per is None:
+            continue
+        stats["per-node"] += 1
+        assert per.nodes == sorted(hinted)
+        assert decided(per) == decided(full), (hinted, decided(per), decided(full))
+        assert not full.history and not full.cleanup
+        # a full sync also releases the pods of other nodes it does not count (nor does the
+        # index): their own events queued it a full sync already
+        assert all(not c.adopt for c in full.claims)
+        for node in hinted:
+            assert per.reasons.get(node) == full.reasons.get(node)
+    # pending expectations always need the full sync (status only, observedGeneration kept)
+    assert cluster.per_node(hinted, satisfied=False) is None
+
+
+STATS = {"asked": 0, "per-node": 0}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    strategy=st.integers(0, len(STRATEGIES) - 1),
+    min_ready=st.sampled_from([0, 0, 5]),
+    initial_nodes=st.lists(node_st, max_size=NODES),
+    initial_pods=st.lists(st.tuples(st.integers(0, POD_SLOTS - 1), pod_fields), max_size=8),
+    ops=st.lists(op_st, max_size=20),
+)
+def test_the_per_node_path_decides_what_a_full_sync_decides(
+    strategy: int, min_ready: int, initial_nodes: list[Any], initial_pods: list[Any],
+    ops: list[Any]
+) -> None:
+    ds = the_ds(strategy, min_ready)
+    nodes = {f"n{i}": node_of(i, c, tt) for _, i, c, tt in initial_nodes}
+    pods = {f"p{j}": pod_of(ds, j, p) for j, p in initial_pods}
+    cluster = Cluster(ds, list(nodes.values()), list(pods.values()))
+    for op in ops:
+        if op[0] == "node":
+            node = node_of(*op[1:])
+            cluster.set_node(node)
+            hinted = {meta.name(node)}
+        elif op[0] == "rmnode":
+            cluster.remove_node(f"n{op[1]}")
+            hinted = {f"n{op[1]}"}
+        elif op[0] == "pod":
+            pod = pod_of(ds, op[1], op[2])
+            old = cluster.pods.get(meta.key(pod))
+            cluster.set_pod(pod)
+            hinted = {podutil.target_node(pod) or ""}
+            if old is not None:
+                hinted.add(podutil.target_node(old) or "")
+        elif op[0] == "rmpod":
+            old = cluster.pods.get(f"default/p{op[1]}")
+            cluster.remove_pod(f"default/p{op[1]}")
+            hinted = {podutil.target_node(old) or ""} if old is not None else {"n0"}
+        else:
+            hinted = cluster.converge(planner.plan(cluster.full())) or {"n0"}
+        check(cluster, hinted - {""} or {"n0"}, STATS)
+
+
+def test_the_property_run_often_takes_the_per_node_path() -> None:
+    """Guards the test above against asking only questions that need a full sync."""
+    stats = {"asked": 0, "per-node": 0}
+    ds = the_ds(0, 0)
+    cluster = Cluster(ds, [node_of(i, "blue", 0) for i in range(4)], [])
+    cluster.converge(planner.plan(cluster.full()))
+    for i in range(4, 8):
+        cluster.set_node(node_of(i, "blue", 0))
+        check(cluster, {f"n{i}"}, stats)
+        plan = cluster.per_node({f"n{i}"})
+        assert plan is not None
+        cluster.converge(plan)
+    assert stats["per-node"] == stats["asked"] == 8
+
+
+# ---- one case each ---------------------------------------------------------------------------
+
+
+def steady_cluster(ds: Obj, count: int = 4) -> Cluster:
+    cluster = Cluster(ds, [node_of(i, "blue", 0) for i in range(count)], [])
+    cluster.converge(planner.plan(cluster.full()))
+    assert planner.plan(cluster.full()).sync_nodes == t.SyncNodes(creates=[], deletes=[])
+    return cluster
+
+
+def test_a_node_added_to_a_steady_daemonset_gets_its_pod_from_the_per_node_path() -> None:
+    cluster = steady_cluster(the_ds(0, 0))
+    cluster.set_node(node_of(9, "blue", 0))
+    plan = cluster.per_node({"n9"})
+    assert plan is not None and plan.nodes == ["n9"]
+    assert [c.node for c in (plan.sync_nodes or t.SyncNodes([], [])).creates] == ["n9"]
+    assert plan.reasons == {"n9": planner.REASON_CREATE}
+    assert plan.status is not None and plan.status["desiredNumberScheduled"] == 5
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+
+
+def test_a_node_relabelled_away_loses_its_pod_by_the_per_node_path() -> None:
+    cluster = steady_cluster(the_ds(0, 0))
+    cluster.set_node(node_of(2, "red", 0))
+    plan = cluster.per_node({"n2"})
+    assert plan is not None
+    assert [d.node for d in (plan.sync_nodes or t.SyncNodes([], [])).deletes] == ["n2"]
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+
+
+def test_a_removed_node_loses_its_unbound_pod_then_counts_no_more() -> None:
+    cluster = steady_cluster(the_ds(0, 0))
+    cluster.remove_node("n1")
+    plan = cluster.per_node({"n1"})  # its pod names it by affinity only: the sync deletes it
+    assert plan is not None
+    assert [d.node for d in (plan.sync_nodes or t.SyncNodes([], [])).deletes] == ["n1"]
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+    cluster.converge(plan)
+    plan = cluster.per_node({"n1"})
+    assert plan is not None and plan.status is not None
+    assert plan.status["desiredNumberScheduled"] == 3
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+
+
+def test_global_steps_ask_for_a_full_sync() -> None:
+    ds = the_ds(0, 0)
+    cluster = steady_cluster(ds)
+    cluster.set_node(node_of(9, "blue", 0))
+    assert cluster.per_node({"n9"}, satisfied=False) is None  # expectations pending
+    other = next(p for p in cluster.pods.values() if podutil.target_node(p) == "n0")
+    cluster.remove_pod(meta.key(other))
+    old = make_pod("old", "n0", ds=ds, hash="old", ready_since=NOW - 100)
+    cluster.set_pod(old)
+    assert cluster.per_node({"n9"}) is None  # an old pod elsewhere: the rollout's
+    assert cluster.per_node({"n0", "n9"}) is None  # an old pod here: the rollout's too
+    cluster.remove_pod(meta.key(old))
+    cluster.set_pod(other)
+    assert cluster.per_node({"n9"}) is not None
+    cluster.revisions = []  # no revision yet: history must create it
+    assert cluster.per_node({"n9"}) is None
