@@ -279,10 +279,6 @@ local function refused_by(mode, kind, field, pair, exists, payload)
   return "unknown role"
 end
 
-local check = {redis.call("HGET", KEYS[meta_at], "epoch"), 1, false}
-if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0 then
-  check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
-end
 local results = {}
 local failed, forbidden = false, nil
 if fenced then
