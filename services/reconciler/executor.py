@@ -76,6 +76,7 @@ class Executor:
         self.expectations = expectations
         self.backoff = backoff
         self._fence: store_client.Fence | None = None
+        self._record: Callable[[Outcome], Op | None] | None = None
 
     def _read(self, kind: str, key: str) -> Obj | None:
         """A live read; an object stored in the wrong shape fails the step (SyncError, the
@@ -87,10 +88,14 @@ class Executor:
 
     # ---- entry point ------------------------------------------------------------------------
 
-    def execute(self, plan: t.Plan, snap: t.Snapshot, lease_token: str = "") -> Outcome:
+    def execute(self, plan: t.Plan, snap: t.Snapshot, lease_token: str = "",
+                record: Callable[[Outcome], Op | None] | None = None) -> Outcome:
         """Carry out ``plan`` (decided from ``snap``). ``lease_token``: the workqueue lease
-        this sync holds its key by; pod creates are fenced by it ("" = no fence)."""
+        this sync holds its key by; pod creates are fenced by it ("" = no fence).
+        ``record``: the decision record's op, made from the outcome once every step is done,
+        is written last, in the commit of the sync's Events (one log write for both)."""
         out = Outcome()
+        self._record = record
         self._fence = store_client.Fence(plan.key, lease_token) if lease_token else None
         key = plan.key
         if plan.delete_expectations:
@@ -376,12 +381,17 @@ class Executor:
     # ---- events (§i) ---------------------------------------------------------------------------
 
     def _events(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> None:
-        """Write the Events about the DaemonSet (``shared.daemonset.events``)."""
+        """Write the Events about the DaemonSet (``shared.daemonset.events``), then the
+        decision record (``execute``'s ``record``), in one commit."""
         ds = snap.ds
-        if not events or ds is None:
-            return
-        ops = [self.store.create_op(self.store.stamp(ev, snap.now), ensure=True, prepared=True)
-               for ev in ds_events.event_objects(ds, events, snap.now, snap.position)]
+        ops: list[Op] = []
+        if events and ds is not None:
+            ops = [self.store.create_op(self.store.stamp(ev, snap.now), ensure=True,
+                                        prepared=True)
+                   for ev in ds_events.event_objects(ds, events, snap.now, snap.position)]
+        record = self._record(out) if self._record is not None else None
+        if record is not None:
+            ops.append(record)
         self._commit(ops, out)
 
     # ---- helpers -------------------------------------------------------------------------------
@@ -391,7 +401,7 @@ class Executor:
         results: list[Result] = []
         for i in range(0, len(ops), 500):
             results += self.store.commit(ops[i:i + 500], fence=fence)
-        out.ops += sum(1 for r in results if r.ok)
+        out.ops += sum(1 for r in results if r.ok and r.op.mode != "record")
         return results
 
 

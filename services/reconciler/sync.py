@@ -145,10 +145,10 @@ class Reconciler:
             self.expectations.delete(key)
         snap = self.snapshot(key, position)
         plan = planner.plan(snap)
-        outcome: Outcome = self.executor.execute(plan, snap, lease_token)
+        outcome: Outcome = self.executor.execute(
+            plan, snap, lease_token, record=lambda out: self._record(snap, plan, out))
         if outcome.publish_status:
             self._publish(snap, plan)
-        self._record(snap, plan, outcome)
         seconds = time.monotonic() - started
         SYNC_SECONDS.observe(seconds)
         SYNCS.labels("success" if outcome.ok else "error").inc()
@@ -162,13 +162,14 @@ class Reconciler:
             return
         self.status.publish(status_message(snap, plan))
 
-    def _record(self, snap: t.Snapshot, plan: t.Plan, outcome: Outcome) -> None:
-        """Log the decision (with what it read and when) so replay can recompute it. Syncs
-        that decided nothing but a status are not recorded: their status is the record."""
+    def _record(self, snap: t.Snapshot, plan: t.Plan, outcome: Outcome) -> Op | None:
+        """The decision's log record (with what it read and when) so replay can recompute
+        it; the executor writes it with the sync's Events. Syncs that decided nothing but a
+        status are not recorded (None): their status is the record."""
         summary = ds_record.summarize(plan)
         if not (summary["creates"] or summary["deletes"] or summary["claims"]
                 or summary["history"] or summary["cleanup"] or summary["events"]
                 or summary["backoff"] or "failure" in summary):
-            return
+            return None
         rec = ds_record.make_record(snap, plan, self.worker, outcome.errors)
-        self.store.commit([Op.record("DaemonSet", snap.key, rec.to_map())])
+        return Op.record("DaemonSet", snap.key, rec.to_map())
