@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from prometheus_client import Counter
+
 from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
@@ -25,6 +27,8 @@ from shared.store.client import Op, Result, Store
 
 log = logging.getLogger("node-agent")
 BATCH = 500
+LEASE_RENEWALS = Counter("daemonbus_node_lease_renewals_total",
+                         "Node leases renewed (one Redis SET each, outside the log)")
 
 
 class NodeAgent:
@@ -113,6 +117,7 @@ class NodeAgent:
         except common.REDIS_DOWN as err:
             self.outage.failed(err)
             return
+        LEASE_RENEWALS.inc(len(names))
         self._renew_at = now + nodelease.renew_interval(self.cfg.lease_duration)
 
     def _round(self, dirty: set[tuple[str, str]]) -> None:
