@@ -15,11 +15,14 @@ key, leases) for the next key and wraps it in a job. So:
 * a job put on the RQ queue by someone else is never run: this worker does not read RQ lists.
 
 RQ's bookkeeping is trimmed to what daemonbus uses: RQ's defaults cost 53 Redis commands in 16
-round trips per job, against a handful for a no-op sync; now 27 in 6. A successful sync keeps
+round trips per job, against a handful for a no-op sync; now 19 in 3 (the job hash, its
+execution record and registries in one pipeline as it starts, RQ's success bookkeeping in
+one, the worker's idle state). A successful sync keeps
 no job hash, result or FinishedJobRegistry entry (its outcome is in the log and the metrics);
 a failed one (the job raised) is kept by RQ as usual: FailedJobRegistry, traceback,
 ``failure_ttl``. The worker hash is heartbeated when its TTL needs it (about every
-``HEARTBEAT_EVERY`` seconds), not 3-4 times per job.
+``HEARTBEAT_EVERY`` seconds), not 3-4 times per job, and ``rq suspend`` is looked for every
+``SUSPENSION_CHECK_EVERY`` seconds, not before every job.
 
 Leases: a worker renews the lease of the key it syncs every ``RENEW_EVERY`` seconds, for
 ``LEASE_SECONDS``; a worker that dies mid-sync therefore loses its key at most
@@ -77,13 +80,14 @@ RQ_HOOKS: dict[str, tuple[str, ...]] = {
             "send_webhooks", "dependent_ids"),
     "SimpleWorker": ("job_class", "work", "bootstrap", "register_birth", "teardown",
                      "_pubsub_exception_handler", "execute_job", "heartbeat",
-                     "prepare_job_execution", "handle_execution_ended", "handle_job_success",
+                     "prepare_execution", "prepare_job_execution", "handle_execution_ended", "handle_job_success",
                      "_enqueue_dependents_safely", "run_maintenance_tasks",
                      "dequeue_job_and_maintain_ttl"),
 }
 LEASE_SECONDS = settings.current.worker_lease_seconds  # a dead worker's key: handed out again
 RENEW_EVERY = settings.current.worker_renew_seconds
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
+SUSPENSION_CHECK_EVERY = 1.0  # seconds between looks at `rq suspend` (RQ: before every job)
 ABANDONED_CHECK_EVERY = 2.0  # seconds between looks for jobs whose lease was reclaimed
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
@@ -283,7 +287,9 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.stall_seconds = stall_seconds
         self.outage = common.Outage(self.log)
         self._abandoned_check_at = 0.0
+        self._suspension_check_at = 0.0
         self._suspects: dict[str, float] = {}  # started entry → when first seen unleased
+        self._preparing: Any = None  # the pipeline of a job's bookkeeping, until it is sent
 
     # ---- the work loop: RQ's, riding out Redis outages -------------------------------------
 
@@ -309,7 +315,11 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         try:
             while not self._stop_requested:
                 try:
-                    self.check_for_suspension(burst)
+                    if time.monotonic() >= self._suspension_check_at:
+                        # `rq suspend` is seen within SUSPENSION_CHECK_EVERY (RQ looks
+                        # before every job: three commands per sync)
+                        self.check_for_suspension(burst)
+                        self._suspension_check_at = time.monotonic() + SUSPENSION_CHECK_EVERY
                     if self.should_run_maintenance_tasks:
                         self.run_maintenance_tasks()
                     if self._stop_requested:
@@ -462,10 +472,35 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self._suspects = suspects
         return cleared
 
+    def prepare_execution(self, job: Job) -> Execution:
+        """RQ's (``rq.executions.prepare_execution``: the execution record, its registries,
+        the worker busy), queued with the job hash on one pipeline that
+        ``prepare_job_execution`` sends: RQ sends three, two of them transactions (MULTI and
+        EXEC around each), for keys no one else writes while the job starts."""
+        pipe = self.connection.pipeline(transaction=False)
+        job.save(pipeline=pipe)
+        execution = Execution.create(job, self.get_heartbeat_ttl(job), pipeline=pipe,
+                                     worker_name=self.name)
+        self.executions[execution.id] = execution
+        self.set_state(WorkerStatus.BUSY, pipeline=pipe)
+        self._preparing = pipe
+        return execution
+
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        # RQ drops the job from its intermediate queue (an LREM per job) whenever the worker
-        # listens on one queue; our jobs never pass through RQ's queues.
-        super().prepare_job_execution(job, remove_from_intermediate_queue=False)
+        """RQ's, sending ``prepare_execution``'s pipeline with it. Left out of RQ's: the job
+        hash's separate heartbeat field (``prepare_for_execution`` writes it too), its
+        PERSIST (the hash was written just now, without a TTL) and the LREM from RQ's
+        intermediate queue (our jobs never pass through RQ's queues)."""
+        pipe, self._preparing = self._preparing, None
+        if pipe is None:
+            pipe = self.connection.pipeline(transaction=False)
+            job.save(pipeline=pipe)
+        with pipe:
+            self.heartbeat(self.get_heartbeat_ttl(job), pipeline=pipe)
+            job.prepare_for_execution(self.name, pipeline=pipe)
+            pipe.execute()
+        self.procline(  # type: ignore[no-untyped-call]
+            f"Processing {job.func_name} from {job.origin} since {time.time()}")
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         # RQ also heartbeats the job hash here, to keep it alive through success/failure
@@ -571,8 +606,7 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             description=f"sync daemonset {lease.key}", result_ttl=0, failure_ttl=3600,
             timeout=600,
         )
-        job.save()
-        return job, queue
+        return job, queue  # saved with its execution record (prepare_execution)
 
 
 def drop_job(connection: redis.Redis, queue_name: str, job_id: str) -> None:

@@ -27,6 +27,7 @@ EXPECTED = {
         "register_birth": "self", "teardown": "self",
         "_pubsub_exception_handler": "self exc pubsub pubsub_thread",
         "execute_job": "self job queue", "heartbeat": "self timeout pipeline",
+        "prepare_execution": "self job",
         "prepare_job_execution": "self job remove_from_intermediate_queue",
         "handle_execution_ended": "self job queue heartbeat_ttl",
         "handle_job_success": "self job queue started_job_registry execution",
