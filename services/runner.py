@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from services import common
-from shared.store import roles
+from shared.store import adapters, roles
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
+from shared.store.eventlog import RedisCursor
 from shared.store.expectations import RedisExpectations
 from shared.store.lease import RedisLeaderLease
+from shared.store.statuschannel import RedisStatusChannel
 from shared.store.workqueue import RedisWorkQueue
 
 if TYPE_CHECKING:
@@ -34,40 +36,43 @@ class Parts:
 
 def parts(redis_url: str | None, prefix: str | None, role: str) -> Parts:
     store = common.open_store(redis_url, prefix, role)
-    return Parts(store, RedisWorkQueue(store.r, store.keys), RedisExpectations(store.r, store.keys),
-                 RedisBackoff(store.r, store.keys))
+    return Parts(store, adapters.on(store, RedisWorkQueue), adapters.on(store, RedisExpectations),
+                 adapters.on(store, RedisBackoff))
 
 
 def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metrics) -> None:
-    from services.watcher.watcher import LEASE_SECONDS, Watcher
+    from services.watcher.watcher import LEASE_SECONDS, ROLE, Watcher
 
     common.setup_logging("watcher")
     common.tune_gc()
     common.serve_metrics(*metrics)
     p = parts(redis_url, prefix, roles.WATCHER)
-    lease = RedisLeaderLease(p.store.r, p.store.keys, "watcher", instance_id("watcher"),
-                             ttl_seconds=LEASE_SECONDS)
-    Watcher(p.store, lease).run(common.stop_event())
+    lease = adapters.on(p.store, RedisLeaderLease, "watcher", instance_id("watcher"),
+                        ttl_seconds=LEASE_SECONDS)
+    cursor = adapters.on(p.store, RedisCursor, ROLE)
+    Watcher(p.store, lease, cursor=cursor).run(common.stop_event())
 
 
 def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
                    name: str | None = None, burst: bool = False,
                    stall_seconds: float = common.STALL_SECONDS) -> None:
     from services.reconciler.metrics import start_queue_metrics
-    from services.reconciler.sync import Reconciler
+    from services.reconciler.sync import STATUS_STREAM_MAXLEN, Reconciler
     from services.reconciler.worker import LEASE_SECONDS, ReconcilerWorker, rq_queue
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
     common.serve_metrics(*metrics)
     p = parts(redis_url, prefix, roles.RECONCILER)
-    p.queue = RedisWorkQueue(p.store.r, p.store.keys, lease_seconds=LEASE_SECONDS)
+    p.queue = adapters.on(p.store, RedisWorkQueue, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
-    reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name)
-    queue = rq_queue(p.store.r, p.store.keys.rq_queue_name)
+    status = adapters.on(p.store, RedisStatusChannel, maxlen=STATUS_STREAM_MAXLEN)
+    reconciler = Reconciler(p.store, p.queue, p.expectations, p.backoff, worker=worker_name,
+                            status=status)
+    queue = rq_queue(adapters.connection(p.store), p.store.keys.rq_queue_name)
     if metrics[0]:
         start_queue_metrics(p.queue)
-    worker = ReconcilerWorker([queue], connection=p.store.r, name=worker_name,
+    worker = ReconcilerWorker([queue], connection=adapters.connection(p.store), name=worker_name,
                               workqueue=p.queue, reconciler=reconciler,
                               stall_seconds=stall_seconds)
     log.info("reconciler-worker %s ready", worker_name)
@@ -82,7 +87,8 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
     common.tune_gc()
     common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix, roles.STATUS_WRITER)
-    StatusWriter(store, instance_id("status-writer")).run(common.stop_event())
+    channel = adapters.on(store, RedisStatusChannel)
+    StatusWriter(store, instance_id("status-writer"), channel=channel).run(common.stop_event())
 
 
 def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
@@ -99,9 +105,8 @@ def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
     lifecycle = None
     if node_lifecycle is not None:
         assert isinstance(node_lifecycle, nodelifecycle.Settings)
-        lease = RedisLeaderLease(store.r, store.keys, nodelifecycle.LEASE_ROLE,
-                                 instance_id("gc"),
-                                 ttl_seconds=max(10.0, 3 * node_lifecycle.period))
+        lease = adapters.on(store, RedisLeaderLease, nodelifecycle.LEASE_ROLE,
+                            instance_id("gc"), ttl_seconds=max(10.0, 3 * node_lifecycle.period))
         lifecycle = nodelifecycle.NodeLifecycle(store, lease, node_lifecycle)
     Collector(store, batch=batch, max_deletes_per_second=max_deletes_per_second,
               node_lifecycle=lifecycle).run(common.stop_event())
@@ -119,7 +124,7 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
     common.serve_metrics(*metrics)
     assert isinstance(cfg, AgentConfig)
     store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
-    sender = Sender(store.r, store.keys) if via_admission else None
+    sender = adapters.on(store, Sender) if via_admission else None
     if sender is not None:
         log.info("writing through node-admission (requests on %s)", sender.stream)
     agent = NodeAgent(store, cfg, sender=sender)
@@ -140,7 +145,7 @@ def run_process_agent(redis_url: str | None, prefix: str | None, metrics: common
     log.info("node agent for %s (%s runtime %s, state in %s)", cfg.node_name, runtime.kind,
              runtime.version(), cfg.state_dir)
     store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
-    sender = Sender(store.r, store.keys) if via_admission else None
+    sender = adapters.on(store, Sender) if via_admission else None
     if sender is not None:
         log.info("writing through node-admission (requests on %s)", sender.stream)
     ProcessAgent(store, cfg, runtime, sender=sender).run(common.stop_event())

@@ -45,7 +45,7 @@ from shared.daemonset import placement
 from shared.eventlog.entry import EntryType, RawEntry
 from shared.eventlog.ports import EventLog
 from shared.model import meta
-from shared.store import codec
+from shared.store import adapters, codec
 from shared.store import errors as store_errors
 from shared.store.client import Store
 from shared.store.eventlog import RedisEventLog
@@ -195,7 +195,7 @@ def progress_answer(store: Store, query: dict[str, str]) -> Obj:
     of that DaemonSet)."""
     key = _ds_key(query)
     uid = meta.uid(_daemonset(store, key))
-    log = RedisEventLog(store.r, store.keys)
+    log = adapters.on(store, RedisEventLog)
     return {"uid": uid, "columns": ["time", *PROGRESS_COUNTERS],
             "points": progress_points(log, key, uid)}
 

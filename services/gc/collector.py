@@ -50,7 +50,7 @@ from services.gc.nodelifecycle import NodeLifecycle
 from shared.eventlog.entry import CommitResult
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
-from shared.store import codec, errors
+from shared.store import adapters, codec, errors
 from shared.store.cache import Cache, Change
 from shared.store.client import FOREGROUND, ORPHAN, Op, Result, Store
 from shared.store.residue import BUSY, GONE, RedisResidue
@@ -85,7 +85,7 @@ class Collector:
                                "owner-revisions": ("ControllerRevision", decide.owner_uids),
                                "node": ("Pod", decide.bound_node),
                            })
-        self.residue = RedisResidue(store.r, store.keys)
+        self.residue = adapters.on(store, RedisResidue)
         self.busy_keys: set[str] = set()  # deleted DaemonSet keys a pending sync still holds
         self.settling: dict[str, str] = {}  # key cleaned -> newest status message id then
         self.deleted = 0

@@ -21,7 +21,7 @@ from prometheus_client import Counter
 from shared.control.protocols import LeaderLease
 from shared.model import events as model_events
 from shared.model import meta, nodelifecycle, taints
-from shared.store import errors
+from shared.store import adapters, errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 from shared.store.nodelease import NodeLeases
@@ -48,7 +48,7 @@ class NodeLifecycle:
         self.lease = lease
         self.settings = settings
         self.cfg = nodelifecycle.Config(settings.monitor_grace, settings.startup_grace)
-        self.leases = NodeLeases(store.r, store.keys)
+        self.leases = adapters.on(store, NodeLeases)
         self.health: dict[str, nodelifecycle.Health] = {}
         self.next_at = 0.0
         self.leading = False

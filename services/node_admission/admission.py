@@ -19,7 +19,7 @@ from prometheus_client import Counter
 
 from shared.eventlog.entry import CommitResult
 from shared.model import validation as model_validation
-from shared.store import errors, noderequests
+from shared.store import adapters, errors, noderequests
 from shared.store.client import Store
 
 log = logging.getLogger("node-admission")
@@ -31,7 +31,7 @@ REQUESTS = Counter("daemonbus_node_requests_total", "Node agents' write requests
 class Admission:
     def __init__(self, store: Store, users: list[str], consumer: str) -> None:
         self.store = store
-        self.inbox = noderequests.Inbox(store.r, store.keys, users, consumer)
+        self.inbox = adapters.on(store, noderequests.Inbox, users, consumer)
         self.committed = 0
 
     def run(self, stop: threading.Event) -> None:

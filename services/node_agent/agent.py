@@ -21,7 +21,7 @@ from services.node_agent.lifecycle import AgentConfig
 from shared.eventlog.entry import CommitResult
 from shared.model import meta
 from shared.model.objkey import ObjectKey
-from shared.store import nodelease, noderequests
+from shared.store import adapters, nodelease, noderequests
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
 
@@ -45,7 +45,7 @@ class NodeAgent:
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self._timers: list[tuple[float, str, str]] = []
-        self.leases = nodelease.NodeLeases(store.r, store.keys)
+        self.leases = adapters.on(store, nodelease.NodeLeases)
         self._renew_at = 0.0
         self.writes = 0
         self.outage = common.Outage(log)

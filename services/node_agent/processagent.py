@@ -31,7 +31,7 @@ from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
 from shared.eventlog.entry import CommitResult
 from shared.model import events, meta
-from shared.store import errors, nodelease, noderequests, nodeserver
+from shared.store import adapters, errors, nodelease, noderequests, nodeserver
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
 
@@ -95,7 +95,7 @@ class ProcessAgent:
         self._recorded: dict[str, dict[str, ContainerState]] = {}
         self._written: dict[str, tuple[str, Obj]] = {}  # uid → (rv written over, status)
         self._node_cfg = lifecycle.AgentConfig(heartbeat=cfg.heartbeat)
-        self.leases = nodelease.NodeLeases(store.r, store.keys)
+        self.leases = adapters.on(store, nodelease.NodeLeases)
         self._renew_at = 0.0
         self.logs: logserver.LogServer | None = None
         self.outage = common.Outage(log)
@@ -109,8 +109,8 @@ class ProcessAgent:
         self._register_at = self.clock() + REGISTER_RETRY
         port = self.logs.port if self.logs is not None else 0
         if self.logs is not None:
-            nodeserver.publish(self.store.r, self.store.keys, self.cfg.node_name,
-                               self.logs.credentials)
+            adapters.on(self.store, nodeserver.publish, self.cfg.node_name,
+                        self.logs.credentials)
         old = self.store.try_get("Node", "/" + self.cfg.node_name)
         if old is None:
             node = host.new_node(self.cfg.node_name, self.cfg.node_ip, self.cfg.labels,

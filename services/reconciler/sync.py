@@ -29,6 +29,7 @@ from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
 from shared.daemonset.messages import StatusChannel
 from shared.model import meta
+from shared.store import adapters
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
 from shared.store.statuschannel import RedisStatusChannel
@@ -96,7 +97,7 @@ class Reconciler:
         self.clock = clock or store.clock
         self.worker = worker
         self.status = status if status is not None else \
-            RedisStatusChannel(store.r, store.keys, maxlen=STATUS_STREAM_MAXLEN)
+            adapters.on(store, RedisStatusChannel, maxlen=STATUS_STREAM_MAXLEN)
         self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", indexes={
             "pods-ns": ("Pod", _ns_index),
             "revisions-ns": ("ControllerRevision", _ns_index),
