@@ -131,7 +131,7 @@ def log_entry(store: Store, entry_id: str) -> Obj:
     """One entry of the log, by id."""
     if not ENTRY_ID.fullmatch(entry_id):
         raise st.bad_request(f"entry id: Invalid value: {entry_id!r}")
-    hit = scan.entry_at(store.r, store.keys, entry_id)
+    hit = scan.entry_at(adapters.on(store, RedisEventLog), entry_id)
     if hit is None:
         raise st.ApiError("NotFound", f"the log holds no entry {entry_id} (compacted, or "
                           "never written)")

@@ -1,6 +1,6 @@
 """Reading the log backwards, cheaply: entries are filtered as they are stored
 (``shared.eventlog.entry.RawEntry``: their small fields and a byte search of the payload)
-before anything is unpacked. Acts (reads Redis)."""
+before anything is unpacked. Acts (reads the log, through its port)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from shared import settings
 from shared.eventlog.entry import RawEntry, decode
 from shared.eventlog.ports import EventLog
 from shared.store import errors
-from shared.store.eventlog import RedisEventLog
-from shared.store.keys import Keys
 
 PAGE = settings.current.scan_page
 
@@ -28,12 +24,6 @@ class Hit:
     key: str
     obj: dict[str, Any]  # the object (resourceVersion = id) or the decision record
     user: str = ""  # who wrote it, when the log records it (writes through the API server)
-
-
-def backwards(client: redis.Redis, keys: Keys, want: Callable[[RawEntry], bool],
-              page: int = PAGE) -> Iterator[Hit]:
-    """Decoded entries of the log in Redis for which ``want(raw)`` is true, newest first."""
-    return backwards_in(RedisEventLog(client, keys), want, page)
 
 
 def backwards_in(log: EventLog, want: Callable[[RawEntry], bool],
@@ -64,12 +54,12 @@ def _hit(stored: RawEntry) -> Hit | None:
     return Hit(e.id, e.type, e.kind, e.key, e.obj, e.user)
 
 
-def entry_at(client: redis.Redis, keys: Keys, entry_id: str) -> Hit | None:
+def entry_at(log: EventLog, entry_id: str) -> Hit | None:
     """The entry with id ``entry_id``, if the log still holds it."""
-    stored = RedisEventLog(client, keys).at(entry_id)
+    stored = log.at(entry_id)
     return _hit(stored) if stored is not None else None
 
 
-def first_id(client: redis.Redis, keys: Keys) -> str:
+def first_id(log: EventLog) -> str:
     """The oldest id the log still holds ("" if empty)."""
-    return RedisEventLog(client, keys).first()
+    return log.first()

@@ -22,10 +22,12 @@ from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
 from shared.daemonset import unavailable as ds_unavailable
 from shared.eventlog.entry import EntryType, RawEntry
+from shared.eventlog.ports import EventLog
 from shared.model import meta, podutil, tainteviction, taints
-from shared.store import codec, errors
+from shared.store import adapters, codec, errors
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
+from shared.store.eventlog import RedisEventLog
 from shared.store.expectations import RedisExpectations
 
 Obj = dict[str, Any]
@@ -54,13 +56,17 @@ class WhyError(Exception):
     """The object asked about does not exist (and left no trace in the log)."""
 
 
+def _log(store: Store) -> EventLog:
+    return adapters.on(store, RedisEventLog)
+
+
 def _when(entry_id: str) -> str:
     return f"{entry_id} ({bounds.id_time(entry_id)})"
 
 
 def _position_line(store: Store, rec: Record) -> str:
     pos = rec.position
-    hit = scan.entry_at(store.r, store.keys, pos) if pos != "0-0" else None
+    hit = scan.entry_at(_log(store), pos) if pos != "0-0" else None
     what = f", the entry there: {hit.type} {hit.kind} {hit.key}" if hit is not None else ""
     return f"read the log through {_when(pos)}{what}"
 
@@ -93,14 +99,14 @@ def why_changes(store: Store, kind: str, key: str, limit: int = 20) -> list[str]
     """The most recent writes of one object in the retained log, oldest first, each with
     who made it (the API server's user, when recorded). Acts (reads the log)."""
     hits: list[scan.Hit] = []
-    for hit in scan.backwards(store.r, store.keys, lambda e: e.kind == kind
+    for hit in scan.backwards_in(_log(store), lambda e: e.kind == kind
                               and e.key == key and e.type != EntryType.DECISION):
         hits.append(hit)
         if len(hits) >= limit:
             break
     if not hits:
         raise WhyError(f"no write of {kind.lower()} {key} in the log (from "
-                       f"{scan.first_id(store.r, store.keys) or 'empty'})")
+                       f"{scan.first_id(_log(store)) or 'empty'})")
     lines = [f"{kind.lower()} {key}: its last {len(hits)} writes in the log"]
     for hit in reversed(hits):
         who = f"by user {hit.user}" if hit.user else "by a daemonbus process or the CLI"
@@ -158,7 +164,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
     decisions: list[Decision] = []
     changes: list[scan.Hit] = []
     added: scan.Hit | None = None
-    for hit in scan.backwards(store.r, store.keys, want):
+    for hit in scan.backwards_in(_log(store), want):
         if hit.type == EntryType.DECISION:
             d = decision(hit)
             if d is not None:
@@ -172,7 +178,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
             break
     if current is None and not changes:
         raise WhyError(f'Error from server (NotFound): pods "{name}" not found, and the log '
-                       f"(from {scan.first_id(store.r, store.keys) or 'empty'}) never had it")
+                       f"(from {scan.first_id(_log(store)) or 'empty'}) never had it")
     uid = meta.uid(current) if current is not None else meta.uid(changes[0].obj)
     changes = [c for c in changes if meta.uid(c.obj) == uid]
     last = current if current is not None else changes[0].obj
@@ -189,7 +195,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
     order = codec.id_tuple
     if added is None:
         lines.append(f"{INDENT}created {meta.creation_timestamp(last)}, before the retained log "
-                     f"(which starts at {scan.first_id(store.r, store.keys)}): "
+                     f"(which starts at {scan.first_id(_log(store))}): "
                      "no decision on record")
     else:
         lines.append(f"{INDENT}created: entry {_when(added.id)}{_by_user(added)}")
@@ -312,11 +318,11 @@ def _live_plan(store: Store, ds: Obj, now: float, backoff_nodes: list[str] | Non
     gen = dsutil.observed_generation(ds)
     nodes = store.list("Node")
     names = backoff_nodes if backoff_nodes is not None else [meta.name(n) for n in nodes]
-    backoff = RedisBackoff(store.r, store.keys).get_many(
+    backoff = adapters.on(store, RedisBackoff).get_many(
         [f"{meta.uid(ds)}/{gen}/{name}" for name in names])
     snap = t.Snapshot(key=key, ds=ds, nodes=nodes, pods=store.list("Pod", ns),
                       revisions=store.list("ControllerRevision", ns), backoff=backoff,
-                      expectations_satisfied=RedisExpectations(store.r, store.keys)
+                      expectations_satisfied=adapters.on(store, RedisExpectations)
                       .satisfied(key, now), now=now)
     return planner.plan(snap)
 
@@ -362,7 +368,7 @@ def why_daemonset(store: Store, ds_key: str, now: float) -> list[str]:
 def _failed_reason(store: Store, ds: Obj, node: str) -> str:
     """The failed-pod backoff of ``node``, as a reason. Acts (reads the backoff)."""
     key = f"{meta.uid(ds)}/{dsutil.observed_generation(ds)}/{node}"
-    entry = RedisBackoff(store.r, store.keys).get_many([key]).get(key)
+    entry = adapters.on(store, RedisBackoff).get_many([key]).get(key)
     if entry is None:
         return "its pod failed: the next sync deletes it and creates a new one"
     return (f"its pod failed: failed-pod backoff of {entry.delay:g}s since "
@@ -402,7 +408,7 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
                      f"see `daemonbus why pod/{meta.name(p)} -n {meta.namespace(p)}`")
     latest: Decision | None = None
     rec: ds_record.DecisionRecord | None = None
-    for hit in scan.backwards(store.r, store.keys, lambda e: e.type == EntryType.DECISION
+    for hit in scan.backwards_in(_log(store), lambda e: e.type == EntryType.DECISION
                               and e.key == ds_key):
         d = decision(hit)
         if d is not None and isinstance(d.rec, ds_record.DecisionRecord) \
