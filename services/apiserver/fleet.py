@@ -45,6 +45,7 @@ from shared.daemonset import placement
 from shared.eventlog.entry import EntryType, RawEntry
 from shared.eventlog.ports import EventLog
 from shared.model import meta
+from shared.model.objkey import ObjectKey
 from shared.store import adapters, codec
 from shared.store import errors as store_errors
 from shared.store.client import Store
@@ -258,7 +259,7 @@ def action_plan(store: Store, query: dict[str, str]) -> Obj:
         return _plan(f"/api/v1/nodes/{name}", node, new, f"{action} node {name}")
     key = _ds_key(query)
     ds = _daemonset(store, key)
-    ns, name = key.split("/", 1)
+    ns, name = ObjectKey.parse(key)
     path = f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}"
     edit: dict[str, Callable[[Obj], Obj | None]] = {
         "pause": views.paused, "resume": views.resumed, "promote": views.promoted}

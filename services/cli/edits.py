@@ -16,6 +16,7 @@ from services.cli import context, resources
 from services.cli.errors import CliError
 from shared.model import kinds, meta, syntax
 from shared.model import taints as model_taints
+from shared.model.objkey import ObjectKey
 
 Obj = dict[str, Any]
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -133,7 +134,7 @@ def label(env: context.CliEnv, args: tuple[str, ...], overwrite: bool, namespace
         for note in notes:
             click.echo(note)
         msg = "not labeled" if changed is None else "unlabeled" if not add else "labeled"
-        click.echo(f"{resources.ref(info, key.split('/', 1)[1])} {msg}")
+        click.echo(f"{resources.ref(info, ObjectKey.parse(key).name)} {msg}")
 
 
 # ---- taint --------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def taint(env: context.CliEnv, args: tuple[str, ...], overwrite: bool,
             return node
 
         env.store.mutate("Node", key, edit)
-        click.echo(f"node/{key.split('/', 1)[1]} {words[0]}")
+        click.echo(f"node/{ObjectKey.parse(key).name} {words[0]}")
 
 
 # ---- cordon / uncordon --------------------------------------------------------------------
@@ -305,7 +306,7 @@ def cordon_nodes(env: context.CliEnv, names: tuple[str, ...], selector: str | No
 
         env.store.mutate("Node", key, edit)
         already = "already " if was[0] == schedulable else ""
-        click.echo(f"node/{key.split('/', 1)[1]} {already}{done}ed")
+        click.echo(f"node/{ObjectKey.parse(key).name} {already}{done}ed")
     return keys
 
 

@@ -32,6 +32,7 @@ from shared.daemonset import types as t
 from shared.daemonset.messages import StatusMessage
 from shared.eventlog.entry import CommitResult
 from shared.model import meta, podutil
+from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
 from shared.store import errors
 from shared.store.cache import Cache
@@ -191,7 +192,7 @@ class Executor:
             return fn(obj)
 
         try:
-            self.store.mutate(kind, f"{ns}/{name}", guarded)
+            self.store.mutate(kind, str(ObjectKey(ns, name)), guarded)
             out.ops += 1
         except errors.NotFoundError:
             return
@@ -200,7 +201,7 @@ class Executor:
 
     def _delete_object(self, kind: str, ns: str, name: str, uid: str, out: Outcome) -> None:
         try:
-            self.store.delete(kind, f"{ns}/{name}", uid=uid or None)
+            self.store.delete(kind, str(ObjectKey(ns, name)), uid=uid or None)
             out.ops += 1
         except errors.NotFoundError:
             return
@@ -226,7 +227,7 @@ class Executor:
                                 f'"{meta.name(ds)}": DaemonSet is being deleted')
         ops: list[Op] = []
         for c in claims:
-            obj = self.cache.get(c.kind, f"{c.namespace}/{c.name}")
+            obj = self.cache.get(c.kind, str(ObjectKey(c.namespace, c.name)))
             if obj is None or meta.uid(obj) != c.uid:
                 continue
             ops.append(self.store.raw_update_op(ds_claim.owner_change(obj, c, meta.uid(ds)),
@@ -298,7 +299,7 @@ class Executor:
             results = self._commit(ops, out, fence=self._fence)
             retry: list[tuple[t.CreatePod, int]] = []
             for (c, salt), res in zip(pending, results, strict=True):
-                name = res.op.key.split("/", 1)[1]
+                name = ObjectKey.parse(res.op.key).name
                 if res.status == CommitResult.FENCED:
                     # deposed: the key's next holder decides again from newer state
                     self.expectations.lower(key, 1, 0)
@@ -331,7 +332,7 @@ class Executor:
         ops: list[Op] = []
         problems: list[str] = []
         for d in deletes:
-            pod = self.cache.get("Pod", f"{d.namespace}/{d.name}")
+            pod = self.cache.get("Pod", str(ObjectKey(d.namespace, d.name)))
             if pod is None or (d.uid and meta.uid(pod) != d.uid):
                 self.expectations.lower(key, 0, 1)  # NotFound: observed, not an error
                 continue
@@ -341,7 +342,7 @@ class Executor:
                 continue
             ops.append(op)
         for res in self._commit(ops, out):
-            name = res.op.key.split("/", 1)[1]
+            name = ObjectKey.parse(res.op.key).name
             if res.ok:
                 out.deleted += 1
                 events.append(t.EmitEvent("Normal", "SuccessfulDelete", f"Deleted pod: {name}"))

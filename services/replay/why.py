@@ -24,6 +24,7 @@ from shared.daemonset import unavailable as ds_unavailable
 from shared.eventlog.entry import EntryType, RawEntry
 from shared.eventlog.ports import EventLog
 from shared.model import meta, podutil, tainteviction, taints
+from shared.model.objkey import ObjectKey
 from shared.store import adapters, codec, errors
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store
@@ -333,7 +334,7 @@ def why_daemonset(store: Store, ds_key: str, now: float) -> list[str]:
     the current state. Acts (reads the store; the judging is the planner's)."""
     ds = store.try_get("DaemonSet", ds_key)
     if ds is None:
-        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ds_key.split("/")[1]}" '
+        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ObjectKey.parse(ds_key).name}" '
                        "not found")
     plan = _live_plan(store, ds, now)
     st = plan.status or {}
@@ -392,7 +393,7 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
     and the log back to the DaemonSet's most recent decision)."""
     ds = store.try_get("DaemonSet", ds_key)
     if ds is None:
-        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ds_key.split("/")[1]}" '
+        raise WhyError(f'Error from server (NotFound): daemonsets.apps "{ObjectKey.parse(ds_key).name}" '
                        "not found")
     node = store.try_get("Node", "/" + node_name)
     if node is None:
