@@ -16,7 +16,10 @@ from services import common
 from services.cli import context, resources
 from services.cli.errors import CliError
 from services.replay import bounds, compact, export, logfile, rebuild, tail, verify, why
+from shared.store import adapters
+from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
+from shared.store.log import redis_reader
 
 
 def _point(text: str | None, lower: bool = False) -> str:
@@ -85,14 +88,14 @@ def tail_cmd(env: context.CliEnv, count: int, follow: bool) -> None:
       daemonbus log tail -f
     """
     store = env.store
-    entries = tail.last(store.r, store.keys, max(count, 0))
+    entries = tail.last(adapters.on(store, RedisEventLog), max(count, 0))
     for e in entries:
         click.echo(tail.line(e))
     if not follow:
         return
     position = entries[-1].id if entries else store.log_tip()
     stop = common.stop_event()
-    for batch in tail.follow(store.r, store.keys, position):
+    for batch in tail.follow(adapters.on(store, redis_reader, position, name="tail")):
         for e in batch:
             click.echo(tail.line(e))
         if stop.is_set():

@@ -10,15 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import redis
-
 from services.replay import bounds
 from shared.daemonset import record as ds_record
+from shared.eventlog.entry import decode_as_stored
+from shared.eventlog.ports import EventLog
 from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec, errors
-from shared.store.guard import redis_errors
-from shared.store.keys import Keys
-from shared.store.log import redis_reader
+from shared.store.log import LogReader
 
 Obj = dict[str, Any]
 
@@ -118,24 +116,20 @@ def line(e: codec.Entry) -> str:
     return f"{e.id}  {bounds.id_time(e.id)}  {e.type:<8}  {e.kind:<18}  {e.key}  {summary}"
 
 
-def last(client: redis.Redis, keys: Keys, n: int) -> list[codec.Entry]:
+def last(log: EventLog, n: int) -> list[codec.Entry]:
     """The newest ``n`` decodable entries, oldest first (undecodable ones are parked by
-    readers and left out here). Acts (reads Redis)."""
-    raw: Any
-    with redis_errors("read the log"):
-        raw = client.xrevrange(keys.log, count=n) if n > 0 else []
+    readers and left out here). Acts (reads the log)."""
     out = []
-    for rid, fields in reversed(raw):
+    for raw in reversed(log.before("", n).entries if n > 0 else []):
         try:
-            out.append(codec.decode_entry(rid, fields))
+            out.append(decode_as_stored(raw))
         except errors.CorruptEntryError:
             continue
     return out
 
 
-def follow(client: redis.Redis, keys: Keys, position: str,
-           block_ms: int = 1000) -> Iterator[list[codec.Entry]]:
-    """Batches of entries after ``position`` as they are appended (forever). Acts."""
-    reader = redis_reader(client, keys, position, name="tail")
+def follow(reader: LogReader, block_ms: int = 1000) -> Iterator[list[codec.Entry]]:
+    """Batches of entries after the reader's position as they are appended (forever).
+    Acts."""
     while True:
         yield reader.read(count=1000, block_ms=block_ms)
