@@ -217,7 +217,7 @@ class Collector:
                 doomed.append(dep)
         self._delete(doomed, "owner-gone")
 
-    def _owner_gone(self, dep: Obj, ref: Obj, verified: dict[tuple[str, str, str], bool]) -> bool:
+    def _owner_gone(self, dep: Obj, ref: meta.OwnerReference, verified: dict[tuple[str, str, str], bool]) -> bool:
         ns, name, uid = meta.namespace(dep), str(ref.get("name")), str(ref.get("uid"))
         cached = self.cache.get("DaemonSet", f"{ns}/{name}")
         if cached is not None and meta.uid(cached) == uid:

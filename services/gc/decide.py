@@ -28,7 +28,7 @@ def bound_node(obj: Obj) -> list[str]:
     return [str(node)] if node else []
 
 
-def doomed_by_owners(dep: Obj, owner_gone: Callable[[Obj], bool]) -> bool:
+def doomed_by_owners(dep: Obj, owner_gone: Callable[[meta.OwnerReference], bool]) -> bool:
     """Decides the background cascade for one dependent: delete it when it has owners, all of
     them DaemonSets and all gone (``owner_gone(ref)``). A dependent that another kind of owner
     still holds is left alone; a terminating revision needs nothing more. Pods already

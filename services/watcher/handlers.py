@@ -67,7 +67,7 @@ class DaemonSets:
                 out.add(meta.key(ds))
         return out
 
-    def resolve(self, namespace: str, ref: Obj | None) -> Obj | None:
+    def resolve(self, namespace: str, ref: meta.OwnerReference | None) -> Obj | None:
         """resolveControllerRef: kind DaemonSet, same namespace, and the uid must match."""
         if ref is None or ref.get("kind") != "DaemonSet":
             return None
@@ -110,7 +110,7 @@ def on_daemonset(r: Reaction, etype: str, old: Obj | None, new: Obj) -> None:
 
 
 def _enqueue_old_owner(r: Reaction, dss: DaemonSets, ns: str, old: Obj,
-                       new: Obj) -> tuple[Obj | None, bool]:
+                       new: Obj) -> tuple[meta.OwnerReference | None, bool]:
     """Shared first step of the pod and revision update handlers: when the controller ref
     changed, enqueue the old owner if it resolves. Returns (current ref, whether it changed)."""
     cur_ref, old_ref = meta.controller_ref(new), meta.controller_ref(old)

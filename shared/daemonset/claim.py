@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from shared.daemonset import dsutil
 from shared.daemonset.types import PatchOwner
@@ -37,7 +37,7 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
     matches = selector_matcher(dsutil.selector(ds))
     claimed: list[Obj] = []
     actions: list[PatchOwner] = []
-    adopt_ref: Obj | None = None
+    adopt_ref: meta.OwnerReference | None = None
     for obj in objects:
         md = obj.get("metadata")  # meta.metadata, inlined: this runs for every pod
         if not isinstance(md, dict):
@@ -52,7 +52,7 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
             if matches(obj_labels):
                 claimed.append(obj)
             elif not ds_deleting:
-                actions.append(_patch(kind, obj, adopt=False, owner_ref=dict(ref)))
+                actions.append(_patch(kind, obj, adopt=False, owner_ref=cast(meta.OwnerReference, dict(ref))))
             continue
         if ds_deleting or not matches(obj_labels):
             continue
@@ -62,7 +62,7 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
             continue
         if adopt_ref is None:
             adopt_ref = meta.controller_owner_ref(ds)
-        actions.append(_patch(kind, obj, adopt=True, owner_ref=dict(adopt_ref)))
+        actions.append(_patch(kind, obj, adopt=True, owner_ref=adopt_ref.copy()))
         claimed.append(obj)
     return claimed, actions
 
@@ -127,7 +127,7 @@ def owner_change(obj: Obj, claim: PatchOwner, ds_uid: str) -> Obj:
     new = copy.deepcopy(obj)
     refs = [r for r in meta.owner_references(new) if r.get("uid") != ds_uid]
     if claim.adopt:
-        refs.append(dict(claim.owner_ref))
+        refs.append(claim.owner_ref.copy())
     if refs:
         new["metadata"]["ownerReferences"] = refs
     else:
@@ -135,7 +135,7 @@ def owner_change(obj: Obj, claim: PatchOwner, ds_uid: str) -> Obj:
     return new
 
 
-def _patch(kind: str, obj: Obj, *, adopt: bool, owner_ref: Obj) -> PatchOwner:
+def _patch(kind: str, obj: Obj, *, adopt: bool, owner_ref: meta.OwnerReference) -> PatchOwner:
     return PatchOwner(
         kind=kind,
         namespace=meta.namespace(obj),

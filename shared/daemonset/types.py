@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.control import backoff as _backoff
+from shared.model.meta import OwnerReference
 
 Obj = dict[str, Any]
 
@@ -94,7 +95,7 @@ class PatchOwner:
     name: str
     uid: str
     adopt: bool
-    owner_ref: Obj
+    owner_ref: OwnerReference
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,46 @@
-"""Accessors for Kubernetes object metadata on plain dicts, and RFC 3339 timestamps. Pure."""
+"""Accessors for Kubernetes object metadata on plain dicts, and RFC 3339 timestamps. Pure.
+
+Objects stay plain dicts; :class:`ObjectMeta` and :class:`OwnerReference` name the fields
+the accessors read (upstream's ``metav1.ObjectMeta`` and ``metav1.OwnerReference``) for
+the type checker only: nothing is converted or checked at run time (``shape_errors`` in
+``shared.model.validation`` checks a stored object's shape).
+"""
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 Obj = dict[str, Any]
 
 
-def metadata(obj: Obj) -> Obj:
+class OwnerReference(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    blockOwnerDeletion: bool
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    generateName: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    generation: int
+    creationTimestamp: str
+    deletionTimestamp: str
+    deletionGracePeriodSeconds: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    ownerReferences: list[OwnerReference]
+    finalizers: list[str]
+    managedFields: list[Obj]
+
+
+def metadata(obj: Obj) -> ObjectMeta:
     md = obj.get("metadata")
-    return md if isinstance(md, dict) else {}
+    return cast(ObjectMeta, md) if isinstance(md, dict) else {}
 
 
 # The accessors read ``metadata`` themselves rather than call :func:`metadata`: the planner
@@ -51,12 +83,12 @@ def annotations(obj: Obj) -> dict[str, str]:
     return an if isinstance(an, dict) else {}
 
 
-def owner_references(obj: Obj) -> list[Obj]:
+def owner_references(obj: Obj) -> list[OwnerReference]:
     refs = metadata(obj).get("ownerReferences")
     return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
 
 
-def controller_ref(obj: Obj) -> Obj | None:
+def controller_ref(obj: Obj) -> OwnerReference | None:
     """The first ownerReference with ``controller: true``, else None."""
     for ref in owner_references(obj):
         if ref.get("controller") is True:
@@ -99,7 +131,8 @@ def parse_time(value: str | None) -> float | None:
         return None
 
 
-def controller_owner_ref(owner: Obj, kind: str = "DaemonSet", api_version: str = "apps/v1") -> Obj:
+def controller_owner_ref(owner: Obj, kind: str = "DaemonSet", api_version: str = "apps/v1"
+                         ) -> OwnerReference:
     """The controller ownerReference pointing at ``owner`` (blockOwnerDeletion set)."""
     return {
         "apiVersion": api_version,
