@@ -6,7 +6,7 @@ view hashes are written once at the end from an in-memory fold of the entries (t
 state of each object only), so the work is one append per entry plus one write per live
 object. Entries go to Redis as pipelined ``XADD`` commands, encoded once and sent in
 batches on one connection with replies switched off; the log's length and newest id are
-checked at the end (``_Appender``, ``_check_log``). The view is held in memory (one payload
+checked at the end (``Appender``, ``_check_log``). The view is held in memory (one payload
 per live object: the size of the cluster, not of the log); the file is streamed.
 
 The target must be empty (no key of the prefix exists): a rebuild never merges into a live
@@ -88,13 +88,13 @@ def rebuild(path: str | Path, client: redis.Redis, keys: Keys, until: str = "",
             raise RebuildError(f"the target is not empty: key {taken!r} exists under prefix "
                                f"{keys.prefix!r}; replay only rebuilds into an empty Redis "
                                "or key prefix (pick another --prefix)")
-        append = _Appender(client, keys.log)
+        append = Appender(client, keys.log)
         try:
             view, snap_rows, entries, last = _fold_and_append(reader, append, until, batch)
         finally:
             append.close()
     _check_log(client, keys, entries, last)
-    _write_view(client, keys, view)
+    write_view(client, keys, view)
     if header.snapshot:
         stored = snapshot.RawView(position=header.snapshot)
         for kind, key, rv, payload in snap_rows:
@@ -105,7 +105,7 @@ def rebuild(path: str | Path, client: redis.Redis, keys: Keys, until: str = "",
     return RebuildStats(entries, view.count(), last, time.monotonic() - started)
 
 
-def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batch: int,
+def _fold_and_append(reader: logfile.Reader, append: Appender, until: str, batch: int,
                      ) -> tuple[snapshot.RawView, list[tuple[str, str, str, bytes]], int, str]:
     """Stream the file: append each entry to the log, fold it into the view (the newest
     payload of each object). Returns the view, the file's snapshot rows, the entries
@@ -116,20 +116,22 @@ def _fold_and_append(reader: logfile.Reader, append: _Appender, until: str, batc
     limit = codec.id_tuple(until) if until else None
     pending: list[list[Any]] = []
     entries, last = 0, ""
+    apply = view.fold.apply  # once per entry: the fold itself, without RawView's wrapper
     for rec in reader.records():
         if rec[0] == logfile.OBJECT:
             _, kind, key, rv, payload = rec
             view.put(kind, key, rv, payload)
             snap_rows.append((kind, key, rv, payload))
             continue
-        eid, etype, kind, key, payload = rec[1], rec[3], rec[4], rec[5], rec[6]
+        eid = rec[1]
         if limit is not None and codec.id_tuple(eid) > limit:
             break
-        logfile.entry_user(rec)  # refuses a record with a malformed user before any write
+        if len(rec) > 7:
+            logfile.entry_user(rec)  # refuses a record with a malformed user before any write
         pending.append(rec)
         entries += 1
         last = eid
-        view.apply(eid, etype, kind, key, payload)  # the snapshot's own: passed over
+        apply(eid, rec[3], rec[4], rec[5], (eid, rec[6]))  # the snapshot's own: passed over
         if len(pending) >= batch:
             append.send(pending)
             pending = []
@@ -141,7 +143,7 @@ def _bulk(data: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
-class _Appender:
+class Appender:
     """``XADD <log> <id> v … t … k … n … o … [u …]`` for each entry (``u``, the user who made
     the write, when the file names one), written to one connection as
     pre-encoded RESP with replies switched off (``CLIENT REPLY OFF``): Redis appends while
@@ -153,30 +155,42 @@ class _Appender:
         conn: Any = self.pool.get_connection()
         self.conn: Any = conn
         self.head = b"$4\r\nXADD\r\n" + _bulk(log_key.encode())
-        self.small: dict[str, bytes] = {}
+        self.small: dict[tuple[str, str, str], bytes] = {}
         with redis_errors("append log entries"):
             conn.send_command("CLIENT", "REPLY", "OFF", check_health=False)
 
-    def _enc(self, field: bytes, value: str) -> bytes:
-        """``$1 field $n value``, memoised: v, t and k take a handful of values."""
-        got = self.small.get(value)
+    def _fields(self, v: str, t: str, k: str) -> bytes:
+        """``$1 v $n <v> $1 t $n <t> $1 k $n <k> $1 n``, memoised: v, t and k take a handful
+        of values."""
+        got = self.small.get((v, t, k))
         if got is None:
-            got = self.small[value] = _bulk(value.encode())
-        return field + got
+            got = self.small[(v, t, k)] = b"".join(
+                [b"$1\r\nv\r\n", _bulk(v.encode()), b"$1\r\nt\r\n", _bulk(t.encode()),
+                 b"$1\r\nk\r\n", _bulk(k.encode()), b"$1\r\nn\r\n"])
+        return got
 
     def send(self, entries: list[list[Any]]) -> None:
-        head, enc = self.head, self._enc
-        v_, t_, k_ = b"$1\r\nv\r\n", b"$1\r\nt\r\n", b"$1\r\nk\r\n"
-        n_, o_ = b"$1\r\nn\r\n", b"$1\r\no\r\n"
+        """Append ``entries`` (export records, see ``logfile``)."""
+        self.send_raw(self.encode(entries))
+
+    def encode(self, entries: list[list[Any]]) -> bytes:
+        """The RESP of the ``XADD`` of each of ``entries``. Decides."""
+        head, fields, small = self.head, self._fields, self.small
         parts: list[bytes] = []
-        for r in entries:
+        add = parts.append
+        for r in entries:  # once per entry: one format, the payload copied as it is
+            eid, key, payload = r[1].encode(), r[5].encode(), r[6]
+            vtk = small.get((r[2], r[3], r[4])) or fields(r[2], r[3], r[4])
             user = r[7] if len(r) > 7 else ""  # checked by logfile.entry_user
-            parts += [b"*15\r\n" if user else b"*13\r\n", head, _bulk(r[1].encode()),
-                      enc(v_, r[2]), enc(t_, r[3]), enc(k_, r[4]), n_, _bulk(r[5].encode()),
-                      o_, _bulk(r[6])]
+            add(b"%s%s$%d\r\n%s\r\n%s$%d\r\n%s\r\n$1\r\no\r\n$%d\r\n%s\r\n" % (
+                b"*15\r\n" if user else b"*13\r\n", head, len(eid), eid, vtk, len(key), key,
+                len(payload), payload))
             if user:
-                parts += [b"$1\r\nu\r\n", _bulk(user.encode())]
-        data = b"".join(parts)
+                add(b"$1\r\nu\r\n" + _bulk(user.encode()))
+        return b"".join(parts)
+
+    def send_raw(self, data: bytes) -> None:
+        """Write pre-encoded commands (``encode``). Acts."""
         if data:
             try:
                 with redis_errors("append log entries"):
@@ -219,7 +233,7 @@ def _check_log(client: redis.Redis, keys: Keys, entries: int, last: str) -> None
                            "during the rebuild, or Redis refused entries (memory limit?)")
 
 
-def _write_view(client: redis.Redis, keys: Keys, view: snapshot.RawView) -> None:
+def write_view(client: redis.Redis, keys: Keys, view: snapshot.RawView) -> None:
     """HSET the view hashes in batches (one pipeline round trip per batch)."""
     with redis_errors("write the view"):
         for kind, objs in sorted(view.objects.items()):
