@@ -100,6 +100,7 @@ class Decision:
 
 
 _RUN = Decision(True, True)
+TAINT_LISTS = 256  # distinct node taint lists a Placement remembers its verdict for
 _SCHEDULE_EFFECTS = frozenset({taints.NO_SCHEDULE, taints.NO_EXECUTE})
 _EXECUTE_EFFECTS = frozenset({taints.NO_EXECUTE})
 
@@ -112,6 +113,7 @@ class Placement:
         self.node_name = _s(pod_spec, "nodeName")
         self.affinity = nodeaffinity.required_node_affinity(pod_spec)
         self.tolerations = daemon_tolerations(pod_spec)
+        self._by_taints: dict[tuple[tuple[str, str, str], ...], Decision] = {}
 
     def decide(self, node: Obj, name: str | None = None) -> Decision:
         """Decide (shouldRun, shouldContinueRunning) for ``node``, with the reason. ``name``
@@ -125,6 +127,18 @@ class Placement:
         node_taints = taints.node_taints(node)
         if not node_taints:
             return _RUN
+        # The verdict reads each taint's key, value and effect only, in order: nodes share a
+        # handful of taint lists, so each list is matched against the tolerations once.
+        seen = tuple((_s(t, "key"), _s(t, "value"), _s(t, "effect")) for t in node_taints)
+        got = self._by_taints.get(seen)
+        if got is None:
+            if len(self._by_taints) >= TAINT_LISTS:
+                self._by_taints.clear()  # a long-lived Placement (an index) stays bounded
+            got = self._by_taints[seen] = self._tainted(node_taints)
+        return got
+
+    def _tainted(self, node_taints: list[Obj]) -> Decision:
+        """The decision for a node with these taints (whose selector and affinity match)."""
         blocking = taints.find_untolerated(node_taints, self.tolerations, _SCHEDULE_EFFECTS)
         if blocking is None:
             return _RUN

@@ -252,6 +252,30 @@ def test_untolerated_no_execute_taint_evicts() -> None:
     assert decision.reason == "untolerated taint b:NoExecute"
 
 
+def test_one_placement_decides_each_node_by_its_own_taints() -> None:
+    # A Placement remembers the verdict per taint list (key, value, effect, in order): nodes
+    # with the same list share it, any difference (order, value, timeAdded aside) does not
+    judge = placement.Placement(make_ds())
+    a, b = taint("a", "NoSchedule"), taint("b", "NoExecute")
+    cases = [
+        ([a, b], (False, False), "b:NoExecute"),
+        ([b, a], (False, False), "b:NoExecute"),
+        ([a], (False, True), "a:NoSchedule"),
+        ([{**a, "timeAdded": "2026-01-01T00:00:00Z"}], (False, True), "a:NoSchedule"),
+        ([taint("a", "NoSchedule", "v")], (False, True), "a=v:NoSchedule"),
+        ([taint("node.kubernetes.io/not-ready", "NoExecute")], (True, True), ""),
+    ]
+    for round_ in range(2):  # the second round is answered from what the first remembered
+        for i, (node_taints, pair, shown) in enumerate(cases):
+            decision = judge.decide(make_node(f"n{round_}-{i}", taints=node_taints))
+            assert decision.pair() == pair
+            assert decision.reason == (f"untolerated taint {shown}" if shown else "")
+    for i in range(placement.TAINT_LISTS + 5):  # more lists than it keeps: still each its own
+        decision = judge.decide(make_node(f"m{i}", taints=[taint("k", "NoSchedule", str(i))]))
+        assert decision.reason == f"untolerated taint k={i}:NoSchedule"
+    assert judge.decide(make_node("last", taints=[a, b])).reason == "untolerated taint b:NoExecute"
+
+
 def test_prefer_no_schedule_taint_is_ignored() -> None:
     node = make_node("n", taints=[taint("a", "PreferNoSchedule")])
     assert placement.node_should_run(node, make_ds()) == (True, True)
