@@ -59,8 +59,8 @@ def export_cmd(env: context.CliEnv, file: Path, since: str | None, until: str | 
     """
     store = env.store
     try:
-        stats = export.export(store.r, store.keys, file, since=_point(since, lower=True),
-                              until=_point(until))
+        stats = adapters.on(store, export.export, file, since=_point(since, lower=True),
+                            until=_point(until))
     except export.ExportError as err:
         raise CliError(f"error: {err}") from err
     except OSError as err:
@@ -137,7 +137,7 @@ def compact_cmd(env: context.CliEnv, keep: int | None, max_age: str | None,
     while True:
         wait = period
         try:
-            res = compact.compact(store.r, store.keys, keep=keep, max_age=age)
+            res = adapters.on(store, compact.compact, keep=keep, max_age=age)
             outage.ok()
         except common.REDIS_DOWN as err:
             if period is None:

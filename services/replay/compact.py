@@ -14,12 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import redis
-
 from shared import settings
 from shared.store import codec, errors, snapshot
+from shared.store.adapters import Connection
 from shared.store.eventlog import RedisEventLog
-from shared.store.guard import redis_errors
 from shared.store.keys import Keys
 
 PAGE = settings.current.log_page
@@ -51,7 +49,7 @@ def cut_by_age(now: float, max_age: float) -> tuple[int, int]:
     return (int((now - max_age) * 1000), (1 << 64) - 1)
 
 
-def compact(client: redis.Redis, keys: Keys, keep: int | None = None,
+def compact(client: Connection, keys: Keys, keep: int | None = None,
             max_age: float | None = None, now: float | None = None) -> CompactResult:
     """Snapshot and trim the log so at most ``keep`` entries (or only entries younger than
     ``max_age`` seconds, plus the cut entry) remain. Acts."""
@@ -64,12 +62,11 @@ def compact(client: redis.Redis, keys: Keys, keep: int | None = None,
     if snapshot.trimmed_without_snapshot(client, keys, folded_from):
         raise CompactError("the log lost entries no snapshot covers (trimmed by other means); "
                            "a snapshot folded from it would not be exact")
-    with redis_errors("log length"):
-        length = int(client.xlen(keys.log))
+    log = RedisEventLog(client, keys)
+    length = log.length()
     count_limit = cut_by_count(length, keep, prev is not None) if keep is not None else None
     age_limit = cut_by_age(time.time() if now is None else now, max_age) \
         if max_age is not None else None
-    log = RedisEventLog(client, keys)
     position = folded_from
     folded, cut = 0, ""
     while count_limit is None or folded < count_limit:
@@ -93,6 +90,5 @@ def compact(client: redis.Redis, keys: Keys, keep: int | None = None,
         trimmed = snapshot.store_and_trim(client, keys, folded_from, base)
     except errors.ConflictError as err:
         raise CompactError(str(err)) from err
-    with redis_errors("log length"):
-        left = int(client.xlen(keys.log))
+    left = log.length()
     return CompactResult(cut, base.count(), trimmed, left, time.monotonic() - started)

@@ -12,17 +12,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import redis
 
 from services.replay import logfile
 from shared import settings
 from shared.eventlog.entry import previous_id
 from shared.eventlog.ports import pages
 from shared.store import codec, snapshot
+from shared.store.adapters import Connection
 from shared.store.eventlog import RedisEventLog
-from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
 PAGE = settings.current.log_page
@@ -43,17 +40,7 @@ class ExportStats:
     seconds: float
 
 
-def _edge(client: redis.Redis, keys: Keys, start: str, end: str, newest: bool) -> str:
-    raw: Any
-    with redis_errors("export range"):
-        if newest:
-            raw = client.xrevrange(keys.log, max=end, min=start, count=1)
-        else:
-            raw = client.xrange(keys.log, min=start, max=end, count=1)
-    return text(raw[0][0]) if raw else ""
-
-
-def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
+def export(client: Connection, keys: Keys, path: str | Path, since: str = "",
            until: str = "", page: int = PAGE) -> ExportStats:
     """Write the log of ``keys.prefix`` to ``path``. Without ``since`` the file holds the
     whole history (the snapshot plus every entry after it, up to ``until``); with it, only
@@ -65,8 +52,9 @@ def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
         raise ExportError(f"the log before {snap_id} was compacted into a snapshot; "
                           f"--until {until} asks for a state that is no longer kept")
     start, end = since or (snap_id if snap is not None else "-"), until or "+"
-    last = _edge(client, keys, start, end, newest=True)
-    first = _edge(client, keys, start, end, newest=False) if last else ""
+    log = RedisEventLog(client, keys)
+    last = log.edge(start, end, newest=True)
+    first = log.edge(start, end, newest=False) if last else ""
     complete = not since and not snapshot.trimmed_without_snapshot(
         client, keys, snap.position if snap is not None else "")
     header = logfile.Header(
@@ -80,7 +68,7 @@ def export(client: redis.Redis, keys: Keys, path: str | Path, since: str = "",
                 out.object(kind, key, rv, payload)
         # the range first..last, a page at a time, each read with the compaction point: a
         # compaction past what was read would leave a gap
-        for got in pages(RedisEventLog(client, keys), previous_id(first), page, until=last) \
+        for got in pages(log, previous_id(first), page, until=last) \
                 if first else ():
             if got.start != snap_id and codec.id_tuple(got.start) > codec.id_tuple(got.last):
                 raise ExportError(f"the log was compacted to {got.start} during the export; "

@@ -15,6 +15,11 @@ from shared.store.keys import Keys
 P = ParamSpec("P")
 T = TypeVar("T")
 
+# the connection the adapters and functions of ``shared.store`` take first: what a command
+# of ``services`` that works on a Redis other than its store's (``replay``'s target) holds
+# and passes on, never calls
+Connection = redis.Redis
+
 
 def on(store: Store, adapter: Callable[Concatenate[redis.Redis, Keys, P], T],
        *args: P.args, **kwargs: P.kwargs) -> T:

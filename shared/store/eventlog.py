@@ -112,6 +112,17 @@ class RedisEventLog:
             raw = self.r.xrange(self.keys.log, count=1)
         return text(raw[0][0]) if raw else ""
 
+    def edge(self, start: str, end: str, newest: bool) -> str:
+        """The newest (else the oldest) entry id from ``start`` to ``end``, both inclusive
+        (Redis' range bounds: ``-`` and ``+`` for the log's ends); "" when there is none."""
+        raw: Any
+        with redis_errors("export range"):
+            if newest:
+                raw = self.r.xrevrange(self.keys.log, max=end, min=start, count=1)
+            else:
+                raw = self.r.xrange(self.keys.log, min=start, max=end, count=1)
+        return text(raw[0][0]) if raw else ""
+
     def length(self) -> int:
         with redis_errors("read the log"):
             return int(self.r.xlen(self.keys.log))
