@@ -32,8 +32,9 @@ The API (everything else is private):
 ``decisions``, ``node_pods``, ``node(name)``, ``node_names()``, ``nodes()``
     read-only views; ``node_names()`` is sorted, ``nodes()`` the (name, Node) pairs in that
     order. Do not modify what they return.
-``status(now, update_observed_generation)``
-    equals ``status.compute_status(ds, node_names(), decisions, node_pods, now, update)``.
+``status(now, update_observed_generation)``, ``counts(now)``
+    equals ``status.compute_status(ds, node_names(), decisions, node_pods, now, update)``;
+    the six sums it is made of (``status.with_counts``).
 ``settled_except(names, now)``
     whether every node not in ``names`` is steady at ``now`` (pods on a node missing from the
     node list are never steady).
@@ -212,12 +213,16 @@ class DaemonSetIndex:
         nodes = self._nodes
         return [(name, nodes[name]) for name in self._names]
 
-    def status(self, now: float, update_observed_generation: bool) -> Obj:
-        """``status.compute_status`` over the index's nodes at ``now``. Decides."""
+    def counts(self, now: float) -> tuple[int, int, int, int, int, int]:
+        """The sums of ``status.node_count`` over the index's nodes at ``now``: desired,
+        current, misscheduled, ready, updated, available (``status.with_counts``' input)."""
         available = bisect.bisect_left(self._after_sorted, now)  # how many are < now
         s = self._sums
-        return status.with_counts(self.ds, (s[0], s[1], s[2], s[3], s[4], available),
-                                  update_observed_generation)
+        return (s[0], s[1], s[2], s[3], s[4], available)
+
+    def status(self, now: float, update_observed_generation: bool) -> Obj:
+        """``status.compute_status`` over the index's nodes at ``now``. Decides."""
+        return status.with_counts(self.ds, self.counts(now), update_observed_generation)
 
     def settled_except(self, names: Collection[str], now: float) -> bool:
         """Whether every node not in ``names`` is steady (:func:`steady`) at ``now``: cost
@@ -262,8 +267,8 @@ class DaemonSetIndex:
         s[3] += sign * count.ready
         s[4] += sign * count.updated
 
-    def _recount(self, name: str) -> None:
-        """Take node ``name``'s part out of the sums and sets, and put its current one in."""
+    def _forget(self, name: str) -> None:
+        """Take node ``name``'s part out of the sums and sets."""
         old = self._counts.pop(name, None)
         if old is not None:
             self._add(old, -1)
@@ -275,6 +280,10 @@ class DaemonSetIndex:
         if settle is not None:
             del self._settling[bisect.bisect_left(self._settling, (settle, name))]
 
+    def _recount(self, name: str) -> None:
+        """Take node ``name``'s part out of the sums and sets, and put its current one in."""
+        if not self._bulk:
+            self._forget(name)
         decision = self._decisions.get(name)
         pods = self._node_pods.get(name)
         if decision is None:  # pods on a node missing from the node list: not counted
@@ -286,8 +295,9 @@ class DaemonSetIndex:
             self._counts[name] = count
             self._add(count, 1)
         after = None
-        if count.ready_pod is not None:
-            after = podutil.available_after(count.ready_pod.pod, self._min_ready)
+        if count.ready_pod is not None:  # ready: available after -inf without minReadySeconds
+            after = podutil.available_after(count.ready_pod.pod, self._min_ready) \
+                if self._min_ready else _ALWAYS
             self._after[name] = after
             self._insert(self._after_sorted, after)
         is_steady = steady(decision, pods, after)

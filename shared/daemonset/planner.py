@@ -57,8 +57,14 @@ REASON_TERMINATING = "waiting for the terminating pod to go away"
 REASON_NO_POD = "no pod yet"
 
 
-def plan(snapshot: Snapshot) -> Plan:
-    """Decide one sync of ``snapshot.key`` from ``snapshot`` alone."""
+def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
+    """Decide one sync of ``snapshot.key`` from ``snapshot`` alone.
+
+    ``index``, when given, must hold the snapshot's Nodes and Pods (the caller keeps it fed
+    from the same cache); the plan then takes the placement decisions, pod facts, node order
+    and status counters from it instead of reading every Node and Pod, if it fits (the same
+    DaemonSet and current revision, and no orphan to adopt: :func:`_node_facts`). The plan is
+    the same with or without it."""
     result = Plan(key=snapshot.key)
     ds = snapshot.ds
     if ds is None:
@@ -71,15 +77,6 @@ def plan(snapshot: Snapshot) -> Plan:
         return result
 
     now = snapshot.now
-    # Input order must not matter (store listings are unordered): everything is taken by
-    # name. Pods are *read* in input order, though, the order they were decoded in: at
-    # thousands of pods, visiting their dicts by name costs more in cache misses than the
-    # reads themselves.
-    nodes = sorted(((meta.name(n), n) for n in snapshot.nodes), key=_first)
-    node_names = [name for name, _ in nodes]
-    placement = Placement(ds)
-    decisions = {name: placement.decide(n, name) for name, n in nodes}
-
     revisions = sorted(snapshot.revisions, key=meta.name)
     # Each pod is claimed on its own, so claiming in input order and then ordering the
     # outcome by name (stable) is claiming in name order.
@@ -89,10 +86,10 @@ def plan(snapshot: Snapshot) -> Plan:
     hist = history.construct_history(ds, revisions, claimed)
     result.history = list(hist.actions)
     result.hash = hist.hash
-    # Every pass below reads the same few facts of each pod: read them once.
-    node_pods = podfacts.by_node(
-        claimed, status.labels_updated_check(hist.hash, dsutil.template_generation(ds))
-    )
+    if index is not None and not _usable(index, ds, hist.hash, pod_claims):
+        index = None
+    nodes, node_names, decisions, node_pods = _node_facts(snapshot, ds, claimed, hist.hash,
+                                                          index)
 
     strategy = dsutil.update_strategy(ds)
     opts = rolloutopts.options(ds)
@@ -110,7 +107,7 @@ def plan(snapshot: Snapshot) -> Plan:
     if not snapshot.expectations_satisfied:
         result.update_observed_generation = False
         _finish(result, ds, nodes, decisions, node_pods, now, len(held),
-                update_observed_gen=False)
+                update_observed_gen=False, computed=_counted(index, ds, now, False))
         result.reasons = _reasons(
             node_names, decisions, node_pods, result, waiting_expectations=True
         )
@@ -145,7 +142,7 @@ def plan(snapshot: Snapshot) -> Plan:
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
     _finish(result, ds, nodes, decisions, node_pods, now, len(held),
-            update_observed_gen=True)
+            update_observed_gen=True, computed=_counted(index, ds, now, True))
     result.reasons = _reasons(
         node_names,
         decisions,
@@ -262,6 +259,42 @@ def _index_agrees(
         if mine != held:
             return False
     return True
+
+
+def _usable(index: DaemonSetIndex, ds: Obj, hash: str,
+            pod_claims: Sequence[PatchOwner]) -> bool:
+    """Whether ``index`` holds what this plan would read of every Node and Pod: the same
+    DaemonSet at the same current revision, and no pod adopted (the index has only the
+    pods the DaemonSet already owns)."""
+    return index.hash == hash and index.fits(ds) and not any(c.adopt for c in pod_claims)
+
+
+def _node_facts(
+    snapshot: Snapshot, ds: Obj, claimed: list[Obj], hash: str,
+    index: DaemonSetIndex | None,
+) -> tuple[Sequence[tuple[str, Obj]], Sequence[str], Mapping[str, Decision],
+           Mapping[str, list[PodFacts]]]:
+    """The (name, Node) pairs and the names in name order, each node's placement decision
+    and the claimed pods' facts by node: the index's, else read from every Node and Pod."""
+    if index is not None:
+        return index.nodes(), index.node_names(), index.decisions, index.node_pods
+    # Input order must not matter (store listings are unordered): everything is taken by
+    # name. Pods are *read* in input order, though, the order they were decoded in: at
+    # thousands of pods, visiting their dicts by name costs more in cache misses than the
+    # reads themselves.
+    nodes = sorted(((meta.name(n), n) for n in snapshot.nodes), key=_first)
+    placement = Placement(ds)
+    decisions = {name: placement.decide(n, name) for name, n in nodes}
+    # Every pass below reads the same few facts of each pod: read them once.
+    node_pods = podfacts.by_node(
+        claimed, status.labels_updated_check(hash, dsutil.template_generation(ds))
+    )
+    return nodes, [name for name, _ in nodes], decisions, node_pods
+
+
+def _counted(index: DaemonSetIndex | None, ds: Obj, now: float, update: bool) -> Obj | None:
+    """The status as the index counts it (None without one)."""
+    return None if index is None else status.with_counts(ds, index.counts(now), update)
 
 
 def _first(pair: tuple[str, Obj]) -> str:

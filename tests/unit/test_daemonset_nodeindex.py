@@ -9,10 +9,18 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.daemonset import claim, dsutil, nodeindex, podfacts, status
+from shared.daemonset import claim, dsutil, nodeindex, placement, planner, podfacts, status
 from shared.daemonset.placement import Placement
 from shared.model import meta, podutil
-from tests.unit.daemonset_fixtures import NOW, current_hash, make_ds, make_node, make_pod
+from tests.unit.daemonset_fixtures import (
+    NOW,
+    current_hash,
+    daemon_pod,
+    make_ds,
+    make_node,
+    make_pod,
+    snapshot,
+)
 
 Obj = dict[str, Any]
 
@@ -110,6 +118,10 @@ def steady_nodes(ds: Obj, decisions: Any, node_pods: Any, now: float) -> dict[st
 def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
           pods: dict[str, Obj]) -> None:
     decisions, node_pods, names = scratch(ds, list(nodes.values()), list(pods.values()))
+    in_ns = [p for p in pods.values() if meta.namespace(p) == meta.namespace(ds)]
+    for now in (NOW, NOW + 30):
+        snap = snapshot(ds, list(nodes.values()), in_ns, now=now)
+        assert planner.plan(snap, index) == planner.plan(snap)
     assert dict(index.decisions) == decisions
     assert dict(index.node_pods) == node_pods
     assert list(index.node_names()) == names
@@ -180,3 +192,20 @@ def test_index_takes_a_status_change_but_not_a_template_change() -> None:
     assert not index.fits(changed)
     assert not index.update_ds(changed)
     assert index.ds is newer
+
+
+def test_a_plan_with_a_fitting_index_reads_no_node_and_no_pod(monkeypatch: Any) -> None:
+    ds = the_ds(0)
+    nodes = [node_of(i, "blue", 0) for i in range(3)]
+    pods = [daemon_pod(ds, "n0"), daemon_pod(ds, "n1")]
+    expected = planner.plan(snapshot(ds, nodes, pods))
+    index = nodeindex.DaemonSetIndex(ds, expected.hash, nodes, pods)
+
+    def unexpected(*_args: Any) -> Any:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(placement.Placement, "decide", unexpected)
+    monkeypatch.setattr(podfacts, "read", unexpected)
+    monkeypatch.setattr(status, "node_count", unexpected)
+    assert planner.plan(snapshot(ds, nodes, pods), index) == expected
+    assert [c.node for c in expected.sync_nodes.creates] == ["n2"]  # type: ignore[union-attr]

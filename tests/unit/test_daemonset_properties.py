@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.daemonset import dsutil, placement, planner
+from shared.daemonset import dsutil, nodeindex, placement, planner
 from shared.daemonset import status as ds_status
 from shared.model import meta, podutil
 from tests.unit.daemonset_fixtures import (
@@ -100,6 +100,10 @@ def test_plan_invariants(
     rng.shuffle(shuffled_nodes)
     rng.shuffle(shuffled_pods)
     assert planner.plan(snapshot(ds, shuffled_nodes, shuffled_pods)) == plan
+
+    # the same plan when it reads the nodes' state from an index of the same objects
+    index = nodeindex.DaemonSetIndex(ds, plan.hash, shuffled_nodes, shuffled_pods)
+    assert planner.plan(snapshot(ds, nodes, pods), index) == plan
 
     assert plan.sync_nodes is not None and plan.status is not None
     by_name = {meta.name(n): n for n in nodes}
