@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from services.reconciler.executor import Executor, Outcome, status_message
+from services.reconciler.indexes import Indexes
 from shared import settings
 from shared.control.protocols import BackoffStore, ExpectationsStore, WorkQueue
 from shared.daemonset import inputs, planner
@@ -104,6 +105,9 @@ class Reconciler:
         })
         self.executor = Executor(store, self.cache, expectations, backoff)
         self._rewinds = store.mark.rewinds
+        # each synced DaemonSet's per-node state, fed from the cache: a full plan reads it
+        # instead of every Node and Pod (and the per-node path reads it alone)
+        self.indexes = Indexes()
 
     def _rederive(self) -> None:
         """Acts, after the log went backwards: start every DaemonSet afresh (see above)."""
@@ -120,7 +124,9 @@ class Reconciler:
     def snapshot(self, key: str, position: str) -> t.Snapshot:
         if not self.cache.synced:
             self.cache.sync()
-        self.cache.catch_up(position)
+        self.indexes.check(self.cache.view)
+        self.cache.catch_up(position, self.indexes.follow)
+        self.indexes.check(self.cache.view)  # it listed again: the indexes are rebuilt
         self._rederive()
         now = self.clock()
         return inputs.build(key, _CacheSource(self.cache), now, self.cache.position,
@@ -145,7 +151,8 @@ class Reconciler:
         if redelivered:
             self.expectations.delete(key)
         snap = self.snapshot(key, position)
-        plan = planner.plan(snap)
+        plan = planner.plan(snap, self.indexes.get(key))
+        self.indexes.keep(snap, plan)
         outcome: Outcome = self.executor.execute(
             plan, snap, lease_token, record=lambda out: self._record(snap, plan, out))
         if outcome.publish_status:

@@ -1,0 +1,84 @@
+"""The reconciler keeps one ``DaemonSetIndex`` per DaemonSet, fed from its cache's changes
+(real Redis; the reconciler runs in-process, the test observes expectations): after node
+and pod changes the kept index equals one built from scratch from the cache, and a template
+change gives a new index at the new revision."""
+
+from __future__ import annotations
+
+from services.node_agent.lifecycle import new_node
+from services.reconciler.sync import Reconciler
+from shared.daemonset import nodeindex
+from shared.model import meta
+from shared.store.backoff import RedisBackoff
+from shared.store.client import Store, connect
+from shared.store.expectations import RedisExpectations
+from shared.store.keys import Keys
+from shared.store.workqueue import RedisWorkQueue
+from tests.integration import controller_kit as kit
+
+KEY = "default/agent"
+
+
+def _sync(queue: RedisWorkQueue, r: Reconciler, store: Store) -> None:
+    queue.add([KEY])
+    lease = queue.get(r.worker)
+    assert lease is not None and lease.key == KEY
+    result = r.sync(KEY, lease.position)
+    queue.done(lease)
+    assert result.ok, result.error
+    exp = RedisExpectations(store.r, store.keys)  # what the watcher would observe
+    entry = exp.get(KEY)
+    if entry is not None:
+        exp.observe([(KEY, max(entry.add, 0), max(entry.delete, 0))])
+
+
+def _assert_current(r: Reconciler) -> nodeindex.DaemonSetIndex:
+    """The kept index equals one built now from the cache's objects."""
+    index = r.indexes.get(KEY)
+    assert index is not None
+    ds = r.cache.get("DaemonSet", KEY)
+    assert ds is not None
+    fresh = nodeindex.DaemonSetIndex(ds, index.hash, r.cache.list("Node"),
+                                     r.cache.list("Pod", "default"))
+    assert dict(index.decisions) == dict(fresh.decisions)
+    assert dict(index.node_pods) == dict(fresh.node_pods)
+    assert list(index.node_names()) == list(fresh.node_names())
+    now = r.clock()
+    assert index.status(now, True) == fresh.status(now, True)
+    return index
+
+
+def test_the_kept_index_follows_node_and_pod_changes(redis_url: str, prefix: str) -> None:
+    store = Store(connect(redis_url), Keys(prefix))
+    queue = RedisWorkQueue(store.r, store.keys)
+    r = Reconciler(store, queue, RedisExpectations(store.r, store.keys),
+                   RedisBackoff(store.r, store.keys), worker="a")
+    for n in ("n1", "n2", "n3"):
+        store.create(new_node(n))
+    store.apply(kit.daemonset("agent"))
+    _sync(queue, r, store)  # creates three pods; the index is built at this snapshot
+    first = _assert_current(r)
+    assert len(first.node_pods) == 0 and len(first.node_names()) == 3
+
+    store.create(new_node("n4"))
+    store.mutate("Node", "/n2", lambda n: {**n, "spec": {**n["spec"], "taints": [
+        {"key": "dedicated", "effect": "NoExecute"}]}})
+    _sync(queue, r, store)  # sees three pods, the new node, the taint
+    assert r.indexes.get(KEY) is first  # kept, not rebuilt
+    _assert_current(r)
+    assert len(first.node_pods) == 3 and not first.decisions["n2"].should_run
+
+    [pod] = [p for p in kit.owned_pods(store, KEY) if kit.nodes_of([p]) == ["n1"]]
+    store.delete("Pod", meta.key(pod), grace_seconds=0)
+    store.delete("Node", "/n3")
+    _sync(queue, r, store)
+    assert r.indexes.get(KEY) is first
+    index = _assert_current(r)
+    assert "n3" not in index.node_names()
+
+    ds = store.get("DaemonSet", KEY)
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
+    store.update(ds)
+    _sync(queue, r, store)
+    rolled = _assert_current(r)
+    assert rolled is not first and rolled.hash != first.hash
