@@ -17,6 +17,7 @@ import click
 from services.cli import context, errors, resources
 from services.cli import rollout_views as views
 from services.cli.errors import CliError
+from shared.eventlog.entry import EntryType
 from shared.model import kinds, meta
 from shared.model.objkey import ObjectKey
 from shared.store.cache import Cache
@@ -196,9 +197,9 @@ def _follow_status(env: context.CliEnv, key: str, watch: bool, timeout: float) -
                 if wait <= 0:
                     raise CliError(f"error: {views.TIMEOUT_MESSAGE}")
             for change in cache.poll(count=5000, block_ms=max(1, int(wait * 1000))):
-                if change.type == "DECISION" or change.kind != "DaemonSet" or change.key != key:
+                if change.type == EntryType.DECISION or change.kind != "DaemonSet" or change.key != key:
                     continue  # decision records share the DaemonSet's key
-                if change.type == "DELETED":
+                if change.type == EntryType.DELETED:
                     raise CliError("error: object has been deleted")
                 pending.append(change.new)
 

@@ -47,7 +47,7 @@ from prometheus_client import Counter
 from services import common
 from services.gc import decide
 from services.gc.nodelifecycle import NodeLifecycle
-from shared.eventlog.entry import CommitResult
+from shared.eventlog.entry import CommitResult, EntryType
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
 from shared.store import adapters, codec, errors
@@ -143,18 +143,18 @@ class Collector:
         pods: list[Obj] = []
         tainting: set[str] = set()  # nodes whose NoExecute evictions may have changed
         for ch in changes:
-            if ch.type != "DECISION" and ch.type != "DELETED":
+            if ch.type != EntryType.DECISION and ch.type != EntryType.DELETED:
                 if ch.kind == "Node":
                     tainting.add(meta.name(ch.new))
                 elif ch.kind == "Pod" and decide.bound_node(ch.new):
                     tainting.update(decide.bound_node(ch.new))
             if ch.kind == "DaemonSet":
-                if ch.type == "DELETED":
+                if ch.type == EntryType.DELETED:
                     deleted[meta.uid(ch.new)] = ch.key
                 elif meta.is_being_deleted(ch.new):
                     owners.add(ch.key)
             elif ch.kind in DEPENDENT_KINDS:
-                if ch.type != "DELETED":
+                if ch.type != EntryType.DELETED:
                     dependents.append(ch.new)
                     if ch.kind == "Pod":
                         pods.append(ch.new)
@@ -162,7 +162,7 @@ class Collector:
                     owner = self._owner_by_uid(ch.new, uid)
                     if owner is not None and meta.is_being_deleted(owner):
                         owners.add(meta.key(owner))
-            elif ch.kind == "Node" and ch.type == "DELETED":
+            elif ch.kind == "Node" and ch.type == EntryType.DELETED:
                 gone_nodes.add(meta.name(ch.new))
         for uid in deleted:
             dependents += self._dependents(uid)

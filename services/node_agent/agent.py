@@ -18,7 +18,7 @@ from prometheus_client import Counter
 from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
-from shared.eventlog.entry import CommitResult
+from shared.eventlog.entry import CommitResult, EntryType
 from shared.model import meta
 from shared.model.objkey import ObjectKey
 from shared.store import adapters, nodelease, noderequests
@@ -95,7 +95,7 @@ class NodeAgent:
                 dirty.add(("Pod", ch.key))
             elif ch.kind == "Node":
                 dirty.add(("Node", ch.key))
-                if ch.type == "ADDED":
+                if ch.type == EntryType.ADDED:
                     name = ObjectKey.parse(ch.key).name
                     dirty.update(("Pod", meta.key(p)) for p in self.cache.by_index("node", name))
         now = self.clock()

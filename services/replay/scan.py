@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import settings
-from shared.eventlog.entry import RawEntry, decode
+from shared.eventlog.entry import EntryType, RawEntry, decode
 from shared.eventlog.ports import EventLog
 from shared.store import errors
 
@@ -19,7 +19,7 @@ PAGE = settings.current.scan_page
 @dataclass(frozen=True)
 class Hit:
     id: str
-    type: str
+    type: EntryType
     kind: str
     key: str
     obj: dict[str, Any]  # the object (resourceVersion = id) or the decision record

@@ -12,7 +12,7 @@ from typing import Any
 
 from services.replay import bounds
 from shared.daemonset import record as ds_record
-from shared.eventlog.entry import decode_as_stored
+from shared.eventlog.entry import EntryType, decode_as_stored
 from shared.eventlog.ports import EventLog
 from shared.model import meta, podutil, tainteviction, taints
 from shared.store import codec, errors
@@ -112,7 +112,7 @@ def object_summary(kind: str, obj: Obj) -> str:
 
 def line(e: codec.Entry) -> str:
     """One entry as a line. Decides."""
-    summary = decision_summary(e.obj) if e.type == "DECISION" else object_summary(e.kind, e.obj)
+    summary = decision_summary(e.obj) if e.type == EntryType.DECISION else object_summary(e.kind, e.obj)
     return f"{e.id}  {bounds.id_time(e.id)}  {e.type:<8}  {e.kind:<18}  {e.key}  {summary}"
 
 

@@ -174,7 +174,7 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
         if current is not None and meta.uid(hit.obj) != meta.uid(current):
             continue
         changes.append(hit)
-        if hit.type == "ADDED":
+        if hit.type == EntryType.ADDED:
             added = hit
             break
     if current is None and not changes:
@@ -221,8 +221,8 @@ def _deletion(store: Store, lines: list[str], changes: list[scan.Hit],
               decisions: list[Decision], added: scan.Hit | None, name: str, node: str,
               last: Obj) -> None:
     order = codec.id_tuple
-    marked = [c for c in changes if c.type != "DELETED" and meta.is_being_deleted(c.obj)]
-    removed = [c for c in changes if c.type == "DELETED"]
+    marked = [c for c in changes if c.type != EntryType.DELETED and meta.is_being_deleted(c.obj)]
+    removed = [c for c in changes if c.type == EntryType.DELETED]
     if not marked and not removed:
         return
     first = min(marked + removed, key=lambda c: order(c.id))

@@ -35,7 +35,7 @@ class Change:
     its last state). DECISION entries carry the record in ``new``."""
 
     id: str
-    type: str
+    type: EntryType
     kind: str
     key: str
     old: Obj | None
@@ -111,9 +111,9 @@ class Cache:
                 prev = old.get(key)
                 if prev is None or meta.resource_version(prev) != meta.resource_version(obj):
                     out.append(Change(meta.resource_version(obj),
-                                      "ADDED" if prev is None else "MODIFIED", kind, key, prev,
+                                      EntryType.ADDED if prev is None else EntryType.MODIFIED, kind, key, prev,
                                       obj))
-            out += [Change(tip, "DELETED", kind, key, prev, prev)
+            out += [Change(tip, EntryType.DELETED, kind, key, prev, prev)
                     for key, prev in old.items() if key not in new]
         out.sort(key=lambda ch: codec.id_tuple(ch.id))
         return out
