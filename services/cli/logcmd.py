@@ -200,7 +200,8 @@ def replay_cmd(env: context.CliEnv, file: Path, target_url: str | None,
     target = context.CliEnv(redis_url=target_url or env.redis_url, prefix=prefix)
     store = target.store
     try:
-        stats = rebuild.rebuild(file, store.r, Keys(prefix), until=bound, allow_partial=partial)
+        stats = rebuild.rebuild(file, adapters.connection(store), Keys(prefix), until=bound,
+                                allow_partial=partial)
     except (rebuild.RebuildError, logfile.LogFileError) as err:
         raise CliError(f"error: {err}") from err
     click.echo(f"replayed {stats.entries} entries into prefix {prefix!r}: {stats.objects} "

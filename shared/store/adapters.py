@@ -28,7 +28,9 @@ def on(store: Store, adapter: Callable[Concatenate[redis.Redis, Keys, P], T],
     return adapter(store.r, store.keys, *args, **kwargs)
 
 
-def connection(store: Store) -> redis.Redis:
-    """``store``'s connection itself, for the RQ adapter (``services.reconciler.worker``, the
-    one module of ``services`` that speaks to Redis through a library of its own)."""
+def connection(store: Store) -> Connection:
+    """``store``'s connection itself, for what takes one: the RQ adapter
+    (``services.reconciler.worker``, the one module of ``services`` that speaks to Redis
+    through a library of its own), and ``replay``'s rebuild into another prefix, which
+    passes it on to ``shared.store.restore``."""
     return store.r
