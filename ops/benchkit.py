@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
 from services.node_agent import lifecycle  # noqa: E402
 from shared.model import meta  # noqa: E402
 from shared.model.kinds import STORED  # noqa: E402
+from shared.model.objkey import ObjectKey  # noqa: E402
 from shared.store import codec, errors, scripts  # noqa: E402
 from shared.store.client import Store, connect  # noqa: E402
 from shared.store.keys import Keys  # noqa: E402
@@ -329,7 +330,7 @@ class Cluster:
         """Apply a one-node DaemonSet in its own namespace and wait until its pod is Ready and
         counted: every process is then running with a synced cache, as in a live cluster."""
         names: Any = self.s.r.hkeys(self.s.keys.objects("Node"))
-        first = sorted(names)[0].decode().split("/", 1)[1]
+        first = ObjectKey.parse(sorted(names)[0].decode()).name
         self.s.apply(daemonset_manifest(name="warmup", namespace=WARMUP_NAMESPACE,
                                         node_selector={"kubernetes.io/hostname": first}))
         deadline = time.monotonic() + timeout
