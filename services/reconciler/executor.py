@@ -30,7 +30,7 @@ from shared.daemonset import failure as ds_failure
 from shared.daemonset import history as ds_history
 from shared.daemonset import types as t
 from shared.daemonset.messages import StatusMessage
-from shared.eventlog.entry import CommitResult
+from shared.eventlog.entry import CommitResult, WriteMode
 from shared.model import meta, podutil
 from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
@@ -402,7 +402,7 @@ class Executor:
         results: list[Result] = []
         for i in range(0, len(ops), 500):
             results += self.store.commit(ops[i:i + 500], fence=fence)
-        out.ops += sum(1 for r in results if r.ok and r.op.mode != "record")
+        out.ops += sum(1 for r in results if r.ok and r.op.mode != WriteMode.RECORD)
         return results
 
 

@@ -27,7 +27,7 @@ from services import common
 from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
-from shared.daemonset.messages import StatusChannel, StatusMessage
+from shared.daemonset.messages import Received, StatusChannel, StatusMessage
 from shared.model import meta
 from shared.store import adapters, codec, errors
 from shared.store.client import Store
@@ -108,9 +108,20 @@ class StatusWriter:
                 stop.wait(1.0)
 
     def step(self, block_ms: int = 1000, count: int = 1000) -> int:
-        if adapters.on(self.store, self.store.mark.check):
-            self.seed_gauges()
+        """One round: receive, write the newest status of each DaemonSet, mark them done.
+        The process's log mark is checked in the commit of each status written, or, in a
+        round that writes none, on its own; after a rewind the gauges are seeded again."""
+        rewinds = self.store.mark.rewinds
         got = self.channel.receive(self.consumer, count, block_ms, self.claim_idle_ms)
+        if not self._write_newest(got):
+            adapters.on(self.store, self.store.mark.check)
+        if self.store.mark.rewinds != rewinds:
+            self.seed_gauges()
+        return len(got)
+
+    def _write_newest(self, got: list[Received]) -> int:
+        """Acts: write the newest message of each DaemonSet in ``got`` and mark every one
+        done; returns how many statuses were written."""
         if not got:
             return 0
         latest: dict[str, StatusMessage] = {}
@@ -124,10 +135,9 @@ class StatusWriter:
             have = latest.get(msg.key)
             if have is None or codec.id_ge(msg.position or "0-0", have.position or "0-0"):
                 latest[msg.key] = msg
-        for key, msg in latest.items():
-            self.write(key, msg)
+        written = sum(1 for key, msg in latest.items() if self.write(key, msg))
         self.channel.done([rec.id for rec in got])
-        return len(got)
+        return written
 
     def claim(self, key: str, position: str) -> bool:
         """Acts: record that the status of ``key`` computed at ``position`` is being written,
@@ -163,12 +173,11 @@ class StatusWriter:
             if new is None:
                 self._gauges(ds, old)
                 return False
-            ds["status"] = new
             try:
-                self.store.update_status(ds)
+                self.store.update_status({**ds, "status": new}, current=ds)
                 WRITES.labels("ok").inc()
                 self.written += 1
-                self._gauges(ds, ds["status"])
+                self._gauges(ds, new)
                 return True
             except errors.ConflictError:
                 WRITES.labels("conflict").inc()

@@ -369,9 +369,12 @@ class Store:
         writes.check_version(obj, old)
         return self._write(writes.update(obj, old), old, dry)
 
-    def update_status(self, obj: Obj, dry: bool = False) -> Obj:
-        """The /status subresource: keep the stored spec and metadata, replace status."""
-        old = self.get(str(obj.get("kind")), meta.key(obj))
+    def update_status(self, obj: Obj, dry: bool = False, current: Obj | None = None) -> Obj:
+        """The /status subresource: keep the stored spec and metadata, replace status.
+        ``current``: the stored object as the caller has just read it (``get``), instead of
+        reading it again; its resourceVersion is the precondition, so a change since is a
+        Conflict as ever."""
+        old = current if current is not None else self.get(str(obj.get("kind")), meta.key(obj))
         return self._write(writes.status_update(obj, old), old, dry)
 
     def mutate(self, kind: str, key: str, fn: Callable[[Obj], Obj | None],

@@ -212,9 +212,9 @@ def test_status_writer_survives_a_daemonset_deleted_during_its_write(redis_url: 
     other = Store(connect(redis_url), Keys(prefix))
     real_update = store.update_status
 
-    def deleted_meanwhile(obj: Obj) -> Obj:
+    def deleted_meanwhile(obj: Obj, **kwargs: Any) -> Obj:
         other.delete("DaemonSet", meta.key(obj))  # between the writer's read and write
-        return real_update(obj)
+        return real_update(obj, **kwargs)
 
     store.update_status = deleted_meanwhile  # type: ignore[method-assign]
     writer = StatusWriter(store, "w1")
