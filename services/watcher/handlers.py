@@ -14,7 +14,7 @@ unknown)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from shared.daemonset import placement
@@ -33,6 +33,10 @@ class Reaction:
     enqueue_nodes: dict[str, set[str]] = field(default_factory=dict)  # key -> node hints
     observe: list[tuple[str, int, int]] = field(default_factory=list)  # key, created, deleted seen
     delete_expectations: set[str] = field(default_factory=set)
+
+    def empty(self) -> bool:
+        """Nothing asked for: no key, hint or expectation change."""
+        return not any(getattr(self, f.name) for f in fields(self))
 
     def after(self, key: str, delay: float) -> None:
         cur = self.enqueue_after.get(key)

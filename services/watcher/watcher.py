@@ -53,6 +53,11 @@ ROLE = "watcher"  # the lease's role (as services.runner takes it) and the curso
 # the leader died (< 10 s), at once when it stopped cleanly (it releases the lease).
 LEASE_SECONDS = settings.current.leader_lease_seconds
 STANDBY_POLL = 0.5
+# A batch that asks for nothing (a decision record, a change no handler cares about) writes
+# nothing, not even the cursor, unless the cursor was last written this long ago: a restart
+# replays those entries, which ask for nothing (or, their previous state unknown, for a full
+# sync of what every restart syncs anyway).
+CURSOR_EVERY = 1.0
 
 
 def _ds_by_namespace(obj: dict) -> list[str]:  # type: ignore[type-arg]
@@ -85,6 +90,7 @@ class Watcher:
         self.batch = adapters.on(store, RedisWatcherBatch, lease.holder, lease_role=ROLE,
                                  cursor_reader=ROLE)
         self._renewed = time.monotonic()
+        self._cursor_written = 0.0  # monotonic time of the last batch written
         self._rewinds = store.mark.rewinds
 
     # ---- the process ---------------------------------------------------------------------
@@ -199,6 +205,8 @@ class Watcher:
             EVENTS.labels(ch.kind, ch.type).inc()
             handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
         POSITION_LAG.set(len(changes))
+        if reaction.empty() and time.monotonic() - self._cursor_written < CURSOR_EVERY:
+            return True
         return self.apply(reaction, self.cache.position)
 
     def apply(self, reaction: handlers.Reaction, position: str) -> bool:
@@ -216,6 +224,7 @@ class Watcher:
             enqueue_after=reaction.enqueue_after,
             enqueue_nodes=hints,
         )
+        self._cursor_written = time.monotonic()
         if isinstance(result, NotLeader):
             self._stand_by("the watcher lease is held by %s, not us: a batch up to %s was "
                            "not written", result.holder or "nobody", position)

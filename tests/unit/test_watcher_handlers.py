@@ -559,3 +559,20 @@ def test_reaction_after_keeps_the_earliest_delay() -> None:
     r.after(KEY, 3)
     r.after(KEY, 5)
     assert r.enqueue_after == {KEY: 3}
+
+
+def test_a_reaction_is_empty_only_when_it_asks_for_nothing() -> None:
+    # the watcher writes no batch for an empty reaction: every kind of request must count
+    assert handlers.Reaction().empty()
+    asks = [
+        lambda r: r.enqueue.add("ns/a"),
+        lambda r: r.after("ns/a", 1.0),
+        lambda r: r.hint("ns/a", "node-1"),
+        lambda r: r.observe.append(("ns/a", 1, 0)),
+        lambda r: r.delete_expectations.add("ns/a"),
+    ]
+    for ask in asks:
+        reaction = handlers.Reaction()
+        ask(reaction)
+        assert not reaction.empty()
+    assert len(asks) == len(handlers.Reaction.__dataclass_fields__)  # a new field: add it here
