@@ -83,7 +83,10 @@ class _Slot:
 
     def get(self) -> Obj:
         if self.obj is None:
-            self.obj = codec.unpack_object(self.payload, self.rv)
+            try:
+                self.obj = codec.unpack_object(self.payload, self.rv)
+            except errors.CorruptEntryError as err:
+                raise logfile.LogFileError(f"entry {self.rv}: {err}") from err
         return self.obj
 
 
@@ -96,17 +99,25 @@ class View(fold.View[_Slot]):
         super().__init__(SYNC_KINDS, position)
         self.ds = self.objects["DaemonSet"]
         self.node_slots = self.objects["Node"]
-        self.by_ns: dict[str, dict[str, dict[str, _Slot]]] = {k: {} for k in NAMESPACED}
+        # the keys of each namespace's objects, in the order they were added (a change to an
+        # object already there, most entries, leaves the index alone)
+        self.by_ns: dict[str, dict[str, dict[str, None]]] = {k: {} for k in NAMESPACED}
 
     def _set(self, kind: str, key: str, value: _Slot) -> None:
-        super()._set(kind, key, value)
-        if kind in NAMESPACED:
-            self.by_ns[kind].setdefault(ObjectKey.parse(key).namespace, {})[key] = value
+        table = self.objects[kind]
+        if kind in NAMESPACED and key not in table:
+            self.by_ns[kind].setdefault(ObjectKey.parse(key).namespace, {})[key] = None
+        table[key] = value
 
     def _unset(self, kind: str, key: str) -> None:
         super()._unset(kind, key)
         if kind in NAMESPACED:
             self.by_ns[kind].get(ObjectKey.parse(key).namespace, {}).pop(key, None)
+
+    def namespaced(self, kind: str, namespace: str) -> list[Obj]:
+        """The objects of ``kind`` in ``namespace``, decoded."""
+        table = self.objects[kind]
+        return [table[k].get() for k in self.by_ns[kind].get(namespace, ())]
 
     def snapshot(self, rec: ds_record.DecisionRecord) -> t.Snapshot:
         """The Snapshot the sync ``rec`` records read (``shared.daemonset.inputs``, as the
@@ -145,10 +156,10 @@ class View(fold.View[_Slot]):
         return [s.get() for s in self.node_slots.values()]
 
     def pods(self, namespace: str) -> list[Obj]:
-        return [s.get() for s in self.by_ns["Pod"].get(namespace, {}).values()]
+        return self.namespaced("Pod", namespace)
 
     def revisions(self, namespace: str) -> list[Obj]:
-        return [s.get() for s in self.by_ns["ControllerRevision"].get(namespace, {}).values()]
+        return self.namespaced("ControllerRevision", namespace)
 
 
 @dataclass(order=True)
@@ -186,7 +197,7 @@ def check_eviction(view: View, entry: str,
     name = rec.node
     slot = view.node_slots.get(str(ObjectKey("", name)))
     node = slot.get() if slot is not None else {"metadata": {"name": name}}
-    pods = [s.get() for table in view.by_ns["Pod"].values() for s in table.values()]
+    pods = [p for ns in view.by_ns["Pod"] for p in view.namespaced("Pod", ns)]
     decision = tainteviction.decide(node, pods, rec.now)
     recomputed = tainteviction.summarize(decision)
     recorded = rec.actions
@@ -286,20 +297,22 @@ def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
                 nxt = next(todo, None)
             return True
 
-        for rec in reader.records():
+        apply, entries = view.apply, 0
+        for rec in reader.records():  # once per entry: kept to the fold and one id parse
             if rec[0] == logfile.OBJECT:
                 view.put(rec[1], rec[2], _Slot(rec[3], rec[4]))
                 continue
-            eid, etype, kind, key, payload = rec[1], rec[3], rec[4], rec[5], rec[6]
+            eid = rec[1]
             order = codec.id_tuple(eid)
             if limit is not None and order > limit:
                 break
-            if not run_until(order):
+            if nxt is not None and nxt.position < order and not run_until(order):
                 break
             if header.snapshot and order <= start:
                 continue  # already in the snapshot
-            view.apply(eid, etype, kind, key, _Slot(eid, payload))
-            result.entries += 1
+            apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]))
+            entries += 1
+        result.entries = entries
         if not result.divergences or keep_going:
             run_until(None)
     result.seconds = time.monotonic() - started

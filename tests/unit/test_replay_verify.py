@@ -217,3 +217,17 @@ def test_verify_recomputes_a_per_node_decision_by_the_per_node_function(tmp_path
     eid = log.decision(KEY, rec)
     [div] = verify.verify(log.write(tmp_path / "b.dblog")).divergences
     assert div.entry == eid and "now needs a full sync" in div.difference
+
+
+def test_an_undecodable_object_a_decision_reads_is_refused_naming_its_entry(
+        tmp_path: Path) -> None:
+    # objects are decoded only when a decision reads them: the one it cannot is named
+    log = _cluster()
+    log.add("MODIFIED", make_node("node-1", labels={"a": "b"}))
+    eid, etype, kind, key, _payload = log.entries[-1]
+    log.entries[-1] = (eid, etype, kind, key, b"\xc1")  # never valid msgpack
+    log.add("MODIFIED", make_node("node-0", labels={"a": "c"}))  # later entries fold on
+    log.decision(KEY, ds_record.make_record(log.snapshot(KEY), planner.plan(log.snapshot(KEY)),
+                                            "w1").to_map())
+    with pytest.raises(logfile.LogFileError, match=f"entry {eid}: undecodable msgpack"):
+        verify.verify(log.write(tmp_path / "a.dblog"))
