@@ -95,6 +95,16 @@ def entry_user(rec: list[Any]) -> str:
     return user
 
 
+def check_entry(rec: list[Any]) -> None:
+    """Raise LogFileError naming the entry when ``rec`` is not an ``E`` record of text fields
+    and a bytes payload (what a rebuild copies into the log)."""
+    eid = rec[1] if len(rec) > 1 else "?"
+    if len(rec) < 7 or not all(isinstance(f, str) for f in rec[1:6]) or \
+            not isinstance(rec[6], bytes):
+        raise LogFileError(f"malformed entry record {eid!r}: fields of the wrong type")
+    entry_user(rec)
+
+
 class Writer:
     """Writes an export to ``path`` through a temporary file renamed into place on a clean
     close, so a failed export never leaves a file that looks whole. Acts (file IO)."""

@@ -110,10 +110,22 @@ def _fold_and_append(reader: logfile.Reader, append: restore.Appender, until: st
         last = eid
         apply(eid, rec[3], rec[4], rec[5], (eid, rec[6]))  # the snapshot's own: passed over
         if len(pending) >= batch:
-            append.send(pending)
+            _send(append, pending)
             pending = []
-    append.send(pending)
+    _send(append, pending)
     return view, snap_rows, entries, last
+
+
+def _send(append: restore.Appender, records: list[list[Any]]) -> None:
+    """Append ``records``; raises LogFileError naming the first malformed one (and sends
+    none of them then). Acts."""
+    try:
+        data = append.encode(records)
+    except (TypeError, AttributeError, IndexError):
+        for rec in records:  # the slow path, for the message: which record is it
+            logfile.check_entry(rec)
+        raise
+    append.send_raw(data)
 
 
 def _check_log(client: Connection, keys: Keys, entries: int, last: str) -> None:

@@ -1,0 +1,40 @@
+"""``replay FILE`` copies each entry's stored bytes into the log as they are; a record whose
+fields are not what an entry holds (text fields, a bytes payload) is refused, naming it, in
+the middle of the file as at its start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from services.replay import logfile, rebuild
+from shared.store.client import connect
+from shared.store.keys import Keys
+from shared.store.server import RedisServer
+
+
+def _node(i: int) -> list[object]:
+    payload = msgpack.packb({"kind": "Node", "metadata": {"name": f"n{i}"}}, use_bin_type=True)
+    return ["E", f"{i}-0", "1", "ADDED", "Node", f"/n{i}", payload]
+
+
+@pytest.mark.parametrize("bad", [
+    ["E", "3-0", "1", "ADDED", "Node", "/n3", "a payload that is text"],
+    ["E", "3-0", "1", "ADDED", "Node", 3, b"\x80"],
+    ["E", "3-0", 1, "ADDED", "Node", "/n3", b"\x80"],
+])
+def test_a_malformed_record_in_the_middle_is_refused_with_its_id(
+        redis_server: RedisServer, prefix: str, tmp_path: Path, bad: list[object]) -> None:
+    records = [_node(1), _node(2), bad, _node(4), _node(5)]
+    header = logfile.Header(prefix=prefix, first="1-0", last="5-0", complete=True)
+    path = tmp_path / "bad.dblog"
+    packer = msgpack.Packer(use_bin_type=True)
+    path.write_bytes(b"".join([packer.pack(header.to_map())] + [packer.pack(r) for r in records]
+                              + [packer.pack(["Z", 5, "5-0"])]))
+    client, keys = connect(redis_server.url), Keys(prefix)
+    with pytest.raises(logfile.LogFileError, match="malformed entry record '3-0'"):
+        rebuild.rebuild(path, client, keys, batch=2)
+    # the batches before it were appended; nothing of its own batch or after
+    assert [i.decode() for i, _f in client.xrange(keys.log)] == ["1-0", "2-0"]
