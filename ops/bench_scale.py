@@ -73,9 +73,10 @@ class Phase:
 
     def __init__(self, c: Cluster, name: str, n: int) -> None:
         self.c, self.name = c, name
+        self.tag = f"scale-{n}-{name}"
         self.floor = Floor(c)
         self.floor.start()
-        c.start_profiling(f"scale-{n}-{name}")
+        c.start_profiling(self.tag)
         c.bench_commands = 0
         self.commands = c.command_stats()
         self.cpu = c.cpu_reading()
@@ -84,7 +85,12 @@ class Phase:
 
     def end(self, progress: Callable[[], str]) -> benchkit.Measured:
         self.seconds = time.monotonic() - self.started
-        return benchkit.finish(self.c, self.commands, self.cpu, progress)
+        m = benchkit.finish(self.c, self.commands, self.cpu, progress)
+        self.profile = self.c.profile_summary(self.tag)
+        for proc, top in self.profile.items():
+            print(f"  profile {self.name} {proc}: " +
+                  "; ".join(f"{fn} {share}%" for fn, share in top))
+        return m
 
     def floor_of(self, until: str) -> FloorReading:
         return self.floor.measure(until)
@@ -172,7 +178,8 @@ def apply_phase(c: Cluster, n: int, timeout: float) -> Obj:
     status_id = first_status(c, ds_id, DS_KEY, n, 1, False)
     out: Obj = {"apply_pods_s": secs(ds_id, last_pod), "apply_status_s": secs(ds_id, status_id),
                 "apply_commands": m.commands, "apply_commands_per_pod": round(m.commands / n, 2),
-                "apply_cpu_seconds": m.cpu, "apply_syncs": m.syncs[0] - ph.syncs[0]}
+                "apply_cpu_seconds": m.cpu, "apply_syncs": m.syncs[0] - ph.syncs[0],
+                "apply_profile": ph.profile}
     print(f"  apply → {n} pods created {out['apply_pods_s']} s, → counted in status "
           f"{out['apply_status_s']} s")
     with_floor(out, "apply", out["apply_status_s"], ph.floor_of(status_id))
@@ -191,7 +198,8 @@ def rollout_phase(c: Cluster, n: int, timeout: float) -> Obj:
     done_id = first_status(c, update_id, DS_KEY, n, generation, True)
     out: Obj = {"rollout_s": secs(update_id, done_id), "rollout_commands": m.commands,
                 "rollout_commands_per_node": round(m.commands / n, 2),
-                "rollout_cpu_seconds": m.cpu, "rollout_syncs": m.syncs[0] - ph.syncs[0]}
+                "rollout_cpu_seconds": m.cpu, "rollout_syncs": m.syncs[0] - ph.syncs[0],
+                "rollout_profile": ph.profile}
     print(f"  set image → rollout complete (maxUnavailable 10%): {out['rollout_s']} s")
     with_floor(out, "rollout", out["rollout_s"], ph.floor_of(done_id))
     return out
@@ -262,6 +270,7 @@ def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, flo
         "node_agent_cpu_ms_per_pod_event":
             round(1000 * cpu_net.get("node-agent", 0.0) / max(1, pod_events), 2),
         "added_syncs_per_node": round((m.syncs[0] - ph.syncs[0]) / count, 2),
+        "added_profile": ph.profile,
     }
     print(f"  node added → pod created over {count} nodes: p50 {p50:.1f} ms, p99 {p99:.1f} ms; "
           f"Redis commands per added node {out['commands_per_added_node']} (raw "
@@ -400,6 +409,7 @@ def run_scaling(daemonsets: int, per: int, workers: int, args: argparse.Namespac
             "pods_per_s": round(n / rollout_s, 1) if rollout_s else None,
             "rollout_commands_per_node": round(m.commands / n, 2),
             "rollout_cpu_seconds": m.cpu, "rollout_syncs": m.syncs[0] - ph.syncs[0],
+            "rollout_profile": ph.profile,
         })
         print(f"  set image on {daemonsets} → all complete: {rollout_s} s, "
               f"{result['pods_per_s']} pods/s")

@@ -274,6 +274,17 @@ class Cluster:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         time.sleep(0.5)  # let py-spy attach before the measured phase starts
 
+    def profile_summary(self, tag: str, top: int = 4) -> dict[str, list[tuple[str, float]]]:
+        """Per process, the project's functions (``services/``, ``shared/``) that held the
+        most of its busy samples in the profiles of ``tag`` (``profile_top``); empty when not
+        profiling."""
+        if self.profile_dir is None:
+            return {}
+        out = {}
+        for path in sorted(self.profile_dir.glob(f"{tag}-*.txt")):
+            out[path.stem.removeprefix(tag + "-")] = profile_top(path, top)
+        return out
+
     def stop_profiling(self) -> None:
         for spy in self.spies:
             if spy.poll() is None:
@@ -503,10 +514,11 @@ class Floor:
     (until)`` puts that copy under a scratch prefix and replays the phase's log entries up to
     ``until`` through the same ``COMMIT`` script, in one pipeline, and times it.
 
-    Each replayed commit holds the entries of one millisecond of the Redis clock (a real
-    commit's entries share it, unless it spans a millisecond), at most ``FLOOR_BATCH`` and no
-    object twice: about the phase's own commits, fewer where several fell in one
-    millisecond. The
+    The log does not say where one commit ended and the next began, so a replayed commit is
+    a run of entries of one kind and type with no more than 1 ms of the Redis clock between
+    neighbours, at most ``FLOOR_BATCH`` and no object twice: the drivers' 1,000-node commits,
+    a sync's batch of pod creates or a node agent's round of status writes each come out as
+    one (two such commits of one kind in the same millisecond as one). The
     writes are the entries' own (mode by entry type, the stored payload, precondition "*")
     committed as role admin (the per-role checks left out: a lower bound). The processes go
     on running meanwhile (their lease renewals share the server)."""
@@ -538,7 +550,8 @@ class Floor:
         commits: list[tuple[list[str], list[Any]]] = []
         ops: list[tuple[str, str, str, str, bytes]] = []
         names: set[tuple[bytes, bytes]] = set()
-        ms = ""
+        run: tuple[bytes, bytes] = (b"", b"")  # the kind and type of the open commit
+        last_ms = -10
         entries = 0
         end = codec.id_tuple(until)
 
@@ -563,11 +576,12 @@ class Floor:
             if codec.id_tuple(eid) > end:
                 break
             entries += 1
-            name = (f[b"k"], f[b"n"])
-            this_ms = eid.split("-", 1)[0]
-            if this_ms != ms or name in names or len(ops) >= FLOOR_BATCH:
+            name, this = (f[b"k"], f[b"n"]), (f[b"k"], f[b"t"])
+            ms = codec.id_tuple(eid)[0]
+            if this != run or ms - last_ms > 1 or name in names or len(ops) >= FLOOR_BATCH:
                 close()
-                ms = this_ms
+                run = this
+            last_ms = ms
             names.add(name)
             mode, expected = _MODES[f[b"t"]]
             ops.append((mode, f[b"k"].decode(), f[b"n"].decode(), expected, f[b"o"]))
@@ -605,6 +619,47 @@ class Floor:
         info: Any = self.c.s.r.info("commandstats")
         return sum(int(v.get("usec", 0)) for k, v in info.items()
                    if k in ("cmdstat_evalsha", "cmdstat_eval") and isinstance(v, dict))
+
+
+_WAITING = ("read_from_socket", "select", "poll (selectors")
+
+
+def profile_top(path: Path, top: int = 4) -> list[tuple[str, float]]:
+    """From one py-spy raw profile (collapsed stacks), the project's functions (the command
+    line's frames left out) with the largest share (percent) of the busy samples, each
+    counted once per stack (inclusive).
+    Samples waiting in a socket read under a blocking log read, a status receive or the
+    workqueue's dequeue, or in ``select``, are idle and left out."""
+    shares: dict[str, int] = {}
+    busy = 0
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        frames = stack.split(";")
+        if any(w in frames[-1] for w in _WAITING[:2]) and (
+                "select" in frames[-1] or
+                any(x in f for f in frames for x in ("LogReader.read", "receive", "dequeue"))):
+            continue
+        count = int(count_s)
+        busy += count
+        seen = set()
+        for frame in frames:
+            fn, _, where = frame.partition(" (")
+            where = where.split(":", 1)[0]
+            if not where.startswith(("services/", "shared/")) or fn in seen or \
+                    where.startswith(("services/cli/", "services/runner.py")):
+                continue
+            seen.add(fn)
+            key = f"{where}:{fn}"
+            shares[key] = shares.get(key, 0) + count
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    # the outermost frames (run, step) hold everything: report those below 95%
+    return [(k, round(100.0 * v / busy, 1)) for k, v in ranked if v < 0.95 * busy][:top]
 
 
 @dataclass
