@@ -2,13 +2,15 @@
 to them through their lifecycle (see ``lifecycle``). One process serves thousands of nodes:
 it keeps one cache of Nodes and Pods, wakes on log entries or timers, and writes every
 change of one round as a batched commit. It renews every served node's lease (outside the
-log, ``shared.store.nodelease``) each quarter of the lease duration, in one pipeline per
-thousand nodes."""
+log, ``shared.store.nodelease``) each quarter of the lease duration, a thousand nodes (one
+pipeline) at a time, the slices spread over that interval as kubelets' renewals are: at
+50,000 nodes one renewal of all of them at once held the loop for a second or more."""
 
 from __future__ import annotations
 
 import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +49,8 @@ class NodeAgent:
         self._timers: list[tuple[float, str, str]] = []
         self.leases = adapters.on(store, nodelease.NodeLeases)
         self._renew_at = 0.0
+        self._renew_queue: list[str] = []  # served nodes not yet renewed in this interval
+        self._renew_gap = 0.0  # seconds between two slices of this interval
         self.writes = 0
         self.outage = common.Outage(log)
 
@@ -82,6 +86,7 @@ class NodeAgent:
         wait = max_block
         if self._timers:
             wait = max(0.0, min(wait, self._timers[0][0] - now))
+        wait = max(0.0, min(wait, self._renew_at - now))
         try:
             changes = self.cache.poll(count=5000, block_ms=max(1, int(wait * 1000)))
         except common.REDIS_DOWN as err:
@@ -106,19 +111,30 @@ class NodeAgent:
             self._round(dirty)
 
     def _renew_leases(self) -> None:
-        """Acts: renew the lease of every served node when a renewal is due."""
+        """Acts: renew the next slice of served nodes' leases when it is due. Each renewal
+        interval starts with every served node queued and renews ``nodelease.CHUNK`` of them
+        per slice, the slices evenly spread over the interval: every node is renewed once
+        per interval, and no slice holds the loop longer than one pipeline."""
         now = self.clock()
         if now < self._renew_at:
             return
-        names = [n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
-                 if lifecycle.serves(self.cfg, n)]
+        interval = nodelease.renew_interval(self.cfg.lease_duration)
+        if not self._renew_queue:
+            self._renew_queue = sorted(
+                (n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
+                 if lifecycle.serves(self.cfg, n)), reverse=True)
+            self._renew_gap = interval / max(1, math.ceil(len(self._renew_queue) /
+                                                          nodelease.CHUNK))
+        names = self._renew_queue[-nodelease.CHUNK:]
+        del self._renew_queue[-nodelease.CHUNK:]
         try:
             self.leases.renew(names, now, self.cfg.lease_duration)
         except common.REDIS_DOWN as err:
+            self._renew_queue.extend(names)  # the same slice again after the outage
             self.outage.failed(err)
             return
         LEASE_RENEWALS.inc(len(names))
-        self._renew_at = now + nodelease.renew_interval(self.cfg.lease_duration)
+        self._renew_at = now + self._renew_gap
 
     def _round(self, dirty: set[tuple[str, str]]) -> None:
         now = self.clock()

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import redis
 import yaml
 
+from services.node_agent.agent import NodeAgent
+from services.node_agent.lifecycle import AgentConfig
 from shared.model import meta
 from shared.model.podutil import is_ready
+from shared.store import nodelease
+from shared.store.client import Store
+from shared.store.keys import Keys
+from shared.store.nodelease import NodeLeases
 from tests.integration.stack import Stack, wait_for
 
 DS = """
@@ -77,3 +84,33 @@ def test_fail_image_pods_fail_and_never_ready_pods_stay_unready(stack: Stack) ->
              what="status counted")
     assert stack.status("default/agent").get("numberReady", 0) == 0
     assert not is_ready(stack.pods("default")[0])
+
+
+def test_leases_are_renewed_a_thousand_nodes_at_a_time_spread_over_the_interval(
+        client: redis.Redis, keys: Keys) -> None:
+    clock = {"now": 1_000_000.0}
+    agent = NodeAgent(Store(client, keys), AgentConfig(lease_duration=40.0),
+                      clock=lambda: clock["now"])
+    assert agent.ensure_nodes(2500) == 2500
+    agent.cache.sync()
+    names = [f"node-{i:05d}" for i in range(1, 2501)]
+    leases = NodeLeases(client, keys)
+    gap = nodelease.renew_interval(40.0) / 3  # 2,500 nodes: three slices per 10 s
+
+    def renewed_at(t: float) -> int:
+        return sum(1 for v in leases.read(names).values()
+                   if v is not None and v.renew_ms == int(t * 1000))
+
+    t0 = clock["now"]
+    agent.step(max_block=0)
+    assert renewed_at(t0) == 1000  # one slice, not every node at once
+    agent.step(max_block=0)
+    assert renewed_at(t0) == 1000  # the next slice is not due yet
+    for i in (1, 2):
+        clock["now"] = t0 + i * (gap + 0.01)
+        agent.step(max_block=0)
+        assert renewed_at(clock["now"]) == (1000 if i == 1 else 500)
+    assert all(leases.read(names).values())  # every node renewed within one interval
+    clock["now"] = t0 + 3 * (gap + 0.01)  # the next interval starts with the first slice again
+    agent.step(max_block=0)
+    assert renewed_at(clock["now"]) == 1000 and renewed_at(t0) == 0
