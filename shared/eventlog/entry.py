@@ -98,22 +98,31 @@ class RawEntry:
     key: str
     payload: bytes
     user: str = ""
-    # the stream entry's fields as read (``from_fields``; None when built otherwise), which
-    # the str fields above cannot show (a field missing or not UTF-8): ``decode_as_stored``
-    # checks them, and a reader parks them as they were
+    # the stream entry's fields as read (``from_fields``; None when built otherwise), and
+    # whether the str fields above are exactly them (none missing, each UTF-8): when not,
+    # ``decode_as_stored`` checks the stored ones; a reader parks them as they were
     stored: Fields | None = field(default=None, compare=False, repr=False)
+    exact: bool = field(default=True, compare=False, repr=False)
 
     @classmethod
     def from_fields(cls, entry_id: bytes | str, fields: Fields) -> RawEntry:
         """From a stream entry (``XRANGE``'s id and field map). Never fails: ``decode``
         checks."""
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        try:
+            user = fields.get(b"u")
+            return cls(eid, fields[b"v"].decode(), fields[b"t"].decode(),
+                       fields[b"k"].decode(), fields[b"n"].decode(), fields[b"o"],
+                       user.decode() if user is not None else "", fields)
+        except (KeyError, UnicodeDecodeError):
+            pass
+
         def s(name: bytes) -> str:
             raw = fields.get(name)
             return raw.decode("utf-8", "replace") if raw is not None else ""
 
-        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         return cls(eid, s(b"v"), s(b"t"), s(b"k"), s(b"n"), fields.get(b"o") or b"",
-                   s(b"u"), fields)
+                   s(b"u"), fields, exact=False)
 
     def fields(self) -> dict[str, str | bytes]:
         """The stream fields to append (``XADD``), in the order ``COMMIT`` writes them."""
@@ -212,7 +221,7 @@ def decode_fields(entry_id: bytes | str, fields: Fields) -> Entry:
 def decode_as_stored(raw: RawEntry) -> Entry:
     """``decode``, of an entry read from the stream as its fields were stored (a field
     missing or not UTF-8 is refused: ``decode_fields``), as the caches' reader decodes."""
-    return decode_fields(raw.id, raw.stored) if raw.stored is not None else decode(raw)
+    return decode(raw) if raw.exact or raw.stored is None else decode_fields(raw.id, raw.stored)
 
 
 def decode(raw: RawEntry) -> Entry:

@@ -34,6 +34,32 @@ def test_a_stored_entry_reads_back_as_its_fields_and_decodes() -> None:
     assert entry.decode_fields(b"5-1", _fields(u=b"alice")) == e
 
 
+def _outcome(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except CorruptEntryError as err:
+        return f"refused: {err}"
+
+
+@pytest.mark.parametrize("fields", [
+    _fields(), _fields(u=b"alice"), _fields(v=b"2"), _fields(v=b"\xff"), _fields(t=b"\xff"),
+    _fields(k=b"Pod\xff"), _fields(n=b"ns/p\xff"), _fields(u=b"\xff"), _fields(o=b"\x80"),
+    {k: v for k, v in _fields().items() if k != b"v"},
+    {k: v for k, v in _fields().items() if k != b"t"},
+    {k: v for k, v in _fields().items() if k != b"o"},
+    {k: v for k, v in _fields(v=b"2").items() if k != b"t"},
+])
+def test_an_entry_read_from_the_stream_decodes_as_its_stored_fields(
+        fields: dict[bytes, bytes]) -> None:
+    """What the caches' reader decodes through the log port (``decode_as_stored`` of
+    ``from_fields``) is what ``decode_fields`` makes of the stream's fields, refusal and
+    message included, though the str fields replace what is not UTF-8."""
+    raw = entry.RawEntry.from_fields(b"5-1", fields)
+    assert _outcome(entry.decode_as_stored, raw) == _outcome(entry.decode_fields, b"5-1",
+                                                             fields)
+    assert raw.stored is fields
+
+
 def test_every_write_mode_appends_the_entry_type_commit_gives_it() -> None:
     assert {m.value: t.value for m, t in entry.ENTRY_TYPE_OF.items()} == {
         "create": "ADDED", "ensure": "ADDED", "update": "MODIFIED", "delete": "DELETED",
