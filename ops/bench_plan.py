@@ -7,7 +7,8 @@ tests' builders (no Redis, no processes), then times, best of ``--repeat``:
 
 * ``plan``: ``planner.plan(snapshot)`` from every Node and Pod (what ``replay --verify`` does);
 * ``plan_with_index``: the same plan given the reconciler's ``nodeindex.DaemonSetIndex``;
-* ``index_build``: building that index from scratch (once per DaemonSet and revision);
+* ``index_build``: building that index from scratch (once per DaemonSet and revision), and
+  the memory it holds beyond the objects (``index_mb``, tracemalloc);
 * ``node_event``: one Node added to the index, its status read and the settled query.
 
 Results are appended to ops/results/bench.jsonl (bench ``plan``) with the load average.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,11 @@ def measure(n: int, repeat: int) -> dict[str, Any]:
     snap = fx.snapshot(ds, nodes, pods, revisions=[revision])
     plan_s, plan = best(lambda: planner.plan(snap), repeat)
     build_s, index = best(lambda: nodeindex.DaemonSetIndex(ds, plan.hash, nodes, pods), repeat)
+    tracemalloc.start()
+    held = nodeindex.DaemonSetIndex(ds, plan.hash, nodes, pods)
+    index_mb = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    del held
     with_s, with_index = best(lambda: planner.plan(snap, index), repeat)
     assert with_index == plan, "the plan with the index differs"
     extra = fx.make_node(f"node-{n}")
@@ -65,7 +72,8 @@ def measure(n: int, repeat: int) -> dict[str, Any]:
     event_s, settled = best(node_event, max(repeat, 100))
     assert settled
     return {"nodes": n, "plan_s": round(plan_s, 4), "plan_with_index_s": round(with_s, 4),
-            "index_build_s": round(build_s, 4), "node_event_us": round(event_s * 1e6, 1)}
+            "index_build_s": round(build_s, 4), "index_mb": round(index_mb, 1),
+            "node_event_us": round(event_s * 1e6, 1)}
 
 
 def main() -> None:
@@ -79,7 +87,7 @@ def main() -> None:
         result = measure(n, args.repeat)
         print(f"{n} nodes: plan {result['plan_s']:.3f} s, with index "
               f"{result['plan_with_index_s']:.3f} s, index build {result['index_build_s']:.3f} s,"
-              f" node event {result['node_event_us']:.1f} µs")
+              f" ({result['index_mb']:.1f} MiB), node event {result['node_event_us']:.1f} µs")
         if not args.no_record:
             benchkit.record({"bench": "plan", "label": args.label, **result})
 

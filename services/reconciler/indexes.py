@@ -3,7 +3,8 @@ DaemonSet it has synced, fed change by change from its cache.
 
 The cache's changes (``Cache.catch_up``'s ``on_change``) go to :meth:`Indexes.follow`: a Node
 to every index, a Pod to the indexes of the DaemonSets its controller ref names before and
-after the change, a DaemonSet's newer object to its index, which it keeps only while the
+after the change (an orphan to every index of its namespace: any may adopt it), a
+DaemonSet's newer object to its index, which it keeps only while the
 index still fits it (``DaemonSetIndex.update_ds``). An index is built, from the sync's own
 snapshot, after a sync of its DaemonSet (:meth:`Indexes.keep`) when there is none yet or the
 current revision's hash changed; a cache that listed again (a new view: first sync, a
@@ -26,8 +27,8 @@ from shared.store.cache import Change
 Obj = dict[str, Any]
 
 
-def _owner_uid(obj: Obj | None) -> str:
-    ref = meta.controller_ref(obj) if obj is not None else None
+def _owner_uid(obj: Obj) -> str:
+    ref = meta.controller_ref(obj)
     return str(ref.get("uid") or "") if ref else ""
 
 
@@ -62,10 +63,7 @@ class Indexes:
                 continue
             deleted = ch.type == EntryType.DELETED
             if ch.kind == "Pod":
-                for uid in {_owner_uid(ch.old), _owner_uid(ch.new)}:
-                    index = self._by_key.get(self._key_of_uid.get(uid, ""))
-                    if index is None:
-                        continue
+                for index in self._pod_indexes(ch):
                     if deleted:
                         index.remove_pod(ch.key)
                     else:
@@ -77,9 +75,20 @@ class Indexes:
                     else:
                         index.set_node(ch.new)
             elif ch.kind == "DaemonSet":
-                index = self._by_key.get(ch.key)
-                if index is not None and (deleted or not index.update_ds(ch.new)):
+                kept = self._by_key.get(ch.key)
+                if kept is not None and (deleted or not kept.update_ds(ch.new)):
                     self._drop(ch.key)
+
+    def _pod_indexes(self, ch: Change) -> list[nodeindex.DaemonSetIndex]:
+        """The indexes a pod change concerns: those of the controllers it names before and
+        after, or, when it has none on a side (an orphan: any may adopt it), every index of
+        its namespace."""
+        uids = {_owner_uid(obj) for obj in ((ch.new,) if ch.old is None else (ch.old, ch.new))}
+        if "" in uids:
+            namespace = meta.namespace(ch.new)
+            return [i for i in self._by_key.values() if i.namespace == namespace]
+        return [index for uid in uids
+                if (index := self._by_key.get(self._key_of_uid.get(uid, ""))) is not None]
 
     def keep(self, snap: t.Snapshot, plan: t.Plan) -> None:
         """After a sync of ``snap.key`` that decided ``plan``: build its index from ``snap``

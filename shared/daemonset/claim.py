@@ -67,24 +67,32 @@ def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], li
     return claimed, actions
 
 
-def owned_check(ds: Obj) -> Callable[[Obj], bool]:
-    """Whether :func:`claim` claims an object as already ``ds``'s, without an adoption: its
-    controller ref has the DaemonSet's uid and its labels match the selector (claim's first
-    case, for one object at a time). Decides."""
+OWNED, MAYBE, FOREIGN = "owned", "maybe", "foreign"
+
+
+def sorter(ds: Obj) -> Callable[[Obj], str]:
+    """Which of :func:`claim`'s cases an object is in, one object at a time: ``OWNED`` (its
+    controller ref has the DaemonSet's uid and its labels match the selector: claimed as
+    is), ``FOREIGN`` (another controller's: ignored), else ``MAYBE`` (no controller ref, or
+    the DaemonSet's with labels that do not match: adopted, released or ignored as
+    :func:`claim` decides). Claiming only the ``MAYBE`` objects and taking the ``OWNED`` ones
+    as claimed gives what claiming all of them does. Decides."""
     ds_uid = meta.uid(ds)
     matches = selector_matcher(dsutil.selector(ds))
 
-    def owned(obj: Obj) -> bool:
+    def sort(obj: Obj) -> str:
         md = obj.get("metadata")
         if not isinstance(md, dict):
-            return False
+            md = {}
         ref = _controller_ref(md)
-        if ref is None or str(ref.get("uid") or "") != ds_uid:
-            return False
+        if ref is not None and str(ref.get("uid") or "") != ds_uid:
+            return FOREIGN
         obj_labels = md.get("labels")
-        return matches(obj_labels if isinstance(obj_labels, dict) else {})
+        if ref is not None and matches(obj_labels if isinstance(obj_labels, dict) else {}):
+            return OWNED
+        return MAYBE
 
-    return owned
+    return sort
 
 
 def _controller_ref(md: Obj) -> Obj | None:

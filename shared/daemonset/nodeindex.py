@@ -10,9 +10,11 @@ costs the same at 50 nodes as at 50,000:
 * ``node_pods[node]``: the facts (``podfacts.read``, updated against ``hash`` and the template
   generation) of the DaemonSet's pods targeting ``node``, in name order, as
   ``podfacts.by_node`` groups the claimed pods: a pod counts when it is in the DaemonSet's
-  namespace and ``claim.owned_check`` holds (controller ref with the DaemonSet's uid, labels
+  namespace, ``claim.sorter`` says OWNED (controller ref with the DaemonSet's uid, labels
   matching the selector) and ``podfacts.kept`` (a target node, not deleted-and-terminal).
-  Orphans a sync would adopt are not here: a plan that adopts falls back to reading every pod;
+  Orphans a sync would adopt are not here: a plan that adopts reads the pods' facts itself;
+* the pods a sync claims (``claimed_pods``) and those it might adopt or release
+  (``claim_candidates``), so a plan claims only the few of the latter;
 * the status counters as running sums of ``status.node_count`` (the one counting rule), the
   ready counted pods' ``podutil.available_after`` times in a sorted list, so
   :meth:`DaemonSetIndex.status` at any ``now`` is one bisection;
@@ -29,7 +31,8 @@ The API (everything else is private):
     A DaemonSet whose current revision's hash changed needs a new index.
 ``set_node(node)`` / ``remove_node(name)`` / ``set_pod(pod)`` / ``remove_pod(key)``
     a Node added or changed / deleted; a Pod added or changed / deleted (``"ns/name"``).
-``decisions``, ``node_pods``, ``node(name)``, ``node_names()``, ``nodes()``
+``decisions``, ``node_pods``, ``node(name)``, ``node_names()``, ``nodes()``,
+``claimed_pods()``, ``claim_candidates()``, ``namespace``
     read-only views; ``node_names()`` is sorted, ``nodes()`` the (name, Node) pairs in that
     order. Do not modify what they return.
 ``status(now, update_observed_generation)``, ``counts(now)``
@@ -92,13 +95,16 @@ class DaemonSetIndex:
         self._basis = _basis(ds)
         self._namespace = meta.namespace(ds)
         self._placement = Placement(ds)
-        self._owned = claim.owned_check(ds)
+        self._sort = claim.sorter(ds)
         self._is_updated = status.labels_updated_check(hash, dsutil.template_generation(ds))
         self._min_ready = dsutil.min_ready_seconds(ds)
         self._nodes: dict[str, Obj] = {}
         self._names: list[str] = []
+        self._pairs: list[tuple[str, Obj]] | None = None  # nodes(), until a Node changes
         self._decisions: dict[str, Decision] = {}
         self._pods: dict[str, PodFacts] = {}  # pod key → facts, kept pods only
+        self._unkept: dict[str, Obj] = {}  # the DaemonSet's pods podfacts.kept leaves out
+        self._maybe: dict[str, Obj] = {}  # pods claim.sorter says MAYBE of
         self._node_pods: dict[str, list[PodFacts]] = {}
         # per node in the node list: its NodeCount unless NOTHING; the sums of the first five
         self._counts: dict[str, NodeCount] = {}
@@ -115,9 +121,10 @@ class DaemonSetIndex:
             self._decisions[name] = self._placement.decide(node, name)
         self._names = sorted(self._nodes)
         for pod in pods:
-            facts = self._facts(pod)
+            key = meta.key(pod)
+            facts = self._file(key, pod)
             if facts is not None:
-                self._pods[meta.key(pod)] = facts
+                self._pods[key] = facts
                 self._node_pods.setdefault(str(facts.node), []).append(facts)
         for bucket in self._node_pods.values():
             if len(bucket) > 1:
@@ -149,6 +156,7 @@ class DaemonSetIndex:
         if name not in self._nodes:
             bisect.insort(self._names, name)
         self._nodes[name] = node
+        self._pairs = None
         self._decisions[name] = self._placement.decide(node, name)
         self._recount(name)
 
@@ -157,6 +165,7 @@ class DaemonSetIndex:
         if self._nodes.pop(name, None) is None:
             return
         del self._names[bisect.bisect_left(self._names, name)]
+        self._pairs = None
         del self._decisions[name]
         self._recount(name)
 
@@ -164,7 +173,9 @@ class DaemonSetIndex:
         """A Pod was added or changed (any pod: those that are not the DaemonSet's are
         ignored, or dropped if they were)."""
         key = meta.key(pod)
-        facts = self._facts(pod)
+        self._unkept.pop(key, None)
+        self._maybe.pop(key, None)
+        facts = self._file(key, pod)
         old = self._pods.pop(key, None)
         if old is not None:
             self._unbucket(old)
@@ -184,6 +195,8 @@ class DaemonSetIndex:
 
     def remove_pod(self, key: str) -> None:
         """The Pod ``key`` (``"namespace/name"``) was deleted."""
+        self._unkept.pop(key, None)
+        self._maybe.pop(key, None)
         old = self._pods.pop(key, None)
         if old is not None:
             self._unbucket(old)
@@ -201,6 +214,21 @@ class DaemonSetIndex:
         """Node name → the DaemonSet's pods there (``podfacts.by_node``'s shape)."""
         return self._node_pods
 
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    def claimed_pods(self) -> list[Obj]:
+        """The pods ``claim.claim`` claims without adopting: the DaemonSet's own whose
+        labels match its selector (any order)."""
+        return [f.pod for f in self._pods.values()] + list(self._unkept.values())
+
+    def claim_candidates(self) -> list[Obj]:
+        """The pods ``claim.claim`` may adopt or release (``claim.MAYBE``; any order):
+        claiming them and adding :meth:`claimed_pods` is claiming every pod of the
+        namespace."""
+        return list(self._maybe.values())
+
     def node(self, name: str) -> Obj | None:
         return self._nodes.get(name)
 
@@ -210,8 +238,10 @@ class DaemonSetIndex:
 
     def nodes(self) -> list[tuple[str, Obj]]:
         """(name, Node) pairs in name order, as the planner's passes take them."""
-        nodes = self._nodes
-        return [(name, nodes[name]) for name in self._names]
+        if self._pairs is None:
+            nodes = self._nodes
+            self._pairs = [(name, nodes[name]) for name in self._names]
+        return self._pairs
 
     def counts(self, now: float) -> tuple[int, int, int, int, int, int]:
         """The sums of ``status.node_count`` over the index's nodes at ``now``: desired,
@@ -239,11 +269,21 @@ class DaemonSetIndex:
 
     # ---- inside ---------------------------------------------------------------------------
 
-    def _facts(self, pod: Obj) -> PodFacts | None:
-        if meta.namespace(pod) != self._namespace or not self._owned(pod):
+    def _file(self, key: str, pod: Obj) -> PodFacts | None:
+        """The facts of ``pod`` if it is one of the DaemonSet's that ``podfacts.by_node``
+        keeps; the DaemonSet's others and the MAYBE ones go to their maps."""
+        if meta.namespace(pod) != self._namespace:
+            return None
+        case = self._sort(pod)
+        if case == claim.MAYBE:
+            self._maybe[key] = pod
+        if case != claim.OWNED:
             return None
         facts = podfacts.read(pod, self._is_updated)
-        return facts if podfacts.kept(facts) else None
+        if podfacts.kept(facts):
+            return facts
+        self._unkept[key] = pod
+        return None
 
     def _unbucket(self, old: PodFacts) -> None:
         node = str(old.node)

@@ -62,9 +62,10 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
 
     ``index``, when given, must hold the snapshot's Nodes and Pods (the caller keeps it fed
     from the same cache); the plan then takes the placement decisions, pod facts, node order
-    and status counters from it instead of reading every Node and Pod, if it fits (the same
-    DaemonSet and current revision, and no orphan to adopt: :func:`_node_facts`). The plan is
-    the same with or without it."""
+    and status counters from it instead of reading every Node and Pod, and claims only the
+    pods it may adopt or release, if it fits (the same DaemonSet; for the pod facts the same
+    current revision and no orphan to adopt: :func:`_usable`). The plan is the same with or
+    without it."""
     result = Plan(key=snapshot.key)
     ds = snapshot.ds
     if ds is None:
@@ -78,15 +79,22 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
 
     now = snapshot.now
     revisions = sorted(snapshot.revisions, key=meta.name)
+    if index is not None and not index.fits(ds):
+        index = None
     # Each pod is claimed on its own, so claiming in input order and then ordering the
-    # outcome by name (stable) is claiming in name order.
-    claimed, pod_claims = claim.claim(ds, snapshot.pods, "Pod")
+    # outcome by name (stable) is claiming in name order; the index's pods claimed already
+    # and the few it may adopt or release are all the pods claim acts on.
+    if index is None:
+        claimed, pod_claims = claim.claim(ds, snapshot.pods, "Pod")
+    else:
+        claimed, pod_claims = claim.claim(ds, index.claim_candidates(), "Pod")
+        claimed = index.claimed_pods() + claimed
     result.claims = sorted(pod_claims, key=_patch_name)
 
     hist = history.construct_history(ds, revisions, claimed)
     result.history = list(hist.actions)
     result.hash = hist.hash
-    if index is not None and not _usable(index, ds, hist.hash, pod_claims):
+    if index is not None and not _usable(index, hist.hash, pod_claims):
         index = None
     nodes, node_names, decisions, node_pods = _node_facts(snapshot, ds, claimed, hist.hash,
                                                           index)
@@ -136,8 +144,8 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
             waiting = rolled.waiting
 
     result.sync_nodes = _sync_nodes(
-        ds, {meta.name(p) for p in snapshot.pods}, create_nodes, delete_pods, result,
-        snapshot.position,
+        ds, {meta.name(p) for p in snapshot.pods} if create_nodes else (), create_nodes,
+        delete_pods, result, snapshot.position,
     )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
@@ -261,12 +269,11 @@ def _index_agrees(
     return True
 
 
-def _usable(index: DaemonSetIndex, ds: Obj, hash: str,
-            pod_claims: Sequence[PatchOwner]) -> bool:
-    """Whether ``index`` holds what this plan would read of every Node and Pod: the same
-    DaemonSet at the same current revision, and no pod adopted (the index has only the
-    pods the DaemonSet already owns)."""
-    return index.hash == hash and index.fits(ds) and not any(c.adopt for c in pod_claims)
+def _usable(index: DaemonSetIndex, hash: str, pod_claims: Sequence[PatchOwner]) -> bool:
+    """Whether ``index`` (which fits the DaemonSet) holds the facts this plan would read
+    of every Node and Pod: the same current revision, and no pod adopted (the index has the
+    facts of the pods the DaemonSet already owns)."""
+    return index.hash == hash and not any(c.adopt for c in pod_claims)
 
 
 def _node_facts(

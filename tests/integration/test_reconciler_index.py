@@ -45,6 +45,10 @@ def _assert_current(r: Reconciler) -> nodeindex.DaemonSetIndex:
     assert list(index.node_names()) == list(fresh.node_names())
     now = r.clock()
     assert index.status(now, True) == fresh.status(now, True)
+    assert sorted(map(meta.key, index.claimed_pods())) == \
+        sorted(map(meta.key, fresh.claimed_pods()))
+    assert sorted(map(meta.key, index.claim_candidates())) == \
+        sorted(map(meta.key, fresh.claim_candidates()))
     return index
 
 
@@ -75,6 +79,17 @@ def test_the_kept_index_follows_node_and_pod_changes(redis_url: str, prefix: str
     assert r.indexes.get(KEY) is first
     index = _assert_current(r)
     assert "n3" not in index.node_names()
+
+    orphan = kit.owned_pods(store, KEY)[0]  # its twin without an owner, on the new node
+    store.create({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "orphan", "namespace": "default",
+                               "labels": dict(orphan["metadata"]["labels"])},
+                  "spec": {**orphan["spec"], "nodeName": "n4"}})
+    _sync(queue, r, store)  # sees the orphan: adopts it
+    assert [p for p in _assert_current(r).claim_candidates() if meta.name(p) == "orphan"]
+    _sync(queue, r, store)  # sees it adopted: a second pod on n4, one is deleted
+    assert r.indexes.get(KEY) is first
+    assert "default/orphan" in map(meta.key, _assert_current(r).claimed_pods())
 
     ds = store.get("DaemonSet", KEY)
     ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"

@@ -119,6 +119,10 @@ def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
           pods: dict[str, Obj]) -> None:
     decisions, node_pods, names = scratch(ds, list(nodes.values()), list(pods.values()))
     in_ns = [p for p in pods.values() if meta.namespace(p) == meta.namespace(ds)]
+    claimed, actions = claim.claim(ds, in_ns, "Pod")
+    more, index_actions = claim.claim(ds, index.claim_candidates(), "Pod")
+    assert sorted(map(meta.key, index.claimed_pods() + more)) == sorted(map(meta.key, claimed))
+    assert sorted(index_actions, key=str) == sorted(actions, key=str)
     for now in (NOW, NOW + 30):
         snap = snapshot(ds, list(nodes.values()), in_ns, now=now)
         assert planner.plan(snap, index) == planner.plan(snap)
