@@ -107,9 +107,13 @@ local function count(field, n)
   if n ~= 0 then redis.call('HINCRBY', STATS, field, n) end
 end
 
-local function sync_signal()
+-- down: whether the queue is shut down, when the caller has looked already (nil: look)
+local function sync_signal(down)
   local want = math.min(redis.call('LLEN', Q), SIGNAL_CAP)
-  if want == 0 and is_down() then want = 1 end
+  if want == 0 then
+    if down == nil then down = is_down() end
+    if down then want = 1 end
+  end
   local have = redis.call('LLEN', SIGNAL)
   if have < want then
     local tokens = {}
@@ -151,7 +155,7 @@ local now = now_ms()
 local n = 0
 for i = 1, #ARGV do n = n + add_full(ARGV[i], now) end
 count('adds', n)
-sync_signal()
+sync_signal(false)
 return n
 """
 
@@ -171,7 +175,7 @@ while i <= #ARGV do
   i = i + 2 + m
 end
 count('adds', n)
-sync_signal()
+sync_signal(false)
 return n
 """
 
@@ -250,7 +254,7 @@ else
   if next_at then hint = math.max(0, math.ceil(next_at - now)) end
   result = {down and 1 or 0, hint}
 end
-sync_signal()
+sync_signal(down)
 return result
 """
 
@@ -486,7 +490,7 @@ if not down then
     i = i + 2 + m
   end
   count('adds', added)
-  sync_signal()
+  sync_signal(false)
 end
 redis.call('SET', CURSOR, ARGV[2])
 return {1, added, down and 1 or 0, lowered}
