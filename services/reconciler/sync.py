@@ -1,5 +1,11 @@
 """One sync of one DaemonSet key: read a consistent snapshot → plan → execute → publish.
 
+A sync is full (``planner.plan``) or, when the key was handed out with node hints and no
+reason for a full one (``Lease.nodes``, not ``Lease.full``), per node: ``planner.plan_nodes``
+over those Nodes and their pods, with the DaemonSet's index (``indexes``) for the status and
+the check that every other node is steady. When the per-node plan needs a full sync (or no
+index is kept yet), the full one runs.
+
 The worker's cache may lag the watcher's, so a sync first catches the cache up to the log
 position at which its key was handed out (``Lease.position``) — never deciding on older state
 than the event that caused it.
@@ -15,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +35,7 @@ from shared.daemonset import inputs, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
 from shared.daemonset.messages import StatusChannel
-from shared.model import meta
+from shared.model import meta, podutil
 from shared.store import adapters
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
@@ -44,12 +50,21 @@ SYNC_SECONDS = Histogram("daemonbus_reconcile_duration_seconds", "Duration of on
 PODS_CREATED = Counter("daemonbus_pods_created_total", "Daemon pods created")
 PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
 
+PER_NODE = Counter("daemonbus_reconcile_per_node_total",
+                   "Syncs handed out with node hints, by the path they took",
+                   ["path"])  # per-node, or full (the per-node plan asked for one)
+
 KINDS = list(inputs.KINDS)
 STATUS_STREAM_MAXLEN = settings.current.status_stream_maxlen
 
 
 def _ns_index(obj: dict) -> list[str]:  # type: ignore[type-arg]
     return [meta.namespace(obj)]
+
+
+def _node_index(obj: dict) -> list[str]:  # type: ignore[type-arg]
+    node = podutil.target_node(obj)
+    return [f"{meta.namespace(obj)}/{node}"] if node else []
 
 
 class _CacheSource:
@@ -69,6 +84,24 @@ class _CacheSource:
 
     def revisions(self, namespace: str) -> list[Obj]:
         return self.cache.by_index("revisions-ns", namespace)
+
+    # a per-node sync's (``inputs.NodeSource``)
+
+    def node(self, name: str) -> Obj | None:
+        return self.cache.get("Node", f"/{name}")
+
+    def pods_on(self, namespace: str, node: str) -> list[Obj]:
+        return self.cache.by_index("pods-node", f"{namespace}/{node}")
+
+
+class _PodNames:
+    """The names of the cached pods of one namespace, looked up one by one."""
+
+    def __init__(self, cache: Cache, namespace: str) -> None:
+        self.cache, self.namespace = cache, namespace
+
+    def __contains__(self, name: object) -> bool:
+        return self.cache.get("Pod", f"{self.namespace}/{name}") is not None
 
 
 @dataclass
@@ -102,6 +135,7 @@ class Reconciler:
         self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", indexes={
             "pods-ns": ("Pod", _ns_index),
             "revisions-ns": ("ControllerRevision", _ns_index),
+            "pods-node": ("Pod", _node_index),
         })
         self.executor = Executor(store, self.cache, expectations, backoff)
         self._rewinds = store.mark.rewinds
@@ -121,20 +155,42 @@ class Reconciler:
             self.expectations.delete(key)
         self.queue.add(keys)
 
-    def snapshot(self, key: str, position: str) -> t.Snapshot:
+    def _catch_up(self, position: str) -> None:
+        """The cache at least as new as ``position``, the indexes following it."""
         if not self.cache.synced:
             self.cache.sync()
         self.indexes.check(self.cache.view)
         self.cache.catch_up(position, self.indexes.follow)
         self.indexes.check(self.cache.view)  # it listed again: the indexes are rebuilt
         self._rederive()
+
+    def plan_nodes(self, key: str, position: str, nodes: Collection[str]
+                   ) -> tuple[t.Snapshot, t.Plan] | None:
+        """The per-node snapshot and plan of ``key`` for ``nodes``; None when a full sync
+        is needed (``planner.plan_nodes``, or no index kept yet)."""
+        self._catch_up(position)
+        index = self.indexes.get(key)
+        if index is None:
+            return None
+        now = self.clock()
+        snap = inputs.build_nodes(key, nodes, _CacheSource(self.cache), now,
+                                  self.cache.position, self.backoff.get_many,
+                                  lambda: self.expectations.satisfied(key, now))
+        if snap.ds is None or not snap.expectations_satisfied:
+            return None
+        plan = planner.plan_nodes(snap, nodes, index,
+                                  _PodNames(self.cache, meta.namespace(snap.ds)))
+        return None if plan is None else (snap, plan)
+
+    def snapshot(self, key: str, position: str) -> t.Snapshot:
+        self._catch_up(position)
         now = self.clock()
         return inputs.build(key, _CacheSource(self.cache), now, self.cache.position,
                             self.backoff.get_many,
                             lambda: self.expectations.satisfied(key, now))
 
     def sync(self, key: str, position: str, redelivered: bool = False,
-             lease_token: str = "") -> SyncResult:
+             lease_token: str = "", nodes: Collection[str] = ()) -> SyncResult:
         """Sync ``key`` on state read through at least ``position`` (its hand-out position).
 
         ``redelivered``: the key's last holder lost its lease mid-sync (it died or stalled).
@@ -146,13 +202,22 @@ class Reconciler:
         ``lease_token``: the lease this sync holds ``key`` by; its pod creates are fenced by
         it, so should this sync stall past its lease and the key go to another worker, it
         creates nothing (one that did not stall wrote everything before that hand-out).
+
+        ``nodes``: a sync of these nodes alone is enough (the key's node hints, with no reason
+        for a full sync); when the per-node plan needs a full one, the full one runs.
         """
         started = time.monotonic()
         if redelivered:
             self.expectations.delete(key)
-        snap = self.snapshot(key, position)
-        plan = planner.plan(snap, self.indexes.get(key))
-        self.indexes.keep(snap, plan)
+        per_node = self.plan_nodes(key, position, nodes) if nodes and not redelivered else None
+        if nodes:
+            PER_NODE.labels("per-node" if per_node is not None else "full").inc()
+        if per_node is not None:
+            snap, plan = per_node
+        else:
+            snap = self.snapshot(key, position)
+            plan = planner.plan(snap, self.indexes.get(key))
+            self.indexes.keep(snap, plan)
         outcome: Outcome = self.executor.execute(
             plan, snap, lease_token, record=lambda out: self._record(snap, plan, out))
         if outcome.publish_status:

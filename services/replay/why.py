@@ -3,9 +3,10 @@
 A pod: which DECISION created it (and, if it is gone or going, which one deleted it and
 why), with what that sync read — the log position, the time it used, the expectations
 flag, the revision hash, the backoff it saw. A node without a daemon pod: the reason the
-DaemonSet's most recent decision gave for that node (selector, affinity, taint, failed-pod
-backoff, rollout budget, …); when no recent decision mentions the node, or the node changed
-since, the reason is computed now from the current node and DaemonSet.
+DaemonSet's most recent decision about that node gave (selector, affinity, taint, failed-pod
+backoff, rollout budget, …; a per-node decision is about the nodes its record names); when
+no recent decision mentions the node, or the node changed since, the reason is computed now
+from the current node and DaemonSet.
 
 The functions here read the log and the store (act) and return the answer as lines.
 """
@@ -412,6 +413,9 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
     for hit in scan.backwards_in(_log(store), lambda e: e.type == EntryType.DECISION
                               and e.key == ds_key):
         d = decision(hit)
+        if d is not None and isinstance(d.rec, ds_record.DecisionRecord) \
+                and d.rec.nodes is not None and node_name not in d.rec.nodes:
+            continue  # a per-node decision about other nodes: it says nothing of this one
         if d is not None and isinstance(d.rec, ds_record.DecisionRecord) \
                 and d.rec.uid == meta.uid(ds):
             latest, rec = d, d.rec

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def _synced(stack: Stack, worker: str) -> int:
 
 class _FailingReconciler(Reconciler):
     def sync(self, key: str, position: str, redelivered: bool = False,
-             lease_token: str = "") -> SyncResult:
+             lease_token: str = "", nodes: Collection[str] = ()) -> SyncResult:
         raise RuntimeError(f"injected failure syncing {key}")
 
 
