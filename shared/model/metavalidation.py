@@ -191,6 +191,18 @@ def validate_object_meta(
     )
 
 
+@memo.by_value  # the same in most versions of an object (its status updates)
+def validate_namespaced_meta(value: Any, path: str, errs: list[str]) -> None:
+    """``validate_object_meta`` of a namespaced object named as a DNS subdomain."""
+    validate_object_meta(value, path, errs, namespaced=True)
+
+
+@memo.by_value  # the same in most versions of an object (its status updates)
+def validate_cluster_meta(value: Any, path: str, errs: list[str]) -> None:
+    """``validate_object_meta`` of a cluster-scoped object named as a DNS subdomain."""
+    validate_object_meta(value, path, errs, namespaced=False)
+
+
 def validate_object_meta_update(new: Any, old: Any, path: str, errs: list[str]) -> None:
     """The parts of ``ValidateObjectMetaUpdate`` a client controls: name and namespace are
     immutable; uid and creationTimestamp too, when the new object carries them (the store

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.model import fielderr, metavalidation, schedvalidation, syntax, typed
+from shared.model import fielderr, memo, metavalidation, schedvalidation, syntax, typed
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
@@ -249,6 +249,13 @@ def _validate_container_common(
     typed.as_str(ctr.get("workingDir"), C(path, "workingDir"), errs)
 
 
+@memo.by_value  # the same for every pod of a DaemonSet's revision
+def _validate_container_with(value: Any, path: str, errs: list[str]) -> None:
+    """``_validate_container_common`` of ``value``: [the container, the pod's volume names]."""
+    ctr, volumes = value
+    _validate_container_common(ctr, path, set(volumes), errs)
+
+
 def _validate_containers(
     value: Any, path: str, volumes: set[str], errs: list[str], *, others: set[str] | None = None
 ) -> list[tuple[int, dict[Any, Any]]]:
@@ -261,7 +268,7 @@ def _validate_containers(
     names = set(others or ())
     for i, ctr in items:
         cpath = fielderr.index(path, i)
-        _validate_container_common(ctr, cpath, volumes, errs)
+        _validate_container_with([ctr, sorted(volumes)], cpath, errs)
         name = ctr.get("name")
         if isinstance(name, str) or name is None:
             name = name or ""
@@ -275,6 +282,7 @@ def _validate_containers(
 # ---- pod spec and template -------------------------------------------------------------
 
 
+@memo.by_value  # the same in most versions of a pod (its status updates, its deletion)
 def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
     """``ValidatePodSpec`` (subset), in upstream's order."""
     spec = typed.as_map(value, path, errs)

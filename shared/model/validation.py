@@ -247,7 +247,7 @@ def validate_daemonset(obj: Any, old: Any = None) -> list[str]:
         return _not_an_object(obj)
     errs: list[str] = []
     # ValidateDaemonSet: ObjectMeta first, then the spec
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
+    metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     raw_spec = obj.get("spec")
     rolloutopts.validate(typed.get(obj.get("metadata"), "annotations"),
                          C("metadata", "annotations"), errs,
@@ -380,7 +380,7 @@ def validate_node(obj: Any, old: Any = None) -> list[str]:
     if not isinstance(obj, dict):
         return _not_an_object(obj)
     errs: list[str] = []
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=False)
+    metavalidation.validate_cluster_meta(obj.get("metadata"), "metadata", errs)
     spec = typed.as_map(obj.get("spec"), "spec", errs) or {}
     typed.as_bool(spec.get("unschedulable"), C("spec", "unschedulable"), errs)
     for f in ("podCIDR", "providerID"):
@@ -400,7 +400,7 @@ def validate_pod(obj: Any, old: Any = None) -> list[str]:
     if not isinstance(obj, dict):
         return _not_an_object(obj)
     errs: list[str] = []
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
+    metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     podvalidation.validate_pod_spec(obj.get("spec"), "spec", errs)
     _validate_pod_status(obj.get("status"), errs)
     if isinstance(old, dict):
@@ -416,7 +416,7 @@ def validate_controller_revision(obj: Any, old: Any = None) -> list[str]:
     if not isinstance(obj, dict):
         return _not_an_object(obj)
     errs: list[str] = []
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True)
+    metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     if obj.get("data") is None:
         errs.append(fielderr.required("data", "data is mandatory"))
     _nonnegative(obj.get("revision"), "revision", errs, 64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shared.model import memo, metavalidation, schedvalidation
+from shared.model import memo, metavalidation, podvalidation, schedvalidation
 
 
 def test_a_remembered_validator_gives_the_validators_own_errors() -> None:
@@ -64,3 +64,43 @@ def test_remembered_labels_and_owner_references_give_their_validators_errors() -
             got: list[str] = []
             fn(value, "metadata.x", got)
             assert got == want, (fn.__name__, value)
+
+
+def test_remembered_pod_specs_and_metadata_give_their_validators_errors() -> None:
+    ctr = {"name": "c", "image": "img:1", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}
+    spec = {"containers": [ctr], "volumes": [{"name": "data", "emptyDir": {}}],
+            "nodeName": "node-1"}
+    specs: list[Any] = [
+        spec, {**spec, "nodeName": "node-2"}, {**spec, "volumes": []},  # the mount's volume gone
+        {**spec, "containers": [{**ctr, "name": 1}]}, {**spec, "containers": [ctr, ctr]},
+        {**spec, "containers": [{**ctr, "image": True}]}, {**spec, "nodeName": "Bad_Name"},
+        {**spec, "restartPolicy": "Sometimes"}, {"containers": []}, None, "not a map",
+    ]
+    md = {"name": "p", "namespace": "ns", "labels": {"app": "x"}, "generation": 1}
+    metas: list[Any] = [md, {**md, "name": "Bad_Name"}, {**md, "labels": ["app"]},
+                        {**md, "generation": "1"}, {**md, "namespace": None}, {"name": "p"},
+                        None]
+    cases = [(podvalidation.validate_pod_spec, specs, ("spec", "spec.template.spec")),
+             (metavalidation.validate_namespaced_meta, metas, ("metadata",)),
+             (metavalidation.validate_cluster_meta, metas, ("metadata",))]
+    for fn, values, paths in cases:
+        plain = fn.__wrapped__  # type: ignore[attr-defined]
+        for value in values * 2:  # the second round from the cache
+            for path in paths:
+                want: list[str] = []
+                plain(value, path, want)
+                got: list[str] = []
+                fn(value, path, got)
+                assert got == want, (fn.__name__, value, path)
+    # what the remembered functions stand for: the full validators' own errors
+    for value in metas:
+        for namespaced, fn in ((True, metavalidation.validate_namespaced_meta),
+                               (False, metavalidation.validate_cluster_meta)):
+            want = []
+            metavalidation.validate_object_meta(value, "metadata", want, namespaced=namespaced)
+            got = []
+            fn(value, "metadata", got)
+            assert got == want, value
+    bad: list[str] = []
+    podvalidation.validate_pod_spec({**spec, "volumes": []}, "spec", bad)
+    assert any("volumeMounts[0].name" in e for e in bad), bad  # the volumes reach the containers
