@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -150,8 +151,11 @@ class Cluster:
 
     def __init__(self, workers: int = 1, profile_dir: Path | None = None,
                  keep_logs: bool = False, grace: float = 0.0,
-                 appendfsync: str | None = None) -> None:
+                 appendfsync: str | None = None, load_nice: int = 0) -> None:
         self.workers = workers
+        # the CPU niceness of the controllers and the node agent (``start_all``): above 0, the
+        # workload yields the cores to what a benchmark measures, as if on machines of its own
+        self.load_nice = load_nice
         self.grace = grace  # the node agent's termination grace (0: pods go at once)
         self.profile_dir = profile_dir
         self.keep_logs = keep_logs
@@ -197,9 +201,10 @@ class Cluster:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def start(self, name: str, *args: str, metrics: bool = True) -> None:
+    def start(self, name: str, *args: str, metrics: bool = True, nice: int = 0) -> None:
         """Start ``daemonbus run ARGS`` as ``name``, serving metrics unless ``metrics`` is
-        False (for a process without a metrics endpoint, such as the API server)."""
+        False (for a process without a metrics endpoint, such as the API server), at CPU
+        niceness ``nice`` (set in the child before it starts, so all its threads have it)."""
         log = open(self.tmp / f"{name}.log", "ab")  # the child keeps it open
         extra: list[str] = []
         if metrics:
@@ -208,19 +213,23 @@ class Cluster:
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "services.cli.main", "run", *args, *extra],
             env=self.env(),
-            stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True,
+            preexec_fn=functools.partial(os.nice, nice) if nice else None)
         log.close()
 
     def start_all(self, gc: bool = False) -> None:
         """The watcher, the reconciler-workers, the status-writer and the node agent; with
-        ``gc`` the garbage collector too (pods of removed nodes are its to delete)."""
-        self.start("watcher", "watcher")
+        ``gc`` the garbage collector too (pods of removed nodes are its to delete); all at
+        niceness ``load_nice``."""
+        nice = self.load_nice
+        self.start("watcher", "watcher", nice=nice)
         for i in range(self.workers):
-            self.start(f"reconciler-{i}", "reconciler", "--name", f"bench-r{i}")
-        self.start("status-writer", "status-writer")
-        self.start("node-agent", "node-agent", "--ready-delay", "0", "--grace", str(self.grace))
+            self.start(f"reconciler-{i}", "reconciler", "--name", f"bench-r{i}", nice=nice)
+        self.start("status-writer", "status-writer", nice=nice)
+        self.start("node-agent", "node-agent", "--ready-delay", "0", "--grace", str(self.grace),
+                   nice=nice)
         if gc:
-            self.start("gc", "gc")
+            self.start("gc", "gc", nice=nice)
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
