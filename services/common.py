@@ -101,9 +101,30 @@ def enable_stack_dumps() -> None:
 GC_THRESHOLDS = (50_000, 20, 10)
 
 
-def tune_gc() -> None:
-    """Acts: set this process's garbage-collector thresholds for a large cache."""
-    gc.set_threshold(*GC_THRESHOLDS)
+# A process that streams each change as it comes (the API server's watches) wants short pauses
+# more than rare ones: every collection stalls every stream for as long as it takes. Young
+# collections stay small (the same total work, in shorter steps), and the collector never
+# starts a full collection by itself (one walks every cached object: a few hundred ms at
+# 5,000 nodes); the process makes those itself, between bursts (``full_collections``).
+STREAMING_GC_THRESHOLDS = (10_000, 5, 1_000_000_000)
+FULL_GC_SECONDS = 60.0  # a full collection at least this long after the last one,
+FULL_GC_IDLE_SECONDS = 1.0  # once nothing changed for this long,
+FULL_GC_MAX_SECONDS = 600.0  # or anyway after this long
+
+
+def tune_gc(streaming: bool = False) -> None:
+    """Acts: set this process's garbage-collector thresholds for a large cache (``streaming``:
+    for one that streams changes, whose full collections ``full_collections`` makes)."""
+    gc.set_threshold(*(STREAMING_GC_THRESHOLDS if streaming else GC_THRESHOLDS))
+
+
+def full_collection_due(now: float, last_full: float, last_change: float) -> bool:
+    """Whether a streaming process should make its full collection now (times in seconds of
+    one clock): a while after the last one, and while nothing changes (or late anyway).
+    Decides."""
+    since = now - last_full
+    return since >= FULL_GC_MAX_SECONDS or \
+        (since >= FULL_GC_SECONDS and now - last_change >= FULL_GC_IDLE_SECONDS)
 
 
 def stop_event() -> threading.Event:

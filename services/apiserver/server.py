@@ -11,10 +11,12 @@ stateless: any number of replicas may serve one Redis.
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import logging
 import signal
 import ssl
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +87,7 @@ def run(redis_url: str | None, prefix: str | None, opts: Options,
         metrics: common.Metrics = (None, common.METRICS_BIND)) -> None:
     tokens, context, _ca = settle(opts)  # refuse unsafe options before anything starts
     common.setup_logging("apiserver")
-    common.tune_gc()
+    common.tune_gc(streaming=True)
     common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix)
     asyncio.run(_main(store, tokens, context, opts))
@@ -107,7 +109,20 @@ async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext |
                       server_address=f"{opts.bind}:{opts.port}")
     log.info("apiserver %s://%s:%d (%d users)", scheme, opts.bind, opts.port,
              len(tokens.users))
+    collector = asyncio.create_task(full_collections(cache))
     try:
         await app.serve(state, opts.bind, opts.port, context, stop)
     finally:
+        collector.cancel()
         state.pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def full_collections(cache: WatchCache) -> None:
+    """Acts: this process's full garbage collections (``common.tune_gc(streaming=True)``
+    leaves them to it), made between bursts of changes, when no watch is waiting for one."""
+    last_full = time.monotonic()
+    while True:
+        await asyncio.sleep(common.FULL_GC_IDLE_SECONDS)
+        if common.full_collection_due(time.monotonic(), last_full, cache.last_change):
+            gc.collect()
+            last_full = time.monotonic()

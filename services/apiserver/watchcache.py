@@ -26,6 +26,7 @@ import collections
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,6 +198,7 @@ class WatchCache:
         self.events: collections.deque[Event] = collections.deque(maxlen=window)
         self.view: fold.View[Obj] = fold.View(kinds)  # the objects, by the log's one fold
         self.position = "0-0"  # the newest log id folded in
+        self.last_change = time.monotonic()  # when the last change was fanned out
         self.oldest = "0-0"  # every event after this position is in ``events``
         self.watchers: set[Watcher] = set()
         self.feeds: dict[Hashable, Feed] = {}
@@ -320,6 +322,7 @@ class WatchCache:
             self.events.append(ev)
             fresh.setdefault(ev.kind, []).append(ev)
         if fresh:
+            self.last_change = time.monotonic()
             for feed in list(self.feeds.values()):
                 evs = fresh.get(feed.kind)
                 if evs:

@@ -1,0 +1,46 @@
+"""The API server's garbage collection (services.common, streaming): short young collections,
+and full ones only when the process makes them, between bursts of changes."""
+
+from __future__ import annotations
+
+import gc
+
+from services import common
+
+
+def test_a_full_collection_waits_for_a_quiet_moment_but_not_forever() -> None:
+    due = common.full_collection_due
+    every, idle, most = (common.FULL_GC_SECONDS, common.FULL_GC_IDLE_SECONDS,
+                         common.FULL_GC_MAX_SECONDS)
+    assert not due(now=every - 1, last_full=0.0, last_change=0.0)  # too soon after the last
+    assert due(now=every, last_full=0.0, last_change=every - idle)  # quiet for long enough
+    assert not due(now=every, last_full=0.0, last_change=every - idle / 2)  # changes going on
+    assert not due(now=most - 1, last_full=0.0, last_change=most - 1)
+    assert due(now=most, last_full=0.0, last_change=most)  # busy all along: late, but made
+
+
+def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full_one() -> None:
+    before = gc.get_threshold()
+    try:
+        common.tune_gc(streaming=True)
+        young, middle, full = gc.get_threshold()
+        assert young < common.GC_THRESHOLDS[0] and middle < common.GC_THRESHOLDS[1]
+        assert young * middle * full >= 10 ** 12  # allocations before the collector would
+        collections = {0: 0, 1: 0, 2: 0}
+
+        def count(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collections[info["generation"]] += 1
+
+        gc.callbacks.append(count)
+        try:
+            keep = [[i] for i in range(young * (middle + 1))]  # long-lived, as a cache's
+        finally:
+            gc.callbacks.remove(count)
+        assert collections[0] >= middle and collections[1] >= 1 and collections[2] == 0, \
+            collections
+        del keep
+        common.tune_gc()
+        assert gc.get_threshold() == common.GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
