@@ -560,7 +560,8 @@ class Floor:
         self.c.bench_commands += len(self._hash_keys(PREFIX)) + 4
         return self.after
 
-    def _commits(self, until: str) -> tuple[list[tuple[list[str], list[Any]]], int]:
+    def _commits(self, until: str, ends: set[str] | None = None
+                 ) -> tuple[list[tuple[list[str], list[Any]]], int]:
         keys = Keys(FLOOR_RUN)
         commits: list[tuple[list[str], list[Any]]] = []
         ops: list[tuple[str, str, str, str, bytes]] = []
@@ -593,22 +594,25 @@ class Floor:
             entries += 1
             name, this = (f[b"k"], f[b"n"]), (f[b"k"], f[b"t"])
             ms = codec.id_tuple(eid)[0]
-            if this != run or ms - last_ms > FLOOR_GAP_MS or name in names or \
-                    len(ops) >= FLOOR_BATCH:
+            guessed = ends is None and (this != run or ms - last_ms > FLOOR_GAP_MS)
+            if guessed or name in names or len(ops) >= FLOOR_BATCH:
                 close()
                 run = this
             last_ms = ms
             names.add(name)
             mode, expected = _MODES[f[b"t"]]
             ops.append((mode, f[b"k"].decode(), f[b"n"].decode(), expected, f[b"o"]))
+            if ends is not None and eid in ends:
+                close()
         close()
         return commits, entries
 
-    def measure(self, until: str) -> FloorReading:
+    def measure(self, until: str, ends: set[str] | None = None) -> FloorReading:
         """Replay the entries after ``start``'s tip through ``until`` (inclusive), timed; the
-        scratch keys are removed after."""
+        scratch keys are removed after. ``ends``: the last entry id of each commit, when the
+        caller knows them (its own commits), instead of the runs guessed from the log."""
         r = self.c.s.r
-        commits, entries = self._commits(until)
+        commits, entries = self._commits(until, ends)
         run = Keys(FLOOR_RUN)
         scratch = [*self._hash_keys(FLOOR_RUN), run.log, run.meta, run.log_snapshot_id]
         r.unlink(*scratch)
