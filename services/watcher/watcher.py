@@ -155,6 +155,14 @@ class Watcher:
         enqueued. False when the lease was lost on the way (nothing of it written then).
         After the log went backwards, no replay: every DaemonSet starts afresh (see above)."""
         tip = self.cache.sync()  # after a rewind it is its listing that notices
+        # a listing may outlast the lease (50,000 nodes on a busy machine took longer than
+        # its 8 s, and every batch after it was refused: list, stand by, list again for
+        # ever); it only read, so take the lease again if it lapsed, or stand by if another
+        # watcher has it now
+        if not self.lease.acquire():
+            self._stand_by("another watcher took the lease while this one listed")
+            return False
+        self._renewed = time.monotonic()
         rewound = self.store.mark.rewinds != self._rewinds
         self._rewinds = self.store.mark.rewinds
         cursor = self.cursor.get()

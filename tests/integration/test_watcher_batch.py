@@ -317,3 +317,43 @@ def test_start_after_compaction_drops_expectations_in_its_one_batch(
     assert exp.get("default/agent") is None
     assert _cursor(store.r, keys) == store.log_tip()
     assert RedisWorkQueue(store.r, keys).state().queue == ("default/agent",)
+
+
+def _listing_outlasts_the_lease(watcher: Watcher, client: redis.Redis, keys: Keys,
+                                to: str | None) -> None:
+    """The watcher's listing takes longer than its lease: the lease lapses meanwhile (and
+    ``to``, a stand-by, takes it)."""
+    sync = watcher.cache.sync
+
+    def slow_sync() -> str:
+        tip = sync()
+        _lose_lease(client, keys, to)
+        return tip
+
+    watcher.cache.sync = slow_sync  # type: ignore[method-assign]
+
+
+def test_a_listing_that_outlasts_the_lease_takes_the_lease_again(redis_url: str,
+                                                                   keys: Keys) -> None:
+    watcher, store = _watcher(redis_url, keys)
+    store.create(new_node("node-1"))
+    store.apply(kit.daemonset("agent"))
+    _listing_outlasts_the_lease(watcher, store.r, keys, to=None)
+
+    assert watcher.start()  # before: its batch refused, it stood by and listed again
+
+    assert RedisLeaderLease(store.r, keys, "watcher", HOLDER).current_holder() == HOLDER
+    assert RedisWorkQueue(store.r, keys).state().queue == ("default/agent",)
+    assert _cursor(store.r, keys) == store.log_tip()
+
+
+def test_a_listing_during_which_another_watcher_took_the_lease_writes_nothing(
+        redis_url: str, keys: Keys) -> None:
+    watcher, store = _watcher(redis_url, keys)
+    store.apply(kit.daemonset("agent"))
+    _listing_outlasts_the_lease(watcher, store.r, keys, to="watcher-b")
+
+    assert not watcher.start()
+
+    assert RedisWorkQueue(store.r, keys).state().queue == ()
+    assert _cursor(store.r, keys) is None
