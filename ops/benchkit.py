@@ -75,7 +75,9 @@ def git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        # the results files themselves do not count: a run of several sizes appends to them
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":!ops/results"],
                                cwd=ROOT, text=True, capture_output=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
@@ -812,8 +814,8 @@ def write_summary() -> None:
         "## Latest run of each label: apply → pods created → status complete",
         "",
         "| nodes | workers | apply→all pods | apply→status complete | Redis cmds / pod | "
-        "node-added→pod p50 | p99 | other CPU | revision | label |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "node-added→pod p50 | p99 | Redis cmds / added node | other CPU | revision | label |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     # the newest run of each label, per benchmark and size (labels name what was measured)
     latest: dict[tuple[str, int, int, str], Obj] = {}
@@ -828,6 +830,7 @@ def write_summary() -> None:
             f"| {nodes} | {workers} | {_s(r.get('pods_created_s'), ' s')} | "
             f"{_s(r.get('status_complete_s'), ' s')} | {_s(r.get('commands_per_pod'), '', 1)} | "
             f"{_s(r.get('node_added_p50_ms'), ' ms', 1)} | {_s(r.get('node_added_p99_ms'), ' ms', 1)} | "
+            f"{_s(r.get('commands_per_added_node'), '', 1)} | "
             f"{_s((r.get('cpu_seconds') or {}).get('other'), ' s')} | "
             f"{r.get('revision', '')} | {r.get('label', '')} |")
     lines += [
