@@ -414,14 +414,18 @@ def main() -> int:
         floor_s = replay_floor(client, path, floor_keys)
         client.unlink(*client.keys(floor_keys.tag + ":*"))
         floor_rate = sim.entries / floor_s
+        cpu = time.process_time()
         rb = rebuild.rebuild(path, client, dst)
+        rb_cpu = time.process_time() - cpu
         same = _view(client, src) == _view(client, dst)
         print(f"replay: {rb.entries:,} entries, {rb.objects:,} objects in {rb.seconds:.1f}s "
               f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); floor, Redis alone for the same "
               f"writes: {floor_s:.1f}s = {floor_rate:,.0f} entries/s (replay takes "
               f"{rb.seconds / floor_s:.2f}x); view identical: {same}", flush=True)
         read_s = read_floor(path)
+        cpu = time.process_time()
         vr = verify.verify(path)
+        v_cpu = time.process_time() - cpu
         v_rate = vr.entries / vr.seconds if vr.seconds else 0.0
         print(f"verify: {vr.verified:,} decisions over {vr.entries:,} entries in "
               f"{vr.seconds:.1f}s = {v_rate:,.0f} entries/s (target {VERIFY_TARGET:,}), "
@@ -431,6 +435,9 @@ def main() -> int:
         for d in vr.divergences[:3]:
             print("  " + d.describe())
         load_after = os.getloadavg()[0]
+        print(f"CPU time of this process: replay {rb_cpu:.1f}s (Redis' own not counted), "
+              f"verify {v_cpu:.1f}s = {vr.entries / v_cpu:,.0f} entries per CPU second",
+              flush=True)
         print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after "
               f"({os.cpu_count()} cores)", flush=True)
         result = {
@@ -444,9 +451,9 @@ def main() -> int:
             "replay_s": round(rb.seconds, 2), "replay_entries_per_s": round(rb.rate),
             "replay_floor_s": round(floor_s, 2),
             "replay_floor_entries_per_s": round(floor_rate),
-            "replay_view_identical": same,
+            "replay_view_identical": same, "replay_cpu_s": round(rb_cpu, 2),
             "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
-            "verify_floor_s": round(read_s, 2),
+            "verify_floor_s": round(read_s, 2), "verify_cpu_s": round(v_cpu, 2),
             "verify_floor_entries_per_s": round(vr.entries / read_s),
             "verify_decisions": vr.verified, "verify_divergences": len(vr.divergences),
             "target_entries_per_s": TARGET, "verify_target_entries_per_s": VERIFY_TARGET,
