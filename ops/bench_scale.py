@@ -5,7 +5,7 @@
     python ops/bench_scale.py --nodes 5000,50000    # the side-by-side of per-event costs
     python ops/bench_scale.py --nodes 5000 --scaling none
     python ops/bench_scale.py --nodes 0 --scaling 10x5000 --scaling-workers 1,2,4
-        [--added 1000] [--removed 5000] [--idle 10] [--workers 1] [--timeout 1800]
+        [--added 1000] [--removed N/10] [--idle 10] [--workers 1] [--timeout 1800]
         [--label TEXT] [--profile DIR] [--keep-logs] [--no-record] [--json-out FILE]
 
 **Scale run**, per size N (``--nodes``): a private redis-server and the real processes
@@ -20,8 +20,8 @@ readiness and termination), then, each phase timed from log entry ids (the Redis
 * added: ``--added`` nodes one at a time, node ADDED → its pod ADDED p50/p99; per added node
   the Redis commands (``INFO commandstats`` delta, as bench_controller counts it — and net
   of this driver's own commands and of the idle rate), CPU per process, log entries by kind;
-* removed: ``--removed`` nodes deleted (1,000 per commit) → status counts them out, → their
-  pods deleted.
+* removed: ``--removed`` nodes (a tenth by default) deleted (1,000 per commit) → status
+  counts them out, → their pods deleted.
 
 Every phase is printed beside its floor (``benchkit.Floor``): the same commits replayed
 through one pipeline into a scratch prefix of the same server, wall time and Redis' own
@@ -335,9 +335,9 @@ def run_scale(n: int, args: argparse.Namespace) -> Obj:
             idle = idle_phase(c, args.idle)
             result.update(added_phase(c, n, args.added, idle, args.timeout))
             memory_note(c, "added", memory)
-        if args.removed:
-            result.update(removed_phase(c, n, n + args.added, min(args.removed, n - 1),
-                                        args.timeout))
+        removed = n // 10 if args.removed is None else min(args.removed, n - 1)
+        if removed:
+            result.update(removed_phase(c, n, n + args.added, removed, args.timeout))
             memory_note(c, "removed", memory)
         result["processed_twice"] = processed_twice(c)
     result["memory_mib"] = memory
@@ -539,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(0: none)")
     ap.add_argument("--workers", type=int, default=1, help="reconciler-workers of the scale run")
     ap.add_argument("--added", type=int, default=1000, help="nodes added one at a time")
-    ap.add_argument("--removed", type=int, default=5000, help="nodes removed")
+    ap.add_argument("--removed", type=int, default=None,
+                    help="nodes removed (default: a tenth of the nodes, 5,000 of 50,000)")
     ap.add_argument("--idle", type=float, default=10.0,
                     help="seconds of idle background measured before the added phase")
     ap.add_argument("--scaling", default="10x5000",
