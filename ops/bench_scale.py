@@ -261,6 +261,7 @@ def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, flo
         "node_added_p50_ms": round(p50, 1), "node_added_p99_ms": round(p99, 1),
         "node_added_max_ms": round(max(latencies), 1),
         "commands_per_added_node_raw": round(raw / count, 1),
+        "commands_per_added_node_minus_driver": round(m.commands / count, 1),
         "commands_per_added_node": round(net / count, 1),
         "idle_commands_per_s": round(idle[0], 1),
         "top_commands_added": {k: round(v / count, 1) for k, v in list(m.per_command.items())[:12]},
