@@ -326,20 +326,25 @@ def run_scale(n: int, args: argparse.Namespace) -> Obj:
     with Cluster(workers=args.workers, profile_dir=args.profile, keep_logs=args.keep_logs) as c:
         result.update(registration(c, n))
         c.start_all(gc=True)
-        c.warm_up(args.timeout)
+        c.warm_up(max(args.timeout, 300.0))
         memory_note(c, "warm-up", memory)
-        result.update(apply_phase(c, n, args.timeout))
-        memory_note(c, "apply", memory)
-        result.update(rollout_phase(c, n, args.timeout))
-        memory_note(c, "rollout", memory)
-        if args.added:
-            idle = idle_phase(c, args.idle)
-            result.update(added_phase(c, n, args.added, idle, args.timeout))
-            memory_note(c, "added", memory)
         removed = n // 10 if args.removed is None else min(args.removed, n - 1)
-        if removed:
-            result.update(removed_phase(c, n, n + args.added, removed, args.timeout))
-            memory_note(c, "removed", memory)
+        phases: list[tuple[str, Callable[[], Obj]]] = [
+            ("apply", lambda: apply_phase(c, n, args.timeout)),
+            ("rollout", lambda: rollout_phase(c, n, args.timeout)),
+            ("added", lambda: added_phase(c, n, args.added, idle_phase(c, args.idle),
+                                          args.timeout) if args.added else {}),
+            ("removed", lambda: removed_phase(c, n, n + args.added, removed, args.timeout)
+             if removed else {}),
+        ]
+        for name, phase in phases:
+            try:
+                result.update(phase())
+            except RuntimeError as err:  # a phase timed out: keep what was measured
+                print(f"  {name} failed: {err}")
+                result["failed"] = f"{name}: {err}"[:500]
+                break
+            memory_note(c, name, memory)
         result["processed_twice"] = processed_twice(c)
     result["memory_mib"] = memory
     peak = max((v for m in memory.values() for k, v in m.items() if k.startswith("reconciler-")),
@@ -392,7 +397,7 @@ def run_scaling(daemonsets: int, per: int, workers: int, args: argparse.Namespac
             c.create_nodes([f"node-{d:02d}-{i:05d}" for i in range(1, per + 1)],
                            labels={GROUP_LABEL: f"g{d}"})
         c.start_all()
-        c.warm_up(args.timeout)
+        c.warm_up(max(args.timeout, 300.0))
         for d in range(daemonsets):
             c.s.apply(benchkit.daemonset_manifest(name=f"bench-{d}", max_unavailable="10%",
                                                   node_selector={GROUP_LABEL: f"g{d}"}))
@@ -480,7 +485,7 @@ def write_summary() -> None:
             f"{s(r.get('removed_status_s'), ' s')} | "
             f"{s(r.get('reconciler_rss_peak_mib'), ' MiB', 0)} | {s(redis_used, ' MiB', 0)} | "
             f"{twice.get('pods', '-')}/{twice.get('decisions', '-')} | {r.get('revision', '')} | "
-            f"{r.get('label', '')} |")
+            f"{r.get('label', '')}{failed(r)} |")
     lines += [
         "",
         "Targets (issue 15): node added → pod created p99 ≤ 20 ms at 5,000 and 50,000 nodes; "
@@ -525,6 +530,11 @@ def write_summary() -> None:
             f"{twice.get('pods', '-')}/{twice.get('decisions', '-')} | {r.get('revision', '')} | "
             f"{r.get('label', '')} |")
     SUMMARY.write_text("\n".join(lines) + "\n")
+
+
+def failed(r: Obj) -> str:
+    """The phase a run failed in (timed out), for the label cell."""
+    return f" (failed in {str(r['failed']).split(':', 1)[0]})" if r.get("failed") else ""
 
 
 def finish(result: Obj, args: argparse.Namespace, runs: list[Obj]) -> None:
