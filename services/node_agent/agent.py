@@ -111,26 +111,33 @@ class NodeAgent:
             self._round(dirty)
 
     def _renew_leases(self) -> None:
-        """Acts: renew the next slice of served nodes' leases when it is due. Each renewal
+        """Acts: renew the slices of served nodes' leases that are due. Each renewal
         interval starts with every served node queued and renews ``nodelease.CHUNK`` of them
         per slice, the slices evenly spread over the interval: every node is renewed once
-        per interval, and no slice holds the loop longer than one pipeline."""
+        per interval, and while the loop turns faster than the slices come no renewal holds
+        it longer than one pipeline. A loop that turns slower (a big round on a busy
+        machine) renews every slice that fell due meanwhile, so no lease lapses for it."""
         now = self.clock()
         if now < self._renew_at:
             return
-        interval = nodelease.renew_interval(self.cfg.lease_duration)
-        if not self._renew_queue:
-            self._renew_queue = sorted(
-                (n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
-                 if lifecycle.serves(self.cfg, n)), reverse=True)
-            self._renew_gap = interval / max(1, math.ceil(len(self._renew_queue) /
-                                                          nodelease.CHUNK))
-        names = self._renew_queue[-nodelease.CHUNK:]
-        del self._renew_queue[-nodelease.CHUNK:]
+        due = 1 + int((now - self._renew_at) / self._renew_gap) if self._renew_gap else 1
+        names: list[str] = []
+        for _ in range(due):
+            if not self._renew_queue:
+                if names:
+                    break  # this interval is done; the next one starts with the next slice
+                self._renew_queue = sorted(
+                    (n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
+                     if lifecycle.serves(self.cfg, n)), reverse=True)
+                interval = nodelease.renew_interval(self.cfg.lease_duration)
+                self._renew_gap = interval / max(1, math.ceil(len(self._renew_queue) /
+                                                              nodelease.CHUNK))
+            names += self._renew_queue[-nodelease.CHUNK:]
+            del self._renew_queue[-nodelease.CHUNK:]
         try:
             self.leases.renew(names, now, self.cfg.lease_duration)
         except common.REDIS_DOWN as err:
-            self._renew_queue.extend(names)  # the same slice again after the outage
+            self._renew_queue.extend(names)  # the same slices again after the outage
             self.outage.failed(err)
             return
         LEASE_RENEWALS.inc(len(names))

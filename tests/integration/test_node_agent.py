@@ -114,3 +114,23 @@ def test_leases_are_renewed_a_thousand_nodes_at_a_time_spread_over_the_interval(
     clock["now"] = t0 + 3 * (gap + 0.01)  # the next interval starts with the first slice again
     agent.step(max_block=0)
     assert renewed_at(clock["now"]) == 1000 and renewed_at(t0) == 0
+
+
+def test_a_slow_loop_renews_every_slice_that_fell_due(client: redis.Redis, keys: Keys) -> None:
+    clock = {"now": 2_000_000.0}
+    agent = NodeAgent(Store(client, keys), AgentConfig(lease_duration=40.0),
+                      clock=lambda: clock["now"])
+    agent.ensure_nodes(2500)
+    agent.cache.sync()
+    names = [f"node-{i:05d}" for i in range(1, 2501)]
+    leases = NodeLeases(client, keys)
+    gap = nodelease.renew_interval(40.0) / 3
+
+    t0 = clock["now"]
+    agent.step(max_block=0)  # the first slice
+    clock["now"] = t0 + 2 * gap + 0.5  # the loop was busy for two slices' time
+    agent.step(max_block=0)
+    got = leases.read(names)
+    assert sum(1 for v in got.values() if v is not None and v.renew_ms ==
+               int(clock["now"] * 1000)) == 1500  # both slices that fell due, at once
+    assert all(got.values())
