@@ -22,12 +22,14 @@ recorded, and so are the floors and the rollout's time.
 * **WATCH** lag: ``--watchers`` concurrent watches of the DaemonSet's pods during a rolling
   update of every node (``set image``). Each event's lag is its delivery time minus its commit
   time: the resourceVersion is a log entry id whose first part is Redis' clock in ms at the
-  commit. Every watcher must see every pod entry of the rollout (checked against the log);
-  a stream the server ends is re-watched from the last resourceVersion, as client-go does.
-  The watchers run in ``--client-procs`` client processes (default one asyncio process that
-  only notes each chunk's arrival time and resourceVersions, so the lag is the server's, not a
-  client's backlog; its CPU is printed). Floor in the same run: a
-  process tailing the log in Redis directly (XREAD), what any reader on this machine sees.
+  commit. Every watcher must see every pod entry of the rollout, in order, each as the log's
+  own event type (checked against the log); a stream the server ends is re-watched from the
+  last resourceVersion, as client-go does. The watchers run in ``--client-procs`` client
+  processes (default one asyncio process that decodes each event in full but builds only
+  what it checks, with its garbage collector off, so the lag is the server's rather than a
+  client's backlog; its CPU and how late its own loop woke are printed). Floor in the same
+  run: a process tailing the log in Redis directly (XREAD), what any reader on this machine
+  sees.
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
   same clients sending ``GET /version``, and the store's own create from as many threads.
 
