@@ -49,6 +49,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -206,24 +207,34 @@ def rollout_phase(c: Cluster, n: int, timeout: float) -> Obj:
     return out
 
 
-def idle_phase(c: Cluster, seconds: float) -> tuple[float, dict[str, float]]:
-    """The background: commands per second and CPU seconds per second of each process while
-    nothing happens (lease renewals, heartbeats, periodic passes)."""
+@dataclass
+class Idle:
+    """The background rates while nothing happens: Redis commands per second (in all and
+    per command) and CPU seconds per second of each process."""
+
+    commands: float
+    per_command: dict[str, float]
+    cpu: dict[str, float]
+
+
+def idle_phase(c: Cluster, seconds: float) -> Idle:
+    """The background (lease renewals, heartbeats, periodic passes) over ``seconds`` (the
+    default 10 s is one lease renewal interval, every node's renewal in it once)."""
     c.bench_commands = 0
     before, cpu_before = c.command_stats(), c.cpu_reading()
     started = time.monotonic()
     time.sleep(seconds)  # measuring the background over a fixed window, not waiting for logic
     elapsed = time.monotonic() - started
-    total, _ = benchkit.command_delta(before, c.command_stats(), c.bench_commands)
+    total, per = benchkit.command_delta(before, c.command_stats(), c.bench_commands)
     cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
-    rate = {k: v / elapsed for k, v in cpu.items()}
-    print(f"  idle {elapsed:.1f} s: {total / elapsed:.0f} Redis commands/s, CPU/s "
-          f"{ {k: round(v, 3) for k, v in rate.items()} }")
-    return total / elapsed, rate
+    idle = Idle(total / elapsed, {k: v / elapsed for k, v in per.items()},
+                {k: v / elapsed for k, v in cpu.items()})
+    print(f"  idle {elapsed:.1f} s: {idle.commands:.0f} Redis commands/s, CPU/s "
+          f"{ {k: round(v, 3) for k, v in idle.cpu.items()} }")
+    return idle
 
 
-def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, float]],
-                timeout: float) -> Obj:
+def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> Obj:
     ph = Phase(c, "added", n)
     latencies: list[float] = []
     next_line = time.monotonic() + 1.0
@@ -244,7 +255,9 @@ def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, flo
     m = ph.end(progress)  # commands net of the driver's own
     elapsed = ph.seconds
     raw = m.commands + driver  # as bench_controller counts: the driver's node creates included
-    net = max(0.0, m.commands - idle[0] * elapsed)
+    net = max(0.0, m.commands - idle.commands * elapsed)
+    per_net = {k: max(0.0, v - idle.per_command.get(k, 0.0) * elapsed) / count
+               for k, v in m.per_command.items()}
     entries: Counter[str] = Counter()
     status_writes = pod_events = 0
     after = ph.floor.after
@@ -254,7 +267,7 @@ def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, flo
         status_writes += kind == "DaemonSet" and etype == "MODIFIED"
         pod_events += kind == "Pod"
     status_id = first_status(c, after, DS_KEY, total_n, 2, True)
-    cpu_net = {k: max(0.0, v - idle[1].get(k, 0.0) * elapsed) for k, v in m.cpu.items()}
+    cpu_net = {k: max(0.0, v - idle.cpu.get(k, 0.0) * elapsed) for k, v in m.cpu.items()}
     p50, p99 = benchkit.percentile(latencies, 50), benchkit.percentile(latencies, 99)
     out: Obj = {
         "nodes_added": count,
@@ -263,8 +276,9 @@ def added_phase(c: Cluster, n: int, count: int, idle: tuple[float, dict[str, flo
         "commands_per_added_node_raw": round(raw / count, 1),
         "commands_per_added_node_minus_driver": round(m.commands / count, 1),
         "commands_per_added_node": round(net / count, 1),
-        "idle_commands_per_s": round(idle[0], 1),
-        "top_commands_added": {k: round(v / count, 1) for k, v in list(m.per_command.items())[:12]},
+        "idle_commands_per_s": round(idle.commands, 1),
+        "top_commands_added": {k: round(v, 1) for k, v in
+                               sorted(per_net.items(), key=lambda kv: -kv[1])[:12] if v >= 0.05},
         "cpu_ms_per_added_node": {k: round(1000 * v / count, 2) for k, v in cpu_net.items()},
         "entries_per_added_node": {k: round(v / count, 2) for k, v in sorted(entries.items())},
         "status_writer_cpu_ms_per_status_write":
