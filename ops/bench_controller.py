@@ -38,6 +38,14 @@ from shared.store import codec
 
 DS_KEY = f"{NAMESPACE}/{benchkit.DS_NAME}"
 LEASE_RENEWALS = "daemonbus_node_lease_renewals_total"  # the node agent's counter
+PER_NODE = 'daemonbus_reconcile_per_node_total{path="%s"}'  # hinted hand-outs, by path
+
+
+def hinted_syncs(c: Cluster) -> dict[str, float]:
+    """Hand-outs with node hints so far, over every reconciler-worker: per-node or full."""
+    return {path: sum(c.metric(name, PER_NODE % path) for name in c.procs
+                      if name.startswith("reconciler-"))
+            for path in ("per-node", "full")}
 
 
 def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
@@ -117,6 +125,7 @@ def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
     before = c.command_stats()
     cpu_before, syncs_before = c.cpu_reading(), c.sync_stats()
     renewals_before = c.metric("node-agent", LEASE_RENEWALS)
+    hinted_before = hinted_syncs(c)
     c.bench_commands = 0
     latencies: list[float] = []
     started = time.monotonic()
@@ -135,6 +144,7 @@ def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
     renewals = int(c.metric("node-agent", LEASE_RENEWALS) - renewals_before)
     cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
     syncs = c.sync_stats()
+    hinted = {k: int(v - hinted_before[k]) for k, v in hinted_syncs(c).items()}
     c.stop_profiling()
     raw, per = benchkit.command_delta(before, after)
     total = max(0, raw - c.bench_commands - renewals)
@@ -146,6 +156,8 @@ def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
           f"max {max(latencies):.1f} ms")
     print(f"  Redis commands per added node: {total / count:.1f} (all {raw}; of them this "
           f"driver's polling {c.bench_commands}, node lease renewals {renewals})")
+    print(f"  syncs: {syncs[0] - syncs_before[0]}, of them handed out with node hints "
+          f"{hinted['per-node']} per-node and {hinted['full']} full (the per-node plan asked)")
     return {
         "nodes_added": count,
         "node_added_p50_ms": round(p50, 1),
@@ -156,6 +168,8 @@ def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
         "driver_commands_added": c.bench_commands,
         "node_lease_renewals_per_s": round(renewals / elapsed, 1),
         "syncs_per_added_node": round((syncs[0] - syncs_before[0]) / count, 2),
+        "per_node_syncs_added": hinted["per-node"],
+        "hinted_full_syncs_added": hinted["full"],
         "sync_ms_mean_added": round(1000 * (syncs[1] - syncs_before[1]) /
                                     max(1, syncs[0] - syncs_before[0]), 1),
         "cpu_ms_per_added_node": {k: round(1000 * v / count, 1) for k, v in cpu.items()},

@@ -190,7 +190,7 @@ class Reconciler:
                             lambda: self.expectations.satisfied(key, now))
 
     def sync(self, key: str, position: str, redelivered: bool = False,
-             lease_token: str = "", nodes: Collection[str] = ()) -> SyncResult:
+             lease_token: str = "", nodes: Collection[str] | None = None) -> SyncResult:
         """Sync ``key`` on state read through at least ``position`` (its hand-out position).
 
         ``redelivered``: the key's last holder lost its lease mid-sync (it died or stalled).
@@ -204,13 +204,16 @@ class Reconciler:
         creates nothing (one that did not stall wrote everything before that hand-out).
 
         ``nodes``: a sync of these nodes alone is enough (the key's node hints, with no reason
-        for a full sync); when the per-node plan needs a full one, the full one runs.
+        for a full sync; none: of no node, for a status change); when the per-node plan needs
+        a full one, the full one runs. None: a full sync.
         """
         started = time.monotonic()
         if redelivered:
             self.expectations.delete(key)
-        per_node = self.plan_nodes(key, position, nodes) if nodes and not redelivered else None
-        if nodes:
+        hinted = nodes is not None and not redelivered
+        per_node = self.plan_nodes(key, position, nodes) if nodes is not None and hinted \
+            else None
+        if hinted:
             PER_NODE.labels("per-node" if per_node is not None else "full").inc()
         if per_node is not None:
             snap, plan = per_node

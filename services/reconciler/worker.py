@@ -230,7 +230,7 @@ def sync_job(context: JobContext, key: str, token: str) -> dict[str, Any]:
         if delay:
             time.sleep(delay)  # the documented test hook: a slow sync of one key
         result = reconciler.sync(key, lease.position, lease.redelivered, lease.token,
-                                 nodes=() if lease.full else lease.nodes)
+                                 nodes=None if lease.full else lease.nodes)
         return {"key": key, "ok": result.ok, "error": result.error,
                 "created": result.created, "deleted": result.deleted,
                 "seconds": round(result.seconds, 4)}

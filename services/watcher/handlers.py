@@ -7,8 +7,9 @@ A key is enqueued for a full sync (``enqueue``, ``enqueue_after``) or with node 
 alone; the workqueue makes it a full sync when a full one is pending too). Hints come from
 node events (added, removed, relabelled, retainted, cordoned, made Ready/NotReady: the
 DaemonSets whose placement on that node changed or that have a pod there) and from the events
-of a pod its controller ref resolves to a DaemonSet (its target node). DaemonSet and revision
-events, orphans, adoption and release stay full syncs, as do replayed entries (previous state
+of a pod its controller ref resolves to a DaemonSet (its target node); a DaemonSet change of
+its status alone asks for a sync of no node. Other DaemonSet changes, revision events,
+orphans, adoption and release stay full syncs, as do replayed entries (previous state
 unknown)."""
 
 from __future__ import annotations
@@ -104,12 +105,26 @@ def _min_ready(ds: Obj) -> int:
 
 # ---- DaemonSet (§b.1) ----------------------------------------------------------------------
 
+def _but_status(ds: Obj) -> Obj:
+    """A DaemonSet without what a status write changes (its status, resourceVersion and
+    managed fields)."""
+    md = {k: v for k, v in (ds.get("metadata") or {}).items()
+          if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in ds.items() if k != "status"}, "metadata": md}
+
+
 def on_daemonset(r: Reaction, etype: str, old: Obj | None, new: Obj) -> None:
     key = meta.key(new)
     if etype == "DELETED":
         r.delete_expectations.add(key)
     elif etype == "MODIFIED" and old is not None and meta.uid(old) != meta.uid(new):
         r.delete_expectations.add(key)
+    elif etype == "MODIFIED" and old is not None and _but_status(old) == _but_status(new):
+        # only its status changed (most often the status-writer's write of what a sync
+        # computed): upstream syncs it again; a sync of no node decides the same whenever
+        # every node is steady, and is a full one otherwise (planner.plan_nodes)
+        r.enqueue_nodes.setdefault(key, set())
+        return
     r.enqueue.add(key)
 
 

@@ -42,7 +42,8 @@ class Lease:
     nodes: tuple[str, ...] = ()
     # whether this hand-out must be a full sync: a plain ``add``, ``add_after`` or
     # ``add_rate_limited`` was pending, the lease is redelivered, or there were hints the
-    # queue could not keep (more than ``MAX_NODE_HINTS``); False only with ``nodes``
+    # queue could not keep (more than ``MAX_NODE_HINTS``); False: a sync of ``nodes`` alone
+    # (none: of no node, its status) is enough
     full: bool = True
 
     @property
@@ -91,8 +92,9 @@ class WorkQueue(Protocol):
     def add_nodes(self, hints: Mapping[str, Sequence[str]]) -> int:
         """Add each key as ``add`` does, with node hints: the key's next hand-out carries
         these nodes (``Lease.nodes``) and is not a full sync unless a plain add is pending
-        for it too (or it holds more than ``MAX_NODE_HINTS`` nodes). An empty node list is
-        a plain add. Returns how many keys were newly marked dirty."""
+        for it too (or it holds more than ``MAX_NODE_HINTS`` nodes). An empty node list asks
+        for a sync of no node (its status): a hand-out with no ``nodes`` and not ``full``.
+        Returns how many keys were newly marked dirty."""
         ...
 
     def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:

@@ -22,8 +22,9 @@ State, with the invariants client-go's ``queue.go`` writes on its fields:
     Why a dirty key needs processing. ``add`` (and a due delayed add, a reclaimed lease) puts
     the key in ``full``: its next hand-out is a full sync. ``add_nodes`` records node names
     in ``hints[key]`` instead, unless the key is in ``full`` (a full sync covers every node),
-    and puts it in ``full`` once it holds more than ``MAX_NODE_HINTS``. Both are subsets of
-    ``dirty``, and a dirty key not in ``full`` has hints. A hand-out takes both at once:
+    and puts it in ``full`` once it holds more than ``MAX_NODE_HINTS``; ``hints[key]`` may be
+    empty (a sync of no node: the status and whatever else needs no node). Both are subsets
+    of ``dirty``, and a dirty key not in ``full`` is in ``hints``. A hand-out takes both:
     ``Lease.nodes`` are the hints, ``Lease.full`` whether the key was in ``full`` (or is
     redelivered). The key stays the unit of work, so one worker holds a DaemonSet at a time
     whatever its hints.
@@ -174,8 +175,6 @@ class InMemoryWorkQueue:
             added = 0
             for key, nodes in hints.items():
                 added += self._dirty_locked(key, now_ms)
-                if not nodes:
-                    self._full_locked(key)
                 if key in self._full:
                     continue
                 held = self._hints.setdefault(key, {})
@@ -233,8 +232,9 @@ class InMemoryWorkQueue:
         self._processing[key] = held
         self._counts["gets"] += 1
         redelivered = _pop(self._redelivered, key)
-        nodes = tuple(sorted(self._hints.pop(key, {})))
-        full = _pop(self._full, key) or redelivered or not nodes
+        hinted = self._hints.pop(key, None)
+        nodes = tuple(sorted(hinted or {}))
+        full = _pop(self._full, key) or redelivered or hinted is None
         return Lease(
             key=key,
             worker=worker,

@@ -34,7 +34,8 @@ from shared.control.workqueue import MAX_NODE_HINTS
 #
 # Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
 # redelivered is a subset of queue; full and the keys of hints are subsets of dirty, and a
-# dirty key not in full has hints (``shared.control.workqueue`` explains them); and
+# dirty key not in full is in hints, maybe with no node ("\n": a sync of no node)
+# (``shared.control.workqueue`` explains them); and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
 # a worker blocked on it wakes whenever there is work. WATCHER_BATCH (below) gets these KEYS
 # too, plus its own, and keeps the same invariants through the same functions.
@@ -80,11 +81,10 @@ local function add_full(key, now)
   return n
 end
 
--- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a plain add);
+-- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a sync of no node);
 -- 1 if newly dirty
 local function add_hinted(key, first, m, now)
   local n = add_one(key, now)
-  if m == 0 then mark_full(key) end
   if redis.call('SISMEMBER', FULL, key) == 1 then return n end
   local held = redis.call('HGET', HINTS, key) or '\n'
   local held_n = tonumber(redis.call('HGET', HINTN, key) or '0')
@@ -163,7 +163,7 @@ WQ_ADD_NODES = r"""
 -- add_nodes: Add with node hints for a batch of keys (ignored while shut down); a key's
 -- hints are kept for its next hand-out unless a full sync is pending for it.
 -- KEYS: the workqueue keys (see WQ_KEYS)
--- ARGV: groups of: key, m, then m node names (m = 0: a plain add)
+-- ARGV: groups of: key, m, then m node names (m = 0: a sync of no node)
 -- Returns the number of keys newly marked dirty.
 """ + _WQ_PRELUDE + r"""
 if is_down() then return 0 end
@@ -186,7 +186,8 @@ WQ_GET = r"""
 -- ARGV[2] lease length (ms)
 -- ARGV[3] at most this many delayed keys promoted / leases reclaimed per call
 -- Returns {key, token, enqueued ms, leased ms, deadline ms, log position, redelivered (0|1),
--- full sync (0|1), its node hints ("\n<node>\n...\n" or "")} when a key was handed out
+-- full sync (0|1), its node hints ("\n<node>\n...\n", "\n": none, or "": not hinted)} when
+-- a key was handed out
 -- (its hints and full mark taken with it), else {shutting down (0|1), ms until the next delayed key or
 -- lease deadline (-1: none)}.
 """ + _WQ_PRELUDE + r"""

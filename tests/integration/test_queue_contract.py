@@ -311,7 +311,17 @@ def test_a_plain_add_makes_the_hand_out_full_whatever_the_hints(handles: Handles
     lease = take(q)
     assert lease.full
     assert q.done(lease)
-    q.add_nodes({"b": []})  # no node named: a plain add
+    q.add_nodes({"b": []})  # no node named: a sync of no node (its status)
+    status_only = take(q)
+    assert (status_only.key, status_only.nodes, status_only.full) == ("b", (), False)
+    assert q.done(status_only)
+    q.add_nodes({"c": []})
+    q.add_nodes({"c": ["n1"]})
+    lease = take(q)
+    assert (lease.nodes, lease.full) == (("n1",), False)
+    assert q.done(lease)
+    q.add_nodes({"d": []})
+    q.add(["d"])
     assert take(q).full
 
 

@@ -77,7 +77,7 @@ def _synced(stack: Stack, worker: str) -> int:
 
 class _FailingReconciler(Reconciler):
     def sync(self, key: str, position: str, redelivered: bool = False,
-             lease_token: str = "", nodes: Collection[str] = ()) -> SyncResult:
+             lease_token: str = "", nodes: Collection[str] | None = None) -> SyncResult:
         raise RuntimeError(f"injected failure syncing {key}")
 
 

@@ -34,10 +34,7 @@ class WorkQueueMachine(RuleBasedStateMachine):
     def add_nodes(self, key: str, nodes: list[str]) -> None:
         self.q.add_nodes({key: nodes})
         self.needs_work.add(key)
-        if nodes:
-            self.hinted.setdefault(key, set()).update(nodes)
-        else:
-            self.needs_full.add(key)
+        self.hinted.setdefault(key, set()).update(nodes)  # none: a sync of no node
 
     @rule(key=KEYS, delay=st.floats(0, 3))
     def add_after(self, key: str, delay: float) -> None:
@@ -52,12 +49,12 @@ class WorkQueueMachine(RuleBasedStateMachine):
         assert not current, f"{lease.key} handed out while {current} still holds it"
         self.leases.append(lease)
         self.needs_work.discard(lease.key)
-        hinted = self.hinted.pop(lease.key, set())
+        hinted = self.hinted.pop(lease.key, None)
         if lease.key in self.needs_full:
             assert lease.full, f"{lease.key} was added for a full sync: {lease}"
         if not lease.full:
+            assert hinted is not None, f"{lease} is neither hinted nor a full sync"
             assert lease.nodes == tuple(sorted(hinted)), f"{lease} lost or invented hints"
-        assert lease.full or lease.nodes, "a hand-out with neither hints nor a full sync"
         self.needs_full.discard(lease.key)
 
     @rule(i=st.integers(0, 10))

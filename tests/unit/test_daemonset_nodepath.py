@@ -191,6 +191,7 @@ def test_the_per_node_path_decides_what_a_full_sync_decides(
         else:
             hinted = cluster.converge(planner.plan(cluster.full())) or {"n0"}
         check(cluster, hinted - {""} or {"n0"}, STATS)
+        check(cluster, set(), STATS)  # a sync of no node (a status change)
 
 
 def test_the_property_run_often_takes_the_per_node_path() -> None:

@@ -80,17 +80,33 @@ def test_add_daemonset_enqueues_it() -> None:
     assert not r.delete_expectations and not r.observe
 
 
-def test_update_daemonset_enqueues_every_update_even_status_only() -> None:
-    ds = _rv(make_ds(), "1-0")
-    cur = _rv(make_ds(status={"numberReady": 3}), "2-0")
-    r = _react(_dss(cur), "DaemonSet", "MODIFIED", ds, cur)
-    assert r.enqueue == {KEY}
+def test_update_daemonset_status_only_asks_for_a_sync_of_no_node() -> None:
+    old = _rv(make_ds(), "1-0")
+    cur = _rv(make_ds(), "2-0")
+    cur["status"] = {"numberReady": 3}
+    cur["metadata"]["managedFields"] = [{"manager": "status-writer"}]
+    r = _react(_dss(cur), "DaemonSet", "MODIFIED", old, cur)
+    assert r.enqueue_nodes == {KEY: set()} and r.enqueue == set()
+    assert r.hints() == {KEY: []}
+
+
+def test_update_daemonset_spec_change_is_a_full_sync() -> None:
+    old = _rv(make_ds(), "1-0")
+    cur = _rv(make_ds(min_ready_seconds=5, status={"numberReady": 3}), "2-0")
+    r = _react(_dss(cur), "DaemonSet", "MODIFIED", old, cur)
+    assert r.enqueue == {KEY} and r.enqueue_nodes == {}
     assert not r.delete_expectations
 
 
 def test_update_daemonset_same_resource_version_is_still_enqueued() -> None:
     ds = _rv(make_ds(), "1-0")
     r = _react(_dss(ds), "DaemonSet", "MODIFIED", ds, ds)
+    assert r.enqueue_nodes == {KEY: set()}  # nothing but (no) status changed
+
+
+def test_replayed_daemonset_update_is_a_full_sync() -> None:
+    ds = _rv(make_ds(status={"numberReady": 3}), "2-0")
+    r = _react(_dss(ds), "DaemonSet", "MODIFIED", None, ds)
     assert r.enqueue == {KEY}
 
 
