@@ -56,7 +56,8 @@ STANDBY_POLL = 0.5
 # A batch that asks for nothing (a decision record, a change no handler cares about) writes
 # nothing, not even the cursor, unless the cursor was last written this long ago: a restart
 # replays those entries, which ask for nothing (or, their previous state unknown, for a full
-# sync of what every restart syncs anyway).
+# sync of what every restart syncs anyway). Once the log is idle that long, the cursor is
+# written up to where the watcher read.
 CURSOR_EVERY = 1.0
 
 
@@ -91,6 +92,7 @@ class Watcher:
                                  cursor_reader=ROLE)
         self._renewed = time.monotonic()
         self._cursor_written = 0.0  # monotonic time of the last batch written
+        self._cursor_behind = False  # a batch since then was left unwritten
         self._rewinds = store.mark.rewinds
 
     # ---- the process ---------------------------------------------------------------------
@@ -202,6 +204,11 @@ class Watcher:
         if self.store.mark.rewinds != self._rewinds:
             return self.start()  # the changes of a relist after a rewind: start afresh
         if not changes:
+            if self._cursor_behind and time.monotonic() - self._cursor_written >= CURSOR_EVERY:
+                # idle with batches left unwritten (they asked for nothing): the cursor
+                # catches up, so a restart does not replay them and readers of the cursor
+                # see that they were handled
+                return self.apply(handlers.Reaction(), self.cache.position)
             return True
         return self.handle(changes)
 
@@ -214,6 +221,7 @@ class Watcher:
             handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
         POSITION_LAG.set(len(changes))
         if reaction.empty() and time.monotonic() - self._cursor_written < CURSOR_EVERY:
+            self._cursor_behind = True
             return True
         return self.apply(reaction, self.cache.position)
 
@@ -233,6 +241,7 @@ class Watcher:
             enqueue_nodes=hints,
         )
         self._cursor_written = time.monotonic()
+        self._cursor_behind = False
         if isinstance(result, NotLeader):
             self._stand_by("the watcher lease is held by %s, not us: a batch up to %s was "
                            "not written", result.holder or "nobody", position)

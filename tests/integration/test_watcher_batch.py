@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from services.node_agent.lifecycle import new_node
 from services.replay import compact
+from services.watcher import watcher as watcher_module
 from services.watcher.watcher import Watcher
 from shared.store.client import Store
 from shared.store.eventlog import RedisCursor
@@ -357,3 +358,19 @@ def test_a_listing_during_which_another_watcher_took_the_lease_writes_nothing(
 
     assert RedisWorkQueue(store.r, keys).state().queue == ()
     assert _cursor(store.r, keys) is None
+
+
+def test_an_idle_watcher_writes_the_cursor_it_left_behind(
+        redis_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that asks for nothing right after a written one is not written; once the log
+    is idle for CURSOR_EVERY, the cursor catches up to where the watcher read."""
+    monkeypatch.setattr(watcher_module, "CURSOR_EVERY", 3.0)  # slow machines: room to spare
+    watcher, store = _watcher(redis_url, keys)
+    assert watcher.start()
+    store.create(new_node("node-1"))  # no DaemonSet: asks for nothing
+    assert watcher.step(block_ms=2000)
+    assert _cursor(store.r, keys) != store.log_tip(), "written although it asked for nothing"
+    assert watcher.step(block_ms=10)  # idle, but not for CURSOR_EVERY yet: nothing written
+    assert _cursor(store.r, keys) != store.log_tip()
+    wait_for(lambda: watcher.step(block_ms=50) and _cursor(store.r, keys) == store.log_tip(),
+             timeout=20)
