@@ -64,6 +64,7 @@ DS_KEY = f"{NAMESPACE}/{benchkit.DS_NAME}"
 SUMMARY = benchkit.RESULTS / "bench-scale.md"
 GROUP_LABEL = "bench.daemonbus.io/group"
 RSS_LIMIT_MIB = 2048.0
+HEARTBEAT = 300.0  # the node agent's --heartbeat default: registered heartbeats spread over it
 Obj = dict[str, Any]
 
 
@@ -142,7 +143,8 @@ def registration(c: Cluster, n: int) -> Obj:
     floor = Floor(c)
     floor.start()
     timings: list[float] = []
-    ids = c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)], timings=timings)
+    ids = c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)], timings=timings,
+                         spread_heartbeats=HEARTBEAT)
     out: Obj = {"registration_s": round(sum(timings), 3),
                 "registration_log_s": secs(ids[0], ids[-1]),
                 "registration_commit_p50_ms": round(1000 * benchkit.percentile(timings, 50), 1),
@@ -409,7 +411,7 @@ def run_scaling(daemonsets: int, per: int, workers: int, args: argparse.Namespac
     with Cluster(workers=workers, profile_dir=args.profile, keep_logs=args.keep_logs) as c:
         for d in range(daemonsets):
             c.create_nodes([f"node-{d:02d}-{i:05d}" for i in range(1, per + 1)],
-                           labels={GROUP_LABEL: f"g{d}"})
+                           labels={GROUP_LABEL: f"g{d}"}, spread_heartbeats=HEARTBEAT)
         c.start_all()
         c.warm_up(max(args.timeout, 300.0))
         for d in range(daemonsets):

@@ -102,13 +102,14 @@ def daemonset_manifest(name: str = DS_NAME, namespace: str = NAMESPACE, image: s
     }
 
 
-def ready_node(name: str, now: float, labels: dict[str, str] | None = None) -> Obj:
+def ready_node(name: str, now: float, labels: dict[str, str] | None = None,
+               heartbeat_age: float = 0.0) -> Obj:
     """A node as a kubelet registers it, already reporting Ready (instant readiness), with
-    ``labels`` added to its own."""
+    ``labels`` added to its own and its heartbeat ``heartbeat_age`` seconds old."""
     node = lifecycle.new_node(name)
     if labels:
         node["metadata"].setdefault("labels", {}).update(labels)
-    stamp = meta.format_time(now)
+    stamp = meta.format_time(now - heartbeat_age)
     node["status"]["conditions"] = [{
         "type": "Ready", "status": "True", "reason": "KubeletReady",
         "message": "kubelet is posting ready status (benchmark)",
@@ -315,14 +316,21 @@ class Cluster:
     # ---- setup --------------------------------------------------------------------------------
 
     def create_nodes(self, names: list[str], labels: dict[str, str] | None = None,
-                     timings: list[float] | None = None) -> list[str]:
+                     timings: list[float] | None = None,
+                     spread_heartbeats: float = 0.0) -> list[str]:
         """Create Ready nodes (with ``labels``), 1,000 per commit; returns their entry ids.
         Each commit is one command, counted in ``bench_commands``; ``timings`` gets the
-        seconds each commit took, its ops' preparation left out."""
+        seconds each commit took, its ops' preparation left out. ``spread_heartbeats``
+        (the agent's heartbeat period): the nodes' heartbeats are stamped evenly over the
+        last such period, so the agent's heartbeats come spread over it as a fleet's do,
+        not all nodes at once (at 50,000 nodes one burst of Node writes every 5 minutes
+        held the agent's loop, and its lease renewals, past the 40 s lease)."""
         ids: list[str] = []
         now = time.time()
         for i in range(0, len(names), 1000):
-            ops = [self.s.create_op(ready_node(n, now, labels)) for n in names[i:i + 1000]]
+            ops = [self.s.create_op(ready_node(
+                n, now, labels, spread_heartbeats * ((i + j) % 997) / 997))
+                for j, n in enumerate(names[i:i + 1000])]
             started = time.perf_counter()
             results = self.s.commit(ops)
             if timings is not None:
