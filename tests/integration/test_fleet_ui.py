@@ -19,6 +19,8 @@ import pytest
 from services.replay import scan
 from shared.daemonset import placement
 from shared.model import meta, rolloutopts
+from shared.store import adapters
+from shared.store.eventlog import RedisEventLog
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit, browser_kit
 from tests.integration.apiserver_kit import ApiServer
@@ -192,9 +194,9 @@ def test_a_view_token_sees_no_action_buttons_and_its_write_is_refused(
 def _writer_of_pause(api: ApiServer, key: str) -> str:
     """Who wrote the first entry of the DaemonSet with the paused annotation (the log)."""
     first = ""
-    for hit in scan.backwards(api.stack.store.r, api.stack.store.keys,
-                              lambda e: e.kind == "DaemonSet" and e.key == key
-                              and e.type != "DECISION"):
+    log = adapters.on(api.stack.store, RedisEventLog)
+    for hit in scan.backwards_in(log, lambda e: e.kind == "DaemonSet" and e.key == key
+                                 and e.type != "DECISION"):
         if rolloutopts.PAUSED not in meta.annotations(hit.obj):
             break
         first = hit.user
