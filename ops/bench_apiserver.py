@@ -3,8 +3,8 @@ readiness).
 
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
                                   [--client-procs 1] [--creates 2000] [--clients 8] [--no-tls]
-                                  [--load-nice 10] [--label TEXT] [--profile DIR]
-                                  [--keep-logs]
+                                  [--load-nice 10] [--max-unavailable 10%] [--label TEXT]
+                                  [--profile DIR] [--keep-logs]
 
 Starts a private redis-server, the real controller processes and ``daemonbus run apiserver``
 (TLS with a generated CA and a bearer token, as ``daemonbus up`` runs it), rolls a DaemonSet
@@ -585,10 +585,11 @@ def write_summary() -> None:
         "average when the run was recorded (other work sharing the cores).",
         "",
         "| at | nodes | TLS | LIST JSON p50 / p99 | LIST Table p50 / p99 | list floor p50 | "
-        "watchers | watch lag p50 / p99 | floor lag p99 | rollout | complete | "
+        "watchers | client procs | maxUnavailable | watch lag p50 / p99 | floor lag p99 | "
+        "rollout | complete | "
         "creates/s (8 clients) | load | workload nice | revision | label |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-        "---: | ---: | --- | --- |",
+        "---: | ---: | ---: | ---: | --- | --- |",
     ]
 
     def pp(s: Obj | None) -> str:
@@ -601,7 +602,8 @@ def write_summary() -> None:
             f"| {r.get('at')} | {r.get('nodes')} | {'yes' if r.get('tls') else 'no'} | "
             f"{pp(li.get('json_ms'))} | {pp(li.get('table_ms'))} | "
             f"{(li.get('driver_unpack_encode_ms') or li.get('driver_read_encode_ms') or {}).get('p50', '-')} ms | "
-            f"{wa.get('watchers', '-')} | {pp(wa.get('lag_ms'))} | "
+            f"{wa.get('watchers', '-')} | {wa.get('client_procs', 1) if wa else '-'} | "
+            f"{r.get('max_unavailable', '10%') if wa else '-'} | {pp(wa.get('lag_ms'))} | "
             f"{(wa.get('floor_lag_ms') or {}).get('p99', '-')} ms | "
             f"{wa.get('rollout_s', '-')} s | "
             f"{wa.get('watchers_complete', '-')}/{wa.get('watchers', '-')} | "
@@ -615,7 +617,8 @@ async def run(c: Cluster, args: argparse.Namespace) -> Obj:
     api = Api(c, not args.no_tls)
     await api.wait_ready()
     result: Obj = {"bench": "apiserver", "nodes": args.nodes, "tls": not args.no_tls,
-                   "load_nice": args.load_nice, "label": args.label}
+                   "load_nice": args.load_nice, "max_unavailable": args.max_unavailable,
+                   "label": args.label}
     if "list" in args.only:
         result["list"] = await measure_list(api, args.nodes, args.repeats)
     if "watch" in args.only:
@@ -623,6 +626,15 @@ async def run(c: Cluster, args: argparse.Namespace) -> Obj:
     if "create" in args.only:
         result["create"] = await measure_create(api, args.creates, args.clients)
     return result
+
+
+def int_or_percent(text: str) -> int | str:
+    """A maxUnavailable as the manifest takes it: ``5`` is a count, ``10%`` a percentage."""
+    if text.isdigit():
+        return int(text)
+    if text.endswith("%") and text[:-1].isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: a count (5) or a percentage (10%)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -640,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load-nice", type=int, default=10,
                     help="CPU niceness of the controllers and the node agent (the workload); "
                          "0: everything at one priority")
+    ap.add_argument("--max-unavailable", type=int_or_percent, default="10%",
+                    help="the rolling update's maxUnavailable, a number or a percentage "
+                         "(default 10%%: bursts of 500 pods at 5,000 nodes; upstream's "
+                         "default is 1, one node at a time)")
     ap.add_argument("--label", default="", help="a note stored with the results")
     ap.add_argument("--profile", type=Path, default=None,
                     help="record py-spy profiles (raw collapsed stacks) of the LIST and WATCH "
@@ -657,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
             c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)])
             c.start_all()
             c.warm_up()
-            bench_rollout.converge(c, n, "10%")
+            bench_rollout.converge(c, n, args.max_unavailable)
             result = asyncio.run(run(c, args))
     except BaseException:
         if not benchkit.interrupted():

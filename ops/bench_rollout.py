@@ -44,7 +44,7 @@ def set_image(c: Cluster, image: str, key: str = DS_KEY) -> dict[str, Any]:
     return out
 
 
-def converge(c: Cluster, n: int, max_unavailable: str) -> None:
+def converge(c: Cluster, n: int, max_unavailable: int | str) -> None:
     c.s.apply(benchkit.daemonset_manifest(max_unavailable=max_unavailable))
     state: dict[str, Any] = {"pods": 0, "ds": {}}
 

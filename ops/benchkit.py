@@ -85,7 +85,7 @@ def git_revision() -> str:
 
 
 def daemonset_manifest(name: str = DS_NAME, namespace: str = NAMESPACE, image: str = "bench/agent:1",
-                       max_unavailable: str = "10%",
+                       max_unavailable: int | str = "10%",
                        node_selector: dict[str, str] | None = None) -> Obj:
     spec: Obj = {"containers": [{"name": "agent", "image": image}]}
     if node_selector:
