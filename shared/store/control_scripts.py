@@ -103,6 +103,18 @@ local function add_hinted(key, first, m, now)
   return n
 end
 
+-- add_hinted for each group in ARGV[first..last] (key, m, then m node names); the number of
+-- keys newly dirty
+local function add_hinted_groups(first, last, now)
+  local n, i = 0, first
+  while i <= last do
+    local m = tonumber(ARGV[i + 1])
+    n = n + add_hinted(ARGV[i], i + 2, m, now)
+    i = i + 2 + m
+  end
+  return n
+end
+
 local function count(field, n)
   if n ~= 0 then redis.call('HINCRBY', STATS, field, n) end
 end
@@ -167,13 +179,7 @@ WQ_ADD_NODES = r"""
 -- Returns the number of keys newly marked dirty.
 """ + _WQ_PRELUDE + r"""
 if is_down() then return 0 end
-local now = now_ms()
-local n, i = 0, 1
-while i <= #ARGV do
-  local m = tonumber(ARGV[i + 1])
-  n = n + add_hinted(ARGV[i], i + 2, m, now)
-  i = i + 2 + m
-end
+local n = add_hinted_groups(1, #ARGV, now_ms())
 count('adds', n)
 sync_signal(false)
 return n
@@ -456,11 +462,11 @@ WATCHER_BATCH = r"""
 -- KEYS[19] the watcher's leader lease (string: holder id, with a TTL)
 -- ARGV[1] holder id
 -- ARGV[2] the log position to store as the cursor
--- ARGV[3..7] counts: d keys whose expectations are deleted, o observation triples, a keys
---            to add, l delayed adds, h hinted keys
--- ARGV[8..] the d keys; the o triples (key, creations observed, deletions observed); the a
---           keys; the l pairs (key, delay in ms, may be fractional; <= 0 adds at once); the
---           h groups (key, m, then m node names)
+-- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
+--            to add, l delayed adds
+-- ARGV[7..] the d keys; the o triples (key, creations observed, deletions observed); the a
+--           keys; the l pairs (key, delay in ms, may be fractional; <= 0 adds at once); then
+--           to the end, the groups of hinted keys (key, m, then m node names)
 -- Returns {0, current holder or ''} when ARGV[1] does not hold the lease (nothing written),
 -- else {1, keys newly dirty, shut down (0|1), expectation entries lowered}.
 """ + _WQ_PRELUDE + _EXP_LOWER + r"""
@@ -468,8 +474,8 @@ local EXP, CURSOR, LEASE = KEYS[17], KEYS[18], KEYS[19]
 local holder = redis.call('GET', LEASE)
 if holder ~= ARGV[1] then return {0, holder or ''} end
 local nd, no = tonumber(ARGV[3]), tonumber(ARGV[4])
-local na, nl, nh = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local i = 8
+local na, nl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
 for j = i, i + nd - 1 do redis.call('HDEL', EXP, ARGV[j]) end
 i = i + nd
 local lowered = lower_expectations(EXP, i, i + 3 * no - 1)
@@ -485,11 +491,7 @@ if not down then
     add_after(ARGV[j], now, tonumber(ARGV[j + 1]))
   end
   i = i + 2 * nl
-  for _ = 1, nh do
-    local m = tonumber(ARGV[i + 1])
-    added = added + add_hinted(ARGV[i], i + 2, m, now)
-    i = i + 2 + m
-  end
+  added = added + add_hinted_groups(i, #ARGV, now)
   count('adds', added)
   sync_signal(false)
 end

@@ -73,8 +73,7 @@ class RedisWatcherBatch:
             delayed += [key, repr(seconds * 1000.0)]
         hinted = hint_args(enqueue_nodes or {})
         args: list[Any] = [self.holder, position, len(deleted), len(lowered) // 3, len(added),
-                           len(delayed) // 2, len(enqueue_nodes or {}), *deleted, *lowered,
-                           *added, *delayed, *hinted]
+                           len(delayed) // 2, *deleted, *lowered, *added, *delayed, *hinted]
         with redis_errors("watcher batch"):
             raw = self._batch(keys=self._keys, args=args)
         if not int(raw[0]):

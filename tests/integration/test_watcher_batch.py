@@ -156,6 +156,30 @@ def test_node_hints_are_written_in_the_same_call(
     _signal_tokens_match(client, keys, queue)
 
 
+def test_node_hints_are_read_after_every_other_part_of_the_batch(
+        keys: Keys, batch: RedisWatcherBatch, queue: RedisWorkQueue,
+        exp: RedisExpectations) -> None:
+    exp.set("ns/gone", 1, 0, time.time())
+    exp.set("ns/seen", 1, 1, time.time())
+    result = batch.apply(
+        "3-0", delete_expectations=["ns/gone"], observe=[("ns/seen", 1, 1)],
+        enqueue=["ns/full"], enqueue_after={"ns/later": 60.0},
+        enqueue_nodes={"ns/a": ["n1", "n2"], "ns/none": [], "ns/b": ["n3"]})
+    assert result == Written(added=4, queue_shut_down=False, lowered=1)
+    assert exp.get("ns/gone") is None
+    seen = exp.get("ns/seen") or pytest.fail("ns/seen")
+    assert (seen.add, seen.delete) == (0, 0)
+    assert set(queue.state().waiting) == {"ns/later"}
+    leases = [queue.get("w") for _ in range(4)]
+    assert {lease.key: (lease.nodes, lease.full) for lease in leases if lease is not None} == {
+        "ns/full": ((), True),
+        "ns/a": (("n1", "n2"), False),
+        "ns/none": ((), False),  # a sync of no node between two groups
+        "ns/b": (("n3",), False),
+    }
+    check_invariants(queue)
+
+
 def test_an_empty_batch_only_moves_the_cursor(client: redis.Redis, keys: Keys,
                                               batch: RedisWatcherBatch,
                                               queue: RedisWorkQueue) -> None:
