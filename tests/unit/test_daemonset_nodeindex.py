@@ -12,78 +12,24 @@ from hypothesis import strategies as st
 from shared.daemonset import claim, dsutil, nodeindex, placement, planner, podfacts, status
 from shared.daemonset.placement import Placement
 from shared.model import meta, podutil
-from tests.unit.daemonset_fixtures import (
-    NOW,
-    current_hash,
-    daemon_pod,
-    make_ds,
-    make_node,
-    make_pod,
-    snapshot,
-)
+from tests.unit.daemonset_fixtures import NOW, current_hash, daemon_pod, snapshot
+from tests.unit.daemonset_strategies import blue_ds, node_of, node_ops, pod_fields, pod_of
 
 Obj = dict[str, Any]
 
-TAINTS = [
-    [],
-    [{"key": "dedicated", "effect": "NoSchedule"}],
-    [{"key": "dedicated", "effect": "NoExecute"}],
-]
 NODES = 6  # n0..n5; pods may target n6, never a Node
 MIN_READY = [0, 5, 60]
 
-node_st = st.tuples(st.just("node"), st.integers(0, NODES - 1), st.sampled_from(["blue", "red"]),
-                    st.integers(0, len(TAINTS) - 1))
-pod_fields = st.fixed_dictionaries(
-    {
-        "node": st.integers(0, NODES),
-        "phase": st.sampled_from(["Running", "Running", "Pending", "Failed", "Succeeded"]),
-        "ready": st.booleans(),
-        "deleting": st.booleans(),
-        "new": st.booleans(),
-        "owned": st.sampled_from(["ds", "ds", "ds", "orphan", "other", "elsewhere", "unmatched"]),
-        "age": st.sampled_from([1, 5, 30, 60, 100]),
-        "bound": st.booleans(),
-    }
-)
-pod_st = st.tuples(st.just("pod"), st.integers(0, 9), pod_fields)
+node_st = node_ops(NODES)
+pod_st = st.tuples(st.just("pod"), st.integers(0, 9), pod_fields(
+    NODES, ["ds", "ds", "ds", "orphan", "other", "elsewhere", "unmatched"],
+    st.sampled_from([1, 5, 30, 60, 100])))
 op_st = st.one_of(
     node_st,
     st.tuples(st.just("rmnode"), st.integers(0, NODES - 1)),
     pod_st,
     st.tuples(st.just("rmpod"), st.integers(0, 9)),
 )
-
-
-def the_ds(min_ready: int) -> Obj:
-    return make_ds(pod_spec={"containers": [], "nodeSelector": {"color": "blue"}},
-                   min_ready_seconds=min_ready)
-
-
-def node_of(i: int, color: str, taint: int) -> Obj:
-    return make_node(f"n{i}", {"color": color}, TAINTS[taint])
-
-
-def pod_of(ds: Obj, j: int, p: Obj) -> Obj:
-    node = f"n{p['node']}"
-    other = make_ds("bar", uid="other-uid")
-    owner = {"ds": ds, "orphan": None, "other": other, "elsewhere": ds, "unmatched": ds}
-    pod = make_pod(
-        f"p{j}",
-        node if p["bound"] else None,
-        affinity_node=None if p["bound"] else node,
-        ds=owner[p["owned"]],
-        labels={"app": "nothing"} if p["owned"] == "unmatched" else None,
-        hash=current_hash(ds) if p["new"] else "old",
-        phase=p["phase"],
-        ready=p["ready"],
-        ready_since=NOW - p["age"],
-        created=NOW - 1000 + j,
-        deleting=p["deleting"],
-    )
-    if p["owned"] == "elsewhere":
-        pod["metadata"]["namespace"] = "elsewhere"
-    return pod
 
 
 def scratch(ds: Obj, nodes: list[Obj], pods: list[Obj]) -> tuple[Any, Any, list[str]]:
@@ -154,7 +100,7 @@ def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
 def test_index_follows_changes_as_a_full_computation(
     min_ready: int, initial_nodes: list[Any], initial_pods: list[Any], ops: list[Any]
 ) -> None:
-    ds = the_ds(min_ready)
+    ds = blue_ds(min_ready)
     nodes = {f"n{i}": node_of(i, c, t) for _, i, c, t in initial_nodes}
     pods = {f"x/p{j}": pod_of(ds, j, p) for _, j, p in initial_pods}
     pods = {meta.key(p): p for p in pods.values()}
@@ -184,14 +130,14 @@ def test_index_follows_changes_as_a_full_computation(
 
 
 def test_index_takes_a_status_change_but_not_a_template_change() -> None:
-    ds = the_ds(0)
+    ds = blue_ds(0)
     index = nodeindex.DaemonSetIndex(ds, current_hash(ds), [node_of(0, "blue", 0)])
     newer = {**ds, "status": {"numberReady": 3}, "metadata": {**ds["metadata"], "generation": 2}}
     assert index.update_ds(newer)
     assert index.status(NOW, True)["observedGeneration"] == 2
     assert index.status(NOW, True) == status.compute_status(
         newer, ["n0"], dict(index.decisions), {}, NOW, True)
-    changed = the_ds(0)
+    changed = blue_ds(0)
     changed["spec"]["template"]["spec"]["nodeSelector"] = {"color": "red"}
     assert not index.fits(changed)
     assert not index.update_ds(changed)
@@ -199,7 +145,7 @@ def test_index_takes_a_status_change_but_not_a_template_change() -> None:
 
 
 def test_a_plan_with_a_fitting_index_reads_no_node_and_no_pod(monkeypatch: Any) -> None:
-    ds = the_ds(0)
+    ds = blue_ds(0)
     nodes = [node_of(i, "blue", 0) for i in range(3)]
     pods = [daemon_pod(ds, "n0"), daemon_pod(ds, "n1")]
     expected = planner.plan(snapshot(ds, nodes, pods))

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from shared.daemonset import history, nodeindex, planner
 from shared.daemonset import types as t
 from shared.model import meta, podutil
-from tests.unit.daemonset_fixtures import NOW, current_hash, make_ds, make_pod, rolling, snapshot
-from tests.unit.test_daemonset_nodeindex import node_of, pod_of
+from tests.unit.daemonset_fixtures import NOW, current_hash, make_pod, rolling, snapshot
+from tests.unit.daemonset_strategies import blue_ds, node_of, node_ops, pod_fields, pod_of
 
 Obj = dict[str, Any]
 
@@ -23,28 +23,23 @@ STRATEGIES = [rolling(1, 0), rolling(0, 1), rolling("30%", 0), {"type": "OnDelet
 NODES = 6  # n0..n5; pods may target n6, never a Node
 POD_SLOTS = 12
 
-node_st = st.tuples(st.just("node"), st.integers(0, NODES - 1),
-                    st.sampled_from(["blue", "blue", "red"]),
-                    st.sampled_from([0, 0, 0, 1, 2]))
-pod_fields = st.fixed_dictionaries(
-    {
-        "node": st.integers(0, NODES),
-        "phase": st.sampled_from(["Running", "Running", "Running", "Pending", "Failed",
-                                  "Succeeded"]),
-        "ready": st.sampled_from([True, True, False]),
-        "deleting": st.sampled_from([False, False, False, True]),
-        "new": st.sampled_from([True, True, True, False]),
-        # no orphans: a full sync adopts them (their events queue it), the index does not
-        # count them, so a per-node sync would count other pods than a full one
-        "owned": st.sampled_from(["ds", "ds", "ds", "other", "unmatched", "elsewhere"]),
-        "age": st.sampled_from([1, 30, 100, 100]),
-        "bound": st.booleans(),
-    }
+node_st = node_ops(NODES, st.sampled_from(["blue", "blue", "red"]),
+                   st.sampled_from([0, 0, 0, 1, 2]))
+pod_fields_st = pod_fields(
+    NODES,
+    # no orphans: a full sync adopts them (their events queue it), the index does not
+    # count them, so a per-node sync would count other pods than a full one
+    ["ds", "ds", "ds", "other", "unmatched", "elsewhere"],
+    st.sampled_from([1, 30, 100, 100]),
+    phase=st.sampled_from(["Running", "Running", "Running", "Pending", "Failed", "Succeeded"]),
+    ready=st.sampled_from([True, True, False]),
+    deleting=st.sampled_from([False, False, False, True]),
+    new=st.sampled_from([True, True, True, False]),
 )
 op_st = st.one_of(
     node_st,
     st.tuples(st.just("rmnode"), st.integers(0, NODES - 1)),
-    st.tuples(st.just("pod"), st.integers(0, POD_SLOTS - 1), pod_fields),
+    st.tuples(st.just("pod"), st.integers(0, POD_SLOTS - 1), pod_fields_st),
     st.tuples(st.just("rmpod"), st.integers(0, POD_SLOTS - 1)),
     st.tuples(st.just("converge")),
     st.tuples(st.just("converge")),
@@ -52,8 +47,7 @@ op_st = st.one_of(
 
 
 def the_ds(strategy: int, min_ready: int) -> Obj:
-    return make_ds(strategy=STRATEGIES[strategy], min_ready_seconds=min_ready,
-                   pod_spec={"containers": [], "nodeSelector": {"color": "blue"}})
+    return blue_ds(min_ready, STRATEGIES[strategy])
 
 
 def decided(plan: t.Plan) -> Obj:
@@ -158,7 +152,7 @@ STATS = {"asked": 0, "per-node": 0}
     strategy=st.integers(0, len(STRATEGIES) - 1),
     min_ready=st.sampled_from([0, 0, 5]),
     initial_nodes=st.lists(node_st, max_size=NODES),
-    initial_pods=st.lists(st.tuples(st.integers(0, POD_SLOTS - 1), pod_fields), max_size=8),
+    initial_pods=st.lists(st.tuples(st.integers(0, POD_SLOTS - 1), pod_fields_st), max_size=8),
     ops=st.lists(op_st, max_size=20),
 )
 def test_the_per_node_path_decides_what_a_full_sync_decides(

@@ -11,15 +11,8 @@ from hypothesis import strategies as st
 from shared.daemonset import dsutil, nodeindex, placement, planner
 from shared.daemonset import status as ds_status
 from shared.model import meta, podutil
-from tests.unit.daemonset_fixtures import (
-    NOW,
-    current_hash,
-    make_ds,
-    make_node,
-    make_pod,
-    rolling,
-    snapshot,
-)
+from tests.unit.daemonset_fixtures import rolling, snapshot
+from tests.unit.daemonset_strategies import COLORS, TAINTED, blue_ds, node_of, pod_fields, pod_of
 
 Obj = dict[str, Any]
 
@@ -30,55 +23,17 @@ STRATEGIES = [
     rolling(0, "50%"),
     {"type": "OnDelete"},
 ]
-TAINTS = [
-    [],
-    [{"key": "dedicated", "effect": "NoSchedule"}],
-    [{"key": "dedicated", "effect": "NoExecute"}],
-]
 
-node_st = st.tuples(st.sampled_from(["blue", "red"]), st.integers(0, len(TAINTS) - 1))
-pod_st = st.fixed_dictionaries(
-    {
-        "node": st.integers(0, 7),  # 7 may be a missing node
-        "phase": st.sampled_from(["Running", "Running", "Pending", "Failed", "Succeeded"]),
-        "ready": st.booleans(),
-        "deleting": st.booleans(),
-        "new": st.booleans(),
-        "owned": st.sampled_from(["ds", "ds", "orphan", "other"]),
-        "age": st.integers(1, 100),
-        "bound": st.booleans(),
-    }
-)
+node_st = st.tuples(COLORS, TAINTED)
+pod_st = pod_fields(7, ["ds", "ds", "orphan", "other"], st.integers(1, 100))  # n7 may be missing
 
 
 def build(
     nodes_spec: list[tuple[str, int]], pods_spec: list[Obj], strategy: int
 ) -> tuple[Obj, list[Obj], list[Obj]]:
-    ds = make_ds(
-        strategy=STRATEGIES[strategy],
-        pod_spec={"containers": [], "nodeSelector": {"color": "blue"}},
-        min_ready_seconds=5,
-    )
-    nodes = [make_node(f"n{i}", {"color": c}, TAINTS[t]) for i, (c, t) in enumerate(nodes_spec)]
-    other = make_ds("bar", uid="other-uid")
-    pods = []
-    for i, p in enumerate(pods_spec):
-        node = f"n{p['node']}"
-        pods.append(
-            make_pod(
-                f"p{i}",
-                node if p["bound"] else None,
-                affinity_node=None if p["bound"] else node,
-                ds={"ds": ds, "orphan": None, "other": other}[p["owned"]],
-                hash=current_hash(ds) if p["new"] else "old",
-                phase=p["phase"],
-                ready=p["ready"],
-                ready_since=NOW - p["age"],
-                created=NOW - 1000 + i,
-                deleting=p["deleting"],
-            )
-        )
-    return ds, nodes, pods
+    ds = blue_ds(5, STRATEGIES[strategy])
+    nodes = [node_of(i, c, t) for i, (c, t) in enumerate(nodes_spec)]
+    return ds, nodes, [pod_of(ds, i, p) for i, p in enumerate(pods_spec)]
 
 
 @settings(max_examples=150, deadline=None)
