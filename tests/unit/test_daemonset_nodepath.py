@@ -75,21 +75,34 @@ class Cluster:
         self.pods = {meta.key(p): p for p in pods}
         self.index = nodeindex.DaemonSetIndex(ds, self.hash, nodes, pods)
 
-    def set_node(self, node: Obj) -> None:
-        self.nodes[meta.name(node)] = node
-        self.index.set_node(node)
+    def put(self, obj: Obj) -> set[str]:
+        """A Node or Pod added or changed (see ``event``)."""
+        kind = obj["kind"]
+        return self.event(kind, meta.name(obj) if kind == "Node" else meta.key(obj), obj)
 
-    def remove_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
-        self.index.remove_node(name)
+    def remove(self, kind: str, key: str) -> set[str]:
+        """A Node (``key``: its name) or Pod (``key``: namespace/name) deleted (see ``event``)."""
+        return self.event(kind, key, None)
 
-    def set_pod(self, pod: Obj) -> None:
-        self.pods[meta.key(pod)] = pod
-        self.index.set_pod(pod)
-
-    def remove_pod(self, key: str) -> None:
-        self.pods.pop(key, None)
-        self.index.remove_pod(key)
+    def event(self, kind: str, key: str, new: Obj | None) -> set[str]:
+        """One event of a Node or Pod (``new`` None: deleted) in the cluster's objects and in
+        the index, as the reconciler's cache feeds it; returns the nodes the event hints: the
+        node, or the nodes the pod targets before and after."""
+        objects = self.nodes if kind == "Node" else self.pods
+        old = objects.pop(key, None)
+        if new is not None:
+            objects[key] = new
+        if kind == "Node":
+            if new is None:
+                self.index.remove_node(key)
+            else:
+                self.index.set_node(new)
+            return {key}
+        if new is None:
+            self.index.remove_pod(key)
+        else:
+            self.index.set_pod(new)
+        return {n for p in (old, new) if p is not None and (n := podutil.target_node(p))}
 
     def in_namespace(self) -> list[Obj]:
         return [p for p in self.pods.values() if meta.namespace(p) == meta.namespace(self.ds)]
@@ -116,10 +129,10 @@ class Cluster:
                                "creationTimestamp": "2023-11-14T21:00:00Z"}
             pod["status"] = {"phase": "Running", "conditions": [
                 {"type": "Ready", "status": "True", "lastTransitionTime": "2023-11-14T21:00:00Z"}]}
-            self.set_pod(pod)
+            self.put(pod)
             touched.add(create.node)
         for delete in (plan.sync_nodes.deletes if plan.sync_nodes else []):
-            self.remove_pod(f"{delete.namespace}/{delete.name}")
+            self.remove("Pod", f"{delete.namespace}/{delete.name}")
             touched.add(delete.node)
         return touched
 
@@ -165,26 +178,16 @@ def test_the_per_node_path_decides_what_a_full_sync_decides(
     cluster = Cluster(ds, list(nodes.values()), list(pods.values()))
     for op in ops:
         if op[0] == "node":
-            node = node_of(*op[1:])
-            cluster.set_node(node)
-            hinted = {meta.name(node)}
+            hinted = cluster.put(node_of(*op[1:]))
         elif op[0] == "rmnode":
-            cluster.remove_node(f"n{op[1]}")
-            hinted = {f"n{op[1]}"}
+            hinted = cluster.remove("Node", f"n{op[1]}")
         elif op[0] == "pod":
-            pod = pod_of(ds, op[1], op[2])
-            old = cluster.pods.get(meta.key(pod))
-            cluster.set_pod(pod)
-            hinted = {podutil.target_node(pod) or ""}
-            if old is not None:
-                hinted.add(podutil.target_node(old) or "")
+            hinted = cluster.put(pod_of(ds, op[1], op[2]))
         elif op[0] == "rmpod":
-            old = cluster.pods.get(f"default/p{op[1]}")
-            cluster.remove_pod(f"default/p{op[1]}")
-            hinted = {podutil.target_node(old) or ""} if old is not None else {"n0"}
+            hinted = cluster.remove("Pod", f"default/p{op[1]}")
         else:
-            hinted = cluster.converge(planner.plan(cluster.full())) or {"n0"}
-        check(cluster, hinted - {""} or {"n0"}, STATS)
+            hinted = cluster.converge(planner.plan(cluster.full()))
+        check(cluster, hinted or {"n0"}, STATS)
         check(cluster, set(), STATS)  # a sync of no node (a status change)
 
 
@@ -195,7 +198,7 @@ def test_the_property_run_often_takes_the_per_node_path() -> None:
     cluster = Cluster(ds, [node_of(i, "blue", 0) for i in range(4)], [])
     cluster.converge(planner.plan(cluster.full()))
     for i in range(4, 8):
-        cluster.set_node(node_of(i, "blue", 0))
+        cluster.put(node_of(i, "blue", 0))
         check(cluster, {f"n{i}"}, stats)
         plan = cluster.per_node({f"n{i}"})
         assert plan is not None
@@ -215,7 +218,7 @@ def steady_cluster(ds: Obj, count: int = 4) -> Cluster:
 
 def test_a_node_added_to_a_steady_daemonset_gets_its_pod_from_the_per_node_path() -> None:
     cluster = steady_cluster(the_ds(0, 0))
-    cluster.set_node(node_of(9, "blue", 0))
+    cluster.put(node_of(9, "blue", 0))
     plan = cluster.per_node({"n9"})
     assert plan is not None and plan.nodes == ["n9"]
     assert [c.node for c in (plan.sync_nodes or t.SyncNodes([], [])).creates] == ["n9"]
@@ -226,7 +229,7 @@ def test_a_node_added_to_a_steady_daemonset_gets_its_pod_from_the_per_node_path(
 
 def test_a_node_relabelled_away_loses_its_pod_by_the_per_node_path() -> None:
     cluster = steady_cluster(the_ds(0, 0))
-    cluster.set_node(node_of(2, "red", 0))
+    cluster.put(node_of(2, "red", 0))
     plan = cluster.per_node({"n2"})
     assert plan is not None
     assert [d.node for d in (plan.sync_nodes or t.SyncNodes([], [])).deletes] == ["n2"]
@@ -235,7 +238,7 @@ def test_a_node_relabelled_away_loses_its_pod_by_the_per_node_path() -> None:
 
 def test_a_removed_node_loses_its_unbound_pod_then_counts_no_more() -> None:
     cluster = steady_cluster(the_ds(0, 0))
-    cluster.remove_node("n1")
+    cluster.remove("Node", "n1")
     plan = cluster.per_node({"n1"})  # its pod names it by affinity only: the sync deletes it
     assert plan is not None
     assert [d.node for d in (plan.sync_nodes or t.SyncNodes([], [])).deletes] == ["n1"]
@@ -250,16 +253,16 @@ def test_a_removed_node_loses_its_unbound_pod_then_counts_no_more() -> None:
 def test_global_steps_ask_for_a_full_sync() -> None:
     ds = the_ds(0, 0)
     cluster = steady_cluster(ds)
-    cluster.set_node(node_of(9, "blue", 0))
+    cluster.put(node_of(9, "blue", 0))
     assert cluster.per_node({"n9"}, satisfied=False) is None  # expectations pending
     other = next(p for p in cluster.pods.values() if podutil.target_node(p) == "n0")
-    cluster.remove_pod(meta.key(other))
+    cluster.remove("Pod", meta.key(other))
     old = make_pod("old", "n0", ds=ds, hash="old", ready_since=NOW - 100)
-    cluster.set_pod(old)
+    cluster.put(old)
     assert cluster.per_node({"n9"}) is None  # an old pod elsewhere: the rollout's
     assert cluster.per_node({"n0", "n9"}) is None  # an old pod here: the rollout's too
-    cluster.remove_pod(meta.key(old))
-    cluster.set_pod(other)
+    cluster.remove("Pod", meta.key(old))
+    cluster.put(other)
     assert cluster.per_node({"n9"}) is not None
     cluster.revisions = []  # no revision yet: history must create it
     assert cluster.per_node({"n9"}) is None
