@@ -3,7 +3,8 @@ readiness).
 
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
                                   [--client-procs 1] [--creates 2000] [--clients 8] [--no-tls]
-                                  [--load-nice 10] [--max-unavailable 10%] [--label TEXT]
+                                  [--load-nice 10] [--max-unavailable 10%]
+                                  [--apiserver-from CHECKOUT] [--label TEXT]
                                   [--profile DIR] [--keep-logs]
 
 Starts a private redis-server, the real controller processes and ``daemonbus run apiserver``
@@ -97,7 +98,7 @@ def loadavg() -> float:
 class Api:
     """``daemonbus run apiserver`` in the cluster, and how the driver reaches it."""
 
-    def __init__(self, c: Cluster, use_tls: bool) -> None:
+    def __init__(self, c: Cluster, use_tls: bool, root: Path | None = None) -> None:
         self.c = c
         self.port = benchkit.free_port()
         self.token = auth.new_token()
@@ -108,7 +109,7 @@ class Api:
                 "--cert-dir", str(self.cert_dir)]
         if not use_tls:
             args.append("--no-tls")
-        c.start("apiserver", *args, metrics=False)
+        c.start("apiserver", *args, metrics=False, root=root)
         self.base = f"{'https' if use_tls else 'http'}://127.0.0.1:{self.port}"
         self.use_tls = use_tls
         self.headers = {"Authorization": f"Bearer {self.token}"}
@@ -608,17 +609,20 @@ def write_summary() -> None:
             f"{wa.get('rollout_s', '-')} s | "
             f"{wa.get('watchers_complete', '-')}/{wa.get('watchers', '-')} | "
             f"{cr.get('create_per_s', '-')} | {r.get('loadavg_1m')} | "
-            f"{r.get('load_nice', 0)} | {r.get('revision')} | "
+            f"{r.get('load_nice', 0)} | {r.get('revision')}"
+            f"{' (API server ' + r['apiserver_revision'] + ')' if r.get('apiserver_revision') else ''} | "
             f"{r.get('label', '')} |")
     SUMMARY.write_text("\n".join(lines) + "\n")
 
 
 async def run(c: Cluster, args: argparse.Namespace) -> Obj:
-    api = Api(c, not args.no_tls)
+    api = Api(c, not args.no_tls, args.apiserver_from)
     await api.wait_ready()
     result: Obj = {"bench": "apiserver", "nodes": args.nodes, "tls": not args.no_tls,
                    "load_nice": args.load_nice, "max_unavailable": args.max_unavailable,
                    "label": args.label}
+    if args.apiserver_from:
+        result["apiserver_revision"] = benchkit.git_revision(args.apiserver_from)
     if "list" in args.only:
         result["list"] = await measure_list(api, args.nodes, args.repeats)
     if "watch" in args.only:
@@ -656,6 +660,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the rolling update's maxUnavailable, a number or a percentage "
                          "(default 10%%: bursts of 500 pods at 5,000 nodes; upstream's "
                          "default is 1, one node at a time)")
+    ap.add_argument("--apiserver-from", type=Path, default=None, metavar="CHECKOUT",
+                    help="run the API server from another checkout of daemonbus (the rest "
+                         "from this one): the old and new API server side by side under one "
+                         "workload")
     ap.add_argument("--label", default="", help="a note stored with the results")
     ap.add_argument("--profile", type=Path, default=None,
                     help="record py-spy profiles (raw collapsed stacks) of the LIST and WATCH "

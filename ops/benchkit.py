@@ -71,14 +71,15 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def git_revision() -> str:
+def git_revision(root: Path = ROOT) -> str:
+    """The checkout's short commit id, ``+dirty`` when files other than the results differ."""
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
                              capture_output=True, check=True).stdout.strip()
         # the results files themselves do not count: a run of several sizes appends to them
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
                                 ".", ":!ops/results"],
-                               cwd=ROOT, text=True, capture_output=True).stdout.strip()
+                               cwd=root, text=True, capture_output=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -204,19 +205,24 @@ class Cluster:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def start(self, name: str, *args: str, metrics: bool = True, nice: int = 0) -> None:
+    def start(self, name: str, *args: str, metrics: bool = True, nice: int = 0,
+              root: Path | None = None) -> None:
         """Start ``daemonbus run ARGS`` as ``name``, serving metrics unless ``metrics`` is
         False (for a process without a metrics endpoint, such as the API server), at CPU
-        niceness ``nice`` (set in the child before it starts, so all its threads have it)."""
+        niceness ``nice`` (set in the child before it starts, so all its threads have it),
+        from the checkout ``root`` (default: this one; another for side-by-side runs)."""
         log = open(self.tmp / f"{name}.log", "ab")  # the child keeps it open
         extra: list[str] = []
         if metrics:
             port = self.metrics_ports[name] = free_port()
             extra = ["--metrics-port", str(port)]
+        env = self.env()
+        if root is not None:
+            env["PYTHONPATH"] = str(root)
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "services.cli.main", "run", *args, *extra],
-            env=self.env(),
-            stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True,
+            env=env,
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(root or ROOT), start_new_session=True,
             preexec_fn=functools.partial(os.nice, nice) if nice else None)
         log.close()
 
