@@ -178,27 +178,30 @@ def plan_nodes(
     ``snapshot`` holds the DaemonSet, the Nodes of ``nodes`` that exist, the pods targeting
     them (any owner: an orphan among them makes a full sync), every revision of the
     namespace, the backoff of those nodes, expectations and the time. ``index`` is the
-    DaemonSet's per-node state at the same position (``nodeindex``): the status and the
-    "every other node is steady" check come from it. ``names`` holds the names of the
-    namespace's pods (a created pod's name must be free among all of them).
+    DaemonSet's per-node state at the same position (``nodeindex``): the status counters
+    and the "every other node is steady" check come from it (the rest of the status from
+    ``snapshot.ds``, whichever object of it the index was last told of). ``names`` holds
+    the names of the namespace's pods (a created pod's name must be free among all of them).
 
     None (a full sync) when: the DaemonSet is missing, being deleted or selects everything;
-    expectations are pending; a failure action is set; the history is not settled (the
-    sync would claim, label, create, dedup or clean up a revision) or its hash is not the
-    index's; a pod of ``nodes`` would be adopted or released, or is of an old revision (the
-    rolling update's business); the budget does not parse; another node is not steady
-    (an old, unavailable or missing pod, a surge, a pod to delete, pods on a removed node);
-    or the index does not hold what the snapshot does for ``nodes``. With every other node
-    steady the full plan's manage and rolling update act on ``nodes`` alone, in the same
-    order, so the actions, events, backoff and status are the full plan's.
+    expectations are pending; a failure action is set; the index does not fit the
+    DaemonSet (``DaemonSetIndex.fits``: another uid, or a spec its state derives from
+    changed); the history is not settled (the sync would claim, label, create, dedup or
+    clean up a revision) or its hash is not the index's; a pod of ``nodes`` would be adopted
+    or released, or is of an old revision (the rolling update's business); the budget does
+    not parse; another node is not steady (an old, unavailable or missing pod, a surge, a
+    pod to delete, pods on a removed node); or the index does not hold what the snapshot
+    does for ``nodes``. With every other node steady the full plan's manage and rolling
+    update act on ``nodes`` alone, in the same order, so the actions, events, backoff and
+    status are the full plan's.
     """
     ds = snapshot.ds
     if (ds is None or labels.is_empty_selector(dsutil.selector(ds))
             or meta.is_being_deleted(ds) or not snapshot.expectations_satisfied):
         return None
     opts = rolloutopts.options(ds)
-    if opts.failure_action is not None or index.ds != ds:
-        return None  # the index must be of this very object (its status reads it)
+    if opts.failure_action is not None or not index.fits(ds):
+        return None  # an index of another spec (or a recreated DaemonSet) counts otherwise
     now = snapshot.now
     wanted = set(nodes)
     present = sorted(((meta.name(n), n) for n in snapshot.nodes if meta.name(n) in wanted),
@@ -222,7 +225,7 @@ def plan_nodes(
         return None  # an old pod: the rolling update and its gates decide
     if not index.settled_except(wanted, now):
         return None
-    new_status = index.status(now, True)
+    new_status = status.with_counts(ds, index.counts(now), True)  # this object's status
     if dsutil.update_strategy(ds).type == dsutil.ROLLING_UPDATE:
         try:
             rollout.budget(ds, int(new_status.get("desiredNumberScheduled") or 0))

@@ -266,3 +266,34 @@ def test_global_steps_ask_for_a_full_sync() -> None:
     assert cluster.per_node({"n9"}) is not None
     cluster.revisions = []  # no revision yet: history must create it
     assert cluster.per_node({"n9"}) is None
+
+
+def test_an_index_told_of_an_older_object_of_the_same_spec_is_used_with_the_newer_status(
+) -> None:
+    cluster = steady_cluster(the_ds(0, 0))
+    cluster.put(node_of(9, "blue", 0))
+    told = cluster.index.ds
+    # a newer object of the DaemonSet the index was not told of: its status and generation
+    # (an update strategy change), not its template
+    cluster.ds = {**told, "metadata": {**told["metadata"], "generation": 2},
+                  "spec": {**told["spec"], "updateStrategy": rolling(2, 0)},
+                  "status": {"observedGeneration": 1, "numberReady": 4}}
+    assert cluster.index.fits(cluster.ds) and cluster.index.ds is told
+    plan = cluster.per_node({"n9"})
+    assert plan is not None and plan.status is not None
+    assert plan.status["observedGeneration"] == 2
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+
+
+def test_an_index_of_another_spec_is_refused() -> None:
+    cluster = steady_cluster(the_ds(0, 0))
+    cluster.put(node_of(9, "blue", 0))
+    # a spec the index's state derives from: with minReadySeconds longer than the pods
+    # have been ready none is available, where the index counts all available
+    cluster.ds = the_ds(0, 10_000)
+    assert current_hash(cluster.ds) == cluster.index.hash  # the same revision
+    assert not cluster.index.fits(cluster.ds)
+    full = planner.plan(cluster.full())
+    assert full.status is not None and full.status.get("numberAvailable", 0) == 0  # omitempty
+    assert cluster.index.counts(NOW)[5] == 4
+    assert cluster.per_node({"n9"}) is None
