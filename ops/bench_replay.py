@@ -1,6 +1,6 @@
 """Benchmark: rebuild throughput of ``daemonbus replay`` for a 1,000,000-entry log.
 
-Usage:  python ops/bench_replay.py [--entries 1000000] [--nodes 100] [--label L]
+Usage:  python ops/bench_replay.py [--entries 1000000] [--nodes 100] [--label L] [--cache DIR]
 
 1. Generates a realistic log into a private redis-server: a simulated cluster (nodes,
    DaemonSets in their own namespaces, their pods and revisions, events) where every decision
@@ -12,6 +12,11 @@ Usage:  python ops/bench_replay.py [--entries 1000000] [--nodes 100] [--label L]
 2. Exports it (``log export``), then times ``replay`` into an empty prefix of the same
    server and checks the rebuilt view equals the generated one, byte for byte.
 3. Times ``replay --verify`` separately (every recorded decision is re-planned).
+
+Generating a 1,000,000-entry log takes minutes: ``--cache DIR`` keeps the export, the view it
+must rebuild to and the generation's counts in DIR (named by ``--entries`` and ``--nodes``) and
+later runs with the same sizes reuse them instead of generating (delete the files when the
+simulation or the entry encoding changes).
 
 Each throughput is printed beside a floor measured in the same run (issue 15): for
 ``replay``, the time Redis itself takes for the rebuild's own writes (the same XADDs, encoded
@@ -372,8 +377,21 @@ def read_floor(path: Path) -> float:
 
 
 def _view(client: Any, keys: Keys) -> dict[str, Any]:
-    return {kind: (client.hgetall(keys.objects(kind)), client.hgetall(keys.versions(kind)))
-            for kind in ("Node", "Pod", "DaemonSet", "ControllerRevision", "Event")}
+    """The view hashes as {kind: [[key, payload, resourceVersion], ...]} in key order."""
+    out = {}
+    for kind in ("Node", "Pod", "DaemonSet", "ControllerRevision", "Event"):
+        objs, rvs = client.hgetall(keys.objects(kind)), client.hgetall(keys.versions(kind))
+        out[kind] = [[k, objs[k], rvs.get(k)] for k in sorted(objs)] + \
+            [[k, None, rvs[k]] for k in sorted(set(rvs) - set(objs))]
+    return out
+
+
+def _cached(cache: Path | None, entries: int, nodes: int) -> tuple[Path, Path, Path] | None:
+    """The cache's files for a log of this size (export, view, counts), or None."""
+    if cache is None:
+        return None
+    stem = cache / f"replay-{entries}-{nodes}"
+    return (stem.with_suffix(".dblog"), stem.with_suffix(".view"), stem.with_suffix(".json"))
 
 
 def git_revision() -> str:
@@ -393,31 +411,53 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--label", default="")
     ap.add_argument("--no-record", action="store_true", help="Do not append to bench.jsonl.")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="Keep the generated export in this folder and reuse it on later runs "
+                         "of the same --entries and --nodes (generating 1,000,000 takes minutes)")
     args = ap.parse_args()
     server = RedisServer().start()
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     try:
         client = connect(server.url)
         src, dst = Keys("bench-src"), Keys("bench-dst")
-        started = time.monotonic()
-        sim = generate(Store(client, src), args.entries, args.nodes)
-        gen_s = time.monotonic() - started
-        print(f"generated {sim.entries:,} entries ({sim.decisions:,} decisions, "
-              f"{sum(len(v) for v in sim.objs.values()):,} objects) in {gen_s:.1f}s", flush=True)
-        path = tmp / "bench.dblog"
-        ex = export.export(client, src, path)
+        cached = _cached(args.cache, args.entries, args.nodes)
+        reused = cached is not None and all(f.exists() for f in cached)
+        if cached is not None and reused:
+            path, view_file, counts_file = cached
+            expected = codec.unpack(view_file.read_bytes())
+            counts = json.loads(counts_file.read_text())
+            print(f"reusing {path.name} ({counts['entries']:,} entries, "
+                  f"{counts['decisions']:,} decisions)", flush=True)
+        else:
+            started = time.monotonic()
+            sim = generate(Store(client, src), args.entries, args.nodes)
+            gen_s = time.monotonic() - started
+            print(f"generated {sim.entries:,} entries ({sim.decisions:,} decisions, "
+                  f"{sum(len(v) for v in sim.objs.values()):,} objects) in {gen_s:.1f}s",
+                  flush=True)
+            path = tmp / "bench.dblog" if cached is None else cached[0]
+            ex = export.export(client, src, path)
+            print(f"export: {ex.entries:,} entries, {path.stat().st_size / 1e6:.0f} MB in "
+                  f"{ex.seconds:.1f}s ({ex.entries / ex.seconds:,.0f} entries/s)", flush=True)
+            expected = _view(client, src)
+            counts = {"entries": sim.entries, "decisions": sim.decisions,
+                      "generate_s": round(gen_s, 2), "export_s": round(ex.seconds, 2),
+                      "export_entries_per_s": round(ex.entries / ex.seconds)}
+            client.flushdb()
+            if cached is not None:
+                args.cache.mkdir(parents=True, exist_ok=True)
+                cached[1].write_bytes(codec.pack(expected))
+                cached[2].write_text(json.dumps(counts))
         size_mb = path.stat().st_size / 1e6
-        print(f"export: {ex.entries:,} entries, {size_mb:.0f} MB in {ex.seconds:.1f}s "
-              f"({ex.entries / ex.seconds:,.0f} entries/s)", flush=True)
         load_before = os.getloadavg()[0]
         floor_keys = Keys("bench-floor")
         floor_s = replay_floor(client, path, floor_keys)
         client.unlink(*client.keys(floor_keys.tag + ":*"))
-        floor_rate = sim.entries / floor_s
+        floor_rate = counts["entries"] / floor_s
         cpu = time.process_time()
         rb = rebuild.rebuild(path, client, dst)
         rb_cpu = time.process_time() - cpu
-        same = _view(client, src) == _view(client, dst)
+        same = _view(client, dst) == expected
         print(f"replay: {rb.entries:,} entries, {rb.objects:,} objects in {rb.seconds:.1f}s "
               f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); floor, Redis alone for the same "
               f"writes: {floor_s:.1f}s = {floor_rate:,.0f} entries/s (replay takes "
@@ -443,11 +483,10 @@ def main() -> int:
         result = {
             "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "revision": git_revision(), "bench": "replay", "label": args.label,
-            "entries": rb.entries, "decisions": sim.decisions, "nodes": args.nodes,
+            "entries": rb.entries, "decisions": counts["decisions"], "nodes": args.nodes,
             "objects": rb.objects, "file_mb": round(size_mb, 1),
-            "generate_s": round(gen_s, 2),
-            "export_s": round(ex.seconds, 2),
-            "export_entries_per_s": round(ex.entries / ex.seconds),
+            "generate_s": counts["generate_s"], "export_s": counts["export_s"],
+            "export_entries_per_s": counts["export_entries_per_s"], "reused_file": reused,
             "replay_s": round(rb.seconds, 2), "replay_entries_per_s": round(rb.rate),
             "replay_floor_s": round(floor_s, 2),
             "replay_floor_entries_per_s": round(floor_rate),
