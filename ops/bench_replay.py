@@ -367,6 +367,12 @@ def replay_floor(client: Any, path: Path, keys: Keys) -> float:
     return time.monotonic() - started
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended (verify's workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def read_floor(path: Path) -> float:
     """Seconds to read the export and decode its msgpack once, doing nothing else."""
     started = time.monotonic()
@@ -463,9 +469,9 @@ def main() -> int:
               f"writes: {floor_s:.1f}s = {floor_rate:,.0f} entries/s (replay takes "
               f"{rb.seconds / floor_s:.2f}x); view identical: {same}", flush=True)
         read_s = read_floor(path)
-        cpu = time.process_time()
-        vr = verify.verify(path)
-        v_cpu = time.process_time() - cpu
+        cpu = _cpu()
+        vr = verify.verify(path, workers=verify.default_workers())
+        v_cpu = _cpu() - cpu
         v_rate = vr.entries / vr.seconds if vr.seconds else 0.0
         print(f"verify: {vr.verified:,} decisions over {vr.entries:,} entries in "
               f"{vr.seconds:.1f}s = {v_rate:,.0f} entries/s (target {VERIFY_TARGET:,}), "
@@ -476,7 +482,8 @@ def main() -> int:
             print("  " + d.describe())
         load_after = os.getloadavg()[0]
         print(f"CPU time of this process: replay {rb_cpu:.1f}s (Redis' own not counted), "
-              f"verify {v_cpu:.1f}s = {vr.entries / v_cpu:,.0f} entries per CPU second",
+              f"verify {v_cpu:.1f}s over {verify.default_workers()} processes = "
+              f"{vr.entries / v_cpu:,.0f} entries per CPU second",
               flush=True)
         print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after "
               f"({os.cpu_count()} cores)", flush=True)
@@ -494,7 +501,8 @@ def main() -> int:
             "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
             "verify_floor_s": round(read_s, 2), "verify_cpu_s": round(v_cpu, 2),
             "verify_floor_entries_per_s": round(vr.entries / read_s),
-            "verify_decisions": vr.verified, "verify_divergences": len(vr.divergences),
+            "verify_decisions": vr.verified, "verify_workers": verify.default_workers(),
+            "verify_divergences": len(vr.divergences),
             "target_entries_per_s": TARGET, "verify_target_entries_per_s": VERIFY_TARGET,
             "meets_target": rb.rate >= TARGET and v_rate >= VERIFY_TARGET,
             "loadavg_1m": round(load_after, 2), "loadavg_1m_before": round(load_before, 2),

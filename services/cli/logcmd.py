@@ -210,7 +210,8 @@ def replay_cmd(env: context.CliEnv, file: Path, target_url: str | None,
 
 def _verify(file: Path, until: str, keep_going: bool) -> None:
     try:
-        result = verify.verify(file, until=until, keep_going=keep_going)
+        result = verify.verify(file, until=until, keep_going=keep_going,
+                               workers=verify.default_workers())
     except logfile.LogFileError as err:
         raise CliError(f"error: {err}") from err
     for d in result.divergences:

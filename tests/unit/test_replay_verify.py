@@ -231,3 +231,60 @@ def test_an_undecodable_object_a_decision_reads_is_refused_naming_its_entry(
                                             "w1").to_map())
     with pytest.raises(logfile.LogFileError, match=f"entry {eid}: undecodable msgpack"):
         verify.verify(log.write(tmp_path / "a.dblog"))
+
+
+def _growing_cluster(syncs: int) -> tuple[LogBuilder, list[str]]:
+    """A DaemonSet synced after each of ``syncs`` nodes is added; the DECISION entry ids."""
+    log = _cluster()
+    decisions = []
+    for i in range(syncs):
+        log.add("ADDED", make_node(f"extra-{i}"))
+        log.sync(KEY)
+        decisions.append(log.tip)
+    return log, decisions
+
+
+def _tamper(log: LogBuilder, eid: str) -> None:
+    """Drop the last create of the DECISION entry ``eid``."""
+    at = next(i for i, e in enumerate(log.entries) if e[0] == eid)
+    _eid, etype, kind, key, payload = log.entries[at]
+    rec = codec.unpack(payload)
+    rec["actions"]["creates"] = rec["actions"]["creates"][:-1]
+    log.entries[at] = (eid, etype, kind, key, codec.pack(rec))
+
+
+def _outcome(result: verify.VerifyResult) -> tuple[Any, ...]:
+    return (result.verified, result.skipped, result.entries,
+            [(d.entry, d.key, d.position, d.difference) for d in result.divergences])
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_verify_shared_out_between_processes_finds_what_one_process_finds(
+        tmp_path: Path, workers: int) -> None:
+    log, decisions = _growing_cluster(7)
+    clean = log.write(tmp_path / "clean.dblog")
+    one = verify.verify(clean)
+    assert one.verified == 7 and one.ok
+    assert _outcome(verify.verify(clean, workers=workers, share_min=1)) == _outcome(one)
+    _tamper(log, decisions[1])  # in the first share (this process)
+    _tamper(log, decisions[5])  # in the last share (a forked worker)
+    bad = log.write(tmp_path / "bad.dblog")
+    for keep_going in (False, True):
+        one = verify.verify(bad, keep_going=keep_going)
+        shared = verify.verify(bad, keep_going=keep_going, workers=workers, share_min=1)
+        assert _outcome(shared) == _outcome(one)
+        assert [d.entry for d in shared.divergences] == \
+            ([decisions[1], decisions[5]] if keep_going else [decisions[1]])
+
+
+def test_verify_shared_out_raises_what_a_worker_met(tmp_path: Path) -> None:
+    log, _decisions = _growing_cluster(4)
+    log.add("MODIFIED", make_node("node-1", labels={"a": "b"}))
+    eid, etype, kind, key, _payload = log.entries[-1]
+    log.entries[-1] = (eid, etype, kind, key, b"\xc1")  # read by the last decision only
+    log.add("ADDED", make_node("extra-last"))
+    log.decision(KEY, ds_record.make_record(
+        log.snapshot(KEY), planner.plan(log.snapshot(KEY)), "w1").to_map())
+    path = log.write(tmp_path / "a.dblog")
+    with pytest.raises(logfile.LogFileError, match=f"entry {eid}: undecodable msgpack"):
+        verify.verify(path, workers=2, share_min=1)
