@@ -43,7 +43,7 @@ class NodeAgent:
         self.sender = sender
         self.cfg = cfg
         self.clock = clock
-        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
+        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self._timers: list[tuple[float, str, str]] = []

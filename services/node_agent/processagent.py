@@ -88,7 +88,7 @@ class ProcessAgent:
         self.clock = clock
         self.runtime = runtime
         self._events: list[Obj] = []  # Events to write with this round's commit
-        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", indexes={
+        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self.runs: dict[str, PodRun] = {}

@@ -76,7 +76,7 @@ class Watcher:
         self.store = store
         self.lease = lease
         self.renew_every = renew_every
-        self.cache = Cache(store, KINDS, name="watcher",
+        self.cache = Cache(store, KINDS, name="watcher", decisions=False,
                            indexes={"ns": ("DaemonSet", _ds_by_namespace),
                                     "node": ("Pod", _pod_by_target_node)})
         self.dss = handlers.DaemonSets(

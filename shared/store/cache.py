@@ -49,11 +49,15 @@ class Cache:
     """Objects of some kinds, kept current from the log, with optional secondary indexes."""
 
     def __init__(self, store: Store, kinds: Sequence[str], name: str = "cache",
-                 indexes: dict[str, tuple[str, IndexFn]] | None = None) -> None:
+                 indexes: dict[str, tuple[str, IndexFn]] | None = None,
+                 decisions: bool = True) -> None:
+        """``decisions``: whether ``poll`` returns the DECISION entries' records (False: they
+        are passed over undecoded, as entries of other kinds always are)."""
         self.store = store
         self.kinds = list(kinds)
         self.view = _IndexedView(self.kinds, indexes or {})
-        self.reader = redis_reader(store.r, store.keys, "0-0", name=name, mark=store.mark)
+        self.reader = redis_reader(store.r, store.keys, "0-0", name=name, mark=store.mark,
+                                   kinds=self.kinds, decisions=decisions)
         self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
         self.synced = False
 

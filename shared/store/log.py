@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import redis
 
-from shared.eventlog.entry import RawEntry, decode_as_stored
+from shared.eventlog.entry import EntryType, RawEntry, decode_as_stored
 from shared.eventlog.ports import NO_POSITION, EventLog
 from shared.store import codec, errors
 from shared.store.eventlog import RedisEventLog
@@ -18,6 +18,7 @@ from shared.store.keys import Keys
 from shared.store.logmark import LogMark
 
 log = logging.getLogger(__name__)
+DECISION = EntryType.DECISION.value
 
 
 class LogReader:
@@ -27,10 +28,17 @@ class LogReader:
     log mark, shared by the caches of one process: see ``shared.store.logmark``)."""
 
     def __init__(self, events: EventLog, position: str = NO_POSITION,
-                 name: str = "reader") -> None:
+                 name: str = "reader", kinds: Collection[str] | None = None,
+                 decisions: bool = True) -> None:
+        """``kinds``: decode only entries of these kinds (None: every kind); ``decisions``:
+        decode DECISION entries too. An entry passed over is not decoded (its position is
+        still read past): the log holds every kind, and a reader that keeps Pods and Nodes
+        alone need not unpack and shape-check every Event and decision record as well."""
         self.log = events
         self.position = position
         self.name = name
+        self.kinds = frozenset(kinds) if kinds is not None else None
+        self.decisions = decisions
         self.parked = 0
         self.gap = False  # the log was trimmed past our position (see ``read``)
         self.rewound = False  # the log went backwards below what was read (see ``read``)
@@ -51,7 +59,12 @@ class LogReader:
         if page.gap_after(start):
             self.gap = True
         out: list[codec.Entry] = []
+        kinds, decisions = self.kinds, self.decisions
         for raw in page.entries:
+            if raw.exact and ((kinds is not None and raw.kind not in kinds)
+                              or (not decisions and raw.type == DECISION)):
+                self.position = raw.id  # not this reader's: passed over undecoded
+                continue
             try:
                 out.append(decode_as_stored(raw))
             except errors.CorruptEntryError as err:
@@ -75,11 +88,12 @@ class LogReader:
 
 
 def redis_reader(client: redis.Redis, keys: Keys, position: str = NO_POSITION,
-                 name: str = "reader", mark: LogMark | None = None) -> LogReader:
+                 name: str = "reader", mark: LogMark | None = None,
+                 kinds: Collection[str] | None = None, decisions: bool = True) -> LogReader:
     """A reader of the log in Redis, checking ``mark`` (default: a mark of its own) on each
-    read."""
+    read; ``kinds`` and ``decisions`` as ``LogReader``'s."""
     return LogReader(RedisEventLog(client, keys, mark if mark is not None else
-                                   LogMark(name=name)), position, name)
+                                   LogMark(name=name)), position, name, kinds, decisions)
 
 
 def parked_entries(client: redis.Redis, keys: Keys) -> dict[str, Any]:

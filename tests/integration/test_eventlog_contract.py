@@ -150,3 +150,23 @@ def test_a_reader_over_the_port_parks_what_it_cannot_decode_and_moves_on(log: Lo
     log.trim("13-0")
     behind = LogReader(log.port, "5-0")
     assert [e.id for e in behind.read()] == ["13-0"] and behind.gap
+
+
+def test_a_reader_of_some_kinds_passes_the_others_over_undecoded(log: Log) -> None:
+    """Entries of kinds a reader does not keep, and DECISION entries when it takes none, are
+    read past without being decoded: an undecodable one (0xc1: never msgpack) is neither
+    returned nor parked."""
+    node = RawEntry("5-0", "1", "ADDED", "Node", "/n1", wire.pack_object(new_node("n1")))
+    log.append(node)
+    log.append(RawEntry("5-1", "1", "ADDED", "Event", "ns/e1", b"\xc1"))
+    log.append(RawEntry("7-0", "1", "DECISION", "Node", "/n1", b"\xc1"))
+    log.append(RawEntry("9-0", "1", "MODIFIED", "Node", "/n1", b"\xc1"))
+    some = LogReader(log.port, NO_POSITION, name="some", kinds=["Node"], decisions=False)
+    got = some.read(count=100)
+    assert [e.id for e in got] == ["5-0"]
+    assert (some.position, some.parked) == ("9-0", 1)  # the Node entry it keeps is parked
+    assert sorted(log.port.parked()) == ["9-0"]
+    every = LogReader(log.port, NO_POSITION, name="every")
+    assert [e.id for e in every.read(count=100)] == ["5-0"]
+    assert (every.position, every.parked) == ("9-0", 3)
+    assert sorted(log.port.parked()) == ["5-1", "7-0", "9-0"]
