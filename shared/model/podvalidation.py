@@ -282,14 +282,45 @@ def _validate_containers(
 # ---- pod spec and template -------------------------------------------------------------
 
 
-@memo.by_value  # the same in most versions of a pod (its status updates, its deletion)
+# the fields of a pod spec that differ between the pods of one DaemonSet revision (each
+# names its node): validated on their own, the rest remembered by value (``_spec_rest``)
+_PER_NODE = ("affinity", "nodeName")
+# between the parts of ``_spec_rest``'s errors (no error message is this string)
+_PART = "\x00part"
+
+
 def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
-    """``ValidatePodSpec`` (subset), in upstream's order."""
+    """``ValidatePodSpec`` (subset), in upstream's order. Every pod a DaemonSet creates has
+    the same spec but for its node (the node affinity, then ``nodeName`` once bound), and
+    every reader of the log checks the shape of each pod it reads: the rest of the spec is
+    validated once per value (``_spec_rest``), the node's fields each time, in their places
+    of upstream's order."""
+    _pod_spec(value, path, errs, _spec_rest)
+
+
+def _pod_spec(value: Any, path: str, errs: list[str], rest_of: memo.Validator) -> None:
+    """``validate_pod_spec``, the rest of the spec validated by ``rest_of``."""
     spec = typed.as_map(value, path, errs)
     if spec is None:
         if value is not None:
             return
         spec = {}
+    rest = {k: v for k, v in spec.items() if k not in _PER_NODE}
+    parts: list[str] = []
+    rest_of(rest, path, parts)
+    cut = [i for i, e in enumerate(parts) if e == _PART]
+    errs.extend(parts[:cut[0]])
+    schedvalidation.validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
+    errs.extend(parts[cut[0] + 1:cut[1]])
+    _check_name(spec.get("nodeName"), C(path, "nodeName"), errs, syntax.name_is_dns_subdomain)
+    errs.extend(parts[cut[1] + 1:])
+
+
+@memo.by_value  # the same for every pod of a DaemonSet's revision, in each of its versions
+def _spec_rest(spec: Any, path: str, errs: list[str]) -> None:
+    """``validate_pod_spec`` of a spec without its ``_PER_NODE`` fields: the errors before
+    the affinity's, ``_PART``, those between the affinity's and ``nodeName``'s, ``_PART``,
+    those after."""
     volumes = _validate_volumes(spec.get("volumes"), C(path, "volumes"), errs)
     containers = _validate_containers(spec.get("containers"), C(path, "containers"), volumes, errs)
     regular = {str(c["name"]) for _, c in containers if isinstance(c.get("name"), str)}
@@ -318,7 +349,7 @@ def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
     metavalidation.validate_labels(spec.get("nodeSelector"), C(path, "nodeSelector"), errs)
     typed.as_map(spec.get("securityContext"), C(path, "securityContext"), errs)
     typed.maps(spec.get("imagePullSecrets"), C(path, "imagePullSecrets"), errs)
-    schedvalidation.validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
+    errs.append(_PART)  # the affinity's errors go here
     _check_name(
         spec.get("serviceAccountName"),
         C(path, "serviceAccountName"),
@@ -326,7 +357,7 @@ def validate_pod_spec(value: Any, path: str, errs: list[str]) -> None:
         syntax.name_is_dns_subdomain,
     )
     typed.as_str(spec.get("serviceAccount"), C(path, "serviceAccount"), errs)
-    _check_name(spec.get("nodeName"), C(path, "nodeName"), errs, syntax.name_is_dns_subdomain)
+    errs.append(_PART)  # nodeName's go here
     ads = typed.as_int(
         spec.get("activeDeadlineSeconds"), C(path, "activeDeadlineSeconds"), errs, 64
     )

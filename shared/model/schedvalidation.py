@@ -149,8 +149,45 @@ def _validate_node_selector_term(term: dict[Any, Any], path: str, errs: list[str
                 )
 
 
+def _node_name_affinity(node: str) -> dict[str, Any]:
+    """The affinity of a daemon pod aimed at ``node`` (``podtemplate.node_name_affinity``:
+    one required term, one field requirement ``metadata.name In [node]``)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+
+
+def _daemon_node(value: Any) -> str | None:
+    """The node of ``value`` when it is exactly ``_node_name_affinity`` of a node, else None."""
+    try:
+        (term,) = value["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        (req,) = term["matchFields"]
+        node = req["values"][0]
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None
+    return node if type(node) is str and value == _node_name_affinity(node) else None
+
+
 def validate_affinity(value: Any, path: str, errs: list[str]) -> None:
-    """``validateAffinity``: node affinity in full, pod (anti-)affinity by type only."""
+    """``validateAffinity``: node affinity in full, pod (anti-)affinity by type only.
+
+    The affinity of a daemon pod (every pod a DaemonSet creates, each naming its node, and
+    each checked by every reader of the log) has one rule that can fail, its node's name:
+    that one is checked alone, with the message and path the general walk below gives."""
+    node = _daemon_node(value)
+    if node is not None:
+        terms = C(C(C(path, "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution"),
+                  "nodeSelectorTerms")
+        values = C(fielderr.index(C(fielderr.index(terms, 0), "matchFields"), 0), "values")
+        errs.extend(fielderr.invalid(fielderr.index(values, 0), node, m)
+                    for m in syntax.name_is_dns_subdomain(node))
+        return
+    _walk_affinity(value, path, errs)
+
+
+def _walk_affinity(value: Any, path: str, errs: list[str]) -> None:
+    """``validate_affinity`` of any value: every rule."""
     aff = typed.as_map(value, path, errs)
     if aff is None:
         return

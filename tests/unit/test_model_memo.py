@@ -3,6 +3,7 @@ itself, for values that look alike but differ in type, and each value validated 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -83,8 +84,12 @@ def test_remembered_pod_specs_and_metadata_give_their_validators_errors() -> Non
     cases = [(podvalidation.validate_pod_spec, specs, ("spec", "spec.template.spec")),
              (metavalidation.validate_namespaced_meta, metas, ("metadata",)),
              (metavalidation.validate_cluster_meta, metas, ("metadata",))]
+    plain_spec = functools.partial(
+        podvalidation._pod_spec,
+        rest_of=podvalidation._spec_rest.__wrapped__)  # type: ignore[attr-defined]
     for fn, values, paths in cases:
-        plain = fn.__wrapped__  # type: ignore[attr-defined]
+        plain = plain_spec if fn is podvalidation.validate_pod_spec else \
+            fn.__wrapped__  # type: ignore[attr-defined]
         for value in values * 2:  # the second round from the cache
             for path in paths:
                 want: list[str] = []
@@ -104,3 +109,64 @@ def test_remembered_pod_specs_and_metadata_give_their_validators_errors() -> Non
     bad: list[str] = []
     podvalidation.validate_pod_spec({**spec, "volumes": []}, "spec", bad)
     assert any("volumeMounts[0].name" in e for e in bad), bad  # the volumes reach the containers
+
+
+def test_a_pod_specs_node_fields_keep_their_places_in_upstreams_order() -> None:
+    """The rest of a spec is remembered apart from its node's fields (the affinity and
+    nodeName, which differ between the pods of a DaemonSet): each error still comes where
+    ValidatePodSpec reports it, for the pods of several nodes in turn."""
+    for node in ("node-1", "node-2", "Bad_Node"):
+        spec = {"containers": [{"name": "c", "image": "i"}], "imagePullSecrets": "x",
+                "affinity": {"nodeAffinity": 1}, "serviceAccountName": "Bad_SA",
+                "nodeName": node, "activeDeadlineSeconds": 0, "tolerations": "x"}
+        errs: list[str] = []
+        podvalidation.validate_pod_spec(spec, "spec", errs)
+        fields = [e.split(":")[0] for e in errs]
+        want = ["spec.imagePullSecrets", "spec.affinity.nodeAffinity",
+                "spec.serviceAccountName", "spec.activeDeadlineSeconds", "spec.tolerations"]
+        if node == "Bad_Node":
+            want.insert(3, "spec.nodeName")
+        assert fields == want, errs
+
+
+def test_a_daemon_pods_affinity_gives_the_full_walks_errors() -> None:
+    """A daemon pod's affinity (metadata.name In [its node]) is checked by its node's name
+    alone: the same errors as every rule of validate_affinity, and anything that only looks
+    like it goes the whole way."""
+    def daemon(node: Any) -> dict[str, Any]:
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+
+    term = daemon("n")["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    values: list[Any] = [
+        daemon("node-1"), daemon("Bad_Node"), daemon(""), daemon("a" * 300), daemon(1),
+        daemon(None), daemon(["n"]),
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term["nodeSelectorTerms"][0]] * 2}}},
+        {**daemon("n"), "podAffinity": 1},
+        {"nodeAffinity": {**daemon("n")["nodeAffinity"],
+                          "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0}]}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": ["n"]}]}]}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n", "m"]}]}]}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": ({"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n"]}]},)}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": {"matchFields": 1}}}},
+        None, "x", {}, [],
+    ]
+    bad = 0
+    for value in values:
+        for path in ("spec.affinity", "spec.template.spec.affinity"):
+            want: list[str] = []
+            schedvalidation._walk_affinity(value, path, want)
+            got: list[str] = []
+            schedvalidation.validate_affinity(value, path, got)
+            assert got == want, (value, path)
+            bad += bool(want)
+    assert bad > 10  # most of them fail some rule
