@@ -29,22 +29,24 @@ from shared.control.workqueue import MAX_NODE_HINTS
 #   KEYS[12] log            stream the event log (read only: its newest id)
 #   KEYS[13] wq:redelivered set    keys reclaimed from an expired lease, not handed out since
 #   KEYS[14] wq:full        set    dirty keys a full sync is asked for (a plain add)
-#   KEYS[15] wq:hints       hash   key → its node hints, "\n<node>\n<node>\n..."
-#   KEYS[16] wq:hintn       hash   key → how many node hints it holds
+#   KEYS[15] wq:hints       hash   key → its node hints, "\n<node>\n<node>\n..." (as many
+#                                  hints as newlines less one)
 #
 # Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
-# redelivered is a subset of queue; full and the keys of hints are subsets of dirty, and a
-# dirty key not in full is in hints, maybe with no node ("\n": a sync of no node)
-# (``shared.control.workqueue`` explains them); and
+# redelivered is a subset of queue and of full; full and the keys of hints are disjoint
+# subsets of dirty, and a dirty key not in full is in hints, maybe with no node ("\n": a
+# sync of no node) (``shared.control.workqueue`` explains them); and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
-# a worker blocked on it wakes whenever there is work. WATCHER_BATCH (below) gets these KEYS
+# a worker blocked on it wakes whenever there is work: a script that puts no key on the
+# queue and takes none off leaves it alone (the worker whose BLPOP took a token calls
+# ``get``, which sets it right). WATCHER_BATCH (below) gets these KEYS
 # too, plus its own, and keeps the same invariants through the same functions.
 
 _WQ_PRELUDE = r"""
 local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local FAIL, BUCKET, SIGNAL, STATS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local ENQ, SHUT, LOG, REDELIVERED = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local FULL, HINTS, HINTN = KEYS[14], KEYS[15], KEYS[16]
+local FULL, HINTS = KEYS[14], KEYS[15]
 local SIGNAL_CAP = 64
 local MAX_HINTS = """ + str(MAX_NODE_HINTS) + r"""
 
@@ -57,12 +59,15 @@ local function is_down()
   return redis.call('EXISTS', SHUT) == 1
 end
 
+local pushed = false  -- whether this call put a key on the queue or a token on the signal
+
 -- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty
 local function add_one(key, now)
   if redis.call('SADD', DIRTY, key) == 0 then return 0 end
   redis.call('HSET', ENQ, key, now)
   if not redis.call('ZSCORE', PROC, key) then
     redis.call('RPUSH', Q, key)
+    pushed = true
   end
   return 1
 end
@@ -71,7 +76,6 @@ end
 local function mark_full(key)
   redis.call('SADD', FULL, key)
   redis.call('HDEL', HINTS, key)
-  redis.call('HDEL', HINTN, key)
 end
 
 -- client-go Add for a full sync; 1 if newly dirty
@@ -82,12 +86,18 @@ local function add_full(key, now)
 end
 
 -- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a sync of no node);
--- 1 if newly dirty
+-- 1 if newly dirty. A key newly dirty has neither a full mark nor hints (both are subsets
+-- of dirty); the hints of one already dirty are written only when they change.
 local function add_hinted(key, first, m, now)
   local n = add_one(key, now)
-  if redis.call('SISMEMBER', FULL, key) == 1 then return n end
-  local held = redis.call('HGET', HINTS, key) or '\n'
-  local held_n = tonumber(redis.call('HGET', HINTN, key) or '0')
+  local stored = false
+  if n == 0 then
+    if redis.call('SISMEMBER', FULL, key) == 1 then return n end
+    stored = redis.call('HGET', HINTS, key)
+  end
+  local held = stored or '\n'
+  local _, newlines = string.gsub(held, '\n', '')
+  local held_n = newlines - 1
   for j = first, first + m - 1 do
     if not string.find(held, '\n' .. ARGV[j] .. '\n', 1, true) then
       held = held .. ARGV[j] .. '\n'
@@ -96,9 +106,8 @@ local function add_hinted(key, first, m, now)
   end
   if held_n > MAX_HINTS then
     mark_full(key)
-  else
+  elseif held ~= stored then
     redis.call('HSET', HINTS, key, held)
-    redis.call('HSET', HINTN, key, held_n)
   end
   return n
 end
@@ -119,9 +128,10 @@ local function count(field, n)
   if n ~= 0 then redis.call('HINCRBY', STATS, field, n) end
 end
 
--- down: whether the queue is shut down, when the caller has looked already (nil: look)
-local function sync_signal(down)
-  local want = math.min(redis.call('LLEN', Q), SIGNAL_CAP)
+-- down: whether the queue is shut down, when the caller has looked already (nil: look);
+-- qlen: the queue's length, when the caller knows it (nil: read it)
+local function sync_signal(down, qlen)
+  local want = math.min(qlen or redis.call('LLEN', Q), SIGNAL_CAP)
   if want == 0 then
     if down == nil then down = is_down() end
     if down then want = 1 end
@@ -152,6 +162,7 @@ local function add_after(key, now, delay_ms)
   redis.call('ZADD', WAIT, 'LT', ready, key)
   if #first == 0 or ready < tonumber(first[2]) then
     redis.call('RPUSH', SIGNAL, 'w')  -- wake blocked workers to shorten their wait
+    pushed = true
   end
 end
 """
@@ -167,7 +178,7 @@ local now = now_ms()
 local n = 0
 for i = 1, #ARGV do n = n + add_full(ARGV[i], now) end
 count('adds', n)
-sync_signal(false)
+if pushed then sync_signal(false) end
 return n
 """
 
@@ -181,7 +192,7 @@ WQ_ADD_NODES = r"""
 if is_down() then return 0 end
 local n = add_hinted_groups(1, #ARGV, now_ms())
 count('adds', n)
-sync_signal(false)
+if pushed then sync_signal(false) end
 return n
 """
 
@@ -239,14 +250,15 @@ if key then
   local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
   local position = '0-0'
   if #tip > 0 then position = tip[1][1] end
-  local redelivered = redis.call('SREM', REDELIVERED, key)
   local full = redis.call('SREM', FULL, key)
-  local hinted = redis.call('HGET', HINTS, key) or ''
-  if hinted ~= '' then
-    redis.call('HDEL', HINTS, key)
-    redis.call('HDEL', HINTN, key)
+  local redelivered, hinted = 0, ''
+  if full == 1 then  -- redelivered is a subset of full, hints are disjoint from it
+    redelivered = redis.call('SREM', REDELIVERED, key)
+  else
+    hinted = redis.call('HGET', HINTS, key) or ''
+    if hinted ~= '' then redis.call('HDEL', HINTS, key) end
   end
-  if redelivered == 1 or hinted == '' then full = 1 end
+  if hinted == '' then full = 1 end
   result = {key, tostring(token), enq, string.format('%d', now),
             string.format('%d', deadline), position, redelivered, full, hinted}
 else
@@ -281,10 +293,9 @@ end
 redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
 count('done', 1)
-if redis.call('SISMEMBER', DIRTY, key) == 1 then
-  redis.call('RPUSH', Q, key)
+if redis.call('SISMEMBER', DIRTY, key) == 1 then  -- the queue changes only then
+  sync_signal(nil, redis.call('RPUSH', Q, key))
 end
-sync_signal()
 return 1
 """
 
@@ -371,7 +382,6 @@ redis.call('HDEL', ENQ, key)
 redis.call('SREM', REDELIVERED, key)
 redis.call('SREM', FULL, key)
 redis.call('HDEL', HINTS, key)
-redis.call('HDEL', HINTN, key)
 sync_signal()
 return 1
 """
@@ -456,10 +466,10 @@ WATCHER_BATCH = r"""
 -- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD),
 -- AddAfter (as WQ_ADD_AFTER, each counted as a retry) and Add with node hints (as
 -- WQ_ADD_NODES; the three ignored while the queue is shut down), then the cursor.
--- KEYS[1..16] the workqueue keys (see WQ_KEYS)
--- KEYS[17] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
--- KEYS[18] the watcher's cursor (string: last log id fully processed)
--- KEYS[19] the watcher's leader lease (string: holder id, with a TTL)
+-- KEYS[1..15] the workqueue keys (see WQ_KEYS)
+-- KEYS[16] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
+-- KEYS[17] the watcher's cursor (string: last log id fully processed)
+-- KEYS[18] the watcher's leader lease (string: holder id, with a TTL)
 -- ARGV[1] holder id
 -- ARGV[2] the log position to store as the cursor
 -- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
@@ -470,7 +480,7 @@ WATCHER_BATCH = r"""
 -- Returns {0, current holder or ''} when ARGV[1] does not hold the lease (nothing written),
 -- else {1, keys newly dirty, shut down (0|1), expectation entries lowered}.
 """ + _WQ_PRELUDE + _EXP_LOWER + r"""
-local EXP, CURSOR, LEASE = KEYS[17], KEYS[18], KEYS[19]
+local EXP, CURSOR, LEASE = KEYS[16], KEYS[17], KEYS[18]
 local holder = redis.call('GET', LEASE)
 if holder ~= ARGV[1] then return {0, holder or ''} end
 local nd, no = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -493,7 +503,7 @@ if not down then
   i = i + 2 * nl
   added = added + add_hinted_groups(i, #ARGV, now)
   count('adds', added)
-  sync_signal(false)
+  if pushed then sync_signal(false) end
 end
 redis.call('SET', CURSOR, ARGV[2])
 return {1, added, down and 1 or 0, lowered}

@@ -36,7 +36,6 @@ P:wq:redelivered                   set     keys reclaimed from an expired lease,
 P:wq:full                          set     dirty keys a full sync is asked for (a plain add)
 P:wq:hints                         hash    key → its node hints for the next hand-out
                                            ("\n<node>\n<node>\n...")
-P:wq:hintn                         hash    key → how many node hints it holds
 P:exp                              hash    DaemonSet key → msgpack [add, del, timestamp]
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
 P:cursor:<reader>                  string  last log id a reader has fully processed
@@ -173,10 +172,6 @@ class Keys:
     @property
     def wq_hints(self) -> str:
         return self._k("wq", "hints")
-
-    @property
-    def wq_hintn(self) -> str:
-        return self._k("wq", "hintn")
 
     # controller state
     @property

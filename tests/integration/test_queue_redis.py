@@ -63,6 +63,27 @@ def test_get_and_done_are_one_round_trip_each(client: redis.Redis, keys: Keys,
     assert q.done(lease) and len(counting.calls) == 2
 
 
+def _script_commands(client: redis.Redis) -> int:
+    """Commands Redis has run so far, a script's own and the calls of scripts left out."""
+    stats: dict[str, dict[str, int]] = client.info("commandstats")  # type: ignore[assignment]
+    return sum(v["calls"] for k, v in stats.items()
+               if k not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info"))
+
+
+def test_hints_a_dirty_key_already_holds_are_not_written_again(client: redis.Redis,
+                                                              keys: Keys) -> None:
+    q = RedisWorkQueue(client, keys)
+    q.add_nodes({"ns/a": ["n1", "n2"]})
+    q.add_nodes({"ns/a": ["n2"]})  # loaded now
+    before = _script_commands(client)
+    q.add_nodes({"ns/a": ["n1"]})
+    # TIME, EXISTS, SADD (already dirty), SISMEMBER full, HGET hints: no write, no signal
+    assert _script_commands(client) - before == 5
+    q.add_nodes({"ns/a": ["n3"]})
+    lease = q.get("w") or pytest.fail("no key")
+    assert (lease.nodes, lease.full) == (("n1", "n2", "n3"), False)
+
+
 def test_a_blocked_get_waits_on_the_signal_list_without_polling(
         client: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
     q = RedisWorkQueue(client, keys)
