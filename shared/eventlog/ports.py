@@ -24,7 +24,8 @@ NO_POSITION = "0-0"
 @dataclass(frozen=True)
 class Page:
     """Entries read in one round trip, with the log's compaction point read with them
-    (``start``: "" when the log was never compacted); ``rewound``: the log went backwards
+    (``start``: "" when the log was never compacted, or when ``follow`` saw that nothing
+    after its position was trimmed and left the point unread); ``rewound``: the log went backwards
     below what the reader's process saw (``EventLog.follow``), nothing was read."""
 
     entries: list[RawEntry]

@@ -1,7 +1,8 @@
 """The event log in Redis (the stream ``Keys.log``, its parked entries ``Keys.parked``), as
 the port ``shared.eventlog.ports.EventLog``. Each read is one round trip; ``after`` reads the
 compaction point (``Keys.log_snapshot_id``) in the same pipeline, and ``follow`` the checks of
-a log mark too (``shared.store.logmark``) when the log is given one. And a reader's stored
+a log mark too (``shared.store.logmark``) when the log is given one (and the compaction point
+only when they need it). And a reader's stored
 position, ``Keys.cursor(reader)``, as the port ``shared.eventlog.ports.Cursor``. Acts
 (Redis)."""
 
@@ -50,29 +51,41 @@ class RedisEventLog:
         return Page(_entries(raw), text(start) if start is not None else "")
 
     def follow(self, position: str, count: int, block_ms: int | None = None) -> Page:
+        """The read, then the mark's checks (``LogMark.queue``) after it, in one pipeline.
+        The compaction point is read with them unless the reader is at the entry its mark saw
+        last (the usual case): that entry still there after the read means nothing after it
+        was trimmed before the read and the log was not cut back below it, so the point is
+        needed only when the entry is gone, and is read then, in a round trip of its own
+        (compaction moves it forward only: it is at least what it was after the read)."""
         known = None
+        mark = self.mark
+        at_seen = mark is not None and position == mark.seen and position != NO_POSITION
         try:
             pipe = self.r.pipeline(transaction=False)
-            if self.mark is not None:
-                known = self.mark.queue(pipe, self.keys)
             if block_ms is None:
                 lower = "(" + position if position and position != NO_POSITION else "-"
                 pipe.xrange(self.keys.log, min=lower, count=count)
             else:
                 pipe.xread({self.keys.log: position or NO_POSITION}, count=count,
                            block=block_ms)
-            pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
+            if mark is not None:
+                known = mark.queue(pipe, self.keys)
+            if not at_seen:
+                pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
             replies: list[Any] = pipe.execute()
+            trimmed_to = None if at_seen else replies[-1]
+            if at_seen and not replies[2]:
+                trimmed_to = self.r.get(self.keys.log_snapshot_id)
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
-        resp, trimmed_to = replies[-2], replies[-1]
+        resp = replies[0]
         start = text(trimmed_to) if trimmed_to is not None else ""
-        if self.mark is not None and self.mark.settle(self.r, self.keys, replies[0],
-                                                      replies[1], trimmed_to, known):
+        if mark is not None and mark.settle(self.r, self.keys, replies[1], replies[2],
+                                            trimmed_to, known):
             return Page([], start, rewound=True)
         entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
-        if entries and self.mark is not None:
-            self.mark.saw(entries[-1].id)
+        if entries and mark is not None:
+            mark.saw(entries[-1].id)
         return Page(entries, start)
 
     def park(self, entry_id: str, record: Mapping[str, Any]) -> None:

@@ -14,7 +14,9 @@ the newest entry id it read or wrote (``seen``). The log holds what the mark saw
 epoch is the same and the entry ``seen`` is still there: entries are appended in id order
 and a cut-back history is a prefix, so when the newest surviving entry is there, every older
 one the process saw is too. The check is two reads (``queue``) and the compaction point,
-sent in the pipeline of a ``LogReader``'s read (``RedisEventLog.follow``), or run inside the
+sent in the pipeline of a ``LogReader``'s read after the read itself (``RedisEventLog.follow``,
+which reads the compaction point only when it is needed: the entry ``seen`` is gone, or the
+reader is not at it), or run inside the
 ``SNAPSHOT`` script of a listing (``Store.snapshot``) and the ``COMMIT`` script of a write
 (``Store.commit``), so it
 costs no round trip of its own, and neither a listing nor a write at a new tip can hide a

@@ -95,6 +95,26 @@ def test_compaction_past_the_position_is_a_gap_not_a_rewind(store: Store) -> Non
     assert reader.read() == [] and not reader.rewound and mark.rewinds == 0
 
 
+def _commands(store: Store) -> int:
+    stats: dict[str, dict[str, int]] = store.r.info("commandstats")  # type: ignore[assignment]
+    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+
+def test_a_read_at_the_entry_read_last_is_three_commands_and_still_sees_a_cut_back(
+        store: Store) -> None:
+    for i in range(3):
+        store.create(new_node(f"n{i}"))
+    mark = LogMark()
+    reader = redis_reader(store.r, store.keys, mark=mark)
+    assert len(reader.read()) == 3
+    before = _commands(store)
+    assert reader.read(block_ms=10) == []  # the read, the epoch, the entry read last
+    assert _commands(store) - before == 3
+    _cut_back(store, 1)
+    store.create(new_node("n3"))  # a new tip above what was cut
+    assert reader.read(block_ms=10) == [] and reader.rewound and mark.rewinds == 1
+
+
 def test_a_log_gets_one_identity_and_reading_an_empty_prefix_writes_nothing(
         store: Store) -> None:
     first, second = LogMark(), LogMark()
