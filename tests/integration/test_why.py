@@ -20,7 +20,7 @@ from services.cli import context
 from services.cli.main import cli
 from services.node_agent.lifecycle import new_node, target_node
 from services.replay import why
-from shared.model import meta, podutil
+from shared.model import meta, nodelifecycle, podutil
 from shared.store import codec
 from shared.store.client import Store
 from shared.store.server import RedisServer
@@ -87,6 +87,11 @@ def run(redis_server: RedisServer) -> Iterator[Run]:
             {"key": "dedicated", "value": "db", "effect": "NoSchedule"}]))
         store.create(new_node("node-00004", {"tier": "web"}))
         stack.start_all(workers=1, nodes=0, agent_args=("--grace", "0.1"))
+        # the node agent reports each node Ready (a Node write) when it starts: that must
+        # come before the DaemonSet's decisions, or a node looks changed since the decision
+        # that gave its reason (why_node's "reason at the time of", not "reason from")
+        wait_for(lambda: [nodelifecycle.ready_status(n) for n in store.list("Node")]
+                 == ["True"] * 4, what="the node agent reporting every node Ready")
         store.apply(yaml.safe_load(AGENT))
         wait_for(lambda: sorted(target_node(p) or "" for p in _pods(store)
                                 if podutil.is_ready(p)) == ["node-00001", "node-00004"],
@@ -127,7 +132,8 @@ def test_why_pod_names_the_decision_that_deleted_it(run: Run) -> None:
 
 def test_why_node_gives_the_recorded_selector_reason(run: Run) -> None:
     text = "\n".join(why.why_node(run.store, KEY, "node-00002", run.store.clock()))
-    assert "reason from the most recent decision: node selector does not match" in text
+    assert "reason from the most recent decision: node selector does not match" in text, \
+        "\n".join([text, *why.why_changes(run.store, "Node", "/node-00002")])
     assert "node node-00002 (version " in text and "nodeSelector {'tier': 'web'}" in text
 
 
