@@ -43,7 +43,8 @@ class NodeAgent:
         self.sender = sender
         self.cfg = cfg
         self.clock = clock
-        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
+        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False,
+                           own_writes=True, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self._timers: list[tuple[float, str, str]] = []

@@ -132,7 +132,8 @@ class Reconciler:
         self.worker = worker
         self.status = status if status is not None else \
             adapters.on(store, RedisStatusChannel, maxlen=STATUS_STREAM_MAXLEN)
-        self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", decisions=False, indexes={
+        self.cache = Cache(store, KINDS, name=f"reconciler-{worker}", decisions=False,
+                           own_writes=True, indexes={
             "pods-ns": ("Pod", _ns_index),
             "revisions-ns": ("ControllerRevision", _ns_index),
             "pods-node": ("Pod", _node_index),

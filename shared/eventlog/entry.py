@@ -224,8 +224,10 @@ def decode_as_stored(raw: RawEntry) -> Entry:
     return decode(raw) if raw.exact or raw.stored is None else decode_fields(raw.id, raw.stored)
 
 
-def decode(raw: RawEntry) -> Entry:
-    """Validate and decode one entry (upcast first); raises CorruptEntryError."""
+def decode(raw: RawEntry, shape: bool = True) -> Entry:
+    """Validate and decode one entry (upcast first); raises CorruptEntryError. ``shape``:
+    check the object's shape (False: only for an entry whose payload is what the reading
+    process wrote itself, ``shared.store.ownwrites``)."""
     raw = upcast(raw)
     eid = raw.id
     etype = _TYPES.get(raw.type)
@@ -253,7 +255,8 @@ def decode(raw: RawEntry) -> Entry:
         if obj.get("kind", kind) != kind:
             raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
         try:
-            check_shape(kind, key, obj)
+            if shape:
+                check_shape(kind, key, obj)
         except MalformedObjectError as err:
             if etype is not EntryType.DELETED:
                 raise CorruptEntryError(f"entry {eid}: {err}") from err

@@ -50,14 +50,20 @@ class Cache:
 
     def __init__(self, store: Store, kinds: Sequence[str], name: str = "cache",
                  indexes: dict[str, tuple[str, IndexFn]] | None = None,
-                 decisions: bool = True) -> None:
+                 decisions: bool = True, own_writes: bool = False) -> None:
         """``decisions``: whether ``poll`` returns the DECISION entries' records (False: they
-        are passed over undecoded, as entries of other kinds always are)."""
+        are passed over undecoded, as entries of other kinds always are). ``own_writes``:
+        the objects this process commits through ``store`` are read back without checking
+        their shape again (``shared.store.ownwrites``; for a cache of the writes it makes
+        by the thousand)."""
         self.store = store
         self.kinds = list(kinds)
         self.view = _IndexedView(self.kinds, indexes or {})
         self.reader = redis_reader(store.r, store.keys, "0-0", name=name, mark=store.mark,
                                    kinds=self.kinds, decisions=decisions)
+        if own_writes:
+            store.own.enable()
+            self.reader.own = store.own
         self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
         self.synced = False
 

@@ -28,6 +28,7 @@ from shared.model import meta
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
 from shared.store.logmark import LogMark
+from shared.store.ownwrites import OBJECT_WRITES, OwnWrites
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -145,6 +146,8 @@ class Store:
         self.log_maxlen = log_maxlen
         # what this process read from and wrote to the log: its caches check it on every read
         self.mark = LogMark()
+        # what it wrote, while a cache of it reads that back (``shared.store.ownwrites``)
+        self.own = OwnWrites()
         self.writer = writer  # named in every log entry this store commits ("u"); "" = none
         self._commit = client.register_script(scripts.COMMIT)
         self._snapshot = client.register_script(scripts.SNAPSHOT)
@@ -283,6 +286,9 @@ class Store:
             if res.ok:
                 self.mark.saw(res.value)
                 break
+        if self.own.enabled:
+            self.own.add((r.value, r.op.payload) for r in out
+                         if r.ok and r.op.mode in OBJECT_WRITES)
         for res in out:
             if res.status == CommitResult.FORBIDDEN:
                 log.error("commit refused: role %s, %s %s %s: %s", self.role, res.op.mode,

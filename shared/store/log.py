@@ -10,12 +10,13 @@ from typing import Any
 
 import redis
 
-from shared.eventlog.entry import EntryType, RawEntry, decode_as_stored
+from shared.eventlog.entry import EntryType, RawEntry, decode, decode_as_stored
 from shared.eventlog.ports import NO_POSITION, EventLog
 from shared.store import codec, errors
 from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
 from shared.store.logmark import LogMark
+from shared.store.ownwrites import OwnWrites
 
 log = logging.getLogger(__name__)
 DECISION = EntryType.DECISION.value
@@ -39,6 +40,9 @@ class LogReader:
         self.name = name
         self.kinds = frozenset(kinds) if kinds is not None else None
         self.decisions = decisions
+        # what this process wrote (``shared.store.ownwrites``): read back without a shape
+        # check; None: every entry is checked
+        self.own: OwnWrites | None = None
         self.parked = 0
         self.gap = False  # the log was trimmed past our position (see ``read``)
         self.rewound = False  # the log went backwards below what was read (see ``read``)
@@ -59,14 +63,17 @@ class LogReader:
         if page.gap_after(start):
             self.gap = True
         out: list[codec.Entry] = []
-        kinds, decisions = self.kinds, self.decisions
+        kinds, decisions, own = self.kinds, self.decisions, self.own
         for raw in page.entries:
             if raw.exact and ((kinds is not None and raw.kind not in kinds)
                               or (not decisions and raw.type == DECISION)):
                 self.position = raw.id  # not this reader's: passed over undecoded
                 continue
             try:
-                out.append(decode_as_stored(raw))
+                if own is not None and raw.exact and own.mine(raw.id, raw.payload):
+                    out.append(decode(raw, shape=False))  # this process wrote it
+                else:
+                    out.append(decode_as_stored(raw))
             except errors.CorruptEntryError as err:
                 self.park(raw, str(err))
             self.position = raw.id

@@ -7,8 +7,9 @@ import copy
 import pytest
 import yaml
 
+from shared.eventlog import entry as entry_mod
 from shared.model import meta
-from shared.store import codec, errors
+from shared.store import codec, errors, ownwrites
 from shared.store.cache import Cache
 from shared.store.client import Fence, Store, connect
 from shared.store.keys import Keys
@@ -268,6 +269,49 @@ def test_cache_lists_then_follows_idempotently(store: Store) -> None:
     entries = redis_reader(store.r, store.keys, "0-0").read()
     assert cache.apply(entries) == []
     assert codec.id_ge(cache.position, pos)
+
+
+def test_a_cache_of_own_writes_reads_them_back_unchecked_and_others_checked(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With own_writes, the objects this store committed are read back without a second
+    shape check (unpacked all the same: the cache holds what any reader decodes); what
+    another process wrote is checked as ever, and so is everything for a cache without it."""
+    checked: list[str] = []
+    real = entry_mod.check_shape
+
+    def counting(kind: str, key: str, obj: dict) -> None:  # type: ignore[type-arg]
+        checked.append(key)
+        real(kind, key, obj)
+
+    monkeypatch.setattr(entry_mod, "check_shape", counting)
+    own = Cache(store, ["DaemonSet"], own_writes=True)
+    plain = Cache(Store(store.r, store.keys), ["DaemonSet"])
+    own.sync()
+    plain.sync()
+    mine = store.create(DS)
+    other = Store(store.r, store.keys)  # another process's store
+    theirs = other.create({**DS, "metadata": {"name": "theirs", "namespace": "default"}})
+    mine["spec"]["minReadySeconds"] = 3
+    store.update(mine)
+    assert [c.key for c in own.poll()] == ["default/agent", "default/theirs", "default/agent"]
+    assert checked == ["default/theirs"]
+    got = own.get("DaemonSet", "default/agent")
+    assert got == store.get("DaemonSet", "default/agent") and got["spec"]["minReadySeconds"] == 3
+    assert own.get("DaemonSet", "default/theirs") == theirs
+    checked.clear()
+    plain.poll()
+    assert checked == ["default/agent", "default/theirs", "default/agent"]
+
+
+def test_own_writes_match_the_very_payload_once_and_keep_the_newest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ownwrites, "MAX_KEPT", 2)
+    own = ownwrites.OwnWrites()
+    own.add([("1-0", b"a"), ("2-0", b"b"), ("3-0", b"c")])
+    assert not own.mine("1-0", b"a")  # the oldest, dropped
+    assert not own.mine("2-0", b"x")  # another payload at that id: not ours
+    assert not own.mine("2-0", b"b")  # asked once already
+    assert own.mine("3-0", b"c") and not own.mine("3-0", b"c")
 
 
 def test_watch_resumes_from_any_position(store: Store) -> None:
