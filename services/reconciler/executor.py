@@ -12,6 +12,12 @@ through every earlier one's creates (the key's hand-out position follows them, a
 expectations hold it back until the watcher has observed them); and pod creates are fenced
 by the key's workqueue lease, so a worker that stalled past its lease while another took
 the key over creates nothing.
+
+A sync whose only write is one pod (a node added: the per-node path's usual plan) writes it in
+the commit of its Events and decision record, all or nothing (``_DeferredCreate``): one log
+write, and one wake-up of every reader of the log, fewer. Should that commit fail (the pod's
+name is taken, the lease is lost), nothing was written, and the pod is created as any other
+(its own commit, the failure handled there), then the Events.
 """
 
 from __future__ import annotations
@@ -66,6 +72,20 @@ class Outcome:
         return not self.errors
 
 
+@dataclass(frozen=True)
+class _DeferredCreate:
+    """The one pod of a sync, written with its Events (``Executor._events``): the create
+    (``op``: fails if the name is taken), the SuccessfulCreate ``event`` it adds, and where
+    its errors go among the outcome's should it be created alone after all."""
+
+    key: str
+    hash_: str
+    create: t.CreatePod
+    op: Op
+    event: t.EmitEvent
+    errors_at: int
+
+
 class Executor:
     """Acts on a plan. It reads no clock: every time it writes (expectations, creation
     timestamps, Events) is the snapshot's ``now``."""
@@ -78,6 +98,7 @@ class Executor:
         self.backoff = backoff
         self._fence: store_client.Fence | None = None
         self._record: Callable[[Outcome], Op | None] | None = None
+        self._deferred: _DeferredCreate | None = None
 
     def _read(self, kind: str, key: str) -> Obj | None:
         """A live read; an object stored in the wrong shape fails the step (SyncError, the
@@ -97,6 +118,7 @@ class Executor:
         is written last, in the commit of the sync's Events (one log write for both)."""
         out = Outcome()
         self._record = record
+        self._deferred = None
         self._fence = store_client.Fence(plan.key, lease_token) if lease_token else None
         key = plan.key
         if plan.delete_expectations:
@@ -264,6 +286,9 @@ class Executor:
     def _sync_nodes(self, key: str, snap: t.Snapshot, plan: t.Plan, sn: t.SyncNodes,
                     events: list[t.EmitEvent], out: Outcome) -> None:
         self.expectations.set(key, len(sn.creates), len(sn.deletes), snap.now)
+        if len(sn.creates) == 1 and not sn.deletes and not plan.cleanup:
+            self._defer_create(key, snap, plan.hash, sn.creates[0], events, out)
+            return
         problems: list[str] = []
         remaining = list(sn.creates)
         batch = 1
@@ -279,6 +304,18 @@ class Executor:
             problems += self._delete_pods(key, sn.deletes, events, out, snap.now)
         if problems:
             raise SyncError("; ".join(problems))
+
+    def _defer_create(self, key: str, snap: t.Snapshot, hash_: str, c: t.CreatePod,
+                      events: list[t.EmitEvent], out: Outcome) -> None:
+        """The sync's one write, a pod: counted and announced as created now, written with
+        the Events (``_events``), which undoes both should that commit fail."""
+        pod = {**c.pod, "metadata": dict(c.pod["metadata"])}
+        op = self.store.create_op(self.store.stamp(pod, snap.now), prepared=True)
+        event = t.EmitEvent("Normal", "SuccessfulCreate",
+                            f"Created pod: {ObjectKey.parse(op.key).name}")
+        events.append(event)
+        out.created += 1
+        self._deferred = _DeferredCreate(key, hash_, c, op, event, len(out.errors))
 
     def _create_batch(self, key: str, snap: t.Snapshot, hash_: str, chunk: list[t.CreatePod],
                       events: list[t.EmitEvent], out: Outcome) -> list[str]:
@@ -383,7 +420,33 @@ class Executor:
 
     def _events(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> None:
         """Write the Events about the DaemonSet (``shared.daemonset.events``), then the
-        decision record (``execute``'s ``record``), in one commit."""
+        decision record (``execute``'s ``record``), in one commit; a deferred pod create
+        (``_defer_create``) first in the same commit, all or nothing, else on its own."""
+        deferred, self._deferred = self._deferred, None
+        try:
+            ops = self._event_ops(snap, events, out)
+        except BaseException:
+            if deferred is not None:  # never written: the watcher will not observe it
+                self.expectations.lower(deferred.key, 1, 0)
+            raise
+        if deferred is not None:
+            if len(ops) < 500:
+                results = self.store.commit([deferred.op, *ops], atomic=True, fence=self._fence)
+                if results[0].ok:
+                    out.ops += sum(1 for r in results if r.ok and r.op.mode != WriteMode.RECORD)
+                    return
+            # nothing was written: the pod is created as a sync of several creates would
+            out.created -= 1
+            events.remove(deferred.event)
+            problems = self._create_batch(deferred.key, snap, deferred.hash_, [deferred.create],
+                                          events, out)
+            if problems:
+                out.errors.insert(deferred.errors_at, "; ".join(problems))
+            ops = self._event_ops(snap, events, out)
+        self._commit(ops, out)
+
+    def _event_ops(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> list[Op]:
+        """The ops of the Events and the decision record, made from ``out`` as it is now."""
         ds = snap.ds
         ops: list[Op] = []
         if events and ds is not None:
@@ -393,7 +456,7 @@ class Executor:
         record = self._record(out) if self._record is not None else None
         if record is not None:
             ops.append(record)
-        self._commit(ops, out)
+        return ops
 
     # ---- helpers -------------------------------------------------------------------------------
 

@@ -180,3 +180,75 @@ def test_a_key_redelivered_after_its_holder_died_is_not_held_by_its_expectations
     result = alive.sync(KEY, lease.position, lease.redelivered)
     assert result.ok and result.created == len(NODES), result
     assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+
+
+# ---- a sync of one pod: the pod in the commit of its Events --------------------------------
+
+
+def _one_node(store: Store) -> None:
+    store.create(new_node("n1"))
+    store.apply(kit.daemonset("agent"))
+
+
+def _counting_commits(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The kinds of each commit's ops, from now on."""
+    commits: list[list[str]] = []
+    original = store.commit
+
+    def counted(ops, *args, **kwargs):  # type: ignore[no-untyped-def]
+        commits.append([op.kind for op in ops])
+        return original(ops, *args, **kwargs)
+
+    monkeypatch.setattr(store, "commit", counted)
+    return commits
+
+
+def test_a_sync_of_one_pod_writes_it_with_its_events_and_decision_in_one_commit(
+        store: Store, queue: RedisWorkQueue, make: Make,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _one_node(store)
+    worker = make("a")
+    queue.add([KEY])
+    lease = queue.get(worker.worker) or pytest.fail("no key")
+    commits = _counting_commits(store, monkeypatch)
+    result = worker.sync(KEY, lease.position, lease.redelivered, lease.token)
+    assert result.ok and result.created == 1, result.error
+    # the revision first (a new DaemonSet), then the pod, its Event and the decision record
+    assert commits == [["ControllerRevision"], ["Pod", "Event", "DaemonSet"]]
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == ["n1"]
+    assert len(kit.events(store, KEY, "SuccessfulCreate")) == 1
+    assert len(kit.decisions(store, KEY)) == 1
+
+
+def test_a_one_pod_plan_replayed_creates_no_second_pod_and_reports_none_created(
+        store: Store, make: Make) -> None:
+    _one_node(store)
+    worker = make("a")
+    snap = worker.snapshot(KEY, store.log_tip())
+    plan = planner.plan(snap)
+    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == 1
+    first = worker.executor.execute(plan, snap)
+    again = worker.executor.execute(plan, snap)  # the name is taken: created alone, found
+    assert (first.created, again.created) == (1, 0)
+    assert again.ok, again.errors
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == ["n1"]
+    assert len(kit.events(store, KEY, "SuccessfulCreate")) == 1
+    assert kit.events(store, KEY, "FailedCreate") == []
+
+
+def test_a_one_pod_plan_of_a_lost_lease_writes_no_pod_and_says_so(store: Store,
+                                                                  make: Make) -> None:
+    _one_node(store)
+    queue = RedisWorkQueue(store.r, store.keys, lease_seconds=0.2)
+    queue.add([KEY])
+    stalled = make("stalled")
+    lease = queue.get(stalled.worker) or pytest.fail("no key")
+    snap = stalled.snapshot(KEY, lease.position)
+    plan = planner.plan(snap)
+    taken = queue.get("other", block_seconds=5)  # the lease ran out: reclaimed
+    assert taken is not None and taken.redelivered
+    outcome = stalled.executor.execute(plan, snap, lease.token)
+    assert outcome.created == 0
+    assert outcome.errors and "lost the lease of default/agent" in outcome.errors[0]
+    assert kit.owned_pods(store, KEY) == []
+    assert kit.events(store, KEY, "SuccessfulCreate") == []
