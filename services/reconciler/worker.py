@@ -15,7 +15,7 @@ key, leases) for the next key and wraps it in a job. So:
 * a job put on the RQ queue by someone else is never run: this worker does not read RQ lists.
 
 RQ's bookkeeping is trimmed to what daemonbus uses: RQ's defaults cost 53 Redis commands in 16
-round trips per job, against a handful for a no-op sync; now 19 in 3 (the job hash, its
+round trips per job, against a handful for a no-op sync; now 16 in 3 (the job hash, its
 execution record and registries in one pipeline as it starts, RQ's success bookkeeping in
 one, the worker's idle state). A successful sync keeps
 no job hash, result or FinishedJobRegistry entry (its outcome is in the log and the metrics);
@@ -56,7 +56,7 @@ from rq import Queue, SimpleWorker, worker_registration
 from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.exceptions import DeserializationError, StopRequested
 from rq.executions import Execution, ExecutionRegistry
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from rq.utils import current_timestamp, now
 from rq.worker import WorkerStatus
@@ -477,8 +477,14 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         """RQ's (``rq.executions.prepare_execution``: the execution record, its registries,
         the worker busy), queued with the job hash on one pipeline that
         ``prepare_job_execution`` sends: RQ sends three, two of them transactions (MULTI and
-        EXEC around each), for keys no one else writes while the job starts."""
+        EXEC around each), for keys no one else writes while the job starts. The hash is
+        saved with what ``Job.prepare_for_execution`` writes after it (started, by this
+        worker, now), in one HSET instead of two."""
         pipe = self.connection.pipeline(transaction=False)
+        # what ``Job.prepare_for_execution`` writes in an HSET of its own, saved with the hash
+        job.worker_name = self.name
+        job.last_heartbeat = job.started_at = now()
+        job._status = JobStatus.STARTED
         job.save(pipeline=pipe)
         execution = Execution.create(job, self.get_heartbeat_ttl(job), pipeline=pipe,
                                      worker_name=self.name)
@@ -493,12 +499,14 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         PERSIST (the hash was written just now, without a TTL) and the LREM from RQ's
         intermediate queue (our jobs never pass through RQ's queues)."""
         pipe, self._preparing = self._preparing, None
+        prepared = pipe is not None  # the job hash saved there holds what it would write
         if pipe is None:
             pipe = self.connection.pipeline(transaction=False)
             job.save(pipeline=pipe)
         with pipe:
             self.heartbeat(self.get_heartbeat_ttl(job), pipeline=pipe)
-            job.prepare_for_execution(self.name, pipeline=pipe)
+            if not prepared:
+                job.prepare_for_execution(self.name, pipeline=pipe)
             pipe.execute()
         self.procline(  # type: ignore[no-untyped-call]
             f"Processing {job.func_name} from {job.origin} since {time.time()}")
@@ -516,14 +524,22 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         a FinishedJobRegistry entry and sets their TTLs (or, with ``result_ttl=0``, reads
         them back to delete them: dearer still): ~20 commands in 3 round trips. Our jobs have
         no dependents, repeats, rate limits or callbacks (we create them), and the sync's
-        outcome is in the log and the metrics, so: the worker stats, the job hash deleted,
-        the execution record dropped from StartedJobRegistry, in one round trip."""
+        outcome is in the log and the metrics, so: the worker stats, the job hash and the
+        execution record deleted (one DEL), the record dropped from StartedJobRegistry, in one
+        round trip."""
         with self.connection.pipeline(transaction=False) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             if job.started_at and job.ended_at:
                 self.increment_total_working_time(job.ended_at - job.started_at, pipe)
-            pipe.delete(job.key)
-            self.cleanup_execution(job, pipeline=pipe, execution=execution)
+            # RQ's cleanup_execution (Execution.delete) but for one DEL of the job hash and
+            # the execution record together
+            pipe.delete(job.key, execution.key)
+            job.started_job_registry.remove_execution(execution=execution, pipeline=pipe)
+            ExecutionRegistry(job_id=job.id, connection=self.connection).remove(
+                execution=execution, pipeline=pipe)
+            if execution.worker_name:
+                pipe.srem(execution.worker_executions_key, execution.composite_key)
+            self.executions.pop(execution.id, None)
             pipe.execute()
 
     def _enqueue_dependents_safely(self, queue: Queue, job: Job) -> None:
