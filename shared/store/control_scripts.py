@@ -50,9 +50,14 @@ local FULL, HINTS = KEYS[14], KEYS[15]
 local SIGNAL_CAP = 64
 local MAX_HINTS = """ + str(MAX_NODE_HINTS) + r"""
 
+local clock = nil
+-- Redis' time (ms), read once per call, when first needed
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if clock == nil then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
 end
 
 local function is_down()
@@ -61,10 +66,12 @@ end
 
 local pushed = false  -- whether this call put a key on the queue or a token on the signal
 
--- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty
+-- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty. The adds
+-- take ``now`` (ms) when the caller has it; nil: read when needed (a key already dirty
+-- needs no time)
 local function add_one(key, now)
   if redis.call('SADD', DIRTY, key) == 0 then return 0 end
-  redis.call('HSET', ENQ, key, now)
+  redis.call('HSET', ENQ, key, now or now_ms())
   if not redis.call('ZSCORE', PROC, key) then
     redis.call('RPUSH', Q, key)
     pushed = true
@@ -152,6 +159,7 @@ end
 
 -- AddAfter once the delay is known (shutdown and the retry count are the caller's)
 local function add_after(key, now, delay_ms)
+  now = now or now_ms()
   if delay_ms <= 0 then
     count('adds', add_full(key, now))
     sync_signal()
@@ -174,9 +182,8 @@ WQ_ADD = r"""
 -- Returns the number of keys newly marked dirty.
 """ + _WQ_PRELUDE + r"""
 if is_down() then return 0 end
-local now = now_ms()
 local n = 0
-for i = 1, #ARGV do n = n + add_full(ARGV[i], now) end
+for i = 1, #ARGV do n = n + add_full(ARGV[i]) end
 count('adds', n)
 if pushed then sync_signal(false) end
 return n
@@ -190,7 +197,7 @@ WQ_ADD_NODES = r"""
 -- Returns the number of keys newly marked dirty.
 """ + _WQ_PRELUDE + r"""
 if is_down() then return 0 end
-local n = add_hinted_groups(1, #ARGV, now_ms())
+local n = add_hinted_groups(1, #ARGV)
 count('adds', n)
 if pushed then sync_signal(false) end
 return n
@@ -492,16 +499,15 @@ local lowered = lower_expectations(EXP, i, i + 3 * no - 1)
 i = i + 3 * no
 local down = is_down()
 local added = 0
-if not down then
-  local now = now_ms()
-  for j = i, i + na - 1 do added = added + add_full(ARGV[j], now) end
+if not down then  -- Redis' time is read only if a key needs it (add_one)
+  for j = i, i + na - 1 do added = added + add_full(ARGV[j]) end
   i = i + na
   for j = i, i + 2 * nl - 1, 2 do
     count('retries', 1)
-    add_after(ARGV[j], now, tonumber(ARGV[j + 1]))
+    add_after(ARGV[j], nil, tonumber(ARGV[j + 1]))
   end
   i = i + 2 * nl
-  added = added + add_hinted_groups(i, #ARGV, now)
+  added = added + add_hinted_groups(i, #ARGV)
   count('adds', added)
   if pushed then sync_signal(false) end
 end
