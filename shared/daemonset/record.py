@@ -126,7 +126,9 @@ def make_record(snap: t.Snapshot, plan: t.Plan, worker: str = "",
         uid=((snap.ds or {}).get("metadata") or {}).get("uid", ""),
         expectations_satisfied=snap.expectations_satisfied,
         backoff={k: [v.delay, v.last_update] for k, v in sorted(snap.backoff.items())},
-        actions=summarize(plan), reasons=dict(sorted(plan.reasons.items())), worker=worker,
+        # the plan's reasons as it gave them (node by node, in its order): sorting them
+        # again cost 0.1-0.6 s a sync at 50,000 nodes while most had no pod yet
+        actions=summarize(plan), reasons=dict(plan.reasons), worker=worker,
         errors=list(errors or []), nodes=None if plan.nodes is None else list(plan.nodes))
 
 
