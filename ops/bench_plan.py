@@ -65,7 +65,7 @@ def measure(n: int, repeat: int) -> dict[str, Any]:
     def node_event() -> bool:
         index.set_node(extra)
         index.status(fx.NOW, True)
-        settled = index.settled_except({f"node-{n}"}, fx.NOW)
+        settled = index.settled_except({f"node-{n}"})
         index.remove_node(f"node-{n}")
         return settled
 

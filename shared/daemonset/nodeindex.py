@@ -18,6 +18,8 @@ costs the same at 50 nodes as at 50,000:
 * the status counters as running sums of ``status.node_count`` (the one counting rule), the
   ready counted pods' ``podutil.available_after`` times in a sorted list, so
   :meth:`DaemonSetIndex.status` at any ``now`` is one bisection;
+* the nodes that should run and have no ready counted pod, so the unavailable breakdown
+  (:meth:`DaemonSetIndex.unavailable`) costs what it lists, not a pass over every node;
 * which nodes are not *steady* (:func:`steady`), for :meth:`DaemonSetIndex.settled_except`.
 
 The API (everything else is private):
@@ -38,9 +40,11 @@ The API (everything else is private):
 ``status(now, update_observed_generation)``, ``counts(now)``
     equals ``status.compute_status(ds, node_names(), decisions, node_pods, now, update)``;
     the six sums it is made of (``status.with_counts``).
-``settled_except(names, now)``
-    whether every node not in ``names`` is steady at ``now`` (pods on a node missing from the
-    node list are never steady).
+``unavailable(now)``
+    equals ``unavailable.breakdown(minReadySeconds, nodes(), decisions, node_pods, now)``.
+``settled_except(names)``
+    whether every node not in ``names`` is steady (pods on a node missing from the node list
+    are never steady).
 
 Objects are held, not copied: the caller must not modify a Node or Pod it passed in (the
 caches replace objects on change, they never modify them).
@@ -52,7 +56,7 @@ import bisect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from shared.daemonset import claim, dsutil, podfacts, status
+from shared.daemonset import claim, dsutil, podfacts, status, unavailable
 from shared.daemonset.placement import Decision, Placement
 from shared.daemonset.podfacts import PodFacts
 from shared.daemonset.status import NodeCount
@@ -63,20 +67,19 @@ Obj = dict[str, Any]
 _ALWAYS = float("-inf")  # podutil.available_after of a ready pod without minReadySeconds
 
 
-def steady(decision: Decision, pods: Sequence[PodFacts] | None, available_after: float | None
-           ) -> bool | None:
-    """Whether a node needs nothing of a sync: it should run the daemon and has exactly one
-    pod, running (not deleting, not terminal), updated and ready, or it should not and has
-    none. With such a pod, None when the answer depends on the time (the pod is available
-    after ``available_after``). Decides."""
+def steady(decision: Decision, pods: Sequence[PodFacts] | None) -> bool:
+    """Whether a sync leaves a node alone: it should run the daemon and has exactly one pod,
+    running (not deleting, not terminal) and updated, or it should not and has none. Such a
+    node gets no action (``manage`` and the rolling update pass it by: with every pod
+    updated there is nothing to roll) and no reason; ready or not, available or not, it
+    matters only to the status and the unavailable breakdown, which the index counts.
+    Decides."""
     if not decision.should_run:
         return not pods
     if not pods or len(pods) != 1:
         return False
     pod = pods[0]
-    if not (pod.running and pod.updated and pod.ready):
-        return False
-    return True if available_after == _ALWAYS else None
+    return pod.running and pod.updated
 
 
 def _basis(ds: Obj) -> tuple[Any, ...]:
@@ -110,10 +113,9 @@ class DaemonSetIndex:
         self._counts: dict[str, NodeCount] = {}
         self._sums = [0, 0, 0, 0, 0]
         self._after: dict[str, float] = {}  # node → available_after of its ready counted pod
-        self._after_sorted: list[float] = []
+        self._after_sorted: list[tuple[float, str]] = []  # (available_after, node), sorted
+        self._down: set[str] = set()  # nodes that should run, without a ready counted pod
         self._unsettled: set[str] = set()
-        self._settle_at: dict[str, float] = {}  # steady nodes whose pod is not yet available
-        self._settling: list[tuple[float, str]] = []  # the same, sorted
         self._bulk = True  # while building: append, sort once at the end
         for node in nodes:
             name = meta.name(node)
@@ -132,7 +134,6 @@ class DaemonSetIndex:
         for name in self._nodes.keys() | self._node_pods.keys():
             self._recount(name)
         self._after_sorted.sort()
-        self._settling.sort()
         self._bulk = False
 
     # ---- the DaemonSet ------------------------------------------------------------------
@@ -246,7 +247,7 @@ class DaemonSetIndex:
     def counts(self, now: float) -> tuple[int, int, int, int, int, int]:
         """The sums of ``status.node_count`` over the index's nodes at ``now``: desired,
         current, misscheduled, ready, updated, available (``status.with_counts``' input)."""
-        available = bisect.bisect_left(self._after_sorted, now)  # how many are < now
+        available = bisect.bisect_left(self._after_sorted, (now, ""))  # how many are < now
         s = self._sums
         return (s[0], s[1], s[2], s[3], s[4], available)
 
@@ -254,18 +255,25 @@ class DaemonSetIndex:
         """``status.compute_status`` over the index's nodes at ``now``. Decides."""
         return status.with_counts(self.ds, self.counts(now), update_observed_generation)
 
-    def settled_except(self, names: Collection[str], now: float) -> bool:
-        """Whether every node not in ``names`` is steady (:func:`steady`) at ``now``: cost
-        O(len(names)) and a bisection, whatever the number of nodes."""
+    def unavailable(self, now: float) -> dict[str, list[str]]:
+        """``unavailable.breakdown`` of the index's nodes at ``now``: reason → the names of
+        the nodes whose daemon pod is missing or not available then (name order). Cost: the
+        nodes it lists and a bisection, whatever the number of nodes. Decides."""
+        after = self._after_sorted
+        names = set(self._down)
+        names.update(name for _, name in after[bisect.bisect_left(after, (now, "")):])
+        out: dict[str, list[str]] = {}
+        for name in sorted(names):
+            out.setdefault(unavailable.cause(self._nodes[name], self._node_pods.get(name)),
+                           []).append(name)
+        return out
+
+    def settled_except(self, names: Collection[str]) -> bool:
+        """Whether every node not in ``names`` is steady (:func:`steady`): cost
+        O(len(names)), whatever the number of nodes."""
         if len(self._unsettled) > len(names):
             return False
-        if any(name not in names for name in self._unsettled):
-            return False
-        settling = self._settling
-        first = bisect.bisect_left(settling, (now, ""))  # the pods not available at now
-        if len(settling) - first > len(names):
-            return False
-        return all(settling[i][1] in names for i in range(first, len(settling)))
+        return all(name in names for name in self._unsettled)
 
     # ---- inside ---------------------------------------------------------------------------
 
@@ -314,11 +322,9 @@ class DaemonSetIndex:
             self._add(old, -1)
         was = self._after.pop(name, None)
         if was is not None:
-            del self._after_sorted[bisect.bisect_left(self._after_sorted, was)]
+            del self._after_sorted[bisect.bisect_left(self._after_sorted, (was, name))]
+        self._down.discard(name)
         self._unsettled.discard(name)
-        settle = self._settle_at.pop(name, None)
-        if settle is not None:
-            del self._settling[bisect.bisect_left(self._settling, (settle, name))]
 
     def _recount(self, name: str) -> None:
         """Take node ``name``'s part out of the sums and sets, and put its current one in."""
@@ -334,15 +340,12 @@ class DaemonSetIndex:
         if count is not status.NOTHING:
             self._counts[name] = count
             self._add(count, 1)
-        after = None
         if count.ready_pod is not None:  # ready: available after -inf without minReadySeconds
             after = podutil.available_after(count.ready_pod.pod, self._min_ready) \
                 if self._min_ready else _ALWAYS
             self._after[name] = after
-            self._insert(self._after_sorted, after)
-        is_steady = steady(decision, pods, after)
-        if is_steady is None and after is not None:  # None only with a ready pod
-            self._settle_at[name] = after
-            self._insert(self._settling, (after, name))
-        elif not is_steady:
+            self._insert(self._after_sorted, (after, name))
+        elif decision.should_run:
+            self._down.add(name)
+        if not steady(decision, pods):
             self._unsettled.add(name)

@@ -115,7 +115,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
     if not snapshot.expectations_satisfied:
         result.update_observed_generation = False
         _finish(result, ds, nodes, decisions, node_pods, now, len(held),
-                update_observed_gen=False, computed=_counted(index, ds, now, False))
+                update_observed_gen=False, index=index)
         result.reasons = _reasons(
             node_names, decisions, node_pods, result, waiting_expectations=True
         )
@@ -150,7 +150,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
     _finish(result, ds, nodes, decisions, node_pods, now, len(held),
-            update_observed_gen=True, computed=_counted(index, ds, now, True))
+            update_observed_gen=True, index=index)
     result.reasons = _reasons(
         node_names,
         decisions,
@@ -178,10 +178,11 @@ def plan_nodes(
     ``snapshot`` holds the DaemonSet, the Nodes of ``nodes`` that exist, the pods targeting
     them (any owner: an orphan among them makes a full sync), every revision of the
     namespace, the backoff of those nodes, expectations and the time. ``index`` is the
-    DaemonSet's per-node state at the same position (``nodeindex``): the status counters
-    and the "every other node is steady" check come from it (the rest of the status from
-    ``snapshot.ds``, whichever object of it the index was last told of). ``names`` holds
-    the names of the namespace's pods (a created pod's name must be free among all of them).
+    DaemonSet's per-node state at the same position (``nodeindex``): the status counters,
+    the unavailable breakdown and the "every other node is steady" check come from it (the
+    rest of the status from ``snapshot.ds``, whichever object of it the index was last told
+    of). ``names`` holds the names of the namespace's pods (a created pod's name must be
+    free among all of them).
 
     None (a full sync) when: the DaemonSet is missing, being deleted or selects everything;
     expectations are pending; a failure action is set; the index does not fit the
@@ -189,11 +190,12 @@ def plan_nodes(
     changed); the history is not settled (the sync would claim, label, create, dedup or
     clean up a revision) or its hash is not the index's; a pod of ``nodes`` would be adopted
     or released, or is of an old revision (the rolling update's business); the budget does
-    not parse; another node is not steady (an old, unavailable or missing pod, a surge, a
-    pod to delete, pods on a removed node); or the index does not hold what the snapshot
+    not parse; another node is not steady (``nodeindex.steady``: an old, failed,
+    terminating or missing pod, a surge, a pod to delete, pods on a removed node; a pod not
+    ready or not yet available is steady); or the index does not hold what the snapshot
     does for ``nodes``. With every other node steady the full plan's manage and rolling
-    update act on ``nodes`` alone, in the same order, so the actions, events, backoff and
-    status are the full plan's.
+    update act on ``nodes`` alone, in the same order, so the actions, events, backoff,
+    status and unavailable breakdown are the full plan's.
     """
     ds = snapshot.ds
     if (ds is None or labels.is_empty_selector(dsutil.selector(ds))
@@ -223,12 +225,11 @@ def plan_nodes(
         return None
     if any(not p.updated for pods_ in node_pods.values() for p in pods_ if not p.deleting):
         return None  # an old pod: the rolling update and its gates decide
-    if not index.settled_except(wanted, now):
+    if not index.settled_except(wanted):
         return None
-    new_status = status.with_counts(ds, index.counts(now), True)  # this object's status
     if dsutil.update_strategy(ds).type == dsutil.ROLLING_UPDATE:
         try:
-            rollout.budget(ds, int(new_status.get("desiredNumberScheduled") or 0))
+            rollout.budget(ds, index.counts(now)[0])
         except ValueError:
             return None  # the rolling update fails the sync with it
     placement = Placement(ds)
@@ -245,7 +246,7 @@ def plan_nodes(
         ds, names, managed.creates, managed.deletes, result, snapshot.position
     )
     _finish(result, ds, present, decisions, node_pods, now, 0, update_observed_gen=True,
-            computed=new_status)
+            index=index)
     result.reasons = _reasons(
         node_names, decisions, node_pods, result,
         backoff_until=managed.backoff_until, deferred=set(managed.deferred),
@@ -300,11 +301,6 @@ def _node_facts(
         claimed, status.labels_updated_check(hash, dsutil.template_generation(ds))
     )
     return nodes, [name for name, _ in nodes], decisions, node_pods
-
-
-def _counted(index: DaemonSetIndex | None, ds: Obj, now: float, update: bool) -> Obj | None:
-    """The status as the index counts it (None without one)."""
-    return None if index is None else status.with_counts(ds, index.counts(now), update)
 
 
 def _first(pair: tuple[str, Obj]) -> str:
@@ -382,18 +378,21 @@ def _finish(
     held: int,
     *,
     update_observed_gen: bool,
-    computed: Obj | None = None,
+    index: DaemonSetIndex | None = None,
 ) -> None:
     """Status (with the rollout conditions, ``held`` nodes kept at the old revision by the
-    gates) and its requeue. ``computed``: the status counted already (by a per-DaemonSet
-    index), when ``nodes`` are not every node."""
-    new_status = computed if computed is not None else status.compute_status(
-        ds, [name for name, _ in nodes], decisions, node_pods, now, update_observed_gen
-    )
-    if new_status.get("numberUnavailable"):
-        result.unavailable = unavailable.breakdown(
-            dsutil.min_ready_seconds(ds), nodes, decisions, node_pods, now
+    gates), the unavailable breakdown and the requeue. ``index``: the DaemonSet's per-node
+    state, which counts the status and lists the unavailable nodes of every node (``nodes``
+    may then be a few of them); else both come from ``nodes``."""
+    if index is not None:
+        new_status = status.with_counts(ds, index.counts(now), update_observed_gen)
+    else:
+        new_status = status.compute_status(
+            ds, [name for name, _ in nodes], decisions, node_pods, now, update_observed_gen
         )
+    if new_status.get("numberUnavailable"):
+        result.unavailable = index.unavailable(now) if index is not None else \
+            unavailable.breakdown(dsutil.min_ready_seconds(ds), nodes, decisions, node_pods, now)
     again = status.requeue_after(ds, new_status)
     rolled = conditions.rollout_conditions(ds, new_status, held, now, result.hash)
     if rolled is not None:

@@ -81,6 +81,13 @@ def _pod_cause(facts: PodFacts) -> str:
     return MIN_READY
 
 
+def cause(node: Obj, pods: list[PodFacts] | None) -> str:
+    """The reason a node that should run the daemon, with the claimed pods ``pods``
+    (``podfacts.by_node``'s list, or None) on it, is in the breakdown when its counted pod is
+    missing or not available: the first cause that applies (module docstring)."""
+    return node_cause(node) or (_pod_cause(status.counted(pods)) if pods else NO_POD)
+
+
 def breakdown(
     min_ready_seconds: int,
     nodes: Sequence[tuple[str, Obj]],
@@ -100,6 +107,5 @@ def breakdown(
             pod = status.counted(pods)
             if pod.ready and available(pod):
                 continue
-        cause = node_cause(node) or (_pod_cause(pod) if pods else NO_POD)
-        out.setdefault(cause, []).append(name)
+        out.setdefault(cause(node, pods), []).append(name)
     return out

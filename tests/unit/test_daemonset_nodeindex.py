@@ -9,9 +9,18 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.daemonset import claim, dsutil, nodeindex, placement, planner, podfacts, status
+from shared.daemonset import (
+    claim,
+    dsutil,
+    nodeindex,
+    placement,
+    planner,
+    podfacts,
+    status,
+    unavailable,
+)
 from shared.daemonset.placement import Placement
-from shared.model import meta, podutil
+from shared.model import meta
 from tests.unit.daemonset_fixtures import NOW, current_hash, daemon_pod, snapshot
 from tests.unit.daemonset_strategies import blue_ds, node_of, node_ops, pod_fields, pod_of
 
@@ -45,7 +54,7 @@ def scratch(ds: Obj, nodes: list[Obj], pods: list[Obj]) -> tuple[Any, Any, list[
     return decisions, podfacts.by_node(owned, check), sorted(decisions)
 
 
-def steady_nodes(ds: Obj, decisions: Any, node_pods: Any, now: float) -> dict[str, bool]:
+def steady_nodes(decisions: Any, node_pods: Any) -> dict[str, bool]:
     """Each node's steadiness, from scratch (the module's definition, written out)."""
     out = {}
     for name in set(decisions) | set(node_pods):
@@ -56,8 +65,7 @@ def steady_nodes(ds: Obj, decisions: Any, node_pods: Any, now: float) -> dict[st
         elif not decision.should_run:
             out[name] = not pods
         else:
-            out[name] = len(pods) == 1 and pods[0].running and pods[0].updated and \
-                podutil.is_available(pods[0].pod, dsutil.min_ready_seconds(ds), now)
+            out[name] = len(pods) == 1 and pods[0].running and pods[0].updated
     return out
 
 
@@ -82,12 +90,13 @@ def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
         for update in (True, False):
             assert index.status(now, update) == status.compute_status(
                 ds, names, decisions, node_pods, now, update)
-        steady = steady_nodes(ds, decisions, node_pods, now)
-        unsteady = {n for n, ok in steady.items() if not ok}
-        assert index.settled_except(set(), now) == (not unsteady)
-        assert index.settled_except(unsteady, now)
-        for n in unsteady:
-            assert not index.settled_except(unsteady - {n}, now)
+        assert index.unavailable(now) == unavailable.breakdown(
+            min_ready, index.nodes(), decisions, node_pods, now)
+    unsteady = {n for n, ok in steady_nodes(decisions, node_pods).items() if not ok}
+    assert index.settled_except(set()) == (not unsteady)
+    assert index.settled_except(unsteady)
+    for n in unsteady:
+        assert not index.settled_except(unsteady - {n})
 
 
 @settings(max_examples=200, deadline=None)

@@ -60,6 +60,7 @@ def decided(plan: t.Plan) -> Obj:
         "backoff": [(b.key, b.entry) for b in plan.backoff],
         "requeue_after": plan.requeue_after,
         "status": plan.status,
+        "unavailable": plan.unavailable,
         "error": plan.error,
     }
 
@@ -297,3 +298,27 @@ def test_an_index_of_another_spec_is_refused() -> None:
     assert full.status is not None and full.status.get("numberAvailable", 0) == 0  # omitempty
     assert cluster.index.counts(NOW)[5] == 4
     assert cluster.per_node({"n9"}) is None
+
+
+def test_a_node_added_beside_pods_not_yet_available_takes_the_per_node_path() -> None:
+    """Pods not ready, or ready inside minReadySeconds, need nothing of a sync: a node added
+    meanwhile (the next of many added one at a time) is synced alone, the unavailable
+    breakdown of every node from the index."""
+    ds = the_ds(0, 5)
+    cluster = steady_cluster(ds)
+    pods = {podutil.target_node(p): p for p in cluster.pods.values()}
+    cluster.put(make_pod(meta.name(pods["n0"]), "n0", ds=ds, hash=current_hash(ds),
+                         ready=False, uid=meta.uid(pods["n0"])))
+    cluster.put(make_pod(meta.name(pods["n1"]), "n1", ds=ds, hash=current_hash(ds),
+                         ready_since=NOW - 1, uid=meta.uid(pods["n1"])))
+    cluster.put(node_of(9, "blue", 0))
+    plan = cluster.per_node({"n9"})
+    assert plan is not None
+    assert plan.unavailable == {"MinReadySeconds": ["n1"], "NoPod": ["n9"],
+                                "PodNotReady": ["n0"]}
+    assert decided(plan) == decided(planner.plan(cluster.full()))
+    cluster.converge(plan)
+    status_only = cluster.per_node(set())  # its status written: a sync of no node
+    assert status_only is not None
+    assert status_only.unavailable == {"MinReadySeconds": ["n1"], "PodNotReady": ["n0"]}
+    assert decided(status_only) == decided(planner.plan(cluster.full()))
