@@ -10,7 +10,10 @@ ControllerRevisions of its namespace, all as of ``position`` (not as of the deci
 runs ``planner.plan`` and compares ``record.summarize`` of the new plan with the recorded one.
 A per-node decision (its record names its ``nodes``) is recomputed by the function that made
 it, ``planner.plan_nodes``, from the per-node snapshot (``inputs.build_nodes``) and a
-per-DaemonSet index built from scratch from the view; that it now asks for a full sync is a
+per-DaemonSet index (``nodeindex``) as of its position: built from the view for the
+DaemonSet's first per-node decision (and whenever its revision or basis changed), then kept
+and told only of the Nodes and Pods changed since, as the reconciler keeps its own, so a
+per-node decision costs its nodes, not the cluster; that it now asks for a full sync is a
 divergence too.
 
 Two passes over the file keep memory bounded by the cluster plus the decision records: the
@@ -106,6 +109,18 @@ class _Slot:
         return self.obj
 
 
+class _Kept:
+    """A DaemonSet's index and the keys of the Nodes and Pods changed since it was last
+    brought up to date (``View.index``)."""
+
+    __slots__ = ("index", "nodes", "pods")
+
+    def __init__(self, index: DaemonSetIndex) -> None:
+        self.index = index
+        self.nodes: dict[str, None] = {}
+        self.pods: dict[str, None] = {}
+
+
 class View(fold.View[_Slot]):
     """The objects of the kinds a sync reads, as of ``position`` (the one fold,
     ``shared.eventlog.fold``), with pods and revisions indexed by namespace (as the
@@ -119,16 +134,65 @@ class View(fold.View[_Slot]):
         # object already there, most entries, leaves the index alone)
         self.by_ns: dict[str, dict[str, dict[str, None]]] = {k: {} for k in NAMESPACED}
 
+        # DaemonSet key → the index its per-node decisions are planned with (``index``)
+        self.kept: dict[str, _Kept] = {}
+
     def _set(self, kind: str, key: str, value: _Slot) -> None:
         table = self.objects[kind]
         if kind in NAMESPACED and key not in table:
             self.by_ns[kind].setdefault(ObjectKey.parse(key).namespace, {})[key] = None
         table[key] = value
+        if self.kept:
+            self._changed(kind, key)
 
     def _unset(self, kind: str, key: str) -> None:
         super()._unset(kind, key)
         if kind in NAMESPACED:
             self.by_ns[kind].get(ObjectKey.parse(key).namespace, {}).pop(key, None)
+        if self.kept:
+            self._changed(kind, key)
+
+    def _changed(self, kind: str, key: str) -> None:
+        """Note a Node or Pod change for the kept indexes it may concern."""
+        if kind == "Node":
+            for kept in self.kept.values():
+                kept.nodes[key] = None
+        elif kind == "Pod":
+            namespace = key.partition("/")[0]
+            for kept in self.kept.values():
+                if kept.index.namespace == namespace:
+                    kept.pods[key] = None
+
+    def index(self, key: str, ds: Obj, hash: str) -> DaemonSetIndex:
+        """The index of DaemonSet ``key`` at revision ``hash`` as of this view: the one kept
+        for it, told of the Nodes and Pods changed since it was last asked for, while it
+        fits ``ds`` at ``hash``; else one built from every Node and the namespace's Pods
+        (and kept). Decides (and keeps it)."""
+        kept = self.kept.get(key)
+        if kept is None or kept.index.hash != hash or not kept.index.update_ds(ds):
+            index = DaemonSetIndex(ds, hash, self.nodes(), self.pods(meta.namespace(ds)))
+            self.kept[key] = _Kept(index)
+            return index
+        index, pods = kept.index, self.objects["Pod"]
+        for node_key in kept.nodes:
+            slot = self.node_slots.get(node_key)
+            if slot is None:
+                index.remove_node(ObjectKey.parse(node_key).name)
+            else:
+                index.set_node(slot.get())
+        for pod_key in kept.pods:
+            slot = pods.get(pod_key)
+            if slot is None:
+                index.remove_pod(pod_key)
+            else:
+                index.set_pod(slot.get())
+        kept.nodes.clear()
+        kept.pods.clear()
+        return index
+
+    def pod_names(self, namespace: str) -> set[str]:
+        """The names of the Pods of ``namespace`` (none decoded)."""
+        return {ObjectKey.parse(k).name for k in self.by_ns["Pod"].get(namespace, ())}
 
     def namespaced(self, kind: str, namespace: str) -> list[Obj]:
         """The objects of ``kind`` in ``namespace``, decoded."""
@@ -265,15 +329,14 @@ def check(view: View, entry: str, doc: Obj, plan_fn: PlanFn) -> Divergence | Non
 
 
 def _plan_nodes(view: View, snap: t.Snapshot, nodes: list[str]) -> t.Plan | None:
-    """``planner.plan_nodes`` of ``snap`` with the DaemonSet's index built from scratch from
-    ``view`` (every Node, the namespace's Pods). Decides."""
+    """``planner.plan_nodes`` of ``snap`` with the DaemonSet's index as of ``view``
+    (``View.index``). Decides."""
     ds = snap.ds
     if ds is None:
         return None
-    pods = view.pods(meta.namespace(ds))
     hash = history.construct_history(ds, sorted(snap.revisions, key=meta.name), []).hash
-    index = DaemonSetIndex(ds, hash, view.nodes(), pods)
-    return planner.plan_nodes(snap, nodes, index, {meta.name(p) for p in pods})
+    return planner.plan_nodes(snap, nodes, view.index(snap.key, ds, hash),
+                              view.pod_names(meta.namespace(ds)))
 
 
 def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,

@@ -13,7 +13,7 @@ from services.replay import logfile, verify
 from shared.daemonset import manage, nodeindex, planner
 from shared.daemonset import record as ds_record
 from shared.daemonset import types as t
-from shared.model import meta
+from shared.model import meta, podutil
 from shared.store import codec
 from tests.unit.daemonset_fixtures import NOW, make_ds, make_node, ts
 
@@ -288,3 +288,38 @@ def test_verify_shared_out_raises_what_a_worker_met(tmp_path: Path) -> None:
     path = log.write(tmp_path / "a.dblog")
     with pytest.raises(logfile.LogFileError, match=f"entry {eid}: undecodable msgpack"):
         verify.verify(path, workers=2, share_min=1)
+
+
+def test_per_node_decisions_share_one_index_told_of_the_changes_between_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _cluster()
+    log.sync_hash = log.sync(KEY)["actions"]["hash"]
+    _running(log)
+    for name in ("node-3", "node-4"):
+        log.add("ADDED", make_node(name))
+        log.sync(KEY, [name])
+        _running(log)
+    again = log.sync(KEY, ["node-3"])  # node-3 has its pod: nothing to do
+    assert not again["actions"]["creates"]
+    built: list[str] = []
+
+    class Counted(nodeindex.DaemonSetIndex):
+        def __init__(self, ds: Obj, hash: str, *args: Any) -> None:
+            built.append(hash)
+            super().__init__(ds, hash, *args)
+
+    monkeypatch.setattr(verify, "DaemonSetIndex", Counted)
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert (result.verified, result.divergences) == (4, [])
+    assert built == [log.sync_hash]  # one index for the three per-node decisions
+
+    # node-3's pod goes away, and the same decision is recorded as read after that: the kept
+    # index must see the deletion (the per-node plan now creates a pod there)
+    [pod] = [o for (k, _), o in log.state.items()
+             if k == "Pod" and podutil.target_node(o) == "node-3"]
+    log.add("DELETED", pod)
+    eid = log.decision(KEY, {**again, "position": log.tip})
+    built.clear()
+    [div] = verify.verify(log.write(tmp_path / "b.dblog")).divergences
+    assert div.entry == eid and div.difference.startswith("creates[0]")
+    assert built == [log.sync_hash]
