@@ -174,6 +174,10 @@ class Reconciler:
         if index is None:
             return None
         now = self.clock()
+        if not index.settled_except(frozenset(nodes), now):
+            # another node is not steady (while a DaemonSet fans out, most are not):
+            # plan_nodes would ask for the full sync, after building its snapshot
+            return None
         snap = inputs.build_nodes(key, nodes, _CacheSource(self.cache), now,
                                   self.cache.position, self.backoff.get_many,
                                   lambda: self.expectations.satisfied(key, now))

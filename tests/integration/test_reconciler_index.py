@@ -5,9 +5,13 @@ change gives a new index at the new revision."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from services.node_agent.lifecycle import new_node
 from services.reconciler.sync import Reconciler
-from shared.daemonset import nodeindex
+from shared.daemonset import inputs, nodeindex
 from shared.model import meta
 from shared.store.backoff import RedisBackoff
 from shared.store.client import Store, connect
@@ -97,3 +101,35 @@ def test_the_kept_index_follows_node_and_pod_changes(redis_url: str, prefix: str
     _sync(queue, r, store)
     rolled = _assert_current(r)
     assert rolled is not first and rolled.hash != first.hash
+
+
+def test_a_hinted_sync_with_other_nodes_unsteady_goes_full_without_a_per_node_snapshot(
+        redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While other nodes are not steady (pods still to create), a sync handed out with node
+    hints is a full sync at once: no per-node snapshot is built for a plan that would ask
+    for the full one; once every other node is steady the per-node path runs again."""
+    store = Store(connect(redis_url), Keys(prefix))
+    queue = RedisWorkQueue(store.r, store.keys)
+    r = Reconciler(store, queue, RedisExpectations(store.r, store.keys),
+                   RedisBackoff(store.r, store.keys), worker="a")
+    for n in ("n1", "n2"):
+        store.create(new_node(n))
+    store.apply(kit.daemonset("agent"))
+    _sync(queue, r, store)  # creates both pods (not bound: neither node is steady)
+    built: list[list[str]] = []
+    real = inputs.build_nodes
+
+    def counting(key: str, nodes: Any, *args: Any) -> Any:
+        built.append(sorted(nodes))
+        return real(key, nodes, *args)
+
+    monkeypatch.setattr(inputs, "build_nodes", counting)
+    assert r.plan_nodes(KEY, r.cache.position, ["n1"]) is None and built == []
+    position = r.cache.position
+    for pod in kit.owned_pods(store, KEY):  # both pods bound and ready: steady
+        node = kit.nodes_of([pod])[0]
+        position = meta.resource_version(store.mutate("Pod", meta.key(pod), lambda p, n=node: {
+            **p, "spec": {**p["spec"], "nodeName": n},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
+    r.plan_nodes(KEY, position, ["n1"])
+    assert built == [["n1"]]
