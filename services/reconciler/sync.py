@@ -174,7 +174,7 @@ class Reconciler:
         if index is None:
             return None
         now = self.clock()
-        if not index.settled_except(frozenset(nodes), now):
+        if not index.settled_except(frozenset(nodes)):
             # another node is not steady (while a DaemonSet fans out, most are not):
             # plan_nodes would ask for the full sync, after building its snapshot
             return None
