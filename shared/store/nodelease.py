@@ -45,11 +45,16 @@ class NodeLeases:
         value = NodeLease(int(now * 1000)).to_value()
         ttl = max(1, int(duration * 1000))
         names = list(nodes)
+        lease_key = self.keys.node_lease
         with redis_errors("node lease renew"):
             for i in range(0, len(names), CHUNK):
                 pipe = self.r.pipeline(transaction=False)
+                # SET key value PX ttl as the command itself: redis-py's set() checks and
+                # rebuilds its options per call, a tenth of a core for the 5,000
+                # renewals a second of 50,000 simulated nodes
                 for n in names[i:i + CHUNK]:
-                    pipe.set(self.keys.node_lease(n), value, px=ttl)
+                    pipe.execute_command(  # type: ignore[no-untyped-call]
+                        "SET", lease_key(n), value, "PX", ttl)
                 pipe.execute()
 
     def read(self, nodes: Sequence[str]) -> dict[str, NodeLease | None]:
