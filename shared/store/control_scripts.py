@@ -28,14 +28,15 @@ from shared.control.workqueue import MAX_NODE_HINTS
 #   KEYS[11] wq:shutdown    string present while shut down
 #   KEYS[12] log            stream the event log (read only: its newest id)
 #   KEYS[13] wq:redelivered set    keys reclaimed from an expired lease, not handed out since
-#   KEYS[14] wq:full        set    dirty keys a full sync is asked for (a plain add)
-#   KEYS[15] wq:hints       hash   key → its node hints, "\n<node>\n<node>\n..." (as many
-#                                  hints as newlines less one)
+#   KEYS[14] wq:hints       hash   dirty key → "*" (a full sync is asked for: a plain add) or
+#                                  its node hints, "\n<node>\n<node>\n..." (as many hints as
+#                                  newlines less one)
 #
 # Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
-# redelivered is a subset of queue and of full; full and the keys of hints are disjoint
-# subsets of dirty, and a dirty key not in full is in hints, maybe with no node ("\n": a
-# sync of no node) (``shared.control.workqueue`` explains them); and
+# redelivered is a subset of queue and of the keys marked full; the keys of hints are a
+# subset of dirty, and a dirty key is in hints, marked full or with its node hints, maybe no
+# node ("\n": a sync of no node) (``shared.control.workqueue`` explains them; a dirty key
+# not in hints is taken as full); and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
 # a worker blocked on it wakes whenever there is work: a script that puts no key on the
 # queue and takes none off leaves it alone (the worker whose BLPOP took a token calls
@@ -46,7 +47,8 @@ _WQ_PRELUDE = r"""
 local Q, DIRTY, PROC, OWNER, WAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local FAIL, BUCKET, SIGNAL, STATS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local ENQ, SHUT, LOG, REDELIVERED = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local FULL, HINTS = KEYS[14], KEYS[15]
+local HINTS = KEYS[14]
+local FULL = '*'  -- the value of hints for a key whose next hand-out is a full sync
 local SIGNAL_CAP = 64
 local MAX_HINTS = """ + str(MAX_NODE_HINTS) + r"""
 
@@ -81,8 +83,7 @@ end
 
 -- the key's next hand-out is a full sync: its hints are not needed
 local function mark_full(key)
-  redis.call('SADD', FULL, key)
-  redis.call('HDEL', HINTS, key)
+  redis.call('HSET', HINTS, key, FULL)
 end
 
 -- client-go Add for a full sync; 1 if newly dirty
@@ -93,14 +94,14 @@ local function add_full(key, now)
 end
 
 -- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a sync of no node);
--- 1 if newly dirty. A key newly dirty has neither a full mark nor hints (both are subsets
--- of dirty); the hints of one already dirty are written only when they change.
+-- 1 if newly dirty. A key newly dirty has no hints (they are a subset of dirty); the hints
+-- of one already dirty are written only when they change.
 local function add_hinted(key, first, m, now)
   local n = add_one(key, now)
   local stored = false
   if n == 0 then
-    if redis.call('SISMEMBER', FULL, key) == 1 then return n end
     stored = redis.call('HGET', HINTS, key)
+    if stored == FULL then return n end
   end
   local held = stored or '\n'
   local _, newlines = string.gsub(held, '\n', '')
@@ -257,13 +258,12 @@ if key then
   local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
   local position = '0-0'
   if #tip > 0 then position = tip[1][1] end
-  local full = redis.call('SREM', FULL, key)
-  local redelivered, hinted = 0, ''
-  if full == 1 then  -- redelivered is a subset of full, hints are disjoint from it
+  local hinted = redis.call('HGET', HINTS, key) or ''
+  if hinted ~= '' then redis.call('HDEL', HINTS, key) end
+  local full, redelivered = 0, 0
+  if hinted == FULL then  -- redelivered is a subset of the keys marked full
     redelivered = redis.call('SREM', REDELIVERED, key)
-  else
-    hinted = redis.call('HGET', HINTS, key) or ''
-    if hinted ~= '' then redis.call('HDEL', HINTS, key) end
+    hinted = ''
   end
   if hinted == '' then full = 1 end
   result = {key, tostring(token), enq, string.format('%d', now),
@@ -387,7 +387,6 @@ redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
 redis.call('HDEL', ENQ, key)
 redis.call('SREM', REDELIVERED, key)
-redis.call('SREM', FULL, key)
 redis.call('HDEL', HINTS, key)
 sync_signal()
 return 1
@@ -473,10 +472,10 @@ WATCHER_BATCH = r"""
 -- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD),
 -- AddAfter (as WQ_ADD_AFTER, each counted as a retry) and Add with node hints (as
 -- WQ_ADD_NODES; the three ignored while the queue is shut down), then the cursor.
--- KEYS[1..15] the workqueue keys (see WQ_KEYS)
--- KEYS[16] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
--- KEYS[17] the watcher's cursor (string: last log id fully processed)
--- KEYS[18] the watcher's leader lease (string: holder id, with a TTL)
+-- KEYS[1..14] the workqueue keys (see WQ_KEYS)
+-- KEYS[15] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
+-- KEYS[16] the watcher's cursor (string: last log id fully processed)
+-- KEYS[17] the watcher's leader lease (string: holder id, with a TTL)
 -- ARGV[1] holder id
 -- ARGV[2] the log position to store as the cursor
 -- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
@@ -487,7 +486,7 @@ WATCHER_BATCH = r"""
 -- Returns {0, current holder or ''} when ARGV[1] does not hold the lease (nothing written),
 -- else {1, keys newly dirty, shut down (0|1), expectation entries lowered}.
 """ + _WQ_PRELUDE + _EXP_LOWER + r"""
-local EXP, CURSOR, LEASE = KEYS[16], KEYS[17], KEYS[18]
+local EXP, CURSOR, LEASE = KEYS[15], KEYS[16], KEYS[17]
 local holder = redis.call('GET', LEASE)
 if holder ~= ARGV[1] then return {0, holder or ''} end
 local nd, no = tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -33,8 +33,8 @@ P:wq:enqueued                      hash    key → ms it became dirty (queue-wai
 P:wq:shutdown                      string  present while the queue is shut down
 P:wq:redelivered                   set     keys reclaimed from an expired lease, not handed
                                            out since
-P:wq:full                          set     dirty keys a full sync is asked for (a plain add)
-P:wq:hints                         hash    key → its node hints for the next hand-out
+P:wq:hints                         hash    dirty key → "*" (a full sync is asked for: a plain
+                                           add) or its node hints for the next hand-out
                                            ("\n<node>\n<node>\n...")
 P:exp                              hash    DaemonSet key → msgpack [add, del, timestamp]
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
@@ -164,10 +164,6 @@ class Keys:
     @property
     def wq_redelivered(self) -> str:
         return self._k("wq", "redelivered")
-
-    @property
-    def wq_full(self) -> str:
-        return self._k("wq", "full")
 
     @property
     def wq_hints(self) -> str:

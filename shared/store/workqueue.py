@@ -42,7 +42,7 @@ def wq_keys(keys: Keys) -> list[str]:
     return [
         keys.wq_queue, keys.wq_dirty, keys.wq_processing, keys.wq_owner, keys.wq_waiting,
         keys.wq_failures, keys.wq_bucket, keys.wq_signal, keys.wq_stats, keys.wq_enqueued,
-        keys.wq_shutdown, keys.log, keys.wq_redelivered, keys.wq_full, keys.wq_hints,
+        keys.wq_shutdown, keys.log, keys.wq_redelivered, keys.wq_hints,
     ]
 
 
