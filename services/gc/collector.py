@@ -79,8 +79,10 @@ class Collector:
         self.full_pass_every = full_pass_every
         self.batch = max(1, batch)
         self.max_rate = max_deletes_per_second
+        # no decision records: handle acts on objects alone (a DaemonSet's record names
+        # every node without a pod while it fans out, megabytes at 50,000 nodes)
         self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event"],
-                           name="gc", indexes={
+                           name="gc", decisions=False, indexes={
                                "owner-pods": ("Pod", decide.owner_uids),
                                "owner-revisions": ("ControllerRevision", decide.owner_uids),
                                "node": ("Pod", decide.bound_node),
