@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,7 +45,7 @@ from benchkit import NAMESPACE
 
 from services.reconciler.sync import PER_NODE, Reconciler
 from services.status_writer.writer import StatusWriter
-from services.watcher.watcher import LEASE_SECONDS, Watcher
+from services.watcher.watcher import Watcher
 from shared.daemonset import dsutil, history, podtemplate
 from shared.model import meta
 from shared.store import adapters
@@ -148,7 +150,9 @@ def _measure(store: Store, n: int, events: int) -> dict[str, Any]:
     queue = RedisWorkQueue(store.r, store.keys)
     exp = RedisExpectations(store.r, store.keys)
     rec = Reconciler(store, queue, exp, RedisBackoff(store.r, store.keys), worker="bench")
-    lease = adapters.on(store, RedisLeaderLease, "watcher", "bench", ttl_seconds=LEASE_SECONDS)
+    # held for the whole run: this process drives the watcher between syncs, and a full sync
+    # of 50,000 nodes on a busy machine outlasts the watcher's lease (it would stand by)
+    lease = adapters.on(store, RedisLeaderLease, "watcher", "bench", ttl_seconds=3600)
     assert lease.acquire()
     watcher = Watcher(store, lease)
     assert watcher.start()
@@ -216,6 +220,7 @@ def main() -> None:
     parser.add_argument("--label", default="")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the Redis server stops with it
     for n in (int(x) for x in args.nodes.split(",")):
         result = measure(n, args.events)
         print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
