@@ -168,3 +168,27 @@ def test_a_plan_with_a_fitting_index_reads_no_node_and_no_pod(monkeypatch: Any) 
     monkeypatch.setattr(status, "node_count", unexpected)
     assert planner.plan(snapshot(ds, nodes, pods), index) == expected
     assert [c.node for c in expected.sync_nodes.creates] == ["n2"]  # type: ignore[union-attr]
+
+
+def test_the_breakdown_and_the_steady_check_read_only_the_nodes_they_name(
+    monkeypatch: Any,
+) -> None:
+    """At 1,000 nodes with two pods unavailable the breakdown looks at those two nodes, and
+    the steady check at the unsettled ones: the work of a status does not grow with the
+    cluster."""
+    ds = blue_ds(5)
+    nodes = [node_of(i, "blue", 0) for i in range(1000)]
+    pods = [daemon_pod(ds, f"n{i}", ready_since=NOW - 100) for i in range(2, 1000)]
+    pods.append(daemon_pod(ds, "n1", ready=False))
+    index = nodeindex.DaemonSetIndex(ds, current_hash(ds), nodes, pods)
+    index.set_pod(daemon_pod(ds, "n7", ready_since=NOW - 1))  # ready, inside minReadySeconds
+    read: list[str] = []
+    cause = unavailable.cause
+    monkeypatch.setattr(unavailable, "cause", lambda node, pods: read.append(meta.name(node))
+                        or cause(node, pods))
+    assert index.unavailable(NOW) == {"NoPod": ["n0"], "PodNotReady": ["n1"],
+                                      "MinReadySeconds": ["n7"]}
+    assert sorted(read) == ["n0", "n1", "n7"]
+    assert index.unavailable(NOW + 5) == {"NoPod": ["n0"], "PodNotReady": ["n1"]}
+    assert not index.settled_except(set())  # n0 has no pod: a sync would create one
+    assert index.settled_except({"n0"})  # n1 and n7 are steady, ready or not
