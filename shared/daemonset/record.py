@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.daemonset import types as t
 from shared.model import envelope, tainteviction
+from shared.model.errors import CorruptEntryError
 
 RECORD_VERSION = 1
 WHAT = "decision record"
@@ -44,11 +45,19 @@ class DecisionRecord:
     version: int = RECORD_VERSION
 
     def to_map(self) -> Obj:
+        """The record as logged. Its reasons are grouped by reason (``reasonsBy``: reason →
+        the nodes, in the plan's order): at 50,000 nodes a full sync gives most of them one
+        of a few reasons, and node → reason wrote each again per node."""
         out: Obj = {"rv": self.version}
         for wire, attr, _type in _FIELDS:
             value = getattr(self, attr)
             if value is not None:
                 out[wire] = value
+        grouped: dict[str, list[str]] = {}
+        for node, reason in self.reasons.items():
+            grouped.setdefault(reason, []).append(node)
+        del out["reasons"]
+        out["reasonsBy"] = grouped
         return out
 
     @classmethod
@@ -60,7 +69,24 @@ class DecisionRecord:
         values = {attr: doc[wire] for wire, attr, _t in _FIELDS if doc.get(wire) is not None}
         if "now" in values:
             values["now"] = float(values["now"])
+        grouped = doc.get("reasonsBy")
+        if grouped is not None:  # older records have node → reason under "reasons"
+            values["reasons"] = _ungroup(grouped)
         return cls(**values, version=version)
+
+
+def _ungroup(grouped: Any) -> dict[str, str]:
+    """Node → reason from ``reasonsBy`` (reason → nodes); CorruptEntryError unless it is a
+    map of strings to lists of strings."""
+    if not isinstance(grouped, dict):
+        raise CorruptEntryError(f"{WHAT} field 'reasonsBy' is not of type dict")
+    out: dict[str, str] = {}
+    for reason, nodes in grouped.items():
+        if not isinstance(reason, str) or not isinstance(nodes, list) \
+                or not all(isinstance(n, str) for n in nodes):
+            raise CorruptEntryError(f"{WHAT} field 'reasonsBy' is not reasons to node lists")
+        out.update(dict.fromkeys(nodes, reason))
+    return out
 
 
 # wire name, attribute, type (in the order records are written)

@@ -44,7 +44,7 @@ def test_a_node_added_gets_its_pod_from_a_per_node_decision(stack: Stack,
     assert [r["nodes"] for r in per_node] == [["node-new-a"], ["node-new-b"]]
     for rec, node in zip(per_node, ("node-new-a", "node-new-b"), strict=True):
         assert [c[0] for c in rec["actions"]["creates"]] == [node]
-        assert rec["reasons"] == {node: "pod creation planned"}
+        assert rec["reasonsBy"] == {"pod creation planned": [node]}
 
     tip = store.r.xrevrange(store.keys.log, count=1)[0][0].decode()
     path = tmp_path / "run.dblog"

@@ -27,7 +27,30 @@ def test_a_record_round_trips_through_msgpack_with_its_version() -> None:
     doc = codec.unpack(codec.pack(REC.to_map()))
     assert doc["rv"] == RECORD_VERSION and DecisionRecord.from_map(doc) == REC
     assert list(doc) == ["rv", "key", "position", "now", "uid", "expectationsSatisfied",
-                         "backoff", "actions", "reasons", "worker", "errors"]
+                         "backoff", "actions", "worker", "errors", "reasonsBy"]
+
+
+def test_reasons_are_logged_grouped_by_reason_and_read_back_node_by_node() -> None:
+    reasons = {f"n{i}": "no pod yet" if i % 3 else "pod creation planned" for i in range(6)}
+    rec = DecisionRecord(key="ns/ds", reasons=reasons)
+    doc = codec.unpack(codec.pack(rec.to_map()))
+    assert doc["reasonsBy"] == {"pod creation planned": ["n0", "n3"],
+                                "no pod yet": ["n1", "n2", "n4", "n5"]}
+    assert "reasons" not in doc
+    assert DecisionRecord.from_map(doc) == rec
+
+
+def test_a_record_of_reasons_node_by_node_is_read_as_ever() -> None:
+    """Records logged before reasons were grouped (node → reason) read the same."""
+    doc = {**REC.to_map(), "reasons": dict(REC.reasons)}
+    del doc["reasonsBy"]
+    assert DecisionRecord.from_map(doc) == REC
+
+
+@pytest.mark.parametrize("grouped", [[], {"r": "n1"}, {"r": ["n1", 2]}, {"r": [None]}])
+def test_malformed_grouped_reasons_are_refused(grouped: object) -> None:
+    with pytest.raises(CorruptEntryError, match="'reasonsBy'"):
+        DecisionRecord.from_map({**REC.to_map(), "reasonsBy": grouped})
 
 
 def test_a_record_without_a_version_or_optional_fields_is_the_first() -> None:
@@ -59,6 +82,8 @@ def test_an_eviction_record_is_read_as_one() -> None:
 
 
 def test_every_record_of_an_older_export_reads_and_writes_back_the_same() -> None:
+    """The same fields written back, a decision record's reasons grouped (and read back
+    node by node as they were logged)."""
     seen: set[type] = set()
     with logfile.Reader(OLD_EXPORT) as reader:
         for raw in reader.records():
@@ -67,5 +92,11 @@ def test_every_record_of_an_older_export_reads_and_writes_back_the_same() -> Non
             doc = codec.unpack(raw[6])
             rec = read(doc)
             seen.add(type(rec))
-            assert rec.to_map() == doc
+            written = rec.to_map()
+            if isinstance(rec, DecisionRecord):
+                assert rec.reasons == doc.get("reasons", {})
+                assert read(written) == rec
+                doc = {k: v for k, v in doc.items() if k != "reasons"}
+                written.pop("reasonsBy")
+            assert written == doc
     assert DecisionRecord in seen
