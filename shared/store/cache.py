@@ -62,7 +62,7 @@ class Cache:
         self.reader = redis_reader(store.r, store.keys, "0-0", name=name, mark=store.mark,
                                    kinds=self.kinds, decisions=decisions)
         if own_writes:
-            store.own.enable()
+            store.own.enable(self.kinds)
             self.reader.own = store.own
         self._rewinds = store.mark.rewinds  # the mark's rewinds this cache has listed after
         self.synced = False

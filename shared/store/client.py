@@ -287,7 +287,7 @@ class Store:
                 self.mark.saw(res.value)
                 break
         if self.own.enabled:
-            self.own.add((r.value, r.op.payload) for r in out
+            self.own.add((r.value, r.op.kind, r.op.payload) for r in out
                          if r.ok and r.op.mode in OBJECT_WRITES)
         for res in out:
             if res.status == CommitResult.FORBIDDEN:

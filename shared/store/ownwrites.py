@@ -11,6 +11,7 @@ a cache's reader takes each one as it reads past it."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from shared.eventlog.entry import WriteMode
@@ -20,21 +21,29 @@ OBJECT_WRITES = frozenset({WriteMode.CREATE, WriteMode.ENSURE, WriteMode.UPDATE}
 
 
 class OwnWrites:
-    """Entry id → payload of this process's object writes, while a cache reads them back."""
+    """Entry id → payload of this process's object writes of the kinds its caches read,
+    while they read them back."""
 
     def __init__(self) -> None:
-        self.enabled = False
-        self._payloads: dict[str, bytes] = {}
+        self.kinds: frozenset[str] = frozenset()  # none: nothing is remembered
+        self._payloads: OrderedDict[str, bytes] = OrderedDict()
 
-    def enable(self) -> None:
-        self.enabled = True
+    @property
+    def enabled(self) -> bool:
+        return bool(self.kinds)
 
-    def add(self, written: Iterable[tuple[str, bytes]]) -> None:
-        """Remember object writes: (entry id, payload) in commit order."""
-        kept = self._payloads
-        kept.update(written)
+    def enable(self, kinds: Iterable[str]) -> None:
+        """Remember writes of ``kinds`` too (a cache that reads them asks)."""
+        self.kinds = self.kinds | frozenset(kinds)
+
+    def add(self, written: Iterable[tuple[str, str, bytes]]) -> None:
+        """Remember object writes: (entry id, kind, payload) in commit order; only those of
+        the kinds asked for, which a cache reads past (a write of another kind would stay
+        until pushed out)."""
+        kept, kinds = self._payloads, self.kinds
+        kept.update((eid, payload) for eid, kind, payload in written if kind in kinds)
         while len(kept) > MAX_KEPT:
-            del kept[next(iter(kept))]
+            kept.popitem(last=False)
 
     def mine(self, entry_id: str, payload: bytes) -> bool:
         """Whether ``payload`` at ``entry_id`` is what this process wrote there (forgotten

@@ -307,7 +307,12 @@ def test_own_writes_match_the_very_payload_once_and_keep_the_newest(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ownwrites, "MAX_KEPT", 2)
     own = ownwrites.OwnWrites()
-    own.add([("1-0", b"a"), ("2-0", b"b"), ("3-0", b"c")])
+    own.add([("0-1", "Pod", b"a")])
+    assert not own.enabled and not own.mine("0-1", b"a")  # no cache asked: none kept
+    own.enable(["Pod"])
+    own.add([("1-0", "Pod", b"a"), ("1-1", "Event", b"e"), ("2-0", "Pod", b"b"),
+             ("3-0", "Pod", b"c")])
+    assert not own.mine("1-1", b"e")  # a kind no cache reads: not kept
     assert not own.mine("1-0", b"a")  # the oldest, dropped
     assert not own.mine("2-0", b"x")  # another payload at that id: not ours
     assert not own.mine("2-0", b"b")  # asked once already
