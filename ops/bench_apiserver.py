@@ -4,6 +4,7 @@ readiness).
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
                                   [--client-procs 1] [--creates 2000] [--clients 8] [--no-tls]
                                   [--load-nice 10] [--max-unavailable 10%]
+                                  [--ready-delay SECONDS]
                                   [--apiserver-from CHECKOUT] [--label TEXT]
                                   [--profile DIR] [--keep-logs]
 
@@ -620,6 +621,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> Obj:
     await api.wait_ready()
     result: Obj = {"bench": "apiserver", "nodes": args.nodes, "tls": not args.no_tls,
                    "load_nice": args.load_nice, "max_unavailable": args.max_unavailable,
+                   "ready_delay": args.ready_delay,
                    "label": args.label}
     if args.apiserver_from:
         result["apiserver_revision"] = benchkit.git_revision(args.apiserver_from)
@@ -660,6 +662,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the rolling update's maxUnavailable, a number or a percentage "
                          "(default 10%%: bursts of 500 pods at 5,000 nodes; upstream's "
                          "default is 1, one node at a time)")
+    ap.add_argument("--ready-delay", type=float, default=0.0, metavar="SECONDS",
+                    help="the simulated nodes' time from a pod's start to Ready (default 0: "
+                         "at once); above the controller's own time per round it sets the "
+                         "rollout's pace, so two heads roll at one rate")
     ap.add_argument("--apiserver-from", type=Path, default=None, metavar="CHECKOUT",
                     help="run the API server from another checkout of daemonbus (the rest "
                          "from this one): the old and new API server side by side under one "
@@ -677,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
           f"agent) at niceness {args.load_nice}; load average {loadavg()}")
     try:
         with Cluster(workers=1, profile_dir=args.profile, keep_logs=args.keep_logs,
-                     load_nice=args.load_nice) as c:
+                     load_nice=args.load_nice, ready_delay=args.ready_delay) as c:
             c.create_nodes([f"node-{i:05d}" for i in range(1, n + 1)])
             c.start_all()
             c.warm_up()

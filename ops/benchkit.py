@@ -155,12 +155,14 @@ class Cluster:
 
     def __init__(self, workers: int = 1, profile_dir: Path | None = None,
                  keep_logs: bool = False, grace: float = 0.0,
-                 appendfsync: str | None = None, load_nice: int = 0) -> None:
+                 appendfsync: str | None = None, load_nice: int = 0,
+                 ready_delay: float = 0.0) -> None:
         self.workers = workers
         # the CPU niceness of the controllers and the node agent (``start_all``): above 0, the
         # workload yields the cores to what a benchmark measures, as if on machines of its own
         self.load_nice = load_nice
         self.grace = grace  # the node agent's termination grace (0: pods go at once)
+        self.ready_delay = ready_delay  # a pod's time from Running to Ready (0: at once)
         self.profile_dir = profile_dir
         self.keep_logs = keep_logs
         self.tmp = Path(tempfile.mkdtemp(prefix="daemonbus-bench-"))
@@ -235,7 +237,8 @@ class Cluster:
         for i in range(self.workers):
             self.start(f"reconciler-{i}", "reconciler", "--name", f"bench-r{i}", nice=nice)
         self.start("status-writer", "status-writer", nice=nice)
-        self.start("node-agent", "node-agent", "--ready-delay", "0", "--grace", str(self.grace),
+        self.start("node-agent", "node-agent", "--ready-delay", str(self.ready_delay),
+                   "--grace", str(self.grace),
                    nice=nice)
         if gc:
             self.start("gc", "gc", nice=nice)
