@@ -105,17 +105,23 @@ def test_a_replica_with_a_stale_cache_catches_up_before_deciding(store: Store,
     assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
 
 
-def test_replaying_the_same_plan_creates_no_second_pod(store: Store, make: Make) -> None:
-    _cluster(store)
+def _execute_twice(store: Store, make: Make, nodes: list[str]) -> None:
+    """Plan once and execute that plan twice: the first creates a pod per node, the second,
+    its names taken, creates none and still succeeds."""
     worker = make("a")
     snap = worker.snapshot(KEY, store.log_tip())
     plan = planner.plan(snap)
-    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == 3
+    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == len(nodes)
     first = worker.executor.execute(plan, snap)
     again = worker.executor.execute(plan, snap)
-    assert (first.created, again.created) == (3, 0)
+    assert (first.created, again.created) == (len(nodes), 0)
     assert again.ok, again.errors
-    assert kit.nodes_of(kit.owned_pods(store, KEY)) == NODES
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == nodes
+
+
+def test_replaying_the_same_plan_creates_no_second_pod(store: Store, make: Make) -> None:
+    _cluster(store)
+    _execute_twice(store, make, NODES)
     assert kit.events(store, KEY, "FailedCreate") == []
 
 
@@ -223,15 +229,7 @@ def test_a_sync_of_one_pod_writes_it_with_its_events_and_decision_in_one_commit(
 def test_a_one_pod_plan_replayed_creates_no_second_pod_and_reports_none_created(
         store: Store, make: Make) -> None:
     _one_node(store)
-    worker = make("a")
-    snap = worker.snapshot(KEY, store.log_tip())
-    plan = planner.plan(snap)
-    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == 1
-    first = worker.executor.execute(plan, snap)
-    again = worker.executor.execute(plan, snap)  # the name is taken: created alone, found
-    assert (first.created, again.created) == (1, 0)
-    assert again.ok, again.errors
-    assert kit.nodes_of(kit.owned_pods(store, KEY)) == ["n1"]
+    _execute_twice(store, make, ["n1"])  # one pod: written with its Event, then found taken
     assert len(kit.events(store, KEY, "SuccessfulCreate")) == 1
     assert kit.events(store, KEY, "FailedCreate") == []
 
