@@ -48,6 +48,7 @@ log = logging.getLogger("reconciler")
 
 Obj = dict[str, Any]
 MAX_NAME_SALT = 8
+COMMIT_OPS = 500  # ops per commit: a longer list is written in commits of this many
 # who the log names for the controller's own writes of a DaemonSet (a failed rollout paused
 # or rolled back): upstream's controller identity
 CONTROLLER_USER = "system:serviceaccount:kube-system:daemon-set-controller"
@@ -430,10 +431,10 @@ class Executor:
                 self.expectations.lower(deferred.key, 1, 0)
             raise
         if deferred is not None:
-            if len(ops) < 500:
+            if len(ops) < COMMIT_OPS:  # the pod and all of them fit in one commit
                 results = self.store.commit([deferred.op, *ops], atomic=True, fence=self._fence)
                 if results[0].ok:
-                    out.ops += sum(1 for r in results if r.ok and r.op.mode != WriteMode.RECORD)
+                    _count_writes(results, out)
                     return
             # nothing was written: the pod is created as a sync of several creates would
             out.created -= 1
@@ -463,9 +464,9 @@ class Executor:
     def _commit(self, ops: list[Op], out: Outcome,
                 fence: store_client.Fence | None = None) -> list[Result]:
         results: list[Result] = []
-        for i in range(0, len(ops), 500):
-            results += self.store.commit(ops[i:i + 500], fence=fence)
-        out.ops += sum(1 for r in results if r.ok and r.op.mode != WriteMode.RECORD)
+        for i in range(0, len(ops), COMMIT_OPS):
+            results += self.store.commit(ops[i:i + COMMIT_OPS], fence=fence)
+        _count_writes(results, out)
         return results
 
 
@@ -506,3 +507,8 @@ def status_message(snap: t.Snapshot, plan: t.Plan) -> StatusMessage:
         status=plan.status or {}, observe=plan.update_observed_generation,
         position=snap.position,
         unavailable={reason: len(names) for reason, names in plan.unavailable.items()})
+
+
+def _count_writes(results: list[Result], out: Outcome) -> None:
+    """Count in ``out`` the object writes that ``results`` made (a decision record is none)."""
+    out.ops += sum(1 for r in results if r.ok and r.op.mode != WriteMode.RECORD)
