@@ -158,7 +158,7 @@ class View(fold.View[_Slot]):
             for kept in self.kept.values():
                 kept.nodes[key] = None
         elif kind == "Pod":
-            namespace = key.partition("/")[0]
+            namespace = ObjectKey.parse(key).namespace
             for kept in self.kept.values():
                 if kept.index.namespace == namespace:
                     kept.pods[key] = None
