@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.daemonset import dsutil, placement
 from shared.model import meta
+from shared.model.nodeaffinity import node_name_selector
 
 Obj = dict[str, Any]
 
@@ -96,15 +97,6 @@ def pod_name(ds: Obj, node: str, hash: str, salt: int = 0, decision: str = "") -
     return name_prefix(ds)[:MAX_GENERATED_NAME_LENGTH] + suffix
 
 
-def node_name_affinity(node: str) -> Obj:
-    """The required node selector naming exactly ``node``."""
-    return {
-        "nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-        ]
-    }
-
-
 def replace_node_affinity(affinity: Any, node: str) -> Obj:
     """``ReplaceDaemonSetPodNodeNameNodeAffinity`` on a copy: the required node affinity becomes
     exactly one term ``metadata.name In [node]``; preferred terms and pod (anti-)affinity stay."""
@@ -114,9 +106,9 @@ def replace_node_affinity(affinity: Any, node: str) -> Obj:
         node_affinity = result["nodeAffinity"] = {}
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if isinstance(required, dict):
-        required["nodeSelectorTerms"] = node_name_affinity(node)["nodeSelectorTerms"]
+        required["nodeSelectorTerms"] = node_name_selector(node)["nodeSelectorTerms"]
     else:
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = node_name_affinity(node)
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = node_name_selector(node)
     return result
 
 

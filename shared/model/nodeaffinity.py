@@ -189,6 +189,14 @@ def parse_node_selector(selector: Any) -> NodeSelector:
     return NodeSelector(tuple(terms))
 
 
+def node_name_selector(node: str) -> Obj:
+    """The required node selector naming exactly ``node``: one term, one field requirement
+    ``metadata.name In [node]``, as upstream's DaemonSet controller sets in each daemon pod
+    (``shared.daemonset.podtemplate``)."""
+    return {"nodeSelectorTerms": [
+        {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]}
+
+
 def node_labels(node: Obj) -> dict[str, str]:
     md = node.get("metadata")
     lb = md.get("labels") if isinstance(md, dict) else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.model import fielderr, memo, metavalidation, syntax, typed
+from shared.model import fielderr, memo, metavalidation, nodeaffinity, syntax, typed
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
@@ -150,11 +150,10 @@ def _validate_node_selector_term(term: dict[Any, Any], path: str, errs: list[str
 
 
 def _node_name_affinity(node: str) -> dict[str, Any]:
-    """The affinity of a daemon pod aimed at ``node`` (``podtemplate.node_name_affinity``:
-    one required term, one field requirement ``metadata.name In [node]``)."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    """The affinity of a daemon pod aimed at ``node``: nothing but the required node
+    selector naming it (``nodeaffinity.node_name_selector``)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                             nodeaffinity.node_name_selector(node)}}
 
 
 def _daemon_node(value: Any) -> str | None:
