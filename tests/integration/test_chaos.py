@@ -86,7 +86,7 @@ def test_chaos_three_workers_one_killed_converges_without_duplicates(stack: Stac
     killed_at = time.monotonic()
 
     try:
-        wait_for(lambda: _progress(stack) == (DAEMONSETS, DAEMONSETS * NODES), timeout=120,
+        wait_for(lambda: _progress(stack) == (DAEMONSETS, DAEMONSETS * NODES), timeout=240,
                  interval=0.5, what="every status complete and 20,000 pods")
     except AssertionError as err:
         stuck = {meta.key(d): d.get("status") for d in stack.store.list("DaemonSet")
