@@ -160,11 +160,12 @@ class Reader:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self.f: IO[bytes] = open(self.path, "rb", buffering=BUFFER)
+            # unbuffered: the unpacker reads BUFFER at a time into its own buffer
+            self.f: IO[bytes] = open(self.path, "rb", buffering=0)
         except OSError as err:
             raise LogFileError(f"cannot read {self.path}: {err.strerror}") from err
         self.unpacker = msgpack.Unpacker(self.f, raw=False, strict_map_key=True,
-                                         max_buffer_size=256 << 20)
+                                         max_buffer_size=256 << 20, read_size=BUFFER)
         try:
             first = self.unpacker.unpack()
         except Exception as err:

@@ -2,9 +2,9 @@
 
 The log entries are written with their ORIGINAL ids (``XADD`` with an explicit id), so every
 object keeps its resourceVersion and a reader of the rebuilt log sees the same history. The
-view hashes are written once at the end from an in-memory fold of the entries (the newest
-state of each object only), so the work is one append per entry plus one write per live
-object. Entries go to Redis as pipelined ``XADD`` commands, encoded once and sent in
+view hashes are written once at the end from an in-memory fold of each object's newest
+entry (noted as the entries stream by: one dict store per entry), so the work is one append
+per entry plus one write per live object. Entries go to Redis as pipelined ``XADD`` commands, encoded once and sent in
 batches on one connection with replies switched off; the log's length and newest id are
 checked at the end (``shared.store.restore``, which writes the target, and ``_check_log``). The view is held in memory (one payload
 per live object: the size of the cluster, not of the log); the file is streamed.
@@ -22,11 +22,13 @@ from typing import Any
 
 from services.replay import logfile
 from shared import settings
+from shared.eventlog.entry import EntryType
 from shared.store import codec, restore, snapshot
 from shared.store.adapters import Connection
 from shared.store.keys import Keys
 
 BATCH = settings.current.rebuild_batch
+_DECISION = str(EntryType.DECISION)  # plain str: fast ==
 
 
 class RebuildError(Exception):
@@ -84,42 +86,61 @@ def rebuild(path: str | Path, client: Connection, keys: Keys, until: str = "",
 
 def _fold_and_append(reader: logfile.Reader, append: restore.Appender, until: str, batch: int,
                      ) -> tuple[snapshot.RawView, list[tuple[str, str, str, bytes]], int, str]:
-    """Stream the file: append each entry to the log, fold it into the view (the newest
-    payload of each object). Returns the view, the file's snapshot rows, the entries
-    appended and the last id. Acts."""
+    """Stream the file: append each entry to the log, keeping each object's newest entry,
+    then fold those into the view (the newest payload of each object). Returns the view,
+    the file's snapshot rows, the entries appended and the last id. Acts."""
     header = reader.header
     view = snapshot.RawView(position=header.snapshot or "0-0")
     snap_rows: list[tuple[str, str, str, bytes]] = []
     limit = codec.id_tuple(until) if until else None
+    newest: dict[tuple[str, str], list[Any]] = {}
     pending: list[list[Any]] = []
     entries, last = 0, ""
-    apply = view.fold.apply  # once per entry: the fold itself, without RawView's wrapper
-    for rec in reader.records():
+    for rec in reader.records():  # once per entry: as little as the bound and the user need
         if rec[0] == logfile.OBJECT:
             _, kind, key, rv, payload = rec
             view.put(kind, key, rv, payload)
             snap_rows.append((kind, key, rv, payload))
             continue
-        eid = rec[1]
-        if limit is not None and codec.id_tuple(eid) > limit:
+        if limit is not None and codec.id_tuple(rec[1]) > limit:
             break
         if len(rec) > 7:
             logfile.entry_user(rec)  # refuses a record with a malformed user before any write
         pending.append(rec)
-        entries += 1
-        last = eid
-        apply(eid, rec[3], rec[4], rec[5], (eid, rec[6]))  # the snapshot's own: passed over
         if len(pending) >= batch:
-            _send(append, pending)
+            _send(append, pending, newest)
+            entries, last = entries + len(pending), pending[-1][1]
             pending = []
-    _send(append, pending)
+    if pending:
+        _send(append, pending, newest)
+        entries, last = entries + len(pending), pending[-1][1]
+    _fold_newest(view, newest)
     return view, snap_rows, entries, last
 
 
-def _send(append: restore.Appender, records: list[list[Any]]) -> None:
-    """Append ``records``; raises LogFileError naming the first malformed one (and sends
-    none of them then). Acts."""
+def _fold_newest(view: snapshot.RawView, newest: dict[tuple[str, str], list[Any]]) -> None:
+    """Fold each object's newest entry into ``view``, in log order: the view folding every
+    entry would hold (an object's state is its newest entry's; the snapshot's own entries,
+    not newer than its id, are passed over as ever). The file's ids need no check here:
+    Redis refuses an entry not newer than the one before, and ``_check_log`` refuses the
+    rebuild then, before the view is written. Acts on ``view``."""
+    for rec in sorted(newest.values(), key=_order):
+        view.apply(rec[1], rec[3], rec[4], rec[5], rec[6])
+
+
+def _order(rec: list[Any]) -> tuple[int, int]:
+    return codec.id_tuple(rec[1])
+
+
+def _send(append: restore.Appender, records: list[list[Any]],
+          newest: dict[tuple[str, str], list[Any]]) -> None:
+    """Append ``records`` and note each object's newest entry in ``newest`` (decisions change
+    no object); raises LogFileError naming the first malformed record (and sends none of
+    them then). Acts."""
     try:
+        for rec in records:  # once per entry
+            if rec[3] != _DECISION:
+                newest[rec[4], rec[5]] = rec
         data = append.encode(records)
     except (TypeError, AttributeError, IndexError):
         for rec in records:  # the slow path, for the message: which record is it

@@ -73,15 +73,15 @@ class Appender:
         head, fields, small = self.head, self._fields, self.small
         parts: list[bytes] = []
         add = parts.append
-        for r in entries:  # once per entry: one format, the payload copied as it is
+        for r in entries:  # once per entry: one small format; the payload is joined as it is
             eid, key, payload = r[1].encode(), r[5].encode(), r[6]
             vtk = small.get((r[2], r[3], r[4])) or fields(r[2], r[3], r[4])
             user = r[7] if len(r) > 7 else ""  # checked by logfile.entry_user
-            add(b"%s%s$%d\r\n%s\r\n%s$%d\r\n%s\r\n$1\r\no\r\n$%d\r\n%s\r\n" % (
+            add(b"%s%s$%d\r\n%s\r\n%s$%d\r\n%s\r\n$1\r\no\r\n$%d\r\n" % (
                 b"*15\r\n" if user else b"*13\r\n", head, len(eid), eid, vtk, len(key), key,
-                len(payload), payload))
-            if user:
-                add(b"$1\r\nu\r\n" + _bulk(user.encode()))
+                len(payload)))
+            add(payload)
+            add(b"\r\n$1\r\nu\r\n" + _bulk(user.encode()) if user else b"\r\n")
         return b"".join(parts)
 
     def send_raw(self, data: bytes) -> None:
