@@ -56,7 +56,11 @@ STANDBY_POLL = 0.5
 # A batch that asks for nothing (a decision record, a change no handler cares about) writes
 # nothing, not even the cursor, unless the cursor was last written this long ago: a restart
 # replays those entries, which ask for nothing (or, their previous state unknown, for a full
-# sync of what every restart syncs anyway). Once the log is idle that long, the cursor is
+# sync of what every restart syncs anyway). A batch that asks for syncs alone (no
+# expectation deleted or lowered) writes its adds but leaves the cursor as it is, for the
+# same reason: a restart replays it, adding keys that a restart queues for a full sync
+# anyway. A batch that changes expectations always moves the cursor with them, so a replay
+# never observes a creation or deletion twice. Once the log is idle that long, the cursor is
 # written up to where the watcher read.
 CURSOR_EVERY = 1.0
 
@@ -91,8 +95,8 @@ class Watcher:
         self.batch = adapters.on(store, RedisWatcherBatch, lease.holder, lease_role=ROLE,
                                  cursor_reader=ROLE)
         self._renewed = time.monotonic()
-        self._cursor_written = 0.0  # monotonic time of the last batch written
-        self._cursor_behind = False  # a batch since then was left unwritten
+        self._cursor_written = 0.0  # monotonic time the cursor was last written
+        self._cursor_behind = False  # a batch since then left the cursor behind
         self._rewinds = store.mark.rewinds
 
     # ---- the process ---------------------------------------------------------------------
@@ -220,17 +224,21 @@ class Watcher:
             EVENTS.labels(ch.kind, ch.type).inc()
             handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
         POSITION_LAG.set(len(changes))
-        if reaction.empty() and time.monotonic() - self._cursor_written < CURSOR_EVERY:
-            self._cursor_behind = True
-            return True
+        if time.monotonic() - self._cursor_written < CURSOR_EVERY:
+            if reaction.empty():
+                self._cursor_behind = True
+                return True
+            if not (reaction.observe or reaction.delete_expectations):
+                return self.apply(reaction, None)  # syncs alone: the cursor stays behind
         return self.apply(reaction, self.cache.position)
 
-    def apply(self, reaction: handlers.Reaction, position: str) -> bool:
-        """Write the batch's effects and the cursor ``position`` in one atomic call, only
-        while we hold the lease: expectations deleted, then lowered, then the keys added (now
-        or after their delay), then the cursor. A crash leaves the batch written entirely or
-        not at all, so the replay from the cursor observes no creation or deletion twice.
-        False, with nothing written, when the lease is no longer ours: the caller stands by."""
+    def apply(self, reaction: handlers.Reaction, position: str | None) -> bool:
+        """Write the batch's effects and the cursor ``position`` (None: left behind, see
+        ``CURSOR_EVERY``) in one atomic call, only while we hold the lease: expectations
+        deleted, then lowered, then the keys added (now or after their delay), then the
+        cursor. A crash leaves the batch written entirely or not at all, so the replay from
+        the cursor observes no creation or deletion twice. False, with nothing written,
+        when the lease is no longer ours: the caller stands by."""
         hints = reaction.hints()
         result = self.batch.apply(
             position,
@@ -240,8 +248,11 @@ class Watcher:
             enqueue_after=reaction.enqueue_after,
             enqueue_nodes=hints,
         )
-        self._cursor_written = time.monotonic()
-        self._cursor_behind = False
+        if position is None:
+            self._cursor_behind = True
+        else:
+            self._cursor_written = time.monotonic()
+            self._cursor_behind = False
         if isinstance(result, NotLeader):
             self._stand_by("the watcher lease is held by %s, not us: a batch up to %s was "
                            "not written", result.holder or "nobody", position)

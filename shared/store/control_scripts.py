@@ -67,6 +67,7 @@ local function is_down()
 end
 
 local pushed = false  -- whether this call put a key on the queue or a token on the signal
+local pushed_len = nil  -- the queue's length after this call's last RPUSH of a key
 
 -- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty. The adds
 -- take ``now`` (ms) when the caller has it; nil: read when needed (a key already dirty
@@ -75,7 +76,7 @@ local function add_one(key, now)
   if redis.call('SADD', DIRTY, key) == 0 then return 0 end
   redis.call('HSET', ENQ, key, now or now_ms())
   if not redis.call('ZSCORE', PROC, key) then
-    redis.call('RPUSH', Q, key)
+    pushed_len = redis.call('RPUSH', Q, key)
     pushed = true
   end
   return 1
@@ -186,7 +187,7 @@ if is_down() then return 0 end
 local n = 0
 for i = 1, #ARGV do n = n + add_full(ARGV[i]) end
 count('adds', n)
-if pushed then sync_signal(false) end
+if pushed then sync_signal(false, pushed_len) end
 return n
 """
 
@@ -200,7 +201,7 @@ WQ_ADD_NODES = r"""
 if is_down() then return 0 end
 local n = add_hinted_groups(1, #ARGV)
 count('adds', n)
-if pushed then sync_signal(false) end
+if pushed then sync_signal(false, pushed_len) end
 return n
 """
 
@@ -471,13 +472,13 @@ WATCHER_BATCH = r"""
 -- fenced by its leader lease: unless ARGV[1] holds the lease, nothing at all is written.
 -- In order: DeleteExpectations, LowerExpectations (as EXP_OBSERVE), Add (as WQ_ADD),
 -- AddAfter (as WQ_ADD_AFTER, each counted as a retry) and Add with node hints (as
--- WQ_ADD_NODES; the three ignored while the queue is shut down), then the cursor.
+-- WQ_ADD_NODES; the three ignored while the queue is shut down), then the cursor, if given.
 -- KEYS[1..14] the workqueue keys (see WQ_KEYS)
 -- KEYS[15] expectations hash: DaemonSet key → msgpack [add, del, timestamp]
 -- KEYS[16] the watcher's cursor (string: last log id fully processed)
 -- KEYS[17] the watcher's leader lease (string: holder id, with a TTL)
 -- ARGV[1] holder id
--- ARGV[2] the log position to store as the cursor
+-- ARGV[2] the log position to store as the cursor ('': the cursor is left as it is)
 -- ARGV[3..6] counts: d keys whose expectations are deleted, o observation triples, a keys
 --            to add, l delayed adds
 -- ARGV[7..] the d keys; the o triples (key, creations observed, deletions observed); the a
@@ -508,9 +509,9 @@ if not down then  -- Redis' time is read only if a key needs it (add_one)
   i = i + 2 * nl
   added = added + add_hinted_groups(i, #ARGV)
   count('adds', added)
-  if pushed then sync_signal(false) end
+  if pushed then sync_signal(false, pushed_len) end
 end
-redis.call('SET', CURSOR, ARGV[2])
+if ARGV[2] ~= '' then redis.call('SET', CURSOR, ARGV[2]) end
 return {1, added, down and 1 or 0, lowered}
 """
 

@@ -56,7 +56,7 @@ class RedisWatcherBatch:
                       keys.lease(lease_role)]
         self._batch = client.register_script(scripts.WATCHER_BATCH)
 
-    def apply(self, position: str, *, delete_expectations: Iterable[str] = (),
+    def apply(self, position: str | None, *, delete_expectations: Iterable[str] = (),
               observe: Iterable[tuple[str, int, int]] = (), enqueue: Sequence[str] = (),
               enqueue_after: Mapping[str, float] | None = None,
               enqueue_nodes: Mapping[str, Sequence[str]] | None = None) -> Written | NotLeader:
@@ -64,7 +64,7 @@ class RedisWatcherBatch:
         ``delete_expectations``, LowerExpectations of ``observe`` (``(key, creates_seen,
         deletes_seen)`` each, summed per key), ``Add`` of ``enqueue``, ``AddAfter`` of each
         ``enqueue_after`` key (delay in seconds), ``add_nodes`` of ``enqueue_nodes`` (key →
-        node hints), then the cursor at ``position``."""
+        node hints), then the cursor at ``position`` (None: the cursor is left as it is)."""
         deleted = list(delete_expectations)
         lowered = observe_args(observe)
         added = list(check_keys(enqueue))
@@ -72,7 +72,7 @@ class RedisWatcherBatch:
         for key, seconds in (enqueue_after or {}).items():
             delayed += [key, repr(seconds * 1000.0)]
         hinted = hint_args(enqueue_nodes or {})
-        args: list[Any] = [self.holder, position, len(deleted), len(lowered) // 3, len(added),
+        args: list[Any] = [self.holder, position or "", len(deleted), len(lowered) // 3, len(added),
                            len(delayed) // 2, *deleted, *lowered, *added, *delayed, *hinted]
         with redis_errors("watcher batch"):
             raw = self._batch(keys=self._keys, args=args)

@@ -191,6 +191,18 @@ def test_an_empty_batch_only_moves_the_cursor(client: redis.Redis, keys: Keys,
     assert _cursor(client, keys) == "3-0"
 
 
+def test_a_batch_without_a_position_adds_and_leaves_the_cursor(
+        client: redis.Redis, keys: Keys, batch: RedisWatcherBatch,
+        queue: RedisWorkQueue) -> None:
+    batch.apply("3-0")
+    assert batch.apply(None, enqueue=["ns/a"], enqueue_nodes={"ns/b": ["node-1"]}) == \
+        Written(added=2, queue_shut_down=False, lowered=0)
+    assert _cursor(client, keys) == "3-0"
+    assert queue.state().queue == ("ns/a", "ns/b")
+    _signal_tokens_match(client, keys, queue)
+    check_invariants(queue)
+
+
 def test_a_bare_string_is_refused_as_the_keys_to_enqueue(batch: RedisWatcherBatch) -> None:
     with pytest.raises(TypeError):
         batch.apply("1-0", enqueue="ns/ds")
@@ -398,3 +410,27 @@ def test_an_idle_watcher_writes_the_cursor_it_left_behind(
     assert _cursor(store.r, keys) != store.log_tip()
     wait_for(lambda: watcher.step(block_ms=50) and _cursor(store.r, keys) == store.log_tip(),
              timeout=20)
+
+
+def test_a_batch_of_syncs_alone_leaves_the_cursor_behind_an_expectation_moves_it(
+        redis_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a written cursor, a batch that only asks for syncs (a node added) writes
+    its adds and leaves the cursor; a batch that changes expectations (the DaemonSet
+    deleted) moves it to where the watcher read, past both."""
+    monkeypatch.setattr(watcher_module, "CURSOR_EVERY", 30.0)  # slow machines: room to spare
+    watcher, store = _watcher(redis_url, keys)
+    store.apply(kit.daemonset("agent"))
+    assert watcher.start()
+    started = _cursor(store.r, keys)
+    assert started == store.log_tip()
+    wq = RedisWorkQueue(store.r, keys)
+    wq.done(wq.try_get("w") or pytest.fail("the start's full sync"))
+
+    store.create(new_node("node-1"))
+    assert watcher.step(block_ms=2000)
+    assert wq.state().queue == ("default/agent",), "the node's sync was added"
+    assert _cursor(store.r, keys) == started, "the cursor moved for a batch of syncs alone"
+
+    store.delete("DaemonSet", "default/agent")
+    assert watcher.step(block_ms=2000)
+    assert _cursor(store.r, keys) == store.log_tip()
