@@ -224,7 +224,8 @@ class Reconciler:
             snap, plan = per_node
         else:
             snap = self.snapshot(key, position)
-            plan = planner.plan(snap, self.indexes.get(key))
+            plan = planner.plan(snap, self.indexes.get(key), None if snap.ds is None else
+                                _PodNames(self.cache, meta.namespace(snap.ds)))
             self.indexes.keep(snap, plan)
         outcome: Outcome = self.executor.execute(
             plan, snap, lease_token, record=lambda out: self._record(snap, plan, out))

@@ -10,7 +10,7 @@ and deletes if any patch fails.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from shared.daemonset import dsutil
@@ -155,7 +155,7 @@ def _patch(kind: str, obj: Obj, *, adopt: bool, owner_ref: meta.OwnerReference) 
 
 
 def nodes_to_daemon_pods(
-    claimed: list[Obj], include_deleted_terminal: bool = False
+    claimed: Iterable[Obj], include_deleted_terminal: bool = False
 ) -> dict[str, list[Obj]]:
     """Group claimed pods by target node (``getNodesToDaemonPods`` after the claim).
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,7 +207,7 @@ class History:
     actions: list[HistoryAction] = field(default_factory=list)
 
 
-def construct_history(ds: Obj, revisions: list[Obj], claimed_pods: list[Obj]) -> History:
+def construct_history(ds: Obj, revisions: list[Obj], claimed_pods: Iterable[Obj]) -> History:
     """``constructHistory`` (§e.3): claim revisions, add missing hash labels (value = the
     revision's name), split current/old, create the current revision or dedup the current
     ones (relabel pods to the keeper's hash, delete the duplicates) and bump the keeper's
@@ -276,7 +277,8 @@ def construct_history(ds: Obj, revisions: list[Obj], claimed_pods: list[Obj]) ->
     return History(hash=keeper_hash, current=keeper, old=old, actions=actions)
 
 
-def cleanup_history(ds: Obj, old: list[Obj], claimed_pods: list[Obj]) -> list[DeleteRevision]:
+def cleanup_history(ds: Obj, old: list[Obj], claimed_pods: Iterable[Obj]
+                    ) -> list[DeleteRevision]:
     """``cleanupHistory`` (§e.5): delete the oldest old revisions beyond revisionHistoryLimit,
     never one whose hash is carried by a claimed pod (deleted terminal pods included)."""
     to_kill = len(old) - dsutil.revision_history_limit(ds)

@@ -139,7 +139,14 @@ def unscheduled_pods_on_missing_nodes(
 ) -> list[Obj]:
     """``getUnscheduledPodsWithoutNode`` (§c.2.3): pods of nodes missing from the node list
     that have no ``spec.nodeName`` (bound only through affinity). Nodes in name order."""
-    missing = sorted(node for node in node_pods if node not in node_names)
+    return unscheduled_pods(sorted(node for node in node_pods if node not in node_names),
+                            node_pods)
+
+
+def unscheduled_pods(missing: Sequence[str], node_pods: Mapping[str, list[PodFacts]]
+                     ) -> list[Obj]:
+    """The pods without ``spec.nodeName`` of the nodes ``missing`` (missing from the node
+    list, in name order): :func:`unscheduled_pods_on_missing_nodes` of those nodes."""
     return [
         facts.pod
         for node in missing
@@ -169,11 +176,21 @@ def manage(
     hash: str,
     now: float,
     backoff: Mapping[str, BackoffEntry],
+    *,
+    bare: Sequence[str] = (),
+    missing: Sequence[str] | None = None,
 ) -> Manage:
     """``manage`` without the claim (§c.2 steps 2-4): podsShouldBeOnNode for every listed
     node in ``node_names`` order, then unscheduled pods on missing nodes, then the
     burstReplicas cap (first 250 creates, first 250 deletes). ``node_pods`` are the facts of
-    the claimed pods by target node (``podfacts.by_node``)."""
+    the claimed pods by target node (``podfacts.by_node``).
+
+    ``bare`` and ``missing`` (a DaemonSet index's split, ``nodeindex.PlanSets``): the listed
+    nodes that should run and have no pod, in name order, which ``node_names`` then leaves
+    out; the nodes with pods missing from the node list (name order; None: those of
+    ``node_pods`` not in ``node_names``). With ``missing`` given, ``node_names`` may leave
+    out any node podsShouldBeOnNode leaves alone (one running pod where it may continue to
+    run, or no pod where it should not): the outcome is the same, in the same order."""
     surge = rollout.allows_surge(ds)
     work = dict(backoff)
     result = Manage()
@@ -200,7 +217,12 @@ def manage(
             result.requeue_after = _min(result.requeue_after, node_result.requeue_after)
         if node_result.backoff_until is not None:
             result.backoff_until[name] = node_result.backoff_until
-    deletes.extend(unscheduled_pods_on_missing_nodes(frozenset(node_names), node_pods))
+    if missing is None:
+        deletes.extend(unscheduled_pods_on_missing_nodes(frozenset(node_names), node_pods))
+    else:
+        deletes.extend(unscheduled_pods(missing, node_pods))
+    if bare:  # disjoint from the nodes visited: merged in name order
+        needing = list(bare) if not needing else sorted([*bare, *needing])
     result.creates = needing[:BURST_REPLICAS]
     result.deferred = needing[BURST_REPLICAS:]
     result.deletes = deletes[:BURST_REPLICAS]

@@ -20,7 +20,14 @@ costs the same at 50 nodes as at 50,000:
   :meth:`DaemonSetIndex.status` at any ``now`` is one bisection;
 * the nodes that should run and have no ready counted pod, so the unavailable breakdown
   (:meth:`DaemonSetIndex.unavailable`) costs what it lists, not a pass over every node;
-* which nodes are not *steady* (:func:`steady`), for :meth:`DaemonSetIndex.settled_except`.
+* which nodes are not *steady* (:func:`steady`), for :meth:`DaemonSetIndex.settled_except`;
+* the nodes a full plan must look at one by one, split so that it visits only those that
+  can act (:meth:`DaemonSetIndex.plan_sets`): the listed nodes that should run and have no
+  pod (``bare``, name order), those whose one pod is old, running and ready (``ready_old``,
+  name order: the rolling update's candidates), the other unsteady listed nodes
+  (``other``), the nodes with pods missing from the node list (``missing``), the listed
+  nodes that should not run with their reason (``off``), and the unavailable nodes by cause,
+  so a full plan costs what it changes and lists, not a pass over every node.
 
 The API (everything else is private):
 
@@ -45,6 +52,9 @@ The API (everything else is private):
 ``settled_except(names)``
     whether every node not in ``names`` is steady (pods on a node missing from the node list
     are never steady).
+``plan_sets()``, ``steady_unavailable(now)``
+    the node sets a full plan visits (:class:`PlanSets`); the steady nodes that should run
+    (one running, updated pod) and how many of them are not available at ``now``.
 
 Objects are held, not copied: the caller must not modify a Node or Pod it passed in (the
 caches replace objects on change, they never modify them).
@@ -54,7 +64,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.daemonset import claim, dsutil, podfacts, status, unavailable
 from shared.daemonset.placement import Decision, Placement
@@ -80,6 +90,17 @@ def steady(decision: Decision, pods: Sequence[PodFacts] | None) -> bool:
         return False
     pod = pods[0]
     return pod.running and pod.updated
+
+
+class PlanSets(NamedTuple):
+    """The index's split of the nodes for a full plan (module docstring). Read-only views
+    of the index's state: use them before the index is told of the next change."""
+
+    bare: Sequence[str]  # listed, should run, no pod (name order)
+    ready_old: Sequence[str]  # listed, should run, one running pod, old and ready (name order)
+    other: Sequence[str]  # every other unsteady listed node (name order)
+    missing: Sequence[str]  # nodes with pods, missing from the node list (name order)
+    off: Mapping[str, str]  # listed, should not run → the decision's reason
 
 
 def _basis(ds: Obj) -> tuple[Any, ...]:
@@ -116,6 +137,15 @@ class DaemonSetIndex:
         self._after_sorted: list[tuple[float, str]] = []  # (available_after, node), sorted
         self._down: set[str] = set()  # nodes that should run, without a ready counted pod
         self._unsettled: set[str] = set()
+        self._bare: list[str] = []  # sorted: listed, should run, no pod
+        self._ready_old: list[str] = []  # sorted: listed, should run, one old ready pod
+        self._other: set[str] = set()  # the other unsteady listed nodes
+        self._missing: set[str] = set()  # nodes with pods missing from the node list
+        self._off: dict[str, str] = {}  # listed, should not run → reason
+        self._cause: dict[str, str] = {}  # node in _down → unavailable.cause
+        self._by_cause: dict[str, list[str]] = {}  # cause → its nodes in _down, sorted
+        self._steady_run = 0  # steady nodes that should run (one running, updated pod)
+        self._steady_down = 0  # of them, those in _down (their pod is not ready)
         self._bulk = True  # while building: append, sort once at the end
         for node in nodes:
             name = meta.name(node)
@@ -134,6 +164,10 @@ class DaemonSetIndex:
         for name in self._nodes.keys() | self._node_pods.keys():
             self._recount(name)
         self._after_sorted.sort()
+        self._bare.sort()
+        self._ready_old.sort()
+        for names in self._by_cause.values():
+            names.sort()
         self._bulk = False
 
     # ---- the DaemonSet ------------------------------------------------------------------
@@ -257,16 +291,36 @@ class DaemonSetIndex:
 
     def unavailable(self, now: float) -> dict[str, list[str]]:
         """``unavailable.breakdown`` of the index's nodes at ``now``: reason → the names of
-        the nodes whose daemon pod is missing or not available then (name order). Cost: the
-        nodes it lists and a bisection, whatever the number of nodes. Decides."""
-        after = self._after_sorted
-        names = set(self._down)
-        names.update(name for _, name in after[bisect.bisect_left(after, (now, "")):])
-        out: dict[str, list[str]] = {}
-        for name in sorted(names):
-            out.setdefault(unavailable.cause(self._nodes[name], self._node_pods.get(name)),
-                           []).append(name)
+        the nodes whose daemon pod is missing or not available then (name order). Cost: a
+        copy of the lists kept by cause (the nodes whose pod is missing or not ready), and
+        the cause of each ready pod not yet available, whatever the number of nodes.
+        Decides."""
+        out = {cause: list(names) for cause, names in self._by_cause.items() if names}
+        extra: dict[str, list[str]] = {}
+        for name in self.not_yet_available(now):
+            extra.setdefault(unavailable.cause(self._nodes[name], self._node_pods.get(name)),
+                             []).append(name)
+        for cause, names in extra.items():
+            out[cause] = sorted(out.get(cause, []) + names)
         return out
+
+    def not_yet_available(self, now: float) -> list[str]:
+        """The nodes whose counted pod is ready but not available at ``now``."""
+        after = self._after_sorted
+        return [name for _, name in after[bisect.bisect_left(after, (now, "")):]]
+
+    def plan_sets(self) -> PlanSets:
+        """The node sets a full plan visits (:class:`PlanSets`); cost: the unsteady nodes
+        besides ``bare`` and ``ready_old`` (sorting them), whatever the number of nodes."""
+        return PlanSets(self._bare, self._ready_old, sorted(self._other),
+                        sorted(self._missing), self._off)
+
+    def steady_unavailable(self, now: float) -> tuple[int, int]:
+        """The steady nodes that should run (one running, updated pod: ``steady``), and how
+        many of them are not available at ``now`` (their pod not ready, or ready inside
+        minReadySeconds)."""
+        later = sum(1 for name in self.not_yet_available(now) if name not in self._unsettled)
+        return self._steady_run, self._steady_down + later
 
     def settled_except(self, names: Collection[str]) -> bool:
         """Whether every node not in ``names`` is steady (:func:`steady`): cost
@@ -323,8 +377,25 @@ class DaemonSetIndex:
         was = self._after.pop(name, None)
         if was is not None:
             del self._after_sorted[bisect.bisect_left(self._after_sorted, (was, name))]
-        self._down.discard(name)
-        self._unsettled.discard(name)
+        if name in self._down:
+            self._down.discard(name)
+            self._remove(self._by_cause[self._cause.pop(name)], name)
+        if name in self._unsettled:
+            self._unsettled.discard(name)
+            self._other.discard(name)
+            self._missing.discard(name)
+            self._remove(self._bare, name)
+            self._remove(self._ready_old, name)
+        elif old is not None and old.desired:  # steady and should run
+            self._steady_run -= 1
+            self._steady_down -= old.ready_pod is None
+        self._off.pop(name, None)
+
+    @staticmethod
+    def _remove(values: list[str], name: str) -> None:
+        at = bisect.bisect_left(values, name)
+        if at < len(values) and values[at] == name:
+            del values[at]
 
     def _recount(self, name: str) -> None:
         """Take node ``name``'s part out of the sums and sets, and put its current one in."""
@@ -335,6 +406,7 @@ class DaemonSetIndex:
         if decision is None:  # pods on a node missing from the node list: not counted
             if pods:
                 self._unsettled.add(name)
+                self._missing.add(name)
             return
         count = status.node_count(decision, pods)
         if count is not status.NOTHING:
@@ -347,5 +419,20 @@ class DaemonSetIndex:
             self._insert(self._after_sorted, (after, name))
         elif decision.should_run:
             self._down.add(name)
+            cause = unavailable.cause(self._nodes[name], pods)
+            self._cause[name] = cause
+            self._insert(self._by_cause.setdefault(cause, []), name)
+        if not decision.should_run:
+            self._off[name] = decision.reason
         if not steady(decision, pods):
             self._unsettled.add(name)
+            if decision.should_run and not pods:
+                self._insert(self._bare, name)
+            elif decision.should_run and pods is not None and len(pods) == 1 \
+                    and pods[0].running and pods[0].ready:  # and old: not steady
+                self._insert(self._ready_old, name)
+            else:
+                self._other.add(name)
+        elif decision.should_run:
+            self._steady_run += 1
+            self._steady_down += count.ready_pod is None

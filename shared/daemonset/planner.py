@@ -15,8 +15,8 @@ O(nodes + pods) apart from the sorts, and the same snapshot in any order gives t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Container, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from shared.daemonset import (
     claim,
@@ -32,7 +32,7 @@ from shared.daemonset import (
     status,
     unavailable,
 )
-from shared.daemonset.nodeindex import DaemonSetIndex
+from shared.daemonset.nodeindex import DaemonSetIndex, PlanSets
 from shared.daemonset.placement import Decision, Placement
 from shared.daemonset.podfacts import PodFacts
 from shared.daemonset.types import (
@@ -57,15 +57,21 @@ REASON_TERMINATING = "waiting for the terminating pod to go away"
 REASON_NO_POD = "no pod yet"
 
 
-def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
+def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
+         names: Container[str] | None = None) -> Plan:
     """Decide one sync of ``snapshot.key`` from ``snapshot`` alone.
 
     ``index``, when given, must hold the snapshot's Nodes and Pods (the caller keeps it fed
     from the same cache); the plan then takes the placement decisions, pod facts, node order
     and status counters from it instead of reading every Node and Pod, and claims only the
     pods it may adopt or release, if it fits (the same DaemonSet; for the pod facts the same
-    current revision and no orphan to adopt: :func:`_usable`). The plan is the same with or
-    without it."""
+    current revision and no orphan to adopt: :func:`_usable`). manage, the rolling update,
+    the unavailable breakdown and the reasons then visit only the nodes the index does not
+    account for in bulk (``DaemonSetIndex.plan_sets``): the nodes that can act, not every
+    node. The plan is the same with or without it.
+
+    ``names``: the names of the namespace's pods (a created pod's name must be free among
+    them); None: those of ``snapshot.pods``."""
     result = Plan(key=snapshot.key)
     ds = snapshot.ds
     if ds is None:
@@ -84,11 +90,12 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
     # Each pod is claimed on its own, so claiming in input order and then ordering the
     # outcome by name (stable) is claiming in name order; the index's pods claimed already
     # and the few it may adopt or release are all the pods claim acts on.
+    claimed: Iterable[Obj]
     if index is None:
         claimed, pod_claims = claim.claim(ds, snapshot.pods, "Pod")
     else:
-        claimed, pod_claims = claim.claim(ds, index.claim_candidates(), "Pod")
-        claimed = index.claimed_pods() + claimed
+        adopted, pod_claims = claim.claim(ds, index.claim_candidates(), "Pod")
+        claimed = _Claimed(index, adopted)
     result.claims = sorted(pod_claims, key=_patch_name)
 
     hist = history.construct_history(ds, revisions, claimed)
@@ -98,6 +105,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
         index = None
     nodes, node_names, decisions, node_pods = _node_facts(snapshot, ds, claimed, hist.hash,
                                                           index)
+    sets = index.plan_sets() if index is not None else None
 
     strategy = dsutil.update_strategy(ds)
     opts = rolloutopts.options(ds)
@@ -117,24 +125,35 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
         _finish(result, ds, nodes, decisions, node_pods, now, len(held),
                 update_observed_gen=False, index=index)
         result.reasons = _reasons(
-            node_names, decisions, node_pods, result, waiting_expectations=True
+            node_names, decisions, node_pods, result, waiting_expectations=True, sets=sets
         )
         return result
 
-    managed = manage.manage(
-        ds, node_names, decisions, node_pods, result.hash, now, snapshot.backoff
-    )
+    if sets is None:
+        managed = manage.manage(
+            ds, node_names, decisions, node_pods, result.hash, now, snapshot.backoff
+        )
+    else:
+        managed = manage.manage(
+            ds, sets.other, decisions, node_pods, result.hash, now, snapshot.backoff,
+            bare=sets.bare, missing=sets.missing,
+        )
     result.events.extend(managed.events)
     result.backoff = list(managed.backoff)
     result.requeue_after = _earliest(managed.requeue_after, verdict.requeue_after)
     create_nodes, delete_pods = managed.creates, managed.deletes
     deferred = list(managed.deferred)
     waiting: list[str] = []
+    rolled_creates = False  # the creates (and deferred) are the rolling update's
 
     rolling_back = result.failure is not None and result.failure.template is not None
     if (not create_nodes and not delete_pods and strategy.type == dsutil.ROLLING_UPDATE
             and not rolling_back):  # a rollback's own update starts the next rollout
-        rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
+        if index is None or sets is None:
+            rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
+        else:
+            rolled = _roll_from_index(ds, index, sets, node_pods, now, held)
+        rolled_creates = bool(rolled.creates)
         if rolled.error:
             result.error = rolled.error
         else:
@@ -143,9 +162,10 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
             delete_pods = rolled.deletes[: manage.BURST_REPLICAS]
             waiting = rolled.waiting
 
+    if names is None:
+        names = {meta.name(p) for p in snapshot.pods} if create_nodes else ()
     result.sync_nodes = _sync_nodes(
-        ds, {meta.name(p) for p in snapshot.pods} if create_nodes else (), create_nodes,
-        delete_pods, result, snapshot.position,
+        ds, names, create_nodes, delete_pods, result, snapshot.position,
     )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
@@ -160,6 +180,8 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None) -> Plan:
         deferred=set(deferred),
         waiting=set(waiting),
         held=held,
+        sets=sets,
+        rolled_creates=rolled_creates,
     )
     return result
 
@@ -254,6 +276,56 @@ def plan_nodes(
     return result
 
 
+class _Claimed:
+    """The pods a plan with an index claims: the index's own and those it adopts, listed
+    only when the history reads them (rarely: duplicate revisions, a cleanup)."""
+
+    def __init__(self, index: DaemonSetIndex, adopted: list[Obj]) -> None:
+        self.index, self.adopted = index, adopted
+
+    def __iter__(self) -> Iterator[Obj]:
+        yield from self.index.claimed_pods()
+        yield from self.adopted
+
+
+def _roll_from_index(
+    ds: Obj, index: DaemonSetIndex, sets: PlanSets, node_pods: Mapping[str, list[PodFacts]],
+    now: float, held: Mapping[str, str],
+) -> rollout.Rollout:
+    """``rollout.rolling_update`` over the index's nodes, visiting only those that can act:
+    the unsteady ones besides the bare and the old ready ones, the old ready ones whose pod
+    is not yet available (minReadySeconds), and as many other old ready ones as the budget
+    can take (not held), in name order; the rest are counted (``rollout.Rest``). Decides."""
+    desired = index.counts(now)[0]
+    try:
+        max_surge, max_unavailable = rollout.budget(ds, desired)
+    except ValueError:  # the pass fails with it, whatever it visits
+        return rollout.rolling_update(ds, index.node_names(), index.decisions, node_pods,
+                                      now, held)
+    wanted = max_unavailable if max_surge == 0 else max_surge
+    ready_old = sets.ready_old
+    late = set(index.not_yet_available(now))
+    visit = [*sets.other, *sets.missing]
+    rest: list[str] = []
+    if not held and not late:  # the common case: a prefix and the rest, as slices
+        visit.extend(ready_old[:wanted])
+        rest = list(ready_old[wanted:])
+    else:
+        taken = 0
+        for name in ready_old:
+            if name in late or (taken < wanted and name not in held):
+                visit.append(name)
+                taken += name not in late
+            else:
+                rest.append(name)
+    steady_run, steady_down = index.steady_unavailable(now)
+    waiting = [name for name in rest if name not in held] if held else rest
+    return rollout.rolling_update(
+        ds, sorted(visit), index.decisions, node_pods, now, held,
+        rest=rollout.Rest(desired=desired, unavailable=len(sets.bare) + steady_down,
+                          available=steady_run - steady_down + len(rest), waiting=waiting))
+
+
 def _index_agrees(
     index: DaemonSetIndex,
     wanted: Collection[str],
@@ -281,7 +353,7 @@ def _usable(index: DaemonSetIndex, hash: str, pod_claims: Sequence[PatchOwner]) 
 
 
 def _node_facts(
-    snapshot: Snapshot, ds: Obj, claimed: list[Obj], hash: str,
+    snapshot: Snapshot, ds: Obj, claimed: Iterable[Obj], hash: str,
     index: DaemonSetIndex | None,
 ) -> tuple[Sequence[tuple[str, Obj]], Sequence[str], Mapping[str, Decision],
            Mapping[str, list[PodFacts]]]:
@@ -418,42 +490,91 @@ def _reasons(
     deferred: set[str] | None = None,
     waiting: set[str] | None = None,
     held: Mapping[str, str] | None = None,
+    sets: PlanSets | None = None,
+    rolled_creates: bool = False,
 ) -> dict[str, str]:
     """Why each node has no (up-to-date) daemon pod; nodes that should run and have a pod are
     left out, except those whose old pod waits for rolling-update budget or is held by a
-    rollout gate."""
+    rollout gate (:func:`_reason`, node by node).
+
+    ``sets`` (the index's split): the nodes of ``sets.off``, ``sets.bare`` and ``waiting``
+    take their reason in bulk (the one :func:`_reason` gives each: the decision's, the bare
+    node's by whether it is deferred, the budget's), every other node that may have one
+    (unsteady, held, in backoff, created, or deferred by the rolling update) node by node.
+    ``rolled_creates``: the creates and ``deferred`` are the rolling update's (not only bare
+    nodes). The map is the same, in another order."""
     creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
-    reasons: dict[str, str] = {}
-    for name in node_names:
-        decision = decisions[name]
-        pods = node_pods.get(name) or []
-        if (
-            decision.should_run
-            and len(pods) == 1
-            and not (waiting and name in waiting)
-            and not (held and name in held)
-            and not (backoff_until and name in backoff_until)
-            and not pods[0].deleting
-        ):
-            continue  # the common case: should run, has a pod
-        live = [p for p in pods if not p.deleting]
-        if not decision.should_run:
-            reasons[name] = decision.reason
-        elif backoff_until and name in backoff_until:
-            reasons[name] = f"failed-pod backoff until {meta.format_time(backoff_until[name])}"
-        elif not live:
-            if name in creating:
-                reasons[name] = REASON_CREATE
-            elif waiting_expectations:
-                reasons[name] = REASON_EXPECTATIONS
-            elif deferred and name in deferred:
-                reasons[name] = REASON_BURST
-            elif pods:
-                reasons[name] = REASON_TERMINATING
-            else:
-                reasons[name] = REASON_NO_POD
-        elif held and name in held:
-            reasons[name] = held[name]
-        elif waiting and name in waiting:
-            reasons[name] = rollout.REASON_BUDGET
+    facts = _ReasonFacts(creating, waiting_expectations, backoff_until or {},
+                         deferred or set(), waiting or set(), held or {})
+    if sets is None:
+        reasons: dict[str, str] = {}
+        for name in node_names:
+            reason = _reason(name, decisions[name], node_pods.get(name), facts)
+            if reason is not None:
+                reasons[name] = reason
+        return reasons
+    reasons = dict.fromkeys(facts.waiting, rollout.REASON_BUDGET) if facts.waiting else {}
+    for name in sets.missing:
+        reasons.pop(name, None)
+    if waiting_expectations:
+        reasons.update(dict.fromkeys(sets.bare, REASON_EXPECTATIONS))
+    else:
+        reasons.update(dict.fromkeys(sets.bare, REASON_NO_POD))
+        reasons.update(dict.fromkeys(facts.deferred, REASON_BURST))
+    reasons.update(sets.off)
+    one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating}
+    if rolled_creates:
+        one_by_one.update(facts.deferred)
+    for name in one_by_one:
+        decision = decisions.get(name)
+        if decision is None:
+            continue  # a node missing from the node list: no reason
+        reason = _reason(name, decision, node_pods.get(name), facts)
+        if reason is None:
+            reasons.pop(name, None)
+        else:
+            reasons[name] = reason
     return reasons
+
+
+class _ReasonFacts(NamedTuple):
+    """What one plan decided that the reasons read (:func:`_reason`)."""
+
+    creating: set[str]
+    waiting_expectations: bool
+    backoff_until: Mapping[str, float]
+    deferred: set[str]
+    waiting: set[str]
+    held: Mapping[str, str]
+
+
+def _reason(name: str, decision: Decision, pods: list[PodFacts] | None,
+            facts: _ReasonFacts) -> str | None:
+    """Why node ``name`` has no (up-to-date) daemon pod, or None (:func:`_reasons`)."""
+    pods = pods or []
+    if (
+        decision.should_run
+        and len(pods) == 1
+        and name not in facts.waiting
+        and name not in facts.held
+        and name not in facts.backoff_until
+        and not pods[0].deleting
+    ):
+        return None  # the common case: should run, has a pod
+    if not decision.should_run:
+        return decision.reason
+    if name in facts.backoff_until:
+        return f"failed-pod backoff until {meta.format_time(facts.backoff_until[name])}"
+    if all(p.deleting for p in pods):  # no live pod
+        if name in facts.creating:
+            return REASON_CREATE
+        if facts.waiting_expectations:
+            return REASON_EXPECTATIONS
+        if name in facts.deferred:
+            return REASON_BURST
+        return REASON_TERMINATING if pods else REASON_NO_POD
+    if name in facts.held:
+        return facts.held[name]
+    if name in facts.waiting:
+        return rollout.REASON_BUDGET
+    return None

@@ -110,6 +110,19 @@ def _find_updated(
     return new, old, True
 
 
+@dataclass(frozen=True)
+class Rest:
+    """What the nodes a rolling update does not visit add to it (a DaemonSet index's
+    split, ``planner``): ``desired`` counts every listed node that should run; the others
+    are each a node whose pod is steady (one running pod of the current revision), has no
+    pod, or whose one old pod is running and available and past the budget."""
+
+    desired: int
+    unavailable: int  # of them, those maxSurge 0 counts as unavailable
+    available: int  # of them, those surge counts as available
+    waiting: Sequence[str] = ()  # of them, those with an old pod left for later
+
+
 @dataclass
 class Rollout:
     """What one ``rollingUpdate`` pass decided (one ``syncNodes`` call)."""
@@ -129,6 +142,7 @@ def rolling_update(
     node_pods: Mapping[str, list[PodFacts]],
     now: float,
     held: Collection[str] = (),
+    rest: Rest | None = None,
 ) -> Rollout:
     """``rollingUpdate`` (§d.2/§d.3). ``node_names`` is the node list, ``decisions`` the
     placement of each listed node, ``node_pods`` the facts of the claimed pods by target node
@@ -136,27 +150,39 @@ def rolling_update(
     may include nodes missing from the node list). ``held`` names the nodes the rollout
     gates keep at the old revision (``gates.held_nodes``): their old pods are neither deleted
     nor surged over, an unavailable one still counts against the budget; empty, this is
-    exactly upstream's pass."""
-    # The nodes that should run first, in name order: the sort below then finds its keys
-    # nearly sorted (cheap at thousands of nodes).
+    exactly upstream's pass.
+
+    ``rest``: ``node_names`` are then the nodes to visit (in name order: listed or not, with
+    pods or not), and ``rest`` what the others add. A node's fate depends on how many
+    unavailable (surging) nodes come before it only in which of the candidates past the
+    budget wait, never in how many are taken nor which: counting the others first gives the
+    same creates, deletes and waiting nodes."""
     entries: dict[str, list[PodFacts]] = {}
-    desired = 0
-    for name in node_names:
-        if decisions[name].should_run:
-            desired += 1
-            entries[name] = node_pods.get(name, [])
-    for name, pods in node_pods.items():
-        entries.setdefault(name, pods)
+    if rest is None:
+        # The nodes that should run first, in name order: the sort below then finds its
+        # keys nearly sorted (cheap at thousands of nodes).
+        desired = 0
+        for name in node_names:
+            if decisions[name].should_run:
+                desired += 1
+                entries[name] = node_pods.get(name, [])
+        for name, pods in node_pods.items():
+            entries.setdefault(name, pods)
+        order: Sequence[str] = sorted(entries)
+        rest = Rest(desired, 0, 0)
+    else:
+        desired = rest.desired
+        entries = {name: node_pods.get(name, []) for name in node_names}
+        order = node_names
     try:
         max_surge, max_unavailable = budget(ds, desired)
     except ValueError as err:
         return Rollout(error=f"couldn't get unavailable numbers: {err}")
     available = podfacts.availability(dsutil.min_ready_seconds(ds), now)
-    order = sorted(entries)
 
     result = Rollout(max_surge=max_surge, max_unavailable=max_unavailable)
     if max_surge == 0:
-        num_unavailable = 0
+        num_unavailable = rest.unavailable
         allowed: list[Obj] = []
         candidates: list[Obj] = []
         candidate_nodes: list[str] = []
@@ -181,13 +207,14 @@ def rolling_update(
         remaining = max(0, min(max_unavailable - num_unavailable, len(candidates)))
         result.deletes = allowed + candidates[:remaining]
         result.waiting.extend(candidate_nodes[remaining:])
+        result.waiting.extend(rest.waiting)
         return result
 
     old_to_delete: list[Obj] = []
     should_not_run_to_delete: list[Obj] = []
     candidate_new: list[str] = []
     allowed_new: list[str] = []
-    num_surge = num_available = 0
+    num_surge, num_available = 0, rest.available
     for name in order:
         new, old, ok = _find_updated(entries[name])
         if not ok:
@@ -229,4 +256,5 @@ def rolling_update(
     result.creates = allowed_new + candidate_new[:remaining]
     result.deletes = old_to_delete
     result.waiting.extend(candidate_new[remaining:])
+    result.waiting.extend(rest.waiting)
     return result
