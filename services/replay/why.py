@@ -301,6 +301,12 @@ def _inputs(ds: Obj, node: Obj) -> list[str]:
     return [node_line, ds_line]
 
 
+def _unnamed(rec: ds_record.DecisionRecord) -> str:
+    """The note for a node a decision record counted among many without naming it."""
+    counted = ", ".join(f"{n} {reason!r}" for reason, n in sorted(rec.reason_counts.items()))
+    return f"the most recent decision counted nodes without naming them ({counted}); "
+
+
 def _live_reason(store: Store, ds: Obj, node: Obj, now: float) -> str:
     """Why no pod runs on ``node`` judged on the current state (placement, then the whole
     plan: backoff, expectations, burst, rollout budget); "" when it should run there. Acts
@@ -434,7 +440,8 @@ def why_node(store: Store, ds_key: str, node_name: str, now: float) -> list[str]
         why = _live_reason(store, ds, node, now)
         note = ("the node, the DaemonSet or its pod there changed since that decision; "
                 if stale and recorded else
-                "the most recent decision does not mention this node; " if latest is not None
+                _unnamed(rec) if latest is not None and rec is not None and rec.reason_counts
+                else "the most recent decision does not mention this node; " if latest is not None
                 else "no decision of this DaemonSet on record; ")
         failed = [p for p in live if podutil.is_failed(p)]
         if failed and not why:

@@ -7,6 +7,14 @@ the objects up to ``position``, builds the same Snapshot with the recorded ``now
 expectations flag and backoff entries, re-plans, and compares ``summarize(plan)`` with the
 recorded ``actions``. ``read`` turns a DECISION entry's map back into its record (this one,
 or gc's ``tainteviction.EvictionRecord``), every field's type checked.
+
+Versions: 1 logged every node's reason; 2 (since a sync at 50,000 nodes gave ~45,000 nodes
+one of a few reasons, 200 times an apply) names the nodes of a reason only when it has at
+most ``LISTED_MAX`` of them, and counts the others by reason (``reasonCounts``). Nothing
+that ``replay --verify`` recomputes is left out (it compares the actions); ``why`` looks a
+node's reason up and, when the record does not name it, judges the node on the current
+state. A version 1 record reads as ever (every reason, no counts), and is written back as
+it was read.
 """
 
 from __future__ import annotations
@@ -18,8 +26,11 @@ from shared.daemonset import types as t
 from shared.model import envelope, tainteviction
 from shared.model.errors import CorruptEntryError
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 WHAT = "decision record"
+#: a reason given to more nodes than this is logged as its count alone (version 2): a sync
+#: creates at most this many pods, so the nodes it acts on are always named
+LISTED_MAX = 250
 Obj = dict[str, Any]
 
 
@@ -42,12 +53,16 @@ class DecisionRecord:
     # the nodes of a per-node sync (``planner.plan_nodes``), which replay recomputes by that
     # function; None (not written): a full sync
     nodes: list[str] | None = None
+    # reason → how many nodes had it, for the reasons whose nodes the record does not name
+    # (version 2: more than LISTED_MAX of them)
+    reason_counts: dict[str, int] = field(default_factory=dict)
     version: int = RECORD_VERSION
 
     def to_map(self) -> Obj:
         """The record as logged. Its reasons are grouped by reason (``reasonsBy``: reason →
         the nodes, in the plan's order): at 50,000 nodes a full sync gives most of them one
-        of a few reasons, and node → reason wrote each again per node."""
+        of a few reasons, and node → reason wrote each again per node. From version 2 a
+        reason of more than ``LISTED_MAX`` nodes is logged as its count (``reasonCounts``)."""
         out: Obj = {"rv": self.version}
         for wire, attr, _type in _FIELDS:
             value = getattr(self, attr)
@@ -57,7 +72,13 @@ class DecisionRecord:
         for node, reason in self.reasons.items():
             grouped.setdefault(reason, []).append(node)
         del out["reasons"]
+        counts = dict(self.reason_counts)
+        if self.version >= 2:
+            for reason in [r for r, nodes in grouped.items() if len(nodes) > LISTED_MAX]:
+                counts[reason] = counts.get(reason, 0) + len(grouped.pop(reason))
         out["reasonsBy"] = grouped
+        if counts:
+            out["reasonCounts"] = counts
         return out
 
     @classmethod
@@ -72,6 +93,9 @@ class DecisionRecord:
         grouped = doc.get("reasonsBy")
         if grouped is not None:  # older records have node → reason under "reasons"
             values["reasons"] = _ungroup(grouped)
+        counts = doc.get("reasonCounts")
+        if counts is not None:
+            values["reason_counts"] = _counts(counts)
         return cls(**values, version=version)
 
 
@@ -87,6 +111,16 @@ def _ungroup(grouped: Any) -> dict[str, str]:
             raise CorruptEntryError(f"{WHAT} field 'reasonsBy' is not reasons to node lists")
         out.update(dict.fromkeys(nodes, reason))
     return out
+
+
+def _counts(counts: Any) -> dict[str, int]:
+    """Reason → count from ``reasonCounts``; CorruptEntryError unless it maps strings to
+    counts (ints, not bools, not negative)."""
+    if not isinstance(counts, dict) or not all(
+            isinstance(r, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 0
+            for r, n in counts.items()):
+        raise CorruptEntryError(f"{WHAT} field 'reasonCounts' is not reasons to counts")
+    return dict(counts)
 
 
 # wire name, attribute, type (in the order records are written)

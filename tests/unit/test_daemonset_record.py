@@ -1,15 +1,18 @@
-"""The decision record, versioned: it round-trips to the map it is logged as, a record
-without a version is version 1, every record of an older daemonbus's export reads (and
+"""The decision record, versioned: it round-trips to the map it is logged as, a reason of
+many nodes is logged as its count (version 2), a record without a version is version 1
+(every reason named), every record of an older daemonbus's export reads (and
 writes back the same map), and a newer version or a field of the wrong type is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from services.replay import logfile
-from shared.daemonset.record import RECORD_VERSION, DecisionRecord, read
+from shared.daemonset import planner
+from shared.daemonset.record import LISTED_MAX, RECORD_VERSION, DecisionRecord, read
 from shared.eventlog.entry import EntryType
 from shared.model.errors import CorruptEntryError
 from shared.model.tainteviction import EvictionRecord
@@ -47,6 +50,34 @@ def test_a_record_of_reasons_node_by_node_is_read_as_ever() -> None:
     assert DecisionRecord.from_map(doc) == REC
 
 
+def test_a_reason_of_more_nodes_than_a_sync_creates_is_logged_as_its_count() -> None:
+    """Version 2: a reason of more than LISTED_MAX nodes (most nodes' "no pod yet" or
+    "burst limit" at 50,000 nodes) is counted, not named; the rest are named as ever."""
+    many = {f"n{i}": planner.REASON_BURST for i in range(LISTED_MAX + 1)}
+    created = {f"c{i}": planner.REASON_CREATE for i in range(LISTED_MAX)}
+    rec = DecisionRecord(key="ns/ds", reasons={**many, **created})
+    doc = codec.unpack(codec.pack(rec.to_map()))
+    assert doc["reasonsBy"] == {planner.REASON_CREATE: list(created)}
+    assert doc["reasonCounts"] == {planner.REASON_BURST: LISTED_MAX + 1}
+    back = DecisionRecord.from_map(doc)
+    assert back.reasons == created and back.reason_counts == doc["reasonCounts"]
+    assert back.to_map() == doc  # written back the same
+
+
+def test_a_first_version_record_keeps_every_reason() -> None:
+    many = {f"n{i}": planner.REASON_BURST for i in range(LISTED_MAX + 1)}
+    doc = {**DecisionRecord(key="ns/ds", reasons=many, version=1).to_map()}
+    assert doc["rv"] == 1 and "reasonCounts" not in doc
+    back = DecisionRecord.from_map(doc)
+    assert back.reasons == many and back.reason_counts == {} and back.version == 1
+
+
+@pytest.mark.parametrize("counts", [[], {"r": "1"}, {"r": True}, {"r": -1}, {1: 2}])
+def test_malformed_reason_counts_are_refused(counts: object) -> None:
+    with pytest.raises(CorruptEntryError, match="'reasonCounts'"):
+        DecisionRecord.from_map({**REC.to_map(), "reasonCounts": counts})
+
+
 @pytest.mark.parametrize("grouped", [[], {"r": "n1"}, {"r": ["n1", 2]}, {"r": [None]}])
 def test_malformed_grouped_reasons_are_refused(grouped: object) -> None:
     with pytest.raises(CorruptEntryError, match="'reasonsBy'"):
@@ -56,9 +87,9 @@ def test_malformed_grouped_reasons_are_refused(grouped: object) -> None:
 def test_a_record_without_a_version_or_optional_fields_is_the_first() -> None:
     doc = REC.to_map()
     del doc["rv"]
-    assert DecisionRecord.from_map(doc) == REC
+    assert DecisionRecord.from_map(doc) == dataclasses.replace(REC, version=1)
     assert DecisionRecord.from_map({"key": "ns/ds", "now": 3}) == DecisionRecord(
-        key="ns/ds", now=3.0)
+        key="ns/ds", now=3.0, version=1)
 
 
 @pytest.mark.parametrize("change,error", [
