@@ -252,8 +252,11 @@ class WatchCache:
                     tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
                     rewinds = self.store.mark.rewinds
                     self._post("reset", tip, objs)
+                    # only the served kinds' entries are decoded: the decision records
+                    # (megabytes per sync at scale) and other kinds are passed over
                     reader = adapters.on(self.store, redis_reader, tip, name="apiserver",
-                                         mark=self.store.mark)
+                                         mark=self.store.mark, kinds=self.kinds,
+                                         decisions=False)
                 assert reader is not None
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
                 if stale():
