@@ -1,16 +1,19 @@
 """The watch cache: one tail of the event log per API server process, fanned out in memory
 to every watcher (never one Redis read per watcher).
 
-A thread follows the log (``LogReader``, blocking reads) and hands each batch to the event
-loop (batches that arrive while the loop is busy are handed over together), where
-``WatchCache.apply`` folds them into the current objects and a bounded window of recent
-events, then fans them out. Watchers of one kind, selection and rendering share a ``Feed``:
-each event is matched and encoded once per feed, and the run of events a batch brings is
-joined once into the bytes every watcher of the feed writes, in one write per wake-up, so
-the cost per watcher is one append and one write per batch, not per event. A watch from
-position ``rv`` is served from the window: every event after ``rv`` then the live ones. A
-position older than the window (or compacted away) cannot be served: ``ExpiredError`` (410
-Gone).
+A thread follows the log (``LogReader.fetch``, blocking reads) and hands each batch to the
+event loop undecoded (batches that arrive while the loop is busy are handed over together),
+where they are decoded (``LogReader.decode``) and ``WatchCache.apply`` folds them into the
+current objects and a bounded window of recent events, then fans them out. The thread only
+waits for the log: decoding there, beside the loop, held the GIL while the loop wrote to its
+watchers, and each TLS write (which lets the GIL go) then waited up to the interpreter's
+switch interval (5 ms) to get it back, 50 times per batch with 50 watchers. Watchers of one
+kind, selection and rendering share a ``Feed``: each event is matched and encoded once per
+feed, and the run of events a batch brings is joined once into the bytes every watcher of
+the feed writes, in one write per wake-up, so the cost per watcher is one append and one
+write per batch, not per event. A watch from position ``rv`` is served from the window:
+every event after ``rv`` then the live ones. A position older than the window (or compacted
+away) cannot be served: ``ExpiredError`` (410 Gone).
 
 A watcher's buffer is bounded: a watcher too slow to drain it is closed (the client
 re-watches from its last position), never grown. The cache holds every object of the
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import functools
 import itertools
 import logging
 import threading
@@ -216,6 +220,10 @@ class WatchCache:
         self._loop: asyncio.AbstractEventLoop | None = None
         # what the tail handed over and the loop has not taken yet, in log order
         self._inbox: list[tuple[str, Any, Any]] = []
+        # batches the loop could not decode (a parked record could not be written): the tail
+        # lists again after each, and the loop drops what it handed over until that listing
+        self._failures = 0
+        self._dropping = False
         self._inbox_lock = threading.Lock()
         self._posted = False  # a ``_take_inbox`` is scheduled on the loop
 
@@ -241,16 +249,17 @@ class WatchCache:
         open watch."""
         reader: LogReader | None = None
         rewinds = 0  # the process' rewinds (its mark, shared with its commits) listed after
+        failures = 0  # the loop's failures to decode a batch listed after
 
         def stale() -> bool:
             return reader is None or reader.gap or reader.rewound \
-                or self.store.mark.rewinds != rewinds
+                or self.store.mark.rewinds != rewinds or self._failures != failures
 
         while not self._stop.is_set():
             try:
                 if stale():
                     tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
-                    rewinds = self.store.mark.rewinds
+                    rewinds, failures = self.store.mark.rewinds, self._failures
                     self._post("reset", tip, objs)
                     # only the served kinds' entries are decoded: the decision records
                     # (megabytes per sync at scale) and other kinds are passed over
@@ -258,10 +267,10 @@ class WatchCache:
                                          mark=self.store.mark, kinds=self.kinds,
                                          decisions=False)
                 assert reader is not None
-                batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
+                page = reader.fetch(count=READ_COUNT, block_ms=BLOCK_MS)
                 if stale():
                     continue
-                self._post("apply", batch, reader.position)
+                self._post("apply", functools.partial(reader.decode, page), reader.position)
             except errors.UnavailableError as err:
                 log.warning("watch cache: %s; retrying", err)
                 self._stop.wait(1.0)
@@ -293,9 +302,16 @@ class WatchCache:
                 if position:
                     self.apply(batch, position)
                 batch, position = [], ""
+                self._dropping = False
                 self._reset(a, b)
-            else:
-                batch.extend(a)
+            elif not self._dropping:
+                try:
+                    batch.extend(a())  # the tail's ``LogReader.decode`` of its page
+                except errors.UnavailableError as err:
+                    log.warning("watch cache: %s; listing again", err)
+                    self._dropping = True
+                    self._failures += 1
+                    continue
                 position = b
         if position:
             self.apply(batch, position)

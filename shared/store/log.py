@@ -54,7 +54,23 @@ class LogReader:
         position read from (entries may be missing: the reader must relist). Sets
         ``rewound``, reads nothing and keeps ``position`` when the log is behind what was
         read (a restored, truncated or replaced Redis): the position is no longer one of
-        this log's, and the reader must relist."""
+        this log's, and the reader must relist. ``fetch`` then ``decode``; when decoding
+        fails (a parked record that could not be written), ``position`` stays where it was,
+        so the next read reads the same entries again."""
+        before = self.position
+        page = self.fetch(count, block_ms)
+        try:
+            return self.decode(page)
+        except BaseException:
+            self.position = before
+            raise
+
+    def fetch(self, count: int = 1000, block_ms: int | None = None) -> list[RawEntry]:
+        """``read``'s first half: the next entries as stored, undecoded, ``position``
+        advanced past them (``gap`` and ``rewound`` as ``read`` sets them). ``decode`` them,
+        in order, before anything else is made of them: a reader that waits for the log on
+        a thread of its own decodes on the thread that uses the entries (the API server's
+        watch cache: see ``services.apiserver.watchcache``)."""
         start = self.position
         page = self.log.follow(start, count, block_ms)
         if page.rewound:
@@ -62,13 +78,19 @@ class LogReader:
             return []
         if page.gap_after(start):
             self.gap = True
+        if page.entries:
+            self.position = page.entries[-1].id
+        return page.entries
+
+    def decode(self, page: list[RawEntry]) -> list[codec.Entry]:
+        """``read``'s second half: the entries of ``page`` (from ``fetch``) this reader
+        keeps, decoded and validated; an undecodable one is parked."""
         out: list[codec.Entry] = []
         kinds, decisions, own = self.kinds, self.decisions, self.own
-        for raw in page.entries:
+        for raw in page:
             if raw.exact and ((kinds is not None and raw.kind not in kinds)
                               or (not decisions and raw.type == DECISION)):
-                self.position = raw.id  # not this reader's: passed over undecoded
-                continue
+                continue  # not this reader's: passed over undecoded
             try:
                 if own is not None and raw.exact and own.mine(raw.id, raw.payload):
                     out.append(decode(raw, shape=False))  # this process wrote it
@@ -76,7 +98,6 @@ class LogReader:
                     out.append(decode_as_stored(raw))
             except errors.CorruptEntryError as err:
                 self.park(raw, str(err))
-            self.position = raw.id
         return out
 
     def park(self, raw: RawEntry, reason: str) -> None:

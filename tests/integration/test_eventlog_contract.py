@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -16,6 +18,7 @@ from shared.eventlog import wire
 from shared.eventlog.entry import RawEntry
 from shared.eventlog.memory import InMemoryEventLog
 from shared.eventlog.ports import NO_POSITION, EventLog, pages
+from shared.model.errors import UnavailableError
 from shared.store.eventlog import RedisEventLog
 from shared.store.keys import Keys
 from shared.store.log import LogReader
@@ -170,3 +173,25 @@ def test_a_reader_of_some_kinds_passes_the_others_over_undecoded(log: Log) -> No
     assert [e.id for e in every.read(count=100)] == ["5-0"]
     assert (every.position, every.parked) == ("9-0", 3)
     assert sorted(log.port.parked()) == ["5-1", "7-0", "9-0"]
+
+
+def test_a_read_whose_parking_fails_reads_the_same_entries_again(log: Log) -> None:
+    """A read that cannot write its parked record (Redis unavailable) returns nothing and
+    keeps its position: the next read gets the good entries before the poison one again,
+    which a read that moved past them would have lost."""
+    node = RawEntry("5-0", "1", "ADDED", "Node", "/n1", wire.pack_object(new_node("n1")))
+    log.append(node)
+    log.append(RawEntry("7-0", "1", "MODIFIED", "Node", "/n1", b"\xc1"))
+    reader = LogReader(log.port, NO_POSITION, name="test")
+    park = log.port.park
+
+    def unavailable(eid: str, record: object) -> None:
+        raise UnavailableError("parking failed")
+
+    reader.log = cast(EventLog, SimpleNamespace(follow=log.port.follow, park=unavailable))
+    with pytest.raises(UnavailableError):
+        reader.read(count=100)
+    assert reader.position == NO_POSITION
+    reader.log = cast(EventLog, SimpleNamespace(follow=log.port.follow, park=park))
+    assert [e.id for e in reader.read(count=100)] == ["5-0"]
+    assert (reader.position, reader.parked) == ("7-0", 2)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from services.apiserver.watchcache import ExpiredError, WatchCache, Watcher
-from shared.store import codec
+from shared.store import codec, errors
 from shared.store.client import Store
 
 
@@ -108,8 +108,8 @@ def test_a_watch_from_a_position_the_cache_has_not_reached_gets_only_what_follow
     assert _queued(w) == [e.id for e in live[2:]]
 
 
-def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -> None:
-    cache = WatchCache(cast(Store, None), ("Pod",), window=50)
+def _fake_loop(cache: WatchCache) -> list[Any]:
+    """What the tail hands ``cache``'s loop is scheduled on the returned list instead."""
     scheduled: list[Any] = []
 
     class Loop:
@@ -117,14 +117,41 @@ def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -
             scheduled.append(fn)
 
     cache._loop = cast(Any, Loop())
+    return scheduled
+
+
+def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -> None:
+    cache = WatchCache(cast(Store, None), ("Pod",), window=50)
+    scheduled = _fake_loop(cache)
     first, second = _entries(0, 3), _entries(3, 3)
-    cache._post("apply", first, first[-1].id)  # from an older listing: the reset drops it
+    cache._post("apply", lambda: first, first[-1].id)  # from an older listing: the reset drops it
     cache._post("reset", "103-0", {"Pod": [_pod("p9", "103-0")]})
-    cache._post("apply", second, second[-1].id)
+    cache._post("apply", lambda: second, second[-1].id)
     assert len(scheduled) == 1  # one wake-up of the loop for all three
     scheduled[0]()
     assert sorted(cache.objects["Pod"]) == ["ns/p0", "ns/p3", "ns/p4", "ns/p9"]  # not p1, p2
     assert [e.id for e in cache.events] == [e.id for e in second]
     assert cache.position == second[-1].id
-    cache._post("apply", [], second[-1].id)
+    cache._post("apply", lambda: [], second[-1].id)
     assert len(scheduled) == 2  # taken: the next hand-over wakes the loop again
+
+
+def test_a_batch_the_loop_cannot_decode_drops_what_follows_until_the_tail_lists_again() -> None:
+    cache = WatchCache(cast(Store, None), ("Pod",), window=50)
+    scheduled = _fake_loop(cache)
+    cache._reset("100-0", {})
+
+    def unparkable() -> list[codec.Entry]:
+        raise errors.UnavailableError("the parked record could not be written")
+
+    after, fresh = _entries(3, 3), _entries(6, 2)
+    cache._post("apply", unparkable, "103-0")
+    cache._post("apply", lambda: after, after[-1].id)  # after the hole: never fanned out
+    scheduled[0]()
+    assert cache._failures == 1  # the tail lists again
+    assert list(cache.events) == [] and cache.position == "100-0"
+    cache._post("reset", "106-0", {"Pod": [_pod("p9", "106-0")]})
+    cache._post("apply", lambda: fresh, fresh[-1].id)
+    scheduled[1]()
+    assert [e.id for e in cache.events] == [e.id for e in fresh]
+    assert cache.position == fresh[-1].id
