@@ -24,12 +24,14 @@ recorded, and so are the floors and the rollout's time.
 * **WATCH** lag: ``--watchers`` concurrent watches of the DaemonSet's pods during a rolling
   update of every node (``set image``). Each event's lag is its delivery time minus its commit
   time: the resourceVersion is a log entry id whose first part is Redis' clock in ms at the
-  commit. Every watcher must see every pod entry of the rollout, in order, each as the log's
+  commit; delivered is when its watcher read the event's bytes (decrypted, de-chunked), stamped
+  before they are decoded. Every watcher must see every pod entry of the rollout, in order, each as the log's
   own event type (checked against the log); a stream the server ends is re-watched from the
   last resourceVersion, as client-go does. The watchers run in ``--client-procs`` client
   processes (default one asyncio process that decodes each event in full but builds only
-  what it checks, with its garbage collector off, so the lag is the server's rather than a
-  client's backlog; its CPU and how late its own loop woke are printed). Floor in the same
+  what it checks, after stamping it and off its watchers' reads, with its garbage collector
+  off, so the lag is the server's rather than a client's backlog; its CPU and how late its
+  own loop woke are printed). Floor in the same
   run: a process tailing the log in Redis directly (XREAD), what any reader on this machine
   sees.
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import gc
 import json
 import multiprocessing
@@ -202,10 +205,11 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
 # ---- WATCH -----------------------------------------------------------------------------------------
 #
 # The watchers run in client processes of their own (``--client-procs``, default one), not in
-# the driver's loop. Each decodes every event it receives (the whole JSON line is parsed and
-# its type, kind, namespace and resourceVersion checked, by msgspec: a full parse that builds
-# only the fields it is asked for, several times cheaper than building every pod as dicts),
-# and after the rollout compares what it got with the log: every pod entry, in order, each
+# the driver's loop. Each process decodes every event its watchers receive (the whole JSON
+# line is parsed and its type, kind, namespace and resourceVersion checked, by msgspec: a
+# full parse that builds only the fields it is asked for, several times cheaper than building
+# every pod as dicts), after stamping what a watcher read and between the reads
+# (``Decoder``), and after the rollout compares what it got with the log: every pod entry, in order, each
 # with the log's own event type. 50 Python clients building a million pods as dicts (on the
 # same two cores) were themselves the bottleneck, and their backlog counted as the server's
 # lag. The floor, a direct tail of the log, is a process too.
@@ -247,6 +251,8 @@ class Tail:
     # rollout
     arrived: list[tuple[float, list[tuple[str, str]]]] = field(default_factory=list)
     foreign: int = 0  # events of another kind or namespace
+    rest: bytes = b""  # the start of a line the next chunk of its stream ends
+    done: bool = False  # it has the rollout's last event, or its stream failed
 
     def got(self, rv: str, at: float) -> None:
         self.rv = rv
@@ -277,17 +283,102 @@ def past(rv: str, target: str | None) -> bool:
     return target is not None and codec.id_tuple(rv) >= codec.id_tuple(target)
 
 
-async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: Obj) -> None:
-    """Watch the DaemonSet's pods from ``tail.rv`` until an event at or past ``end['id']``;
-    re-watch from the last resourceVersion when the server ends the stream.
+class Decoder:
+    """The watchers' received bytes, decoded after their arrival is stamped. A watcher's task
+    stamps each chunk as it reads it and queues it here; ``run`` decodes the queue in
+    arrival order, one chunk per turn of the event loop, so decoding what one watcher got
+    does not hold back when the other watchers' bytes are read and stamped (with decoding
+    inline, a burst's last watcher in a process waited for every other watcher's decoding,
+    counted as the server's lag). Every event is still decoded and checked: a line that
+    does not decode as a pod's ADDED, MODIFIED or DELETED ends its watcher with an error (it
+    then misses the rest, and is counted incomplete). The queue is bounded: past
+    ``MAX_QUEUED`` bytes a watcher decodes the oldest chunks itself before it reads on."""
 
-    Every event is decoded as it arrives (the complete lines of each chunk, parsed in full
-    where they lie in the chunk, by one call); an event that does not decode as a pod's
-    ADDED, MODIFIED or DELETED ends this watcher with an error (it then misses the rest, and
-    is counted incomplete)."""
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    MAX_QUEUED = 128 << 20
+
+    def __init__(self, end: Obj) -> None:
+        self.end = end
+        self.queue: collections.deque[tuple[Tail, float, bytes]] = collections.deque()
+        self.queued = 0  # bytes in ``queue``
+        self.wake = asyncio.Event()
+
+    def put(self, tail: Tail, at: float, data: bytes) -> None:
+        self.queue.append((tail, at, data))
+        self.queued += len(data)
+        self.wake.set()
+        while self.queued > self.MAX_QUEUED:
+            self.step()
+
+    def step(self) -> None:
+        tail, at, data = self.queue.popleft()
+        self.queued -= len(data)
+        if not tail.done:
+            decode_chunk(tail, at, data, self.end)
+
+    def flush(self) -> None:
+        """Decode everything queued (a stream ended, or the rollout did)."""
+        while self.queue:
+            self.step()
+
+    async def run(self) -> None:
+        while True:
+            if not self.queue:
+                self.wake.clear()
+                await self.wake.wait()
+            self.step()
+            await asyncio.sleep(0)  # the readers first: what they read is stamped
+
+
+def decode_chunk(tail: Tail, at: float, data: bytes, end: Obj) -> None:
+    """Decode the complete lines ``data`` ends (with the start of a line the chunk before
+    left in ``tail.rest``), parsed in full where they lie in the chunk, by one call; what
+    they are is kept as arrived at ``at``. Sets ``tail.done`` when it has the event at or
+    past ``end['id']``, or on an event that does not decode (as its error)."""
     decode_lines = DECODE_EVENT.decode_lines
-    while not past(tail.rv, end["id"]):
+    rest = tail.rest
+    start = 0
+    try:
+        evs: list[_Event] = []
+        if rest:
+            nl = data.find(b"\n")
+            if nl < 0:
+                tail.rest = rest + data
+                return
+            evs = decode_lines(rest + data[:nl + 1])
+            start, tail.rest = nl + 1, b""
+        cut = data.rfind(b"\n") + 1
+        if cut > start:  # the complete lines, decoded where they are
+            evs += decode_lines(memoryview(data)[start:cut])
+        tail.rest = data[max(cut, start):]
+    except msgspec.ValidationError as err:
+        data = rest + data
+        error = data[data.find(b'{"type":"ERROR"'):][:200] \
+            if b'{"type":"ERROR"' in data else b""
+        tail.expired += b'"code":410' in error
+        tail.errors.append(error.decode(errors="replace") or f"undecodable event: {err}")
+        tail.done = True  # a position gone: a client would have to list again
+        return
+    except msgspec.DecodeError as err:
+        tail.errors.append(f"malformed JSON in the stream: {err}")
+        tail.done = True
+        return
+    if not evs:
+        return
+    got: list[tuple[str, str]] = [(e.type, e.object.metadata.resourceVersion) for e in evs
+           if e.object.kind == "Pod" and e.object.metadata.namespace == NAMESPACE]
+    tail.foreign += len(evs) - len(got)
+    if got:
+        tail.arrived.append((at, got))
+        tail.rv = got[-1][1]
+        tail.done = past(tail.rv, end["id"])
+
+
+async def watch_pods(s: aiohttp.ClientSession, tail: Tail, decoder: Decoder) -> None:
+    """Watch the DaemonSet's pods from ``tail.rv`` until it has the event at or past the
+    rollout's end (``Decoder``); re-watch from the last resourceVersion when the server ends
+    the stream. Each chunk is stamped as it is read, and decoded by ``decoder``."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    while not tail.done:
         tail.streams += 1
         params = {"watch": "1", "resourceVersion": tail.rv, "timeoutSeconds": "900"}
         try:
@@ -296,47 +387,15 @@ async def watch_pods(s: aiohttp.ClientSession, tail: Tail, end: Obj) -> None:
                     tail.errors.append(f"{resp.status}: {(await resp.read())[:200]!r}")
                     await asyncio.sleep(0.2)
                     continue
-                rest = b""  # the start of a line the next chunk ends
                 while data := await resp.content.readany():
-                    at = ms_now()
-                    start, before = 0, rest
-                    try:
-                        evs: list[_Event] = []
-                        if rest:
-                            nl = data.find(b"\n")
-                            if nl < 0:
-                                rest += data
-                                continue
-                            evs = decode_lines(rest + data[:nl + 1])
-                            start, rest = nl + 1, b""
-                        cut = data.rfind(b"\n") + 1
-                        if cut > start:  # the complete lines, decoded where they are
-                            evs += decode_lines(memoryview(data)[start:cut])
-                        rest = data[max(cut, start):]
-                    except msgspec.ValidationError as err:
-                        data = before + data
-                        error = data[data.find(b'{"type":"ERROR"'):][:200] \
-                            if b'{"type":"ERROR"' in data else b""
-                        tail.expired += b'"code":410' in error
-                        tail.errors.append(error.decode(errors="replace") or
-                                           f"undecodable event: {err}")
-                        return  # a position gone: a client would have to list again
-                    except msgspec.DecodeError as err:
-                        tail.errors.append(f"malformed JSON in the stream: {err}")
+                    decoder.put(tail, ms_now(), data)
+                    if tail.done:
                         return
-                    if not evs:
-                        continue
-                    got = [(e.type, e.object.metadata.resourceVersion) for e in evs
-                           if e.object.kind == "Pod" and e.object.metadata.namespace == NAMESPACE]
-                    tail.foreign += len(evs) - len(got)
-                    if got:
-                        tail.arrived.append((at, got))
-                        tail.rv = got[-1][1]
-                        if past(tail.rv, end["id"]):
-                            return
         except (aiohttp.ClientError, OSError) as err:
             tail.errors.append(repr(err))
             await asyncio.sleep(0.2)
+        decoder.flush()  # the stream ended: re-watch from its last resourceVersion
+        tail.rest = b""
 
 
 async def _await_end(conn: Connection, end: Obj) -> None:
@@ -367,12 +426,14 @@ async def _watch_group(spec: Obj, conn: Connection) -> Obj:
         ctx = ssl.create_default_context(cafile=spec["ca"])
     end: Obj = {"id": None, "expected": []}
     tails = [Tail(spec["rv"]) for _ in range(spec["watchers"])]
+    decoder = Decoder(end)
     conn_pool = aiohttp.TCPConnector(ssl=ctx, limit=0)
     async with aiohttp.ClientSession(spec["base"], connector=conn_pool,
                                      headers={"Authorization": f"Bearer {spec['token']}"},
                                      timeout=aiohttp.ClientTimeout(total=None)) as s:
         ender = asyncio.create_task(_await_end(conn, end))
-        tasks = [asyncio.create_task(watch_pods(s, t, end)) for t in tails]
+        decoding = asyncio.create_task(decoder.run())
+        tasks = [asyncio.create_task(watch_pods(s, t, decoder)) for t in tails]
         conn.send("watching")
         cpu_before = cpu_s()
         delays: list[float] = []
@@ -381,12 +442,15 @@ async def _watch_group(spec: Obj, conn: Connection) -> Obj:
         probe.cancel()
         deadline = time.monotonic() + spec["drain_timeout"]
         while time.monotonic() < deadline and not all(t.done() for t in tasks):
+            decoder.flush()
             for tail, task in zip(tails, tasks, strict=True):
                 if past(tail.rv, end["id"]):  # it had it all before it knew the end
                     task.cancel()
             await asyncio.sleep(0.1)
         for task in tasks:
             task.cancel()
+        decoding.cancel()
+        decoder.flush()
         cpu = cpu_s() - cpu_before
     return {"tails": [t.report(end["expected"]) for t in tails], "cpu_s": cpu,
             "loop_delay_ms": delays}
