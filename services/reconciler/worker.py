@@ -1,11 +1,14 @@
 """The reconciler-worker process: an RQ worker whose jobs come from the dedup workqueue.
 
-RQ is the worker runtime: workers register with RQ (``rq info`` lists them), every sync runs as
+RQ is the worker runtime: workers register with RQ (``rq info`` lists them), every sync runs in
 an RQ job with RQ's registries, worker stats and failure handling. Jobs are not taken from an RQ
 list, though: the worker's dequeue asks the client-go-style workqueue (dedup, one worker per
 key, leases) for the next key and wraps it in a job. So:
 
 * jobs carry only a DaemonSet key and a lease token (job id ``sync_<base64url key>_<token>``);
+  a job then drains: it syncs the further keys the workqueue hands its worker within
+  ``DRAIN_SECONDS`` of its start, each under its own lease, before it ends (RQ's bookkeeping
+  of a job is about 16 commands, as much as the rest of a per-node sync's queue work);
 * the serializer is msgpack, never pickle, and a job may only name a function on
   ``ALLOWED_FUNCTIONS`` (anything else fails before it is imported);
 * nothing else a job hash can name runs either (see ``AllowListedJob``): callbacks are
@@ -17,10 +20,10 @@ key, leases) for the next key and wraps it in a job. So:
 RQ's bookkeeping is trimmed to what daemonbus uses: RQ's defaults cost 53 Redis commands in 16
 round trips per job, against a handful for a no-op sync; now 16 in 3 (the job hash, its
 execution record and registries in one pipeline as it starts, RQ's success bookkeeping in
-one, the worker's idle state). A successful sync keeps
-no job hash, result or FinishedJobRegistry entry (its outcome is in the log and the metrics);
-a failed one (the job raised) is kept by RQ as usual: FailedJobRegistry, traceback,
-``failure_ttl``. The worker hash is heartbeated when its TTL needs it (about every
+one, the worker's idle state), for every key a job drains. A successful job keeps
+no job hash, result or FinishedJobRegistry entry (its outcome is in the log and the metrics),
+and counts each of its syncs in the worker's ``successful_job_count``; a failed one (a sync
+raised) is kept by RQ as usual: FailedJobRegistry, traceback, ``failure_ttl``. The worker hash is heartbeated when its TTL needs it (about every
 ``HEARTBEAT_EVERY`` seconds), not 3-4 times per job, and ``rq suspend`` is looked for every
 ``SUSPENSION_CHECK_EVERY`` seconds, not before every job.
 
@@ -47,6 +50,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +93,11 @@ RENEW_EVERY = settings.current.worker_renew_seconds
 HEARTBEAT_EVERY = 10.0  # worker-hash heartbeats; its TTL (worker_ttl + 60 s) is minutes
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between looks at `rq suspend` (RQ: before every job)
 ABANDONED_CHECK_EVERY = 2.0  # seconds between looks for jobs whose lease was reclaimed
+# A job takes further keys (drains) only this long after it started: less than
+# ABANDONED_CHECK_EVERY, so a live job is seen without a lease on two looks at most (see
+# clear_abandoned)
+DRAIN_SECONDS = 0.5
+ABANDONED_LOOKS = 3  # looks at a job seen without its lease before it is taken as abandoned
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
 
@@ -190,21 +199,40 @@ def lease_of(job: str) -> tuple[str, str] | None:
 
 @dataclass
 class JobContext:
-    """What a job of one worker runs with: its reconciler, its workqueue and the leases it
-    was handed (by token). The worker attaches it to each job it executes (``job.context``),
-    so nothing is module-global."""
+    """What a job of one worker runs with: its reconciler, its workqueue, the leases it
+    was handed (by token), where it gets the further keys it drains (``more``: the job's
+    start, monotonic, in; the next lease out, None when the job should end) and how many
+    syncs the running job has done (``synced``). The worker attaches it to each job it
+    executes (``job.context``), so nothing is module-global."""
 
     reconciler: Reconciler
     queue: WorkQueue
     leases: dict[str, Lease] = field(default_factory=dict)
+    more: Callable[[float], Lease | None] | None = None
+    synced: int = 0
 
 
 def sync_job(context: JobContext, key: str, token: str) -> dict[str, Any]:
-    """RQ job: sync one key under its lease, then hand the result to the queue (``settle``).
-    RQ calls it with the job's arguments (key, token) after the worker's ``context``."""
+    """RQ job: sync one key under its lease, then hand the result to the queue (``settle``),
+    then drain: sync the further keys the workqueue hands out (``context.more``) while the
+    job is younger than ``DRAIN_SECONDS``, each under its own lease and settled the same way.
+    RQ calls it with the job's arguments (key, token) after the worker's ``context``. A sync
+    that raises ends the job (RQ records it failed, with the traceback naming the key)."""
+    started = time.monotonic()
+    context.synced = 0
+    first = _sync_one(context, context.leases.pop(token))
+    context.synced = 1
+    while context.more is not None and (lease := context.more(started)) is not None:
+        _sync_one(context, lease)
+        context.synced += 1
+    return {**first, "drained": context.synced - 1}
+
+
+def _sync_one(context: JobContext, lease: Lease) -> dict[str, Any]:
+    """Sync ``lease``'s key under it, renewing it meanwhile, then ``settle``."""
     reconciler = context.reconciler
     queue = context.queue
-    lease = context.leases.pop(token)
+    key = lease.key
     stop = threading.Event()
     holder = {"lease": lease}
 
@@ -282,14 +310,15 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.workqueue = workqueue
         self.reconciler = reconciler
         self.block_seconds = block_seconds
-        self.context = JobContext(reconciler, workqueue)
+        self.context = JobContext(reconciler, workqueue, more=self.drain_next)
         self._alive_until = 0.0  # monotonic time the worker hash's last heartbeat keeps it to
         self._registered = False
         self.stall_seconds = stall_seconds
         self.outage = common.Outage(self.log)
         self._abandoned_check_at = 0.0
         self._suspension_check_at = 0.0
-        self._suspects: dict[str, float] = {}  # started entry → when first seen unleased
+        # started entry → (when last seen without its lease, on how many looks)
+        self._suspects: dict[str, tuple[float, int]] = {}
         self._preparing: Any = None  # the pipeline of a job's bookkeeping, until it is sent
 
     # ---- the work loop: RQ's, riding out Redis outages -------------------------------------
@@ -434,7 +463,21 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             listed, born = pipe.execute()
         return bool(listed and born)
 
-    def clear_abandoned(self) -> int:
+    def drain_next(self, started: float) -> Lease | None:
+        """The next key for the running job, which started at ``started`` (monotonic),
+        waiting for one until ``DRAIN_SECONDS`` after that; None once that is past, a stop
+        was requested (a warm shutdown finishes the key it holds and takes no other) or
+        Redis is away (the work loop rides out the outage)."""
+        remaining = started + DRAIN_SECONDS - time.monotonic()
+        if self._stop_requested or remaining <= 0:
+            return None
+        try:
+            return self.workqueue.get(self.name, block_seconds=remaining)
+        except common.REDIS_DOWN as err:
+            log.debug("no further key for the job: %s", err)
+            return None
+
+    def clear_abandoned(self, at: float | None = None) -> int:
         """Acts: clear the RQ leftovers of workers that died mid-sync; returns how many.
 
         A worker killed while syncing leaves its job in StartedJobRegistry (for its heartbeat
@@ -444,18 +487,31 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         looks at least ``ABANDONED_CHECK_EVERY`` apart (a job just done is out of the
         registry by then), was abandoned: it is deleted, and its worker's registration and
         other jobs cleared (``forget_worker``). A worker that was only stalled and carries on
-        registers again on its next heartbeat."""
+        registers again on its next heartbeat.
+
+        A job that drains holds no lease while it waits for its next key and between two of
+        them, but only within ``DRAIN_SECONDS`` of its start, and then again in the moment
+        between its last ``done`` and its end: two looks ``ABANDONED_CHECK_EVERY`` apart (more
+        than ``DRAIN_SECONDS``) can each fall in one of those, never three. So a job is taken
+        as abandoned once ``ABANDONED_LOOKS`` (3) looks that far apart saw it without its
+        lease."""
         queue = self.queues[0].name
         started: list[Any] = self.connection.zrange(  # type: ignore[assignment]
             StartedJobRegistry(queue, connection=self.connection).key, 0, -1)
         leases = {text(e): lease_of(text(e).split(":", 1)[0]) for e in started}
         held = self.workqueue.current_tokens(sorted({kt[0] for kt in leases.values() if kt}))
-        at, suspects, cleared = time.monotonic(), {}, 0
+        at = time.monotonic() if at is None else at  # now (tests pass the time of a look)
+        suspects: dict[str, tuple[float, int]] = {}
+        cleared = 0
         for entry, kt in leases.items():
             if kt is None or held.get(kt[0]) == kt[1]:
                 continue
-            suspects[entry] = first = self._suspects.get(entry, at)
-            if at - first < ABANDONED_CHECK_EVERY:
+            last, looks = self._suspects.get(entry, (at, 0))
+            if looks and at - last < ABANDONED_CHECK_EVERY:
+                suspects[entry] = (last, looks)  # too soon after the last look: not one
+                continue
+            suspects[entry] = (at, looks + 1)
+            if looks + 1 < ABANDONED_LOOKS:
                 continue
             job, _, execution = entry.partition(":")
             raw: Any = self.connection.hget(Execution(execution, job, self.connection).key,
@@ -528,7 +584,8 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         execution record deleted (one DEL), the record dropped from StartedJobRegistry, in one
         round trip."""
         with self.connection.pipeline(transaction=False) as pipe:
-            self.increment_successful_job_count(pipeline=pipe)
+            # each of the job's syncs counts as one (RQ's own adds 1 per job)
+            pipe.hincrby(self.key, "successful_job_count", max(1, self.context.synced))
             if job.started_at and job.ended_at:
                 self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             # RQ's cleanup_execution (Execution.delete) but for one DEL of the job hash and

@@ -23,11 +23,13 @@ import msgpack
 import pytest
 from rq import Queue
 from rq.exceptions import DeserializationError
+from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 from services.reconciler import worker as rq_worker
 from services.reconciler.sync import Reconciler, SyncResult
+from shared.control.protocols import Lease
 from shared.store.backoff import RedisBackoff
 from shared.store.expectations import RedisExpectations
 from shared.store.server import RedisServer
@@ -125,6 +127,65 @@ def test_a_successful_sync_leaves_no_job_result_or_registry_entry(stack: Stack) 
         left = [k for key in keys for k in r.scan_iter(f"rq:{kind}:{_id_prefix(key)}*")]
         assert left == [], f"rq:{kind} keys kept after success: {left}"
     assert [reg.count for reg in _registries(stack)] == [0, 0, 0]
+
+
+class _AddingReconciler(Reconciler):
+    """Each sync of ``<prefix>/ghost-<i>`` adds ``ghost-<i+1>`` (up to ``LAST``) to the
+    queue: the next key arrives while a job runs."""
+
+    LAST = 3
+
+    def sync(self, key: str, position: str, redelivered: bool = False,
+             lease_token: str = "", nodes: Collection[str] | None = None) -> SyncResult:
+        head, _, i = key.rpartition("-")
+        if int(i) < self.LAST:
+            self.queue.add([f"{head}-{int(i) + 1}"])
+        return super().sync(key, position, redelivered, lease_token, nodes)
+
+
+def test_a_job_drains_the_keys_handed_out_while_it_runs(stack: Stack) -> None:
+    """One RQ job syncs the keys that reach the queue while it runs, each under its own
+    lease, and each counts as a successful job; the next job starts afresh."""
+    worker, wq = _in_process_worker(stack, _AddingReconciler)
+    wq.add([f"{stack.prefix}/ghost-1"])
+    _work(worker, jobs=1)  # one job, then the loop ends
+    assert _synced(stack, worker.name) == _AddingReconciler.LAST
+    assert kit.queue_idle(stack.store)
+    stats = wq.stats()
+    assert stats.gets_total == stats.done_total == _AddingReconciler.LAST
+    assert [reg.count for reg in _registries(stack)] == [0, 0, 0]
+
+
+def test_a_job_takes_no_key_after_its_drain_window(stack: Stack,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rq_worker, "DRAIN_SECONDS", 0.0)
+    worker, wq = _in_process_worker(stack, _AddingReconciler)
+    wq.add([f"{stack.prefix}/ghost-1"])
+    _work(worker, jobs=1)
+    assert _synced(stack, worker.name) == 1
+    assert wq.state().queue == (f"{stack.prefix}/ghost-2",), "left for the next job"
+
+
+def test_a_job_without_its_lease_is_abandoned_on_the_third_look(stack: Stack) -> None:
+    """A started job of another worker whose lease is not held is cleared on the third look
+    at least ABANDONED_CHECK_EVERY after the one before, not before: a live job that drains
+    is without a lease on two such looks at most."""
+    worker, _ = _in_process_worker(stack)
+    r, qname = stack.store.r, stack.store.keys.rq_queue_name
+    job = rq_worker.job_id(Lease(f"{stack.prefix}/gone", "other", "7", 0, 0, 0))
+    execution = Execution("e1", job, r)
+    r.hset(execution.key, "worker_name", f"{stack.prefix}-other")
+    r.zadd(ExecutionRegistry(job, r).key, {"e1": time.time() + 600})
+    started = StartedJobRegistry(qname, connection=r).key
+    r.zadd(started, {f"{job}:e1": time.time() + 600})
+    every = rq_worker.ABANDONED_CHECK_EVERY
+    assert worker.clear_abandoned(at=100.0) == 0
+    assert worker.clear_abandoned(at=100.0 + every / 2) == 0  # too soon: not a look
+    assert worker.clear_abandoned(at=100.0 + every) == 0
+    assert r.zscore(started, f"{job}:e1") is not None
+    assert worker.clear_abandoned(at=100.0 + 2 * every) == 1
+    assert r.zscore(started, f"{job}:e1") is None
+    assert not r.exists(execution.key)
 
 
 def test_a_failed_sync_is_a_failed_job_with_its_traceback(stack: Stack) -> None:
