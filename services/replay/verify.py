@@ -45,7 +45,7 @@ from shared.daemonset import record as ds_record
 from shared.daemonset import status as ds_status
 from shared.daemonset import types as t
 from shared.daemonset.nodeindex import DaemonSetIndex
-from shared.eventlog import fold
+from shared.eventlog import fold, wire
 from shared.eventlog.entry import EntryType
 from shared.model import meta, podutil, tainteviction
 from shared.model.objkey import ObjectKey
@@ -92,21 +92,47 @@ class VerifyResult:
 
 
 class _Slot:
-    """One object of the view: raw payload, decoded on first use."""
+    """One object of the view: raw payload, decoded on first use. A newer version of an
+    object decoded before (``base``) is decoded over it when only its last top-level value
+    changed, as a status update does (``wire.unpack_object_over``)."""
 
-    __slots__ = ("obj", "payload", "rv")
+    __slots__ = ("at", "base", "key", "obj", "payload", "rv")
 
     def __init__(self, rv: str, payload: bytes) -> None:
         self.rv, self.payload = rv, payload
         self.obj: Obj | None = None
+        self.base: _Slot | None = None  # the newest decoded older version, until decoded
+        self.at = -1  # where the last top-level value starts (-1: not known yet, 0: none)
+        self.key = ""  # its key
 
     def get(self) -> Obj:
         if self.obj is None:
+            base, self.base = self.base, None
             try:
-                self.obj = codec.unpack_object(self.payload, self.rv)
+                obj = self._over(base) if base is not None else None
+                self.obj = obj if obj is not None else \
+                    codec.unpack_object(self.payload, self.rv)
             except errors.CorruptEntryError as err:
                 raise logfile.LogFileError(f"entry {self.rv}: {err}") from err
         return self.obj
+
+    def _over(self, base: _Slot) -> Obj | None:
+        """This version decoded over ``base``'s object, or None (decode it whole)."""
+        if base.at < 0:
+            found = wire.last_value_at(base.payload)
+            base.at, base.key = found if found is not None else (0, "")
+        if not base.at:
+            return None
+        assert base.obj is not None
+        obj = wire.unpack_object_over(self.payload, self.rv, base.obj, base.payload, base.at,
+                                      base.key)
+        if obj is not None:
+            self.at, self.key = base.at, base.key  # the same bytes up to there
+        return obj
+
+    def follows(self, old: _Slot) -> None:
+        """This slot holds the version after ``old``'s."""
+        self.base = old if old.obj is not None else old.base
 
 
 class _Kept:
@@ -139,7 +165,10 @@ class View(fold.View[_Slot]):
 
     def _set(self, kind: str, key: str, value: _Slot) -> None:
         table = self.objects[kind]
-        if kind in NAMESPACED and key not in table:
+        old = table.get(key)
+        if old is not None:
+            value.follows(old)
+        elif kind in NAMESPACED:
             self.by_ns[kind].setdefault(ObjectKey.parse(key).namespace, {})[key] = None
         table[key] = value
         if self.kept:

@@ -72,3 +72,46 @@ def unpack_object(data: bytes, rv: str, kind: str = "", key: str = "") -> Obj:
         check_shape(kind, key, obj)
     obj["metadata"]["resourceVersion"] = rv
     return obj
+
+
+def last_value_at(data: bytes) -> tuple[int, str] | None:
+    """Where the value of the last top-level key of the packed map ``data`` starts, and that
+    key (``unpack_object_over`` takes them); None when ``data`` is not a map whose last key
+    is text. Decides."""
+    reader = msgpack.Unpacker(raw=False, strict_map_key=True, max_bin_len=64 << 20)
+    reader.feed(data)
+    try:
+        pairs = reader.read_map_header()
+        if not pairs:
+            return None
+        for _ in range(pairs - 1):
+            reader.skip()
+            reader.skip()
+        key = reader.unpack()
+    except Exception:
+        return None  # not a map, or cut short: a full decode says what is wrong
+    return (reader.tell(), key) if isinstance(key, str) else None
+
+
+def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: int,
+                       key: str) -> Obj | None:
+    """``unpack_object(data, rv)`` (no shape check) of a newer version of the object ``base``
+    (``base_data`` decoded, whose last top-level value starts at ``at`` under ``key``:
+    ``last_value_at``) when ``data`` holds the same bytes up to ``at``, as a status update
+    does: only the last value is decoded. msgpack values delimit themselves, so the bytes
+    before ``at`` decode to ``base``'s other values, which the result shares (neither object
+    may be modified); its metadata is a copy with ``rv``. None when the bytes differ before
+    ``at``. Decides."""
+    if len(data) <= at or not data.startswith(base_data[:at]):
+        return None
+    value = unpack(data[at:])
+    obj = dict(base)
+    obj[key] = value
+    if key == "metadata":
+        if not isinstance(value, dict):
+            raise CorruptEntryError("stored object is not a Kubernetes object (no metadata)")
+        md = value
+    else:
+        md = obj["metadata"] = dict(base["metadata"])
+    md["resourceVersion"] = rv
+    return obj

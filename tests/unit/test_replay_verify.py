@@ -219,6 +219,35 @@ def test_verify_recomputes_a_per_node_decision_by_the_per_node_function(tmp_path
     assert div.entry == eid and "now needs a full sync" in div.difference
 
 
+def _pod_status(log: LogBuilder, ready: str) -> None:
+    """The node agent's status update of every pod: Running, Ready ``ready``."""
+    for (kind, _), obj in list(log.state.items()):
+        if kind == "Pod":
+            pod = copy.deepcopy(obj)
+            pod["status"] = {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": ready, "lastTransitionTime": ts(NOW - 60)}]}
+            log.add("MODIFIED", pod)
+
+
+def test_a_status_update_between_two_decisions_is_seen_by_the_second(tmp_path: Path) -> None:
+    """The pods' status changes after a decision read them: the next decision reads their
+    new status (verify decodes such a version over the one it decoded before)."""
+    log = _cluster()
+    log.sync(KEY)
+    _pod_status(log, "False")
+    before = log.sync(KEY)  # reads the pods not ready
+    _pod_status(log, "True")
+    after = log.sync(KEY)
+    assert before["actions"]["status"] != after["actions"]["status"]
+    result = verify.verify(log.write(tmp_path / "a.dblog"))
+    assert (result.verified, result.divergences) == (3, [])
+    log.entries.pop()
+    eid = log.decision(KEY, {**after, "actions": {**after["actions"],
+                                                  "status": before["actions"]["status"]}})
+    [div] = verify.verify(log.write(tmp_path / "b.dblog")).divergences
+    assert div.entry == eid and div.difference.startswith("status")
+
+
 def test_an_undecodable_object_a_decision_reads_is_refused_naming_its_entry(
         tmp_path: Path) -> None:
     # objects are decoded only when a decision reads them: the one it cannot is named
