@@ -55,6 +55,8 @@ Obj = dict[str, Any]
 PlanFn = Callable[[t.Snapshot], t.Plan]
 NAMESPACED = ("Pod", "ControllerRevision")
 SYNC_KINDS = inputs.KINDS
+_READ = frozenset(SYNC_KINDS)
+_DECISION = str(EntryType.DECISION)  # plain str: fast ==
 #: ``verify(workers=N)`` forks only with at least this many decisions for each worker
 SHARE_MIN = 256
 #: the cost of folding an entry without evaluating, as a share of a verified entry's (the
@@ -448,13 +450,17 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 nxt = next(todo, None)
             return True
 
-        apply, entries = view.apply, 0
+        apply, entries, read = view.apply, 0, _READ
         for rec in reader.records():  # once per entry: kept to the fold and one id parse
             if rec[0] == logfile.OBJECT:
                 view.put(rec[1], rec[2], _Slot(rec[3], rec[4]))
                 continue
             eid = rec[1]
-            order = codec.id_tuple(eid)
+            ms, _, seq = eid.partition("-")
+            try:
+                order = (int(ms), int(seq or 0))
+            except ValueError:
+                order = codec.id_tuple(eid)
             if limit is not None and order > limit:
                 break
             if nxt is not None and nxt.position < order and not run_until(order):
@@ -463,8 +469,9 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 break  # this share's decisions are done: the rest of the file is another's
             if header.snapshot and order <= start:
                 continue  # already in the snapshot
-            apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]))
             entries += 1
+            if rec[4] in read and rec[3] != _DECISION:  # others change nothing a sync reads
+                apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]), order)
         result.entries = entries
         if not result.divergences or keep_going:
             run_until(None)

@@ -51,15 +51,17 @@ class View(Generic[V]):
             self._set(kind, key, value)
 
     def apply(self, eid: str, etype: str, kind: str, key: str, value: V,
-              ) -> tuple[bool, V | None]:
+              at: tuple[int, int] | None = None) -> tuple[bool, V | None]:
         """Fold one entry in (``value``: what the view keeps of its object, unused for
-        DELETED). Returns whether it changed the view, and the object's previous value."""
+        DELETED; ``at``: ``id_tuple(eid)``, when the caller has it). Returns whether it
+        changed the view, and the object's previous value."""
         # the hottest loop of a replay (once per entry): id_tuple and the kind filter inline
-        ms, _, seq = eid.partition("-")
-        try:
-            at = (int(ms), int(seq or 0))
-        except ValueError:
-            at = id_tuple(eid)
+        if at is None:
+            ms, _, seq = eid.partition("-")
+            try:
+                at = (int(ms), int(seq or 0))
+            except ValueError:
+                at = id_tuple(eid)
         if at <= self._at:
             return False, None  # already folded in
         self.position, self._at = eid, at
