@@ -142,6 +142,70 @@ local function target(pod)
   return nil
 end
 
+-- A node agent's status write of a pod, proven from the bytes: `payload` is the pod as
+-- stored (`cur`) with its status (its last field) replaced or added last and, binding an
+-- unbound pod, the field nodeName added last to its spec, naming the node its affinity names.
+-- Only the stored pod and the new status are decoded (not the new object as well, nor both
+-- compared field by field as refused_by does): whatever this accepts, refused_by accepts.
+-- Returns the stored pod (decoded) and its node; nil proves nothing.
+local function map_head(raw, at)  -- a map's field count and the (0-based) offset after its header
+  local b = string.byte(raw, at + 1)
+  if b == nil then return nil end
+  if b >= 0x80 and b <= 0x8f then return b - 0x80, at + 1 end
+  if b == 0xde then
+    local h, l = string.byte(raw, at + 2, at + 3)
+    if l ~= nil then return h * 256 + l, at + 3 end
+  elseif b == 0xdf then
+    local b1, b2, b3, b4 = string.byte(raw, at + 2, at + 5)
+    if b4 ~= nil then return ((b1 * 256 + b2) * 256 + b3) * 256 + b4, at + 5 end
+  end
+  return nil
+end
+local function map_header(count)  -- as msgpack writes it (the shortest), for up to 65535
+  if count < 16 then return string.char(0x80 + count) end
+  return string.char(0xde, math.floor(count / 256), count % 256)
+end
+local STATUS_KEY, NODE_NAME_KEY = cmsgpack.pack("status"), cmsgpack.pack("nodeName")
+local function status_write(cur, payload)
+  local count, off = map_head(cur, 0)
+  if count == nil or count > 64 then return nil end
+  local old, keys, first, last = {}, {}, {}, {}
+  for i = 1, count do  -- cur field by field: where each one's key starts and value ends
+    if off < 0 then return nil end
+    local vat, key = cmsgpack.unpack_one(cur, off)
+    if type(key) ~= "string" or first[key] ~= nil or vat < 0 then return nil end
+    local after, value = cmsgpack.unpack_one(cur, vat)
+    if after < 0 then after = #cur end
+    old[key], keys[i], first[key], last[key] = value, key, off + 1, after
+    off = after
+  end
+  if off ~= #cur or type(old.metadata) ~= "table" or type(old.spec) ~= "table" then
+    return nil
+  end
+  for i = 1, count - 1 do if keys[i] == "status" then return nil end end
+  local kept = count  -- the fields written again as they are (all but a last status)
+  if keys[count] == "status" then kept = count - 1 end
+  if kept < 1 then return nil end
+  local node = old.spec.nodeName
+  local upto = string.sub(cur, first[keys[1]], last[keys[kept]])
+  if node == nil then  -- binding: spec gains nodeName, last
+    node = target(old)
+    local at = cmsgpack.unpack_one(cur, first.spec - 1)  -- where spec's value starts
+    local m, body = map_head(cur, at)
+    if type(node) ~= "string" or node == "" or m == nil or m >= 65535 then return nil end
+    upto = string.sub(cur, first[keys[1]], at) .. map_header(m + 1)
+      .. string.sub(cur, body + 1, last.spec) .. NODE_NAME_KEY .. cmsgpack.pack(node)
+      .. string.sub(cur, last.spec + 1, last[keys[kept]])
+  elseif type(node) ~= "string" or node == "" then
+    return nil
+  end
+  local head = map_header(kept + 1) .. upto .. STATUS_KEY
+  if string.sub(payload, 1, #head) ~= head then return nil end
+  local ok, after = pcall(cmsgpack.unpack_one, payload, #head)
+  if not ok or after ~= -1 then return nil end
+  return old, node
+end
+
 -- A failed rollout paused or rolled back by the reconciler (shared.daemonset.failure): only
 -- the rollout.daemonbus.io/ annotations (and the templateGeneration annotation and the
 -- generation the update's bookkeeping moves) change, the failure record among them; the pod
@@ -188,6 +252,17 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     if role == "reconciler" and kind == "DaemonSet" then return nil end
     if role == "gc" and kind == "Node" then return nil end  -- taint-eviction decisions
     return "only the reconciler and the garbage collector record decisions"
+  end
+  if role == "node-agent" and kind == "Pod" and mode == "update" and exists then
+    local ok, old, node = pcall(status_write, redis.call("HGET", KEYS[2 * pair], field), payload)
+    if ok and old ~= nil then
+      local md = old.metadata  -- the new object's too, byte for byte
+      if type(md.namespace or "") == "string" and type(md.name) == "string"
+          and (md.namespace or "") .. "/" .. md.name == field
+          and (old.kind == nil or old.kind == kind) and owns(node) then
+        return nil
+      end
+    end
   end
   local new = decode(payload)
   if not new then return "the object cannot be decoded" end

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from services.node_agent import lifecycle
+from shared.eventlog.entry import WriteMode
 from shared.model import events, meta, nodelifecycle, rolloutopts
 from shared.store import codec, errors, roles
 from shared.store.client import Op, Store, connect
@@ -128,6 +129,55 @@ def test_node_agent_cannot_misbind_or_change_a_pods_spec(world: World,
             caplog)
     refused(world, roles.NODE_AGENT, [agent.final_delete_op(pod)], caplog)  # not being deleted
     refused(world, roles.NODE_AGENT, [agent.create_op(daemon_pod("mine", "node-a"))], caplog)
+
+
+def _written_as_laid_out(obj: Obj, old: Obj) -> Op:
+    """A write of ``obj`` over ``old`` packed in ``obj``'s own key order (no write rule)."""
+    return Op(WriteMode.UPDATE, "Pod", meta.key(old), codec.pack_object(obj),
+              meta.resource_version(old), obj)
+
+
+def _bound(pod: Obj, node: str, nodename_first: bool = False) -> Obj:
+    spec = {"nodeName": node, **pod["spec"]} if nodename_first else \
+        {**pod["spec"], "nodeName": node}
+    return {**pod, "spec": spec, "status": {"phase": "Pending", "hostIP": "10.0.0.1"}}
+
+
+def test_node_agent_status_writes_are_decided_alike_however_they_are_laid_out(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """The commit script proves the usual status write (the stored pod with its status last,
+    replaced or added, and nodeName added last to spec when binding) from the bytes, without
+    comparing decoded objects; writes laid out otherwise are compared field by field. Both
+    accept the same writes: any other change besides the status and the binding is refused
+    whichever way it is laid out."""
+    agent = world.store(roles.NODE_AGENT)
+    pod = world.get("Pod", "default/agent-node-a")
+    # refused, laid out as a status write is: nodeName and status last
+    relabelled = _bound(pod, "node-a")
+    relabelled["metadata"] = {**pod["metadata"], "labels": {"app": "other"}}
+    imaged = _bound(pod, "node-a")
+    imaged["spec"]["containers"] = [{"name": "agent", "image": "evil.example/miner:latest"}]
+    extra = {**{k: v for k, v in _bound(pod, "node-a").items() if k != "status"},
+             "extra": {"x": 1}, "status": {"phase": "Pending"}}
+    for bad in (relabelled, imaged, extra, _bound(pod, "node-b")):
+        refused(world, roles.NODE_AGENT, [_written_as_laid_out(bad, pod)], caplog)
+    # accepted: binding with nodeName first in spec and status first (compared), then a status
+    # write as the node agent makes it (proven from the bytes), then one reordered again
+    first = _bound(pod, "node-a", nodename_first=True)
+    first = {"status": first["status"], **{k: v for k, v in first.items() if k != "status"}}
+    assert [r.status for r in agent.commit([_written_as_laid_out(first, pod)])] == ["ok"]
+    pod = world.get("Pod", "default/agent-node-a")
+    running = dict(pod, status={**pod["status"], "phase": "Running"})
+    assert [r.status for r in agent.commit([agent.status_op(running, pod)])] == ["ok"]
+    pod = world.get("Pod", "default/agent-node-a")
+    assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] == "node-a"
+    moved = dict(pod, spec={**pod["spec"], "nodeName": "node-b"}, status={"phase": "Failed"})
+    refused(world, roles.NODE_AGENT, [_written_as_laid_out(moved, pod)], caplog)
+    # the other pod bound as the node agent binds (nodeName and status added last)
+    other = world.get("Pod", "default/agent-node-b")
+    assert [r.status for r in agent.commit([agent.status_op(_bound(other, "node-b"), other)])] \
+        == ["ok"]
+    assert world.get("Pod", "default/agent-node-b")["spec"]["nodeName"] == "node-b"
 
 
 def test_node_agent_creates_events_about_pods_from_its_node_only(
