@@ -13,6 +13,10 @@ entry:
   the first DaemonSet entry with that status);
 * Redis commands per pod created (``INFO commandstats`` delta over both phases / N, this
   driver's own polling taken off);
+* the apply's rounds (a sync's creates, closed by its decision record; upstream's burst makes
+  one round per 250 pods): median and max of their creates' span, the time from the last
+  create to the record and from the record to the next round's first create, on the Redis
+  clock of the log entries;
 * at the largest size, node added → its pod created, p50/p99 over ``--added`` nodes added one
   at a time after convergence (node entry id → pod ADDED entry id), and the Redis commands per
   added node: every process's, this driver's node creates included, its own polling and the
@@ -82,10 +86,12 @@ def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
     pods_seen = 0
     last_pod = first_pod = status_id = ""
     decisions = status_writes = pod_updates = 0
+    timeline: list[tuple[str, float]] = []  # ("create" | "record", Redis ms) in log order
     for eid, f in c.scan_log(ds_id):
         kind, etype, key = f[b"k"], f[b"t"], f[b"n"].decode()
         if kind == b"Pod" and key.startswith(NAMESPACE + "/"):
             if etype == b"ADDED":
+                timeline.append(("create", id_ms(eid)))
                 pods_seen += 1
                 first_pod = first_pod or eid
                 if pods_seen == n:
@@ -95,13 +101,18 @@ def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
         elif kind == b"DaemonSet" and key == DS_KEY:
             if etype == b"DECISION":
                 decisions += 1
+                timeline.append(("record", id_ms(eid)))
             elif etype == b"MODIFIED":
                 status_writes += 1
                 obj = codec.unpack(f[b"o"])
                 if not status_id and benchkit.status_complete(obj.get("status") or {}, n, 1):
                     status_id = eid
     t0 = id_ms(ds_id)
+    shape = rounds(timeline)
+    if shape:
+        print("  rounds: " + ", ".join(f"{k} {v}" for k, v in shape.items()))
     return {
+        "rounds": shape,
         "pods_created_s": round((id_ms(last_pod) - t0) / 1000.0, 3) if last_pod else None,
         "status_complete_s": round((id_ms(status_id) - t0) / 1000.0, 3) if status_id else None,
         "first_pod_ms": round(id_ms(first_pod) - t0, 1) if first_pod else None,
@@ -118,6 +129,35 @@ def measure_apply(c: Cluster, n: int) -> dict[str, Any]:
         "status_writes": status_writes,
         "pod_status_writes": pod_updates,
     }
+
+
+def rounds(timeline: list[tuple[str, float]]) -> dict[str, Any]:
+    """The shape of an apply's syncs from its log (Redis ms of each pod create and decision
+    record, in log order): a round is the creates a decision record closes. Median and max
+    (ms) of its creates' span (first to last), last create to its record, and its record to
+    the next round's first create."""
+    spans: list[float] = []
+    to_record: list[float] = []
+    gaps: list[float] = []
+    first = last = prev_record = None
+    for what, ms in timeline:
+        if what == "create":
+            if first is None:
+                first = ms
+                if prev_record is not None:
+                    gaps.append(ms - prev_record)
+            last = ms
+        elif first is not None and last is not None:
+            spans.append(last - first)
+            to_record.append(ms - last)
+            prev_record, first, last = ms, None, None
+
+    def stat(values: list[float]) -> list[float]:
+        return [round(benchkit.percentile(values, 50), 1), round(max(values), 1)] \
+            if values else []
+
+    return {"count": len(spans), "creates_ms": stat(spans), "to_record_ms": stat(to_record),
+            "to_next_ms": stat(gaps)} if spans else {}
 
 
 def measure_added(c: Cluster, n: int, count: int) -> dict[str, Any]:
