@@ -19,6 +19,7 @@ it was read.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,14 +69,18 @@ class DecisionRecord:
             value = getattr(self, attr)
             if value is not None:
                 out[wire] = value
-        grouped: dict[str, list[str]] = {}
-        for node, reason in self.reasons.items():
-            grouped.setdefault(reason, []).append(node)
         del out["reasons"]
         counts = dict(self.reason_counts)
-        if self.version >= 2:
-            for reason in [r for r, nodes in grouped.items() if len(nodes) > LISTED_MAX]:
-                counts[reason] = counts.get(reason, 0) + len(grouped.pop(reason))
+        counted: set[str] = set()
+        if self.version >= 2:  # counting in C first: most nodes have a counted reason
+            for reason, n in collections.Counter(self.reasons.values()).items():
+                if n > LISTED_MAX:
+                    counts[reason] = counts.get(reason, 0) + n
+                    counted.add(reason)
+        grouped: dict[str, list[str]] = {}
+        for node, reason in self.reasons.items():
+            if reason not in counted:
+                grouped.setdefault(reason, []).append(node)
         out["reasonsBy"] = grouped
         if counts:
             out["reasonCounts"] = counts
