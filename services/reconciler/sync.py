@@ -190,9 +190,12 @@ class Reconciler:
     def snapshot(self, key: str, position: str) -> t.Snapshot:
         self._catch_up(position)
         now = self.clock()
+        index = self.indexes.get(key)
         return inputs.build(key, _CacheSource(self.cache), now, self.cache.position,
                             self.backoff.get_many,
-                            lambda: self.expectations.satisfied(key, now))
+                            lambda: self.expectations.satisfied(key, now),
+                            None if index is None else
+                            lambda ds: index.backoff_keys(ds) if index.fits(ds) else None)
 
     def sync(self, key: str, position: str, redelivered: bool = False,
              lease_token: str = "", nodes: Collection[str] | None = None) -> SyncResult:

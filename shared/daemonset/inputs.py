@@ -54,22 +54,32 @@ def backoff_keys(ds: Obj, pods: Sequence[Obj]) -> list[str]:
     """The failed-pod backoff entries a sync of ``ds`` reads: one per node with a failed
     pod of ``ds`` (only those can need one). Decides."""
     uid = meta.uid(ds)
-    wanted = []
-    for p in pods:  # the phase first: the one cheap test that rules out nearly every pod
-        if (p.get("status") or {}).get("phase") != "Failed":
-            continue
-        ref = meta.controller_ref(p)
-        if ref and ref.get("uid") == uid:
-            wanted.append(manage.backoff_key(ds, podutil.target_node(p) or ""))
-    return wanted
+    return [manage.backoff_key(ds, node) for p in pods
+            if (node := failed_node(uid, p)) is not None]
+
+
+def failed_node(uid: str, pod: Obj) -> str | None:
+    """The target node of ``pod`` ("" when none) if it failed and ``uid`` controls it: the
+    pods :func:`backoff_keys` reads an entry for. Decides."""
+    # the phase first: the one cheap test that rules out nearly every pod
+    if (pod.get("status") or {}).get("phase") != "Failed":
+        return None
+    ref = meta.controller_ref(pod)
+    if ref and ref.get("uid") == uid:
+        return podutil.target_node(pod) or ""
+    return None
 
 
 def build(key: str, source: Source, now: float, position: str,
           backoff: Callable[[list[str]], dict[str, t.BackoffEntry]],
-          satisfied: Callable[[], bool]) -> t.Snapshot:
+          satisfied: Callable[[], bool],
+          failed: Callable[[Obj], list[str] | None] | None = None) -> t.Snapshot:
     """The Snapshot of one sync of ``key``: ``backoff`` looks entries up (asked only when
     there are some to read), ``satisfied`` answers whether the expectations of ``key`` are
-    met (asked only when the DaemonSet exists). Decides, given its callables."""
+    met (asked only when the DaemonSet exists). ``failed``, given the DaemonSet, may answer
+    :func:`backoff_keys` of its pods itself (a DaemonSet index that keeps its failed pods,
+    ``nodeindex.DaemonSetIndex.backoff_keys``), or None to have them read. Decides, given
+    its callables."""
     ds = source.daemonset(key)
     if ds is None:
         return t.Snapshot(key=key, ds=None, nodes=[], pods=[], revisions=[], backoff={},
@@ -78,7 +88,9 @@ def build(key: str, source: Source, now: float, position: str,
     pods = source.pods(ns)
     revisions = source.revisions(ns)
     nodes = source.nodes()
-    wanted = backoff_keys(ds, pods)
+    wanted = failed(ds) if failed is not None else None
+    if wanted is None:
+        wanted = backoff_keys(ds, pods)
     entries = backoff(wanted) if wanted else {}
     return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
                       backoff=entries, expectations_satisfied=satisfied(), now=now,

@@ -52,6 +52,8 @@ The API (everything else is private):
 ``settled_except(names)``
     whether every node not in ``names`` is steady (pods on a node missing from the node list
     are never steady).
+``backoff_keys(ds)``
+    ``inputs.backoff_keys`` of the namespace's pods, from the failed pods the index keeps.
 ``plan_sets()``, ``steady_unavailable(now)``
     the node sets a full plan visits (:class:`PlanSets`); the steady nodes that should run
     (one running, updated pod) and how many of them are not available at ``now``.
@@ -66,7 +68,7 @@ import bisect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from shared.daemonset import claim, dsutil, podfacts, status, unavailable
+from shared.daemonset import claim, dsutil, inputs, manage, podfacts, status, unavailable
 from shared.daemonset.placement import Decision, Placement
 from shared.daemonset.podfacts import PodFacts
 from shared.daemonset.status import NodeCount
@@ -118,6 +120,8 @@ class DaemonSetIndex:
         self.hash = hash
         self._basis = _basis(ds)
         self._namespace = meta.namespace(ds)
+        self._uid = meta.uid(ds)
+        self._failed: dict[str, str] = {}  # pod key → target node: inputs.failed_node
         self._placement = Placement(ds)
         self._sort = claim.sorter(ds)
         self._is_updated = status.labels_updated_check(hash, dsutil.template_generation(ds))
@@ -154,6 +158,7 @@ class DaemonSetIndex:
         self._names = sorted(self._nodes)
         for pod in pods:
             key = meta.key(pod)
+            self._note_failed(key, pod)
             facts = self._file(key, pod)
             if facts is not None:
                 self._pods[key] = facts
@@ -210,6 +215,8 @@ class DaemonSetIndex:
         key = meta.key(pod)
         self._unkept.pop(key, None)
         self._maybe.pop(key, None)
+        self._failed.pop(key, None)
+        self._note_failed(key, pod)
         facts = self._file(key, pod)
         old = self._pods.pop(key, None)
         if old is not None:
@@ -230,6 +237,7 @@ class DaemonSetIndex:
 
     def remove_pod(self, key: str) -> None:
         """The Pod ``key`` (``"namespace/name"``) was deleted."""
+        self._failed.pop(key, None)
         self._unkept.pop(key, None)
         self._maybe.pop(key, None)
         old = self._pods.pop(key, None)
@@ -309,6 +317,12 @@ class DaemonSetIndex:
         after = self._after_sorted
         return [name for _, name in after[bisect.bisect_left(after, (now, "")):]]
 
+    def backoff_keys(self, ds: Obj) -> list[str]:
+        """``inputs.backoff_keys`` of ``ds`` (this index's DaemonSet, any newer object of it
+        that fits) over the namespace's pods: one key per failed pod it controls. Cost: those
+        pods, whatever the number of nodes."""
+        return [manage.backoff_key(ds, node) for node in self._failed.values()]
+
     def plan_sets(self) -> PlanSets:
         """The node sets a full plan visits (:class:`PlanSets`); cost: the unsteady nodes
         besides ``bare`` and ``ready_old`` (sorting them), whatever the number of nodes."""
@@ -330,6 +344,12 @@ class DaemonSetIndex:
         return all(name in names for name in self._unsettled)
 
     # ---- inside ---------------------------------------------------------------------------
+
+    def _note_failed(self, key: str, pod: Obj) -> None:
+        if meta.namespace(pod) == self._namespace:
+            node = inputs.failed_node(self._uid, pod)
+            if node is not None:
+                self._failed[key] = node
 
     def _file(self, key: str, pod: Obj) -> PodFacts | None:
         """The facts of ``pod`` if it is one of the DaemonSet's that ``podfacts.by_node``

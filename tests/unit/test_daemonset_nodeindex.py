@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from shared.daemonset import (
     claim,
     dsutil,
+    inputs,
     manage,
     nodeindex,
     placement,
@@ -86,6 +87,7 @@ def check(index: nodeindex.DaemonSetIndex, ds: Obj, nodes: dict[str, Obj],
             snap = snapshot(ds, list(nodes.values()), in_ns, now=now,
                             expectations_satisfied=satisfied, backoff=backoff_of(ds, now))
             assert planner.plan(snap, index) == planner.plan(snap)
+    assert sorted(index.backoff_keys(ds)) == sorted(inputs.backoff_keys(ds, in_ns))
     assert dict(index.decisions) == decisions
     assert dict(index.node_pods) == node_pods
     assert list(index.node_names()) == names
