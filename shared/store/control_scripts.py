@@ -15,7 +15,7 @@ from shared.control.workqueue import MAX_NODE_HINTS
 # Every workqueue script gets the same KEYS, in this order (``WQ_KEYS`` in workqueue.py):
 #
 #   KEYS[1]  wq:queue       list   FIFO of queued keys (each dirty, none processing)
-#   KEYS[2]  wq:dirty       set    keys needing processing
+#   KEYS[2]  wq:dirty       set    an older version's dirty set (only WQ_UPGRADE reads it)
 #   KEYS[3]  wq:processing  zset   key → lease deadline (ms)
 #   KEYS[4]  wq:owner       hash   key → "<token>:<leased ms>:<worker>"
 #   KEYS[5]  wq:waiting     zset   key → ready time (ms) of a delayed add
@@ -24,19 +24,19 @@ from shared.control.workqueue import MAX_NODE_HINTS
 #   KEYS[8]  wq:signal      list   wake-up tokens for workers blocked in BLPOP
 #   KEYS[9]  wq:stats       hash   counters: adds, retries, gets (= token sequence), done,
 #                                  stale, reclaimed
-#   KEYS[10] wq:enqueued    hash   key → ms it became dirty
+#   KEYS[10] wq:enqueued    hash   an older version's enqueue stamps (only WQ_UPGRADE)
 #   KEYS[11] wq:shutdown    string present while shut down
 #   KEYS[12] log            stream the event log (read only: its newest id)
 #   KEYS[13] wq:redelivered set    keys reclaimed from an expired lease, not handed out since
-#   KEYS[14] wq:hints       hash   dirty key → "*" (a full sync is asked for: a plain add) or
-#                                  its node hints, "\n<node>\n<node>\n..." (as many hints as
-#                                  newlines less one)
+#   KEYS[14] wq:hints       hash   the dirty keys: each → the ms it became dirty, then "*" (a
+#                                  full sync is asked for: a plain add) or its node hints,
+#                                  "\n<node>\n<node>\n..." (as many hints as newlines less
+#                                  one), e.g. "1700000000000*" or "1700000000000\nnode-1\n"
 #
-# Invariants kept by every script: queue == dirty - processing, no duplicates in queue;
-# redelivered is a subset of queue and of the keys marked full; the keys of hints are a
-# subset of dirty, and a dirty key is in hints, marked full or with its node hints, maybe no
-# node ("\n": a sync of no node) (``shared.control.workqueue`` explains them; a dirty key
-# not in hints is taken as full); and
+# Invariants kept by every script: queue == dirty - processing, no duplicates in queue
+# (dirty: the keys of hints); redelivered is a subset of queue and of the keys marked full;
+# a dirty key is marked full or holds its node hints, maybe no node ("\n": a sync of no
+# node) (``shared.control.workqueue`` explains them); and
 # the signal list holds min(len(queue), SIGNAL_CAP) tokens (at least 1 while shut down), so
 # a worker blocked on it wakes whenever there is work: a script that puts no key on the
 # queue and takes none off leaves it alone (the worker whose BLPOP took a token calls
@@ -69,42 +69,57 @@ end
 local pushed = false  -- whether this call put a key on the queue or a token on the signal
 local pushed_len = nil  -- the queue's length after this call's last RPUSH of a key
 
--- client-go Add of one key (the caller has checked shutdown); 1 if newly dirty. The adds
--- take ``now`` (ms) when the caller has it; nil: read when needed (a key already dirty
--- needs no time)
-local function add_one(key, now)
-  if redis.call('SADD', DIRTY, key) == 0 then return 0 end
-  redis.call('HSET', ENQ, key, now or now_ms())
+-- a dirty key's entry in hints: (the ms it became dirty, as stored: '' if an older version
+-- wrote it without; what its next hand-out syncs: FULL or its node hints)
+local function entry_of(stored)
+  local enq, mark = string.match(stored, '^(%d*)(.*)$')
+  if mark == '' then mark = '\n' end
+  return enq, mark
+end
+
+local function stamp(now)
+  return string.format('%d', now or now_ms())
+end
+
+-- client-go Add of one key (the caller has checked shutdown): the key's entry in hints if
+-- it was dirty already, else false, and then the key is queued unless it is being
+-- processed (the caller writes its entry). Redis' time is read only for a key newly dirty.
+local function add_one(key)
+  local stored = redis.call('HGET', HINTS, key)
+  if stored then return stored end
   if not redis.call('ZSCORE', PROC, key) then
     pushed_len = redis.call('RPUSH', Q, key)
     pushed = true
   end
-  return 1
+  return false
 end
 
--- the key's next hand-out is a full sync: its hints are not needed
-local function mark_full(key)
-  redis.call('HSET', HINTS, key, FULL)
-end
-
--- client-go Add for a full sync; 1 if newly dirty
+-- client-go Add for a full sync; 1 if newly dirty. The adds take ``now`` (ms) when the
+-- caller has it; nil: read when needed
 local function add_full(key, now)
-  local n = add_one(key, now)
-  mark_full(key)
-  return n
+  local stored = add_one(key)
+  if not stored then
+    redis.call('HSET', HINTS, key, stamp(now) .. FULL)
+    return 1
+  end
+  local enq, mark = entry_of(stored)
+  if mark ~= FULL then redis.call('HSET', HINTS, key, enq .. FULL) end
+  return 0
 end
 
 -- Add with node hints: the m node names ARGV[first..first+m-1] (m = 0: a sync of no node);
--- 1 if newly dirty. A key newly dirty has no hints (they are a subset of dirty); the hints
--- of one already dirty are written only when they change.
+-- 1 if newly dirty. The hints of a key already dirty are written only when they change,
+-- none for one marked full (a full sync covers every node).
 local function add_hinted(key, first, m, now)
-  local n = add_one(key, now)
-  local stored = false
-  if n == 0 then
-    stored = redis.call('HGET', HINTS, key)
-    if stored == FULL then return n end
+  local stored = add_one(key)
+  local enq, held
+  if stored then
+    enq, held = entry_of(stored)
+    if held == FULL then return 0 end
+  else
+    enq, held = stamp(now), '\n'
   end
-  local held = stored or '\n'
+  local before = held
   local _, newlines = string.gsub(held, '\n', '')
   local held_n = newlines - 1
   for j = first, first + m - 1 do
@@ -114,11 +129,12 @@ local function add_hinted(key, first, m, now)
     end
   end
   if held_n > MAX_HINTS then
-    mark_full(key)
-  elseif held ~= stored then
-    redis.call('HSET', HINTS, key, held)
+    redis.call('HSET', HINTS, key, enq .. FULL)
+  elseif not stored or held ~= before then
+    redis.call('HSET', HINTS, key, enq .. held)
   end
-  return n
+  if stored then return 0 end
+  return 1
 end
 
 -- add_hinted for each group in ARGV[first..last] (key, m, then m node names); the number of
@@ -235,13 +251,11 @@ for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the f
   redis.call('ZREM', PROC, key)
   redis.call('HDEL', OWNER, key)
   count('reclaimed', 1)
-  local dirty = redis.call('SISMEMBER', DIRTY, key) == 1
-  if dirty or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
-    if not dirty then
-      redis.call('SADD', DIRTY, key)
-      redis.call('HSET', ENQ, key, now)
-    end
-    mark_full(key)
+  local stored = redis.call('HGET', HINTS, key)
+  if stored or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
+    local enq = stored and entry_of(stored) or ''
+    if enq == '' then enq = stamp(now) end
+    redis.call('HSET', HINTS, key, enq .. FULL)
     redis.call('SADD', REDELIVERED, key)
     redis.call('LPUSH', Q, key)
   end
@@ -249,24 +263,26 @@ end
 local key = redis.call('LPOP', Q)
 local result
 if key then
-  redis.call('SREM', DIRTY, key)
   local token = redis.call('HINCRBY', STATS, 'gets', 1)
   local deadline = now + lease_ms
   redis.call('ZADD', PROC, deadline, key)
   redis.call('HSET', OWNER, key, token .. ':' .. string.format('%d', now) .. ':' .. worker)
-  local enq = redis.call('HGET', ENQ, key) or string.format('%d', now)
-  redis.call('HDEL', ENQ, key)
+  local stored = redis.call('HGET', HINTS, key)
+  local enq, hinted = '', FULL  -- a queued key has its entry; none: taken as full
+  if stored then
+    redis.call('HDEL', HINTS, key)
+    enq, hinted = entry_of(stored)
+  end
+  if enq == '' then enq = string.format('%d', now) end
   local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
   local position = '0-0'
   if #tip > 0 then position = tip[1][1] end
-  local hinted = redis.call('HGET', HINTS, key) or ''
-  if hinted ~= '' then redis.call('HDEL', HINTS, key) end
   local full, redelivered = 0, 0
   if hinted == FULL then  -- redelivered is a subset of the keys marked full
     redelivered = redis.call('SREM', REDELIVERED, key)
     hinted = ''
+    full = 1
   end
-  if hinted == '' then full = 1 end
   result = {key, tostring(token), enq, string.format('%d', now),
             string.format('%d', deadline), position, redelivered, full, hinted}
 else
@@ -301,7 +317,7 @@ end
 redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
 count('done', 1)
-if redis.call('SISMEMBER', DIRTY, key) == 1 then  -- the queue changes only then
+if redis.call('HEXISTS', HINTS, key) == 1 then  -- dirty: the queue changes only then
   sync_signal(nil, redis.call('RPUSH', Q, key))
 end
 return 1
@@ -380,13 +396,11 @@ WQ_REMOVE_ALL = r"""
 -- Returns 1.
 """ + _WQ_PRELUDE + r"""
 local key = ARGV[1]
-redis.call('SREM', DIRTY, key)
 redis.call('LREM', Q, 0, key)
 redis.call('ZREM', WAIT, key)
 redis.call('HDEL', FAIL, key)
 redis.call('ZREM', PROC, key)
 redis.call('HDEL', OWNER, key)
-redis.call('HDEL', ENQ, key)
 redis.call('SREM', REDELIVERED, key)
 redis.call('HDEL', HINTS, key)
 sync_signal()
@@ -421,11 +435,31 @@ for _, owner in ipairs(redis.call('HVALS', OWNER)) do
     if age > longest then longest = age end
   end
 end
-local out = {redis.call('LLEN', Q), redis.call('SCARD', DIRTY), redis.call('ZCARD', PROC),
+local out = {redis.call('LLEN', Q), redis.call('HLEN', HINTS), redis.call('ZCARD', PROC),
              redis.call('ZCARD', WAIT), is_down() and 1 or 0,
              string.format('%d', unfinished), string.format('%d', longest)}
 for _, v in ipairs(redis.call('HGETALL', STATS)) do out[#out + 1] = v end
 return out
+"""
+
+WQ_UPGRADE = r"""
+-- upgrade: fold what an older version kept beside the hints into them: its dirty set (a
+-- dirty key without hints was a full sync) and its enqueue stamps; then both are deleted.
+-- Idempotent; every process that opens the queue runs it once.
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV: none
+-- Returns the number of keys folded in.
+""" + _WQ_PRELUDE + r"""
+local n = 0
+for _, key in ipairs(redis.call('SMEMBERS', DIRTY)) do
+  local stored = redis.call('HGET', HINTS, key) or FULL
+  if not string.match(stored, '^%d') then
+    redis.call('HSET', HINTS, key, (redis.call('HGET', ENQ, key) or '') .. stored)
+  end
+  n = n + 1
+end
+if n > 0 or redis.call('EXISTS', ENQ) == 1 then redis.call('DEL', DIRTY, ENQ) end
+return n
 """
 
 # ---- expectations ------------------------------------------------------------------------

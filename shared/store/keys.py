@@ -20,7 +20,7 @@ P:status:pos                       hash    DaemonSet key → log position of the
 P:nodereq:<user>                   stream  write requests of the node agent of ACL user <user>,
                                            committed by node-admission (only <user> may add)
 P:wq:queue                         list    FIFO of queued keys
-P:wq:dirty                         set     keys waiting to be processed
+P:wq:dirty                         set     an older version's dirty keys (folded into wq:hints)
 P:wq:processing                    zset    key → lease deadline (ms)
 P:wq:owner                         hash    key → "<token>:<leased ms>:<worker id>" of its lease
 P:wq:waiting                       zset    key → ready time (ms) of a delayed add
@@ -29,13 +29,15 @@ P:wq:bucket                        hash    overall token bucket (tokens, stamp)
 P:wq:signal                        list    wake-up tokens for blocked workers
 P:wq:stats                         hash    counters for metrics (adds, retries, ...); "gets"
                                            is also the lease-token sequence
-P:wq:enqueued                      hash    key → ms it became dirty (queue-wait metric)
+P:wq:enqueued                      hash    an older version's enqueue stamps (folded into
+                                           wq:hints)
 P:wq:shutdown                      string  present while the queue is shut down
 P:wq:redelivered                   set     keys reclaimed from an expired lease, not handed
                                            out since
-P:wq:hints                         hash    dirty key → "*" (a full sync is asked for: a plain
-                                           add) or its node hints for the next hand-out
-                                           ("\n<node>\n<node>\n...")
+P:wq:hints                         hash    the keys waiting to be processed (dirty) → the ms
+                                           each became dirty (queue-wait metric), then "*" (a
+                                           full sync is asked for: a plain add) or its node
+                                           hints for the next hand-out ("\n<node>\n...")
 P:exp                              hash    DaemonSet key → msgpack [add, del, timestamp]
 P:backoff                          hash    backoff key → msgpack [delay, last_update]
 P:cursor:<reader>                  string  last log id a reader has fully processed

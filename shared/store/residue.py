@@ -4,7 +4,7 @@ The event log and the Events about a DaemonSet are history and stay (Events expi
 collector's TTL). Everything else that names a DaemonSet must go with it:
 
 * per **key** (``<namespace>/<name>``): its expectations entry, its workqueue traces
-  (delayed add, failure count, enqueue stamp) and the position of its last status write;
+  (delayed add, failure count) and the position of its last status write;
 * per **uid**: its failed-pod backoff entries (``<uid>/<generation>/<node>``).
 
 The garbage collector is the one home of this clean-up (``services.gc``): it acts on a
@@ -36,31 +36,29 @@ FORGET_DELETED = r"""
 -- forget_deleted: drop the per-key control state of DaemonSet keys that name no DaemonSet.
 -- KEYS[1] obj:DaemonSet  hash  "<ns>/<name>" -> object (the materialised view)
 -- KEYS[2] exp            hash  DaemonSet key -> expectations
--- KEYS[3] wq:dirty       set   keys needing processing
+-- KEYS[3] wq:hints       hash  the dirty keys (keys needing processing) -> their hints
 -- KEYS[4] wq:processing  zset  keys being processed
 -- KEYS[5] wq:waiting     zset  key -> ready time of a delayed add
 -- KEYS[6] wq:failures    hash  key -> failures counted by the rate limiter
--- KEYS[7] wq:enqueued    hash  key -> ms it became dirty
--- KEYS[8] status:pos     hash  key -> log position of the newest status written
--- KEYS[9] status         stream computed status messages (read only: its newest id)
+-- KEYS[7] status:pos     hash  key -> log position of the newest status written
+-- KEYS[8] status         stream computed status messages (read only: its newest id)
 -- ARGV: DaemonSet keys
 -- Returns {newest status-stream id ('0-0' when empty), then one status per key: 'live' (a
 -- DaemonSet of that key exists: untouched), 'busy' (dirty or being processed: untouched,
 -- try again later) or 'gone' (state removed)}.
-local newest = redis.call('XREVRANGE', KEYS[9], '+', '-', 'COUNT', 1)
+local newest = redis.call('XREVRANGE', KEYS[8], '+', '-', 'COUNT', 1)
 local out = {'0-0'}
 if #newest > 0 then out[1] = newest[1][1] end
 for i, key in ipairs(ARGV) do
   if redis.call('HEXISTS', KEYS[1], key) == 1 then
     out[i + 1] = 'live'
-  elseif redis.call('SISMEMBER', KEYS[3], key) == 1 or redis.call('ZSCORE', KEYS[4], key) then
+  elseif redis.call('HEXISTS', KEYS[3], key) == 1 or redis.call('ZSCORE', KEYS[4], key) then
     out[i + 1] = 'busy'
   else
     redis.call('HDEL', KEYS[2], key)
     redis.call('ZREM', KEYS[5], key)
     redis.call('HDEL', KEYS[6], key)
     redis.call('HDEL', KEYS[7], key)
-    redis.call('HDEL', KEYS[8], key)
     out[i + 1] = 'gone'
   end
 end
@@ -87,9 +85,9 @@ class RedisResidue:
             return {}, "0-0"
         k = self.keys
         with redis_errors("residue forget_keys"):
-            raw = self._forget(keys=[k.objects("DaemonSet"), k.expectations, k.wq_dirty,
+            raw = self._forget(keys=[k.objects("DaemonSet"), k.expectations, k.wq_hints,
                                      k.wq_processing, k.wq_waiting, k.wq_failures,
-                                     k.wq_enqueued, k.status_positions, k.status_stream],
+                                     k.status_positions, k.status_stream],
                                args=wanted)
         statuses = {key: text(status) for key, status in zip(wanted, raw[1:], strict=True)}
         return statuses, text(raw[0])
@@ -114,7 +112,6 @@ class RedisResidue:
             pipe.hkeys(k.expectations)
             pipe.zrange(k.wq_waiting, 0, -1)
             pipe.hkeys(k.wq_failures)
-            pipe.hkeys(k.wq_enqueued)
             pipe.hkeys(k.status_positions)
             found = pipe.execute()
         return {text(v) for group in found for v in group}

@@ -26,7 +26,7 @@ from shared.store import control_scripts as scripts
 from shared.store.expectations import observe_args
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
-from shared.store.workqueue import hint_args, wq_keys
+from shared.store.workqueue import hint_args, upgrade, wq_keys
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class RedisWatcherBatch:
         self._keys = [*wq_keys(keys), keys.expectations, keys.cursor(cursor_reader),
                       keys.lease(lease_role)]
         self._batch = client.register_script(scripts.WATCHER_BATCH)
+        upgrade(client, keys)
 
     def apply(self, position: str | None, *, delete_expectations: Iterable[str] = (),
               observe: Iterable[tuple[str, int, int]] = (), enqueue: Sequence[str] = (),

@@ -46,6 +46,14 @@ def wq_keys(keys: Keys) -> list[str]:
     ]
 
 
+def upgrade(client: redis.Redis, keys: Keys) -> int:
+    """Fold an older version's dirty set and enqueue stamps into the hints (``WQ_UPGRADE``);
+    returns how many keys were folded in. Every process that opens the queue runs it once,
+    before its first script call."""
+    with redis_errors("workqueue upgrade"):
+        return int(client.register_script(scripts.WQ_UPGRADE)(keys=wq_keys(keys)))
+
+
 def hint_args(hints: Mapping[str, Sequence[str]]) -> list[str]:
     """The ARGV groups of node hints (``key, m, m node names`` each), as WQ_ADD_NODES and
     WATCHER_BATCH read them."""
@@ -85,6 +93,7 @@ class RedisWorkQueue:
         self._add_rate_limited = reg(scripts.WQ_ADD_RATE_LIMITED)
         self._remove_all, self._shutdown = reg(scripts.WQ_REMOVE_ALL), reg(scripts.WQ_SHUTDOWN)
         self._stats = reg(scripts.WQ_STATS)
+        upgrade(client, keys)
 
     def _call(self, script: Any, what: str, *args: Any) -> Any:
         with redis_errors(f"workqueue {what}"):
@@ -247,7 +256,7 @@ class RedisWorkQueue:
         with redis_errors("workqueue state"):
             pipe = self.r.pipeline(transaction=True)
             pipe.lrange(k.wq_queue, 0, -1)
-            pipe.smembers(k.wq_dirty)
+            pipe.hkeys(k.wq_hints)
             pipe.zrange(k.wq_processing, 0, -1)
             pipe.zrange(k.wq_waiting, 0, -1, withscores=True)
             queue, dirty, processing, waiting = pipe.execute()

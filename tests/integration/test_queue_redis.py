@@ -77,11 +77,31 @@ def test_hints_a_dirty_key_already_holds_are_not_written_again(client: redis.Red
     q.add_nodes({"ns/a": ["n2"]})  # loaded now
     before = _script_commands(client)
     q.add_nodes({"ns/a": ["n1"]})
-    # EXISTS, SADD (already dirty), HGET hints (not full): no time, write or signal
-    assert _script_commands(client) - before == 3
+    # EXISTS, HGET hints (dirty, not full): no time, write or signal
+    assert _script_commands(client) - before == 2
     q.add_nodes({"ns/a": ["n3"]})
     lease = q.get("w") or pytest.fail("no key")
     assert (lease.nodes, lease.full) == (("n1", "n2", "n3"), False)
+
+
+def test_an_older_versions_dirty_set_and_stamps_are_folded_into_the_hints(
+        client: redis.Redis, keys: Keys) -> None:
+    """What a queue of the older layout left (the dirty set, the enqueue stamps, hints
+    without a stamp, a dirty key with no hints: a full sync) is taken over as it was: no
+    key queued twice, the same syncs handed out, the stamps kept."""
+    client.rpush(keys.wq_queue, "ns/full", "ns/hinted", "ns/bare")
+    client.sadd(keys.wq_dirty, "ns/full", "ns/hinted", "ns/bare")
+    client.hset(keys.wq_enqueued, mapping={"ns/full": 1000, "ns/hinted": 2000, "ns/bare": 3000})
+    client.hset(keys.wq_hints, mapping={"ns/full": "*", "ns/hinted": "\nn1\n"})
+    q = RedisWorkQueue(client, keys)
+    assert not client.exists(keys.wq_dirty) and not client.exists(keys.wq_enqueued)
+    assert q.add_nodes({"ns/bare": ["n2"], "ns/hinted": ["n3"]}) == 0, "all dirty already"
+    assert q.state().queue == ("ns/full", "ns/hinted", "ns/bare")
+    got = [q.get("w") or pytest.fail("no key") for _ in range(3)]
+    assert [(g.key, g.full, g.nodes, g.enqueued_ms) for g in got] == [
+        ("ns/full", True, (), 1000), ("ns/hinted", False, ("n1", "n3"), 2000),
+        ("ns/bare", True, (), 3000)]
+    assert RedisWorkQueue(client, keys).state().dirty == frozenset(), "idempotent"
 
 
 def test_a_blocked_get_waits_on_the_signal_list_without_polling(
