@@ -34,7 +34,6 @@ import datetime as dt
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+import benchkit  # noqa: E402
 
 from services.node_agent import lifecycle  # noqa: E402
 from services.replay import export, logfile, rebuild, verify  # noqa: E402
@@ -58,8 +59,8 @@ from shared.store.client import Store, connect  # noqa: E402
 from shared.store.keys import Keys  # noqa: E402
 from shared.store.server import RedisServer  # noqa: E402
 
-RESULTS = ROOT / "ops" / "results"
-JSONL = RESULTS / "bench.jsonl"
+RESULTS = benchkit.RESULTS
+JSONL = benchkit.JSONL
 TARGET = 200_000  # replay, entries/s
 VERIFY_TARGET = 100_000  # replay --verify, entries/s
 Obj = dict[str, Any]
@@ -367,6 +368,12 @@ def replay_floor(client: Any, path: Path, keys: Keys) -> float:
     return time.monotonic() - started
 
 
+def _redis_cpu(server: RedisServer) -> float:
+    """CPU seconds the Redis server used so far (0 where it cannot be read)."""
+    pid = server.proc.pid if server.proc is not None else 0
+    return (benchkit.process_cpu(pid) or 0.0) if pid else 0.0
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its children that ended (verify's workers)."""
     t = os.times()
@@ -398,17 +405,6 @@ def _cached(cache: Path | None, entries: int, nodes: int) -> tuple[Path, Path, P
         return None
     stem = cache / f"replay-{entries}-{nodes}"
     return (stem.with_suffix(".dblog"), stem.with_suffix(".view"), stem.with_suffix(".json"))
-
-
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                             capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, text=True,
-                               capture_output=True, check=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return ""
 
 
 def main() -> int:
@@ -457,17 +453,24 @@ def main() -> int:
         size_mb = path.stat().st_size / 1e6
         load_before = os.getloadavg()[0]
         floor_keys = Keys("bench-floor")
+        redis_cpu = _redis_cpu(server)
         floor_s = replay_floor(client, path, floor_keys)
+        floor_redis = _redis_cpu(server) - redis_cpu
         client.unlink(*client.keys(floor_keys.tag + ":*"))
         floor_rate = counts["entries"] / floor_s
-        cpu = time.process_time()
+        cpu, redis_cpu = time.process_time(), _redis_cpu(server)
         rb = rebuild.rebuild(path, client, dst)
-        rb_cpu = time.process_time() - cpu
+        rb_cpu, rb_redis = time.process_time() - cpu, _redis_cpu(server) - redis_cpu
         same = _view(client, dst) == expected
         print(f"replay: {rb.entries:,} entries, {rb.objects:,} objects in {rb.seconds:.1f}s "
               f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); floor, Redis alone for the same "
               f"writes: {floor_s:.1f}s = {floor_rate:,.0f} entries/s (replay takes "
               f"{rb.seconds / floor_s:.2f}x); view identical: {same}", flush=True)
+        print(f"  CPU per entry: replay's process {rb_cpu / rb.entries * 1e6:.1f} us, Redis "
+              f"{rb_redis / rb.entries * 1e6:.1f} us (in the floor: "
+              f"{floor_redis / rb.entries * 1e6:.1f} us, so Redis alone on a core of its own "
+              f"takes {rb.entries / floor_redis if floor_redis else 0:,.0f} entries/s)",
+              flush=True)
         read_s = read_floor(path)
         cpu = _cpu()
         vr = verify.verify(path, workers=verify.default_workers())
@@ -489,7 +492,7 @@ def main() -> int:
               f"({os.cpu_count()} cores)", flush=True)
         result = {
             "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "revision": git_revision(), "bench": "replay", "label": args.label,
+            "revision": benchkit.git_revision(), "bench": "replay", "label": args.label,
             "entries": rb.entries, "decisions": counts["decisions"], "nodes": args.nodes,
             "objects": rb.objects, "file_mb": round(size_mb, 1),
             "generate_s": counts["generate_s"], "export_s": counts["export_s"],
@@ -498,6 +501,8 @@ def main() -> int:
             "replay_floor_s": round(floor_s, 2),
             "replay_floor_entries_per_s": round(floor_rate),
             "replay_view_identical": same, "replay_cpu_s": round(rb_cpu, 2),
+            "replay_redis_cpu_s": round(rb_redis, 2),
+            "replay_floor_redis_cpu_s": round(floor_redis, 2),
             "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
             "verify_floor_s": round(read_s, 2), "verify_cpu_s": round(v_cpu, 2),
             "verify_floor_entries_per_s": round(vr.entries / read_s),
@@ -511,6 +516,7 @@ def main() -> int:
             RESULTS.mkdir(parents=True, exist_ok=True)
             with JSONL.open("a") as f:
                 f.write(json.dumps(result, sort_keys=True) + "\n")
+            benchkit.write_summary()
         ok = same and vr.ok and rb.rate >= TARGET and v_rate >= VERIFY_TARGET
         return 0 if ok else 1
     finally:

@@ -144,6 +144,15 @@ def _on_signal(_sig: int, _frame: FrameType | None) -> None:
     raise Interrupted()
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU time (user + system) the process ``pid`` used so far; None if it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def interrupted() -> bool:
     """Whether Ctrl-C or SIGTERM arrived (the Redis server, in the terminal's process group,
     gets Ctrl-C too, so the driver may see a connection error rather than the interrupt)."""
@@ -402,14 +411,11 @@ class Cluster:
         pids = {name: p.pid for name, p in self.procs.items()}
         if self.redis.proc is not None:
             pids["redis-server"] = self.redis.proc.pid
-        tick = os.sysconf("SC_CLK_TCK")
         out: dict[str, float] = {}
         for name, pid in pids.items():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                out[name] = (int(fields[11]) + int(fields[12])) / tick
-            except (OSError, IndexError, ValueError):
-                continue
+            used = process_cpu(pid)
+            if used is not None:
+                out[name] = used
         return out
 
     def machine_busy(self) -> float:
@@ -890,4 +896,34 @@ def write_summary() -> None:
             f"{_s(r.get('node_added_p50_ms'), ' ms', 1)} | {_s(r.get('node_added_p99_ms'), ' ms', 1)} | "
             f"{_s(_reconciler_cpu(r), ' s')} | {_s((r.get('cpu_seconds') or {}).get('other'), ' s')} | "
             f"{r.get('revision', '')} | {r.get('label', '')} |")
+    lines += _replay_lines(rows)
     SUMMARY.write_text("\n".join(lines) + "\n")
+
+
+def _replay_lines(rows: list[Obj]) -> list[str]:
+    """The replay benchmark's runs (``ops/bench_replay.py``), newest last, at most 20."""
+    lines = [
+        "",
+        "## Replay of a log (`ops/bench_replay.py`), newest last, at most 20 runs",
+        "",
+        "Each rate beside its floor measured in the same run: for `replay`, Redis alone taking "
+        "the same writes (pre-encoded XADDs in one pipelined stream, then the view); for "
+        "`replay --verify`, reading the file and decoding its msgpack once. Redis CPU is the "
+        "server's own, from the kernel's count.",
+        "",
+        "| at | entries | replay | floor | Redis CPU replay / floor | replay CPU | verify | "
+        "verify floor | verify CPU (workers) | load before / after | revision | label |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in [r for r in rows if r.get("bench") == "replay"][-20:]:
+        lines.append(
+            f"| {r.get('at', '')} | {r.get('entries', '')} | "
+            f"{_s(r.get('replay_entries_per_s'), '/s')} | "
+            f"{_s(r.get('replay_floor_entries_per_s'), '/s')} | "
+            f"{_s(r.get('replay_redis_cpu_s'), ' s')} / {_s(r.get('replay_floor_redis_cpu_s'), ' s')} | "
+            f"{_s(r.get('replay_cpu_s'), ' s')} | {_s(r.get('verify_entries_per_s'), '/s')} | "
+            f"{_s(r.get('verify_floor_entries_per_s'), '/s')} | "
+            f"{_s(r.get('verify_cpu_s'), ' s')} ({r.get('verify_workers', '-')}) | "
+            f"{_s(r.get('loadavg_1m_before'))} / {_s(r.get('loadavg_1m'))} | "
+            f"{r.get('revision', '')} | {r.get('label', '')} |")
+    return lines
