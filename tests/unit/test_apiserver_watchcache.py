@@ -4,6 +4,7 @@ the live ones; watchers of one selection share a feed; the tail's hand-overs to 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 import orjson
@@ -155,3 +156,30 @@ def test_a_batch_the_loop_cannot_decode_drops_what_follows_until_the_tail_lists_
     scheduled[1]()
     assert [e.id for e in cache.events] == [e.id for e in fresh]
     assert cache.position == fresh[-1].id
+
+
+def test_a_watchers_waits_keep_one_timer_and_each_ends_at_its_own_timeout() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        cache = _cache(5)
+        w = _subscribe(cache, cache.position)
+        first = asyncio.create_task(w.wait(0.05))
+        await asyncio.sleep(0.01)
+        timer = w._timer
+        assert timer is not None
+        w.push(b"{}\n", 1)
+        assert await first  # something buffered: the wait ends at once
+        w.take()
+        started = loop.time()
+        # the kept timer fires at 0.05 s, before this wait's timeout: it waits on
+        assert not await w.wait(0.2)
+        assert loop.time() - started >= 0.2
+        assert w._timer is not timer
+        second = asyncio.create_task(w.wait(30))
+        await asyncio.sleep(0.01)
+        w.close("too slow")
+        assert await second  # a dropped watch ends its wait
+        cache.unsubscribe(w)
+        assert w._timer is None  # nothing keeps it until the timer's time
+
+    asyncio.run(scenario())
