@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from shared.daemonset import (
     claim,
@@ -276,6 +276,30 @@ def plan_nodes(
     return result
 
 
+class _IndexNodes(Sequence[tuple[str, Obj]]):
+    """The index's (name, Node) pairs, listed only when a pass reads them (the failure
+    judge, the rollout gates): after a Node changes, ``DaemonSetIndex.nodes`` lists them
+    again, every node."""
+
+    def __init__(self, index: DaemonSetIndex) -> None:
+        self._nodes_of = index
+
+    def __len__(self) -> int:
+        return len(self._nodes_of.node_names())
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[str, Obj]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[str, Obj]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[str, Obj] | Sequence[tuple[str, Obj]]:
+        return self._nodes_of.nodes()[i]
+
+    def __iter__(self) -> Iterator[tuple[str, Obj]]:
+        return iter(self._nodes_of.nodes())
+
+
 class _Claimed:
     """The pods a plan with an index claims: the index's own and those it adopts, listed
     only when the history reads them (rarely: duplicate revisions, a cleanup)."""
@@ -360,7 +384,7 @@ def _node_facts(
     """The (name, Node) pairs and the names in name order, each node's placement decision
     and the claimed pods' facts by node: the index's, else read from every Node and Pod."""
     if index is not None:
-        return index.nodes(), index.node_names(), index.decisions, index.node_pods
+        return _IndexNodes(index), index.node_names(), index.decisions, index.node_pods
     # Input order must not matter (store listings are unordered): everything is taken by
     # name. Pods are *read* in input order, though, the order they were decoded in: at
     # thousands of pods, visiting their dicts by name costs more in cache misses than the
