@@ -38,3 +38,23 @@ def test_a_malformed_record_in_the_middle_is_refused_with_its_id(
         rebuild.rebuild(path, client, keys, batch=2)
     # the batches before it were appended; nothing of its own batch or after
     assert [i.decode() for i, _f in client.xrange(keys.log)] == ["1-0", "2-0"]
+
+
+def test_entries_out_of_order_are_refused_before_the_view_is_written(
+        redis_server: RedisServer, prefix: str, tmp_path: Path) -> None:
+    """Redis refuses an entry whose id is not newer than the one before, and the rebuild is
+    refused then, before any view hash is written (the view is folded from each object's
+    newest entry, which only a log in order makes the newest)."""
+    later = _node(3)
+    later[6] = msgpack.packb({"kind": "Node", "metadata": {"name": "n3", "labels": {"a": "b"}}},
+                             use_bin_type=True)
+    records = [_node(1), _node(3), _node(2), ["E", "2-5", *later[2:]]]  # 2-0 and 2-5 late
+    header = logfile.Header(prefix=prefix, first="1-0", last="2-5", complete=True)
+    path = tmp_path / "unordered.dblog"
+    packer = msgpack.Packer(use_bin_type=True)
+    path.write_bytes(b"".join([packer.pack(header.to_map())] + [packer.pack(r) for r in records]
+                              + [packer.pack(["Z", 4, "2-5"])]))
+    client, keys = connect(redis_server.url), Keys(prefix)
+    with pytest.raises(rebuild.RebuildError, match="Redis took 2 of 4 log entries"):
+        rebuild.rebuild(path, client, keys)
+    assert not client.exists(keys.objects("Node"), keys.versions("Node"))
