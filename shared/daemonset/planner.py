@@ -182,6 +182,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
         held=held,
         sets=sets,
         rolled_creates=rolled_creates,
+        planned=create_nodes,
     )
     return result
 
@@ -516,6 +517,7 @@ def _reasons(
     held: Mapping[str, str] | None = None,
     sets: PlanSets | None = None,
     rolled_creates: bool = False,
+    planned: Sequence[str] = (),
 ) -> dict[str, str]:
     """Why each node has no (up-to-date) daemon pod; nodes that should run and have a pod are
     left out, except those whose old pod waits for rolling-update budget or is held by a
@@ -526,7 +528,10 @@ def _reasons(
     node's by whether it is deferred, the budget's), every other node that may have one
     (unsteady, held, in backoff, created, or deferred by the rolling update) node by node.
     ``rolled_creates``: the creates and ``deferred`` are the rolling update's (not only bare
-    nodes). The map is the same, in another order."""
+    nodes). ``planned``: the nodes the plan meant to create a pod on (``creating`` unless
+    the creates failed): with bare nodes, manage's creates, and then every bare node is
+    planned or deferred, so no bare node is left with "no pod yet" in bulk. The map is the
+    same, in another order."""
     creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
     facts = _ReasonFacts(creating, waiting_expectations, backoff_until or {},
                          deferred or set(), waiting or set(), held or {})
@@ -537,16 +542,22 @@ def _reasons(
             if reason is not None:
                 reasons[name] = reason
         return reasons
-    reasons = dict.fromkeys(facts.waiting, rollout.REASON_BUDGET) if facts.waiting else {}
-    for name in sets.missing:
-        reasons.pop(name, None)
-    if waiting_expectations:
-        reasons.update(dict.fromkeys(sets.bare, REASON_EXPECTATIONS))
+    # The bulk reasons, each a map built in C. Bare nodes (listed, should run, no pod) mean
+    # manage planned creates: each bare node is then planned (one by one below) or deferred
+    # (the burst limit), none left with "no pod yet".
+    reasons = {}
+    if facts.waiting:
+        reasons = dict.fromkeys(facts.waiting, rollout.REASON_BUDGET)
+        for name in sets.missing:
+            reasons.pop(name, None)
+    bulk = dict.fromkeys(sets.bare, REASON_EXPECTATIONS) if waiting_expectations else \
+        dict.fromkeys(facts.deferred, REASON_BURST)
+    if reasons:
+        reasons.update(bulk)
     else:
-        reasons.update(dict.fromkeys(sets.bare, REASON_NO_POD))
-        reasons.update(dict.fromkeys(facts.deferred, REASON_BURST))
+        reasons = bulk
     reasons.update(sets.off)
-    one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating}
+    one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating, *planned}
     if rolled_creates:
         one_by_one.update(facts.deferred)
     for name in one_by_one:
