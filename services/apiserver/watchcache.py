@@ -241,8 +241,9 @@ class WatchCache:
         self._loop: asyncio.AbstractEventLoop | None = None
         # what the tail handed over and the loop has not taken yet, in log order
         self._inbox: list[tuple[str, Any, Any]] = []
-        # batches the loop could not decode (a parked record could not be written): the tail
-        # lists again after each, and the loop drops what it handed over until that listing
+        # batches the loop could not decode (a parked record could not be written, or any
+        # other failure): the tail lists again after each, and the loop drops what it handed
+        # over until that listing, so no watcher is sent events past a lost batch
         self._failures = 0
         self._dropping = False
         self._inbox_lock = threading.Lock()
@@ -328,8 +329,9 @@ class WatchCache:
             elif not self._dropping:
                 try:
                     batch.extend(a())  # the tail's ``LogReader.decode`` of its page
-                except errors.UnavailableError as err:
-                    log.warning("watch cache: %s; listing again", err)
+                except Exception as err:  # any failure: never fan out past a lost batch
+                    log.warning("watch cache: decoding a batch failed (%s); listing again",
+                                err)
                     self._dropping = True
                     self._failures += 1
                     continue

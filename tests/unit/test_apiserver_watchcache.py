@@ -137,13 +137,17 @@ def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -
     assert len(scheduled) == 2  # taken: the next hand-over wakes the loop again
 
 
-def test_a_batch_the_loop_cannot_decode_drops_what_follows_until_the_tail_lists_again() -> None:
+@pytest.mark.parametrize("failure", [errors.UnavailableError("the parked record could not "
+                                                              "be written"),
+                                     ValueError("a bug in decoding")])
+def test_a_batch_the_loop_cannot_decode_drops_what_follows_until_the_tail_lists_again(
+        failure: Exception) -> None:
     cache = WatchCache(cast(Store, None), ("Pod",), window=50)
     scheduled = _fake_loop(cache)
     cache._reset("100-0", {})
 
     def unparkable() -> list[codec.Entry]:
-        raise errors.UnavailableError("the parked record could not be written")
+        raise failure
 
     after, fresh = _entries(3, 3), _entries(6, 2)
     cache._post("apply", unparkable, "103-0")
