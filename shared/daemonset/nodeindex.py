@@ -146,6 +146,7 @@ class DaemonSetIndex:
         self._other: set[str] = set()  # the other unsteady listed nodes
         self._missing: set[str] = set()  # nodes with pods missing from the node list
         self._off: dict[str, str] = {}  # listed, should not run → reason
+        self._slot: dict[str, list[str]] = {}  # node → its list: _bare or _ready_old
         self._cause: dict[str, str] = {}  # node in _down → unavailable.cause
         self._by_cause: dict[str, list[str]] = {}  # cause → its nodes in _down, sorted
         self._steady_run = 0  # steady nodes that should run (one running, updated pod)
@@ -389,70 +390,89 @@ class DaemonSetIndex:
         s[3] += sign * count.ready
         s[4] += sign * count.updated
 
-    def _forget(self, name: str) -> None:
-        """Take node ``name``'s part out of the sums and sets."""
+    def _forget(self, name: str) -> tuple[float | None, str | None, list[str] | None]:
+        """Take node ``name``'s part out of the sums and sets; its places in the sorted
+        lists are returned, not taken out (``_recount`` moves it only if they change): its
+        available-after time, its unavailable cause and its list (bare or ready-old)."""
         old = self._counts.pop(name, None)
         if old is not None:
             self._add(old, -1)
         was = self._after.pop(name, None)
-        if was is not None:
-            del self._after_sorted[bisect.bisect_left(self._after_sorted, (was, name))]
-        if name in self._down:
-            self._down.discard(name)
-            self._remove(self._by_cause[self._cause.pop(name)], name)
+        cause = self._cause.pop(name, None)
+        self._down.discard(name)
+        slot: list[str] | None = None
         if name in self._unsettled:
             self._unsettled.discard(name)
             self._other.discard(name)
             self._missing.discard(name)
-            self._remove(self._bare, name)
-            self._remove(self._ready_old, name)
+            slot = self._slot.pop(name, None)
         elif old is not None and old.desired:  # steady and should run
             self._steady_run -= 1
             self._steady_down -= old.ready_pod is None
         self._off.pop(name, None)
+        return was, cause, slot
 
     @staticmethod
-    def _remove(values: list[str], name: str) -> None:
-        at = bisect.bisect_left(values, name)
-        if at < len(values) and values[at] == name:
+    def _remove(values: list[Any], value: Any) -> None:
+        at = bisect.bisect_left(values, value)
+        if at < len(values) and values[at] == value:
             del values[at]
 
     def _recount(self, name: str) -> None:
-        """Take node ``name``'s part out of the sums and sets, and put its current one in."""
-        if not self._bulk:
-            self._forget(name)
+        """Take node ``name``'s part out of the sums and sets, and put its current one in.
+        A node whose places in the sorted lists stay (most changes: a Node's heartbeat, a
+        pod's status) is not moved in them."""
+        was, old_cause, old_slot = (None, None, None) if self._bulk else self._forget(name)
+        after: float | None = None
+        cause: str | None = None
+        slot: list[str] | None = None
         decision = self._decisions.get(name)
         pods = self._node_pods.get(name)
         if decision is None:  # pods on a node missing from the node list: not counted
             if pods:
                 self._unsettled.add(name)
                 self._missing.add(name)
-            return
-        count = status.node_count(decision, pods)
-        if count is not status.NOTHING:
-            self._counts[name] = count
-            self._add(count, 1)
-        if count.ready_pod is not None:  # ready: available after -inf without minReadySeconds
-            after = podutil.available_after(count.ready_pod.pod, self._min_ready) \
-                if self._min_ready else _ALWAYS
-            self._after[name] = after
-            self._insert(self._after_sorted, (after, name))
-        elif decision.should_run:
-            self._down.add(name)
-            cause = unavailable.cause(self._nodes[name], pods)
-            self._cause[name] = cause
-            self._insert(self._by_cause.setdefault(cause, []), name)
-        if not decision.should_run:
-            self._off[name] = decision.reason
-        if not steady(decision, pods):
-            self._unsettled.add(name)
-            if decision.should_run and not pods:
-                self._insert(self._bare, name)
-            elif decision.should_run and pods is not None and len(pods) == 1 \
-                    and pods[0].running and pods[0].ready:  # and old: not steady
-                self._insert(self._ready_old, name)
-            else:
-                self._other.add(name)
-        elif decision.should_run:
-            self._steady_run += 1
-            self._steady_down += count.ready_pod is None
+        else:
+            count = status.node_count(decision, pods)
+            if count is not status.NOTHING:
+                self._counts[name] = count
+                self._add(count, 1)
+            if count.ready_pod is not None:  # ready: available after -inf w/o minReadySeconds
+                after = podutil.available_after(count.ready_pod.pod, self._min_ready) \
+                    if self._min_ready else _ALWAYS
+                self._after[name] = after
+            elif decision.should_run:
+                self._down.add(name)
+                cause = unavailable.cause(self._nodes[name], pods)
+                self._cause[name] = cause
+            if not decision.should_run:
+                self._off[name] = decision.reason
+            if not steady(decision, pods):
+                self._unsettled.add(name)
+                if decision.should_run and not pods:
+                    slot = self._bare
+                elif decision.should_run and pods is not None and len(pods) == 1 \
+                        and pods[0].running and pods[0].ready:  # and old: not steady
+                    slot = self._ready_old
+                else:
+                    self._other.add(name)
+                if slot is not None:
+                    self._slot[name] = slot
+            elif decision.should_run:
+                self._steady_run += 1
+                self._steady_down += count.ready_pod is None
+        if was != after:
+            if was is not None:
+                self._remove(self._after_sorted, (was, name))
+            if after is not None:
+                self._insert(self._after_sorted, (after, name))
+        if old_cause != cause:
+            if old_cause is not None:
+                self._remove(self._by_cause[old_cause], name)
+            if cause is not None:
+                self._insert(self._by_cause.setdefault(cause, []), name)
+        if old_slot is not slot:
+            if old_slot is not None:
+                self._remove(old_slot, name)
+            if slot is not None:
+                self._insert(slot, name)
