@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from shared.eventlog.wire import check_shape, unpack
+from shared.eventlog.wire import check_shape, last_value_at, unpack, unpack_object_over
 from shared.model import kinds as model_kinds
-from shared.model import typed
+from shared.model import typed, validation
 from shared.model.errors import CorruptEntryError, MalformedObjectError
 from shared.model.objkey import ObjectKey
 
@@ -224,10 +224,55 @@ def decode_as_stored(raw: RawEntry) -> Entry:
     return decode(raw) if raw.exact or raw.stored is None else decode_fields(raw.id, raw.stored)
 
 
-def decode(raw: RawEntry, shape: bool = True) -> Entry:
+class Prior:
+    """The version of a Pod or a Node a reader decoded last (its payload as stored and its
+    object, which is never modified), for ``decode`` to decode the next version over: a
+    status update, as the node agent and the heartbeats write it, is the same bytes up to
+    the last top-level value, the status (``wire.unpack_object_over``). Its object was
+    shape-checked when decoded, or is what the reading process wrote itself."""
+
+    __slots__ = ("at", "obj", "payload")
+
+    def __init__(self, payload: bytes, obj: Obj) -> None:
+        self.payload, self.obj = payload, obj
+        self.at = -1  # where its status starts (-1: not looked yet; 0: status is not last)
+
+    def status_at(self) -> int:
+        """Where the status, its last top-level value, starts in ``payload`` (0: the last
+        value is not the status)."""
+        if self.at < 0:
+            found = last_value_at(self.payload)
+            self.at = found[0] if found is not None and found[1] == "status" else 0
+        return self.at
+
+
+#: the kinds a reader decodes over their prior version (``Prior``)
+OVER_KINDS = validation.STATUS_ALONE
+
+
+def _over(raw: RawEntry, prior: Prior, shape: bool) -> Obj | None:
+    """``raw``'s object decoded over ``prior`` (its status alone decoded and, with
+    ``shape``, checked: the rest is ``prior``'s, checked when it was decoded), or None:
+    the bytes differ before the status, or anything in it is wrong (a whole decode then
+    refuses it with its own reason)."""
+    at = prior.status_at()
+    if not at:
+        return None
+    try:
+        obj = unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at, "status")
+    except CorruptEntryError:
+        return None
+    if obj is None or (shape and validation.status_shape_errors(raw.kind, obj["status"])):
+        return None
+    return obj
+
+
+def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Entry:
     """Validate and decode one entry (upcast first); raises CorruptEntryError. ``shape``:
     check the object's shape (False: only for an entry whose payload is what the reading
-    process wrote itself, ``shared.store.ownwrites``)."""
+    process wrote itself, ``shared.store.ownwrites``). ``prior``: the version of the same
+    object (kind and key) decoded before, which an update of its status alone is decoded
+    over (``Prior``): the same object, accepted or refused alike, as a whole decode."""
     raw = upcast(raw)
     eid = raw.id
     etype = _TYPES.get(raw.type)
@@ -239,6 +284,10 @@ def decode(raw: RawEntry, shape: bool = True) -> Entry:
     key = raw.key
     if "/" not in key or not ObjectKey.parse(key).name:
         raise CorruptEntryError(f"entry {eid}: malformed object key {key!r}")
+    if prior is not None and etype is EntryType.MODIFIED:
+        over = _over(raw, prior, shape)
+        if over is not None:
+            return Entry(eid, etype, kind, key, over, raw.user)
     try:
         obj = unpack(raw.payload)
     except CorruptEntryError as err:

@@ -532,6 +532,24 @@ def _shape_of_daemonset(obj: Any, old: Any = None) -> list[str]:
 _SHAPES = {**_VALIDATORS, kinds.DAEMONSET.kind: _shape_of_daemonset}
 
 
+_STATUS_SHAPES = {kinds.POD.kind: _validate_pod_status, kinds.NODE.kind: _validate_node_status}
+#: the kinds whose shape check checks the status on its own (``status_shape_errors``)
+STATUS_ALONE = frozenset(_STATUS_SHAPES)
+
+
+def status_shape_errors(kind: str, status: Any) -> list[str]:
+    """``shape_errors`` of a ``kind`` object (one of ``STATUS_ALONE``) whose other top-level
+    values have none, from its ``status`` alone: a Pod's and a Node's shape check checks the
+    status by itself, so the errors are the same, in the same order. Decides only; never
+    raises."""
+    errs: list[str] = []
+    try:
+        _STATUS_SHAPES[kind](status, errs)
+        return list(dict.fromkeys(e for e in errs if fielderr.is_type_error(e)))
+    except Exception as err:  # as in ``shape_errors``
+        return [f"internal error: shape check failed: {type(err).__name__}: {err}"]
+
+
 def shape_errors(kind: str, obj: Any) -> list[str]:
     """The wrong JSON types in a stored object of ``kind`` (``status.conditions`` a string,
     ``metadata.labels`` a list, …): what would make a reader of it fail. Only type errors

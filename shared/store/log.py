@@ -10,7 +10,15 @@ from typing import Any
 
 import redis
 
-from shared.eventlog.entry import EntryType, RawEntry, decode, decode_as_stored
+from shared.eventlog.entry import (
+    OVER_KINDS,
+    SCHEMA_VERSION,
+    EntryType,
+    Prior,
+    RawEntry,
+    decode,
+    decode_as_stored,
+)
 from shared.eventlog.ports import NO_POSITION, EventLog
 from shared.store import codec, errors
 from shared.store.eventlog import RedisEventLog
@@ -20,6 +28,8 @@ from shared.store.ownwrites import OwnWrites
 
 log = logging.getLogger(__name__)
 DECISION = EntryType.DECISION.value
+DELETED = EntryType.DELETED.value
+VERSION = str(SCHEMA_VERSION)
 
 
 class LogReader:
@@ -44,6 +54,9 @@ class LogReader:
         # check; None: every entry is checked
         self.own: OwnWrites | None = None
         self.parked = 0
+        # (kind, key) → the version of each Pod and Node decoded last, for the next to be
+        # decoded over (``shared.eventlog.entry.Prior``: a status update decodes its status)
+        self.priors: dict[tuple[str, str], Prior] = {}
         self.gap = False  # the log was trimmed past our position (see ``read``)
         self.rewound = False  # the log went backwards below what was read (see ``read``)
 
@@ -75,9 +88,11 @@ class LogReader:
         page = self.log.follow(start, count, block_ms)
         if page.rewound:
             self.rewound = True
+            self.priors.clear()
             return []
         if page.gap_after(start):
             self.gap = True
+            self.priors.clear()  # a deletion may be among the entries missed
         if page.entries:
             self.position = page.entries[-1].id
         return page.entries
@@ -86,18 +101,30 @@ class LogReader:
         """``read``'s second half: the entries of ``page`` (from ``fetch``) this reader
         keeps, decoded and validated; an undecodable one is parked."""
         out: list[codec.Entry] = []
-        kinds, decisions, own = self.kinds, self.decisions, self.own
+        kinds, decisions, own, priors = self.kinds, self.decisions, self.own, self.priors
         for raw in page:
             if raw.exact and ((kinds is not None and raw.kind not in kinds)
                               or (not decisions and raw.type == DECISION)):
                 continue  # not this reader's: passed over undecoded
+            over = raw.exact and raw.kind in OVER_KINDS and raw.version == VERSION
+            okey = (raw.kind, raw.key)
             try:
+                prior = priors.get(okey) if over else None
                 if own is not None and raw.exact and own.mine(raw.id, raw.payload):
-                    out.append(decode(raw, shape=False))  # this process wrote it
+                    entry = decode(raw, False, prior)  # this process wrote it
+                elif over:
+                    entry = decode(raw, True, prior)
                 else:
-                    out.append(decode_as_stored(raw))
+                    entry = decode_as_stored(raw)
             except errors.CorruptEntryError as err:
                 self.park(raw, str(err))
+                continue
+            out.append(entry)
+            if over:
+                if raw.type == DELETED:
+                    priors.pop(okey, None)
+                else:
+                    priors[okey] = Prior(raw.payload, entry.obj)
         return out
 
     def park(self, raw: RawEntry, reason: str) -> None:

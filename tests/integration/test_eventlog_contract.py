@@ -195,3 +195,30 @@ def test_a_read_whose_parking_fails_reads_the_same_entries_again(log: Log) -> No
     reader.log = cast(EventLog, SimpleNamespace(follow=log.port.follow, park=park))
     assert [e.id for e in reader.read(count=100)] == ["5-0"]
     assert (reader.position, reader.parked) == ("7-0", 2)
+
+
+def test_a_reader_decodes_a_status_update_over_the_version_it_read_before(log: Log) -> None:
+    """A Node's status update (its heartbeat) shares the unchanged values with the version
+    the reader decoded before it and is what a whole decode gives; a hostile status is
+    parked as ever; after the Node's deletion its next version is decoded whole."""
+    node = new_node("n1")
+    beat = {**node, "status": {**node["status"], "conditions": [{"type": "Ready",
+                                                                  "status": "True"}]}}
+    bad = {**node, "status": {**node["status"], "conditions": "Ready"}}
+    for eid, etype, obj in (("5-0", "ADDED", node), ("6-0", "MODIFIED", beat),
+                            ("7-0", "MODIFIED", bad), ("8-0", "MODIFIED", node),
+                            ("9-0", "DELETED", node), ("10-0", "ADDED", node),
+                            ("11-0", "MODIFIED", beat)):
+        log.append(RawEntry(eid, "1", etype, "Node", "/n1", wire.pack_object(obj)))
+    reader = LogReader(log.port, NO_POSITION, name="test", kinds=["Node"])
+    got = reader.read(count=100)
+    assert [e.id for e in got] == ["5-0", "6-0", "8-0", "9-0", "10-0", "11-0"]
+    assert [e.obj for e in got] == [wire.unpack_object(wire.pack_object(o), eid)
+                                    for eid, o in (("5-0", node), ("6-0", beat), ("8-0", node),
+                                                   ("9-0", node), ("10-0", node),
+                                                   ("11-0", beat))]
+    assert got[1].obj["spec"] is got[0].obj["spec"] and got[2].obj["spec"] is got[0].obj["spec"]
+    assert got[5].obj["spec"] is got[4].obj["spec"]
+    assert got[4].obj["spec"] is not got[0].obj["spec"]  # decoded whole after the deletion
+    assert sorted(log.port.parked()) == ["7-0"]
+    assert "status.conditions" in log.port.parked()["7-0"]["error"]

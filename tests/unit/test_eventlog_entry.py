@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.eventlog import entry, wire
 from shared.model.errors import CorruptEntryError
@@ -95,3 +97,105 @@ def test_the_id_before_an_id_is_the_greatest_below_it() -> None:
     assert entry.previous_id("5-0") == f"4-{(1 << 64) - 1}"
     assert entry.previous_id("0-1") == "0-0" and entry.previous_id("0-0") == "0-0"
     assert entry.id_tuple(entry.previous_id("7-0")) < entry.id_tuple("7-0")
+
+
+# ---- decoding a status update over the version before it (``entry.Prior``) ---------------
+
+BOUND = {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {"phase": "Pending"}}
+
+
+def _raw(obj: object, eid: str = "6-1", etype: str = "MODIFIED",
+         payload: bytes | None = None) -> entry.RawEntry:
+    return entry.RawEntry(eid, "1", etype, "Pod", "ns/p",
+                          payload if payload is not None else wire.pack(obj))
+
+
+def _prior(obj: dict[str, object]) -> entry.Prior:
+    raw = _raw(obj, "5-1")
+    return entry.Prior(raw.payload, entry.decode(raw).obj)
+
+
+def test_a_status_update_decodes_its_status_over_the_version_before() -> None:
+    prior = _prior(BOUND)
+    new = {**BOUND, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    e = entry.decode(_raw(new), prior=prior)
+    assert e == entry.decode(_raw(new))
+    assert e.obj["spec"] is prior.obj["spec"]  # shared, not decoded again
+    assert e.obj["metadata"] is not prior.obj["metadata"]
+    assert e.obj["metadata"]["resourceVersion"] == "6-1"
+    assert prior.obj["metadata"]["resourceVersion"] == "5-1"
+
+
+@pytest.mark.parametrize("payload", [
+    wire.pack({**BOUND, "status": {"phase": "Running", "conditions": "Ready"}}),
+    wire.pack({**BOUND, "status": "Running"}),
+    wire.pack({**BOUND, "status": {"phase": "Bogus"}}),
+    wire.pack(BOUND)[:-3],  # the status cut short
+    wire.pack(BOUND) + b"\x01",  # bytes after it
+    wire.pack(BOUND)[:-len(wire.pack({"phase": "Pending"}))] + b"\xc1",  # never used
+    wire.pack({**BOUND, "status": {"phase": "Running", b"x": 1}}),  # a bytes key
+    wire.pack({**BOUND, "spec": {"containers": "c"}, "status": {"phase": "Running"}}),
+    wire.pack({**BOUND, "metadata": {"name": "q", "namespace": "ns"}}),
+    wire.pack({**BOUND, "kind": "Node"}),
+])
+def test_a_status_update_over_its_prior_is_refused_as_a_whole_decode_refuses_it(
+        payload: bytes) -> None:
+    raw = _raw(None, payload=payload)
+    assert _outcome(entry.decode, raw, True, _prior(BOUND)) == _outcome(entry.decode, raw)
+
+
+def test_only_an_update_is_decoded_over_and_only_when_the_status_is_last() -> None:
+    deleted = entry.decode(_raw({**BOUND, "status": {"conditions": "x"}}, etype="DELETED"),
+                           prior=_prior(BOUND))
+    assert deleted.obj["metadata"] == {"name": "p", "namespace": "ns", "resourceVersion": "6-1"}
+    assert "status" not in deleted.obj  # the tombstone, as a whole decode makes it
+    spec_last = {k: v for k, v in BOUND.items() if k != "spec"} | {"spec": BOUND["spec"]}
+    prior = _prior(spec_last)
+    assert prior.status_at() == 0
+    new = {**spec_last, "status": {"phase": "Running"}}
+    assert entry.decode(_raw(new), prior=prior) == entry.decode(_raw(new))
+
+
+_leaf = st.one_of(st.integers(-3, 3), st.text(max_size=3), st.booleans(), st.none(),
+                  st.sampled_from(["Pending", "Running", "Ready", "True"]))
+_value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+_condition = st.dictionaries(st.sampled_from(["type", "status", "reason"]), _value, max_size=3)
+# statuses of the right shape and of wrong ones (a field's value of any type)
+_status = st.one_of(_value, st.fixed_dictionaries({}, optional={
+    "phase": st.one_of(st.sampled_from(["Pending", "Running", "Failed"]), _value),
+    "podIP": st.one_of(st.text(max_size=3), _value),
+    "conditions": st.one_of(st.lists(_condition, max_size=2), _value),
+    "containerStatuses": st.lists(st.one_of(_condition, _value), max_size=2),
+}))
+_change = st.one_of(
+    st.tuples(st.just("status"), _status),
+    st.tuples(st.sampled_from(["spec", "metadata", "kind", "extra"]), _value),
+    st.tuples(st.just("bytes"), st.binary(max_size=4)),
+)
+
+
+@given(st.sampled_from([{}, {"phase": "Pending"}, {"phase": "Running", "podIP": "1"}]),
+       st.lists(_change, min_size=1, max_size=4))
+def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
+        first: dict[str, object], changes: list[tuple[str, object]]) -> None:
+    """Over a sequence of writes (status updates, changes elsewhere, raw bytes), each
+    decoded over the version a reader decoded before it gives what a whole decode gives:
+    the same object, or the same refusal."""
+    prior = _prior({**BOUND, "status": first})
+    current: dict[str, object] = {**BOUND, "status": first}
+    for i, (field, value) in enumerate(changes):
+        if field == "bytes":
+            assert isinstance(value, bytes)
+            payload = wire.pack(current)[:-1] + value
+        else:
+            current = {**current, field: value}
+            if field == "status":  # moved last, as a status write leaves it
+                current = {**{k: v for k, v in current.items() if k != "status"},
+                           "status": value}
+            payload = wire.pack(current)
+        raw = _raw(None, f"{6 + i}-1", payload=payload)
+        over = _outcome(entry.decode, raw, True, prior)
+        assert over == _outcome(entry.decode, raw)
+        if isinstance(over, entry.Entry):
+            prior = entry.Prior(payload, over.obj)
