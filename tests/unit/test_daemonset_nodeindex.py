@@ -23,7 +23,7 @@ from shared.daemonset import (
 )
 from shared.daemonset.placement import Placement
 from shared.daemonset.types import BackoffEntry
-from shared.model import meta
+from shared.model import meta, rolloutopts
 from tests.unit.daemonset_fixtures import NOW, current_hash, daemon_pod, rolling, snapshot
 from tests.unit.daemonset_strategies import blue_ds, node_of, node_ops, pod_fields, pod_of
 
@@ -217,6 +217,9 @@ def test_the_breakdown_and_the_steady_check_read_only_the_nodes_they_name(
 
 
 ROLL_NODES = 12
+# the rollout gates (held nodes) and a failure action (the failure judge reads every node)
+GATES = [{}, {rolloutopts.PAUSED: "true"}, {rolloutopts.PARTITION: "3"},
+         {rolloutopts.FAILURE_ACTION: rolloutopts.PAUSE}]
 # one pod per blue node mostly: an old one (ready or not), a new one, a surge pair, none
 roll_pod_st = st.tuples(st.just("pod"), st.integers(0, 2 * ROLL_NODES - 1), pod_fields(
     ROLL_NODES - 1, ["ds"], st.sampled_from([1, 5, 30, 60, 100]),
@@ -235,16 +238,19 @@ roll_op_st = st.one_of(node_ops(ROLL_NODES, tainted=st.sampled_from([0, 0, 0, 1,
                    min_size=ROLL_NODES, max_size=ROLL_NODES),
     old=st.lists(st.booleans(), min_size=ROLL_NODES, max_size=ROLL_NODES),
     ops=st.lists(roll_op_st, max_size=12),
+    gates=st.sampled_from(GATES),
 )
 def test_a_rolling_update_from_the_index_is_the_rolling_update_of_every_node(
     min_ready: int, strategy: Obj, kinds: list[tuple[str, int]], old: list[bool],
-    ops: list[Any],
+    ops: list[Any], gates: dict[str, str],
 ) -> None:
     """Mid-rollout (one pod per node, old or new, ready for a while; some nodes it should
-    not run on, some where it may only continue to: NoSchedule), then random changes:
+    not run on, some where it may only continue to: NoSchedule; paused, partitioned or
+    with a failure action), then random changes:
     a full plan from the index, which visits as many old ready pods as the budget can take
     and counts the rest, decides what the plan of every node decides."""
     ds = blue_ds(min_ready, strategy)
+    ds["metadata"]["annotations"].update(gates)
     nodes = {f"n{i}": node_of(i, c, t) for i, (c, t) in enumerate(kinds)}
     pods = {}
     for i, is_old in enumerate(old):
