@@ -200,36 +200,45 @@ def lease_of(job: str) -> tuple[str, str] | None:
 @dataclass
 class JobContext:
     """What a job of one worker runs with: its reconciler, its workqueue, the leases it
-    was handed (by token), where it gets the further keys it drains (``more``: the job's
-    start, monotonic, in; the next lease out, None when the job should end) and how many
-    syncs the running job has done (``synced``). The worker attaches it to each job it
-    executes (``job.context``), so nothing is module-global."""
+    was handed (by token), how it drains (``draining``: whether a job that started then,
+    monotonic, takes another key now, and then for which worker; ``more``: wait for that
+    key, given ``done_then_get``'s wait) and how many syncs the running job has done
+    (``synced``). The worker attaches it to each job it executes (``job.context``), so
+    nothing is module-global."""
 
     reconciler: Reconciler
     queue: WorkQueue
     leases: dict[str, Lease] = field(default_factory=dict)
-    more: Callable[[float], Lease | None] | None = None
+    draining: Callable[[float], str | None] | None = None
+    more: Callable[[float, float], Lease | None] | None = None
     synced: int = 0
 
 
 def sync_job(context: JobContext, key: str, token: str) -> dict[str, Any]:
     """RQ job: sync one key under its lease, then hand the result to the queue (``settle``),
-    then drain: sync the further keys the workqueue hands out (``context.more``) while the
-    job is younger than ``DRAIN_SECONDS``, each under its own lease and settled the same way.
-    RQ calls it with the job's arguments (key, token) after the worker's ``context``. A sync
-    that raises ends the job (RQ records it failed, with the traceback naming the key)."""
+    then drain: sync the further keys the workqueue hands out while the job is younger than
+    ``DRAIN_SECONDS``, each under its own lease and settled the same way (the done of one and
+    the get of the next in one call, ``done_then_get``). RQ calls it with the job's arguments
+    (key, token) after the worker's ``context``. A sync that raises ends the job (RQ records
+    it failed, with the traceback naming the key)."""
     started = time.monotonic()
     context.synced = 0
-    first = _sync_one(context, context.leases.pop(token))
-    context.synced = 1
-    while context.more is not None and (lease := context.more(started)) is not None:
-        _sync_one(context, lease)
+    lease: Lease | None = context.leases.pop(token)
+    first: dict[str, Any] = {}
+    while lease is not None:
+        worker = context.draining(started) if context.draining is not None else None
+        out, lease, wait = _sync_one(context, lease, worker)
+        first = first or out
         context.synced += 1
+        if lease is None and worker is not None and context.more is not None:
+            lease = context.more(started, wait)
     return {**first, "drained": context.synced - 1}
 
 
-def _sync_one(context: JobContext, lease: Lease) -> dict[str, Any]:
-    """Sync ``lease``'s key under it, renewing it meanwhile, then ``settle``."""
+def _sync_one(context: JobContext, lease: Lease,
+              then: str | None) -> tuple[dict[str, Any], Lease | None, float]:
+    """Sync ``lease``'s key under it, renewing it meanwhile, then ``settle`` (and, for worker
+    ``then`` after a sync that returned, get the next key: see ``settle``)."""
     reconciler = context.reconciler
     queue = context.queue
     key = lease.key
@@ -259,21 +268,23 @@ def _sync_one(context: JobContext, lease: Lease) -> dict[str, Any]:
             time.sleep(delay)  # the documented test hook: a slow sync of one key
         result = reconciler.sync(key, lease.position, lease.redelivered, lease.token,
                                  nodes=None if lease.full else lease.nodes)
-        return {"key": key, "ok": result.ok, "error": result.error,
-                "created": result.created, "deleted": result.deleted,
-                "seconds": round(result.seconds, 4)}
     except Exception as err:
         log.exception("sync of %s raised: %s", key, err)
         raise
     finally:
         stop.set()
         WORK_DURATION.labels(QUEUE_NAME).observe(time.monotonic() - started)
-        settle(queue, holder["lease"], result)
+        nxt, wait = settle(queue, holder["lease"], result, then)
+    return ({"key": key, "ok": result.ok, "error": result.error, "created": result.created,
+             "deleted": result.deleted, "seconds": round(result.seconds, 4)}, nxt, wait)
 
 
-def settle(queue: WorkQueue, lease: Lease, result: SyncResult | None) -> None:
+def settle(queue: WorkQueue, lease: Lease, result: SyncResult | None,
+           then: str | None = None) -> tuple[Lease | None, float]:
     """Acts: the one place a sync's result becomes queue calls (controller-runtime's
-    ``reconcileHandler``), then always Done:
+    ``reconcileHandler``), then always Done (with ``then``, a worker, and a sync that
+    returned: Done and that worker's next Get in one call, ``done_then_get``; returns the
+    lease it handed out, or None and its wait, as ``get`` takes it):
 
     * an error (``result`` None: the sync raised) → AddRateLimited;
     * ``requeue_after`` → Forget and AddAfter;
@@ -283,6 +294,8 @@ def settle(queue: WorkQueue, lease: Lease, result: SyncResult | None) -> None:
     DaemonSet controller enqueues after (``enqueueDaemonSetAfter``) during the sync, whatever
     it returns, and the queue keeps the earlier of the two times."""
     key = lease.key
+    nxt: Lease | None = None
+    wait, settled = -1.0, False
     try:
         if result is None or not result.ok:
             delay = queue.add_rate_limited(key)
@@ -292,8 +305,13 @@ def settle(queue: WorkQueue, lease: Lease, result: SyncResult | None) -> None:
             queue.forget(key)
         if result is not None and result.requeue_after is not None:
             queue.add_after(key, result.requeue_after)
+        settled = True
     finally:
-        queue.done(lease)
+        if then is not None and result is not None and settled:
+            _done, nxt, wait = queue.done_then_get(lease, then)
+        else:
+            queue.done(lease)
+    return nxt, wait
 
 
 class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
@@ -310,7 +328,8 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
         self.workqueue = workqueue
         self.reconciler = reconciler
         self.block_seconds = block_seconds
-        self.context = JobContext(reconciler, workqueue, more=self.drain_next)
+        self.context = JobContext(reconciler, workqueue, draining=self.drain_to,
+                                  more=self.drain_next)
         self._alive_until = 0.0  # monotonic time the worker hash's last heartbeat keeps it to
         self._registered = False
         self.stall_seconds = stall_seconds
@@ -463,16 +482,24 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             listed, born = pipe.execute()
         return bool(listed and born)
 
-    def drain_next(self, started: float) -> Lease | None:
-        """The next key for the running job, which started at ``started`` (monotonic),
-        waiting for one until ``DRAIN_SECONDS`` after that; None once that is past, a stop
-        was requested (a warm shutdown finishes the key it holds and takes no other) or
-        Redis is away (the work loop rides out the outage)."""
+    def drain_to(self, started: float) -> str | None:
+        """This worker's name while the running job, which started at ``started``
+        (monotonic), takes another key: within ``DRAIN_SECONDS`` of its start and no stop
+        requested (a warm shutdown finishes the key it holds and takes no other)."""
+        if self._stop_requested or time.monotonic() >= started + DRAIN_SECONDS:
+            return None
+        return str(self.name)
+
+    def drain_next(self, started: float, wait: float) -> Lease | None:
+        """The next key for the running job, waiting for one until ``DRAIN_SECONDS`` after
+        its start (``wait``: ``done_then_get``'s, the queue was just found empty); None once
+        that is past, a stop was requested or Redis is away (the work loop rides out the
+        outage)."""
         remaining = started + DRAIN_SECONDS - time.monotonic()
         if self._stop_requested or remaining <= 0:
             return None
         try:
-            return self.workqueue.get(self.name, block_seconds=remaining)
+            return self.workqueue.get(self.name, block_seconds=remaining, wait_first=wait)
         except common.REDIS_DOWN as err:
             log.debug("no further key for the job: %s", err)
             return None

@@ -97,8 +97,12 @@ class WorkQueue(Protocol):
         Returns how many keys were newly marked dirty."""
         ...
 
-    def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:
-        """Hand out the next key, waiting up to ``block_seconds``; None on timeout/shutdown."""
+    def get(self, worker: str, block_seconds: float = 0.0,
+            wait_first: float | None = None) -> Lease | None:
+        """Hand out the next key, waiting up to ``block_seconds``; None on timeout/shutdown.
+        ``wait_first``: the queue was just found empty (``done_then_get``) with nothing due
+        for that many seconds (-1: nothing due); an implementation may wait before its
+        first look."""
         ...
 
     def renew(self, lease: Lease) -> Lease | None:
@@ -107,6 +111,12 @@ class WorkQueue(Protocol):
 
     def done(self, lease: Lease) -> bool:
         """Finish a key; False (and no effect) when the lease is stale."""
+        ...
+
+    def done_then_get(self, lease: Lease, worker: str) -> tuple[bool, Lease | None, float]:
+        """``done``, then one non-blocking ``get`` for ``worker``, atomically: (done, the next
+        lease or None, seconds until the next delayed key or lease deadline when none, -1:
+        none)."""
         ...
 
     def add_after(self, key: str, seconds: float) -> None: ...

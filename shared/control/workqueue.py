@@ -248,8 +248,10 @@ class InMemoryWorkQueue:
             full=full,
         )
 
-    def get(self, worker: str, block_seconds: float = 0.0, position: str | None = None) -> Lease | None:
-        """``Get``, waiting up to ``block_seconds`` (real time) for a key."""
+    def get(self, worker: str, block_seconds: float = 0.0, position: str | None = None,
+            wait_first: float | None = None) -> Lease | None:
+        """``Get``, waiting up to ``block_seconds`` (real time) for a key. ``wait_first`` (see
+        the Redis queue's) changes nothing here: a look costs no round trip."""
         deadline = time.monotonic() + block_seconds  # real time, whatever the clock
         with self._cond:
             while True:
@@ -310,17 +312,33 @@ class InMemoryWorkQueue:
     def done(self, lease: Lease) -> bool:
         """``Done``: release the key; if it was re-added meanwhile, queue it again."""
         with self._cond:
-            if self._current(lease) is None:
-                self._counts["stale"] += 1
-                return False
-            del self._processing[lease.key]
-            self._counts["done"] += 1
-            if lease.key in self._dirty:
-                self._queue.append(lease.key)
-                self._cond.notify()
-            elif not self._processing:
-                self._cond.notify_all()  # wake a draining shutdown
-            return True
+            return self._done_locked(lease)
+
+    def _done_locked(self, lease: Lease) -> bool:
+        if self._current(lease) is None:
+            self._counts["stale"] += 1
+            return False
+        del self._processing[lease.key]
+        self._counts["done"] += 1
+        if lease.key in self._dirty:
+            self._queue.append(lease.key)
+            self._cond.notify()
+        elif not self._processing:
+            self._cond.notify_all()  # wake a draining shutdown
+        return True
+
+    def done_then_get(self, lease: Lease, worker: str) -> tuple[bool, Lease | None, float]:
+        """``done``, then ``try_get`` for ``worker``, atomically: (done, the next lease or
+        None, seconds until the next delayed key or lease deadline when none, -1: none)."""
+        with self._cond:
+            done = self._done_locked(lease)
+            nxt = self._try_get_locked(worker, None)
+            if nxt is not None or self._shutting_down:
+                return done, nxt, 0.0
+            now = self.clock.now()
+            if not self._heap and not self._processing:
+                return done, None, -1.0
+            return done, None, max(0.0, self._next_event(now) - now)
 
     def remove_all(self, key: str) -> None:
         """Forget everything about ``key`` (its DaemonSet is gone); a holder's done is stale."""

@@ -221,6 +221,78 @@ if pushed then sync_signal(false, pushed_len) end
 return n
 """
 
+_WQ_HAND_OUT = r"""
+-- get's work (see WQ_GET): promote, reclaim, hand out the head of the queue to ``worker``;
+-- returns WQ_GET's reply
+local function hand_out(worker, lease_ms, batch)
+  local now = now_ms()
+  local down = is_down()
+  if not down then  -- the delaying queue stops promoting at shutdown (its Add is a no-op)
+    local due = redis.call('ZRANGE', WAIT, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+    local n = 0
+    for _, key in ipairs(due) do
+      redis.call('ZREM', WAIT, key)
+      n = n + add_full(key, now)
+    end
+    count('adds', n)
+  end
+  local expired = redis.call('ZRANGE', PROC, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the front
+    local key = expired[i]
+    redis.call('ZREM', PROC, key)
+    redis.call('HDEL', OWNER, key)
+    count('reclaimed', 1)
+    local stored = redis.call('HGET', HINTS, key)
+    if stored or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
+      local enq = stored and entry_of(stored) or ''
+      if enq == '' then enq = stamp(now) end
+      redis.call('HSET', HINTS, key, enq .. FULL)
+      redis.call('SADD', REDELIVERED, key)
+      redis.call('LPUSH', Q, key)
+    end
+  end
+  local key = redis.call('LPOP', Q)
+  local result
+  if key then
+    local token = redis.call('HINCRBY', STATS, 'gets', 1)
+    local deadline = now + lease_ms
+    redis.call('ZADD', PROC, deadline, key)
+    redis.call('HSET', OWNER, key, token .. ':' .. string.format('%d', now) .. ':' .. worker)
+    local stored = redis.call('HGET', HINTS, key)
+    local enq, hinted = '', FULL  -- a queued key has its entry; none: taken as full
+    if stored then
+      redis.call('HDEL', HINTS, key)
+      enq, hinted = entry_of(stored)
+    end
+    if enq == '' then enq = string.format('%d', now) end
+    local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
+    local position = '0-0'
+    if #tip > 0 then position = tip[1][1] end
+    local full, redelivered = 0, 0
+    if hinted == FULL then  -- redelivered is a subset of the keys marked full
+      redelivered = redis.call('SREM', REDELIVERED, key)
+      hinted = ''
+      full = 1
+    end
+    result = {key, tostring(token), enq, string.format('%d', now),
+              string.format('%d', deadline), position, redelivered, full, hinted}
+  else
+    local next_at = nil
+    if not down then
+      local w = redis.call('ZRANGE', WAIT, 0, 0, 'WITHSCORES')
+      if #w > 0 then next_at = tonumber(w[2]) end
+    end
+    local p = redis.call('ZRANGE', PROC, 0, 0, 'WITHSCORES')
+    if #p > 0 and (next_at == nil or tonumber(p[2]) < next_at) then next_at = tonumber(p[2]) end
+    local hint = -1
+    if next_at then hint = math.max(0, math.ceil(next_at - now)) end
+    result = {down and 1 or 0, hint}
+  end
+  sync_signal(down)
+  return result
+end
+"""
+
 WQ_GET = r"""
 -- get: promote due delayed keys, reclaim expired leases, then hand out the head of the queue.
 -- KEYS: the workqueue keys (see WQ_KEYS)
@@ -232,73 +304,8 @@ WQ_GET = r"""
 -- a key was handed out
 -- (its hints and full mark taken with it), else {shutting down (0|1), ms until the next delayed key or
 -- lease deadline (-1: none)}.
-""" + _WQ_PRELUDE + r"""
-local worker, lease_ms, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local now = now_ms()
-local down = is_down()
-if not down then  -- the delaying queue stops promoting at shutdown (its Add is a no-op)
-  local due = redis.call('ZRANGE', WAIT, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
-  local n = 0
-  for _, key in ipairs(due) do
-    redis.call('ZREM', WAIT, key)
-    n = n + add_full(key, now)
-  end
-  count('adds', n)
-end
-local expired = redis.call('ZRANGE', PROC, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
-for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the front
-  local key = expired[i]
-  redis.call('ZREM', PROC, key)
-  redis.call('HDEL', OWNER, key)
-  count('reclaimed', 1)
-  local stored = redis.call('HGET', HINTS, key)
-  if stored or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
-    local enq = stored and entry_of(stored) or ''
-    if enq == '' then enq = stamp(now) end
-    redis.call('HSET', HINTS, key, enq .. FULL)
-    redis.call('SADD', REDELIVERED, key)
-    redis.call('LPUSH', Q, key)
-  end
-end
-local key = redis.call('LPOP', Q)
-local result
-if key then
-  local token = redis.call('HINCRBY', STATS, 'gets', 1)
-  local deadline = now + lease_ms
-  redis.call('ZADD', PROC, deadline, key)
-  redis.call('HSET', OWNER, key, token .. ':' .. string.format('%d', now) .. ':' .. worker)
-  local stored = redis.call('HGET', HINTS, key)
-  local enq, hinted = '', FULL  -- a queued key has its entry; none: taken as full
-  if stored then
-    redis.call('HDEL', HINTS, key)
-    enq, hinted = entry_of(stored)
-  end
-  if enq == '' then enq = string.format('%d', now) end
-  local tip = redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', 1)
-  local position = '0-0'
-  if #tip > 0 then position = tip[1][1] end
-  local full, redelivered = 0, 0
-  if hinted == FULL then  -- redelivered is a subset of the keys marked full
-    redelivered = redis.call('SREM', REDELIVERED, key)
-    hinted = ''
-    full = 1
-  end
-  result = {key, tostring(token), enq, string.format('%d', now),
-            string.format('%d', deadline), position, redelivered, full, hinted}
-else
-  local next_at = nil
-  if not down then
-    local w = redis.call('ZRANGE', WAIT, 0, 0, 'WITHSCORES')
-    if #w > 0 then next_at = tonumber(w[2]) end
-  end
-  local p = redis.call('ZRANGE', PROC, 0, 0, 'WITHSCORES')
-  if #p > 0 and (next_at == nil or tonumber(p[2]) < next_at) then next_at = tonumber(p[2]) end
-  local hint = -1
-  if next_at then hint = math.max(0, math.ceil(next_at - now)) end
-  result = {down and 1 or 0, hint}
-end
-sync_signal(down)
-return result
+""" + _WQ_PRELUDE + _WQ_HAND_OUT + r"""
+return hand_out(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 """
 
 WQ_DONE = r"""
@@ -321,6 +328,32 @@ if redis.call('HEXISTS', HINTS, key) == 1 then  -- dirty: the queue changes only
   sync_signal(nil, redis.call('RPUSH', Q, key))
 end
 return 1
+"""
+
+WQ_DONE_GET = r"""
+-- done_then_get: WQ_DONE, then WQ_GET for ``worker``, in one call: a worker that goes on to
+-- its next key sends one script (and the signal list is set right once, by the get).
+-- KEYS: the workqueue keys (see WQ_KEYS)
+-- ARGV[1] key
+-- ARGV[2] lease token
+-- ARGV[3..5] as WQ_GET's ARGV[1..3]: worker id, lease length (ms), batch
+-- Returns {1 when done (0: the lease was stale), then WQ_GET's reply}.
+""" + _WQ_PRELUDE + _WQ_HAND_OUT + r"""
+local key, token = ARGV[1], ARGV[2]
+local owner = redis.call('HGET', OWNER, key)
+local done = 0
+if owner and token_of(owner) == token then
+  redis.call('ZREM', PROC, key)
+  redis.call('HDEL', OWNER, key)
+  count('done', 1)
+  done = 1
+  if redis.call('HEXISTS', HINTS, key) == 1 then redis.call('RPUSH', Q, key) end
+else
+  count('stale', 1)
+end
+local result = hand_out(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+table.insert(result, 1, done)
+return result
 """
 
 WQ_RENEW = r"""

@@ -89,6 +89,7 @@ class RedisWorkQueue:
         self._add, self._get = reg(scripts.WQ_ADD), reg(scripts.WQ_GET)
         self._add_nodes = reg(scripts.WQ_ADD_NODES)
         self._done, self._renew = reg(scripts.WQ_DONE), reg(scripts.WQ_RENEW)
+        self._done_get = reg(scripts.WQ_DONE_GET)
         self._add_after = reg(scripts.WQ_ADD_AFTER)
         self._add_rate_limited = reg(scripts.WQ_ADD_RATE_LIMITED)
         self._remove_all, self._shutdown = reg(scripts.WQ_REMOVE_ALL), reg(scripts.WQ_SHUTDOWN)
@@ -139,6 +140,12 @@ class RedisWorkQueue:
 
     def _try(self, worker: str) -> tuple[Lease | None, bool, float]:
         raw = self._call(self._get, "get", worker, int(self.lease_seconds * 1000), BATCH)
+        return self._handed(worker, raw)
+
+    @staticmethod
+    def _handed(worker: str, raw: Any) -> tuple[Lease | None, bool, float]:
+        """WQ_GET's reply: the lease, or none with whether the queue is shut down and the
+        seconds until the next delayed key or lease deadline (-1: none)."""
         if len(raw) == 2:
             hint_ms = int(raw[1])
             return None, bool(int(raw[0])), (hint_ms / 1000.0 if hint_ms >= 0 else -1.0)
@@ -149,14 +156,22 @@ class RedisWorkQueue:
                      nodes=tuple(sorted(n for n in hinted.split("\n") if n)),
                      full=full == "1"), False, 0
 
-    def get(self, worker: str, block_seconds: float = 0.0) -> Lease | None:
+    def get(self, worker: str, block_seconds: float = 0.0,
+            wait_first: float | None = None) -> Lease | None:
         """``Get``: the next key for ``worker``, waiting up to ``block_seconds``.
 
         Returns None on timeout, or at once when the queue is shut down and empty.
+        ``wait_first``: the queue was just found empty with nothing due for that many
+        seconds (-1: nothing due), as ``done_then_get`` tells: wait before the first look.
         """
         deadline = time.monotonic() + block_seconds
+        first = wait_first is not None
         while True:
-            lease, down, hint = self._try(worker)
+            if first:
+                lease, down, hint = None, False, wait_first if wait_first is not None else -1.0
+                first = False
+            else:
+                lease, down, hint = self._try(worker)
             if lease is not None or down:
                 return lease
             remaining = deadline - time.monotonic()
@@ -184,6 +199,15 @@ class RedisWorkQueue:
     def done(self, lease: Lease) -> bool:
         """``Done``; a stale lease (the key was handed out again since) is ignored."""
         return bool(self._call(self._done, "done", lease.key, lease.token))
+
+    def done_then_get(self, lease: Lease, worker: str) -> tuple[bool, Lease | None, float]:
+        """``done``, then one non-blocking ``get`` for ``worker``, in one round trip:
+        (done, the next lease or None, seconds until the next delayed key or lease deadline
+        when none: pass it to ``get`` as ``wait_first``)."""
+        raw = self._call(self._done_get, "done_then_get", lease.key, lease.token, worker,
+                         int(self.lease_seconds * 1000), BATCH)
+        nxt, down, hint = self._handed(worker, raw[1:])
+        return bool(int(raw[0])), nxt, (0.0 if down else hint)
 
     def remove_all(self, key: str) -> None:
         self._call(self._remove_all, "remove_all", key)

@@ -124,6 +124,35 @@ def test_done_without_a_readd_forgets_the_key(handles: Handles) -> None:
     assert not s.processing and not s.dirty and not s.queue
 
 
+def test_done_then_get_is_done_and_the_next_get(handles: Handles) -> None:
+    """Done of the lease, then the worker's next key: a key re-added while it was held goes
+    behind the ones queued before it, with its hints; a stale lease is no Done but still a
+    Get; an empty queue tells how long nothing is due."""
+    q = handles()
+    q.add(["a", "b"])
+    a = take(q, "w")
+    q.add_nodes({"a": ["n1"]})
+    done, b, _ = q.done_then_get(a, "w")
+    assert done and b is not None and b.key == "b" and b.worker == "w"
+    done, again, _ = q.done_then_get(b, "w")
+    assert done and again is not None and (again.key, again.nodes, again.full) == \
+        ("a", ("n1",), False)
+    check_invariants(q)
+    done, none, wait = q.done_then_get(again, "w")
+    assert done and none is None and wait == -1.0, "nothing queued, delayed or held"
+    done, _, _ = q.done_then_get(again, "w")
+    assert not done, "a stale lease"
+    q.add_after("later", 60)
+    _, _, wait = q.done_then_get(again, "w")
+    assert 50 < wait <= 60
+    assert q.get("w", block_seconds=0.2, wait_first=0.1) is None
+    q.add(["c"])
+    assert take(q, "w").key == "c"
+    s = q.state()
+    assert s.processing == {"c"} and not s.queue
+    check_invariants(q)
+
+
 # ---- AddAfter / AddRateLimited ----------------------------------------------------------
 
 
