@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from shared.eventlog.wire import check_shape, last_value_at, unpack, unpack_object_over
+from shared.eventlog import wire
+from shared.eventlog.wire import check_shape, unpack
 from shared.model import kinds as model_kinds
 from shared.model import typed, validation
 from shared.model.errors import CorruptEntryError, MalformedObjectError
@@ -228,21 +229,26 @@ class Prior:
     """The version of a Pod or a Node a reader decoded last (its payload as stored and its
     object, which is never modified), for ``decode`` to decode the next version over: a
     status update, as the node agent and the heartbeats write it, is the same bytes up to
-    the last top-level value, the status (``wire.unpack_object_over``). Its object was
-    shape-checked when decoded, or is what the reading process wrote itself."""
+    the last top-level value, the status, and a pod's binding the same but for its spec's
+    added ``nodeName`` (``wire.unpack_object_over``). Its object was shape-checked when
+    decoded, or is what the reading process wrote itself."""
 
-    __slots__ = ("at", "obj", "payload")
+    __slots__ = ("at", "obj", "payload", "spec_at")
 
     def __init__(self, payload: bytes, obj: Obj) -> None:
         self.payload, self.obj = payload, obj
         self.at = -1  # where its status starts (-1: not looked yet; 0: status is not last)
+        self.spec_at = 0  # where its spec starts when it comes just before the status
 
     def status_at(self) -> int:
         """Where the status, its last top-level value, starts in ``payload`` (0: the last
         value is not the status)."""
         if self.at < 0:
-            found = last_value_at(self.payload)
+            found = wire.last_value_at(self.payload)
             self.at = found[0] if found is not None and found[1] == "status" else 0
+            if self.at:
+                before = wire.last_value_at(self.payload, 1)
+                self.spec_at = before[0] if before is not None and before[1] == "spec" else 0
         return self.at
 
 
@@ -252,19 +258,35 @@ OVER_KINDS = validation.STATUS_ALONE
 
 def _over(raw: RawEntry, prior: Prior, shape: bool) -> Obj | None:
     """``raw``'s object decoded over ``prior`` (its status alone decoded and, with
-    ``shape``, checked: the rest is ``prior``'s, checked when it was decoded), or None:
-    the bytes differ before the status, or anything in it is wrong (a whole decode then
-    refuses it with its own reason)."""
+    ``shape``, checked, and a Pod's spec when it gained pairs at its end: the rest is
+    ``prior``'s, checked when it was decoded), or None: the bytes differ otherwise, or
+    anything in it is wrong (a whole decode then refuses it with its own reason)."""
     at = prior.status_at()
     if not at:
         return None
+    grown = (prior.spec_at, "spec") if prior.spec_at and raw.kind == "Pod" else None
     try:
-        obj = unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at, "status")
+        obj = wire.unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at,
+                                      "status", grown)
     except CorruptEntryError:
         return None
-    if obj is None or (shape and validation.status_shape_errors(raw.kind, obj["status"])):
+    if obj is None:
+        return None
+    if shape and (validation.part_shape_errors(raw.kind, "status", obj["status"])
+                  or _spec_errors(obj.get("spec"), prior.obj.get("spec"))):
         return None
     return obj
+
+
+def _spec_errors(spec: Any, old: Any) -> bool:
+    """Whether a pod's spec decoded over ``old`` (the same, or ``old`` with pairs added
+    last) has type errors: those of its nodeName alone when it gained just that, as a
+    binding does (the rest was checked in ``old``)."""
+    if spec is old:
+        return False
+    if len(spec) == len(old) + 1 and "nodeName" in spec and "nodeName" not in old:
+        return bool(validation.part_shape_errors("Pod", "spec.nodeName", spec["nodeName"]))
+    return bool(validation.part_shape_errors("Pod", "spec", spec))
 
 
 def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Entry:

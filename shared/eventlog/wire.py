@@ -74,17 +74,24 @@ def unpack_object(data: bytes, rv: str, kind: str = "", key: str = "") -> Obj:
     return obj
 
 
-def last_value_at(data: bytes) -> tuple[int, str] | None:
-    """Where the value of the last top-level key of the packed map ``data`` starts, and that
-    key (``unpack_object_over`` takes them); None when ``data`` is not a map whose last key
-    is text. Decides."""
-    reader = msgpack.Unpacker(raw=False, strict_map_key=True, max_bin_len=64 << 20)
+def _reader(data: bytes) -> msgpack.Unpacker:
+    # a buffer of ``data``'s size: the default (1 MiB) is allocated and freed on each call
+    reader = msgpack.Unpacker(raw=False, strict_map_key=True, max_bin_len=64 << 20,
+                              max_buffer_size=max(len(data), 1))
     reader.feed(data)
+    return reader
+
+
+def last_value_at(data: bytes, back: int = 0) -> tuple[int, str] | None:
+    """Where the value of the last top-level key of the packed map ``data`` starts, and that
+    key (``unpack_object_over`` takes them); ``back``: of the key that many before the last.
+    None when ``data`` is not a map with such a key, or it is not text. Decides."""
+    reader = _reader(data)
     try:
         pairs = reader.read_map_header()
-        if not pairs:
+        if pairs <= back:
             return None
-        for _ in range(pairs - 1):
+        for _ in range(pairs - 1 - back):
             reader.skip()
             reader.skip()
         key = reader.unpack()
@@ -93,19 +100,62 @@ def last_value_at(data: bytes) -> tuple[int, str] | None:
     return (reader.tell(), key) if isinstance(key, str) else None
 
 
+def _grown(data: bytes, base_data: bytes, at: int, key: str, grown: tuple[int, str],
+           base: Obj) -> tuple[Obj, int] | None:
+    """``unpack_object_over``'s ``grown`` case: the pairs the map before the last value
+    gained at its end in ``data``, and where ``data``'s last value starts; None when
+    ``data`` is not laid out so."""
+    g_at, g_key = grown
+    old = base.get(g_key)
+    if g_key == "metadata" or not isinstance(old, dict) or not data.startswith(base_data[:g_at]):
+        return None
+    last_key = pack(key)
+    end = at - len(last_key)  # where the map's bytes end in ``base_data``
+    try:
+        was, now = _reader(base_data[g_at:end]), _reader(data[g_at:])
+        pairs, new_pairs = was.read_map_header(), now.read_map_header()
+        body = base_data[g_at + was.tell():end]
+        start = g_at + now.tell()
+        if new_pairs <= pairs or data[start:start + len(body)] != body:
+            return None
+        now = _reader(data[start + len(body):])
+        added: Obj = {}
+        for _ in range(new_pairs - pairs):
+            name = now.unpack()
+            if not isinstance(name, str) or name in old or name in added:
+                return None
+            added[name] = now.unpack()
+        last = start + len(body) + now.tell()
+    except Exception:
+        return None  # a full decode says what is wrong
+    if data[last:last + len(last_key)] != last_key:
+        return None
+    return {**old, **added}, last + len(last_key)
+
+
 def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: int,
-                       key: str) -> Obj | None:
+                       key: str, grown: tuple[int, str] | None = None) -> Obj | None:
     """``unpack_object(data, rv)`` (no shape check) of a newer version of the object ``base``
     (``base_data`` decoded, whose last top-level value starts at ``at`` under ``key``:
     ``last_value_at``) when ``data`` holds the same bytes up to ``at``, as a status update
     does: only the last value is decoded. msgpack values delimit themselves, so the bytes
     before ``at`` decode to ``base``'s other values, which the result shares (neither object
-    may be modified); its metadata is a copy with ``rv``. None when the bytes differ before
-    ``at``. Decides."""
-    if len(data) <= at or not data.startswith(base_data[:at]):
-        return None
+    may be modified); its metadata is a copy with ``rv``. ``grown``: where the value before
+    the last starts and its key (``last_value_at(base_data, 1)``), a map (not the metadata)
+    that may have gained pairs at its end, as a pod's spec gains ``nodeName`` when it is
+    bound: those pairs are decoded too, and the map is a copy sharing its other values.
+    None when the bytes differ otherwise. Decides."""
+    if len(data) > at and data.startswith(base_data[:at]):
+        changed: Obj = {}
+    else:
+        found = _grown(data, base_data, at, key, grown, base) if grown is not None else None
+        if found is None:
+            return None
+        assert grown is not None
+        changed, at = {grown[1]: found[0]}, found[1]
     value = unpack(data[at:])
     obj = dict(base)
+    obj.update(changed)
     obj[key] = value
     if key == "metadata":
         if not isinstance(value, dict):

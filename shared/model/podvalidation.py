@@ -312,8 +312,13 @@ def _pod_spec(value: Any, path: str, errs: list[str], rest_of: memo.Validator) -
     errs.extend(parts[:cut[0]])
     schedvalidation.validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
     errs.extend(parts[cut[0] + 1:cut[1]])
-    _check_name(spec.get("nodeName"), C(path, "nodeName"), errs, syntax.name_is_dns_subdomain)
+    validate_node_name(spec.get("nodeName"), C(path, "nodeName"), errs)
     errs.extend(parts[cut[1] + 1:])
+
+
+def validate_node_name(value: Any, path: str, errs: list[str]) -> None:
+    """A pod spec's ``nodeName`` (checked by itself: ``validate_pod_spec``)."""
+    _check_name(value, path, errs, syntax.name_is_dns_subdomain)
 
 
 @memo.by_value  # the same for every pod of a DaemonSet's revision, in each of its versions

@@ -532,19 +532,30 @@ def _shape_of_daemonset(obj: Any, old: Any = None) -> list[str]:
 _SHAPES = {**_VALIDATORS, kinds.DAEMONSET.kind: _shape_of_daemonset}
 
 
-_STATUS_SHAPES = {kinds.POD.kind: _validate_pod_status, kinds.NODE.kind: _validate_node_status}
-#: the kinds whose shape check checks the status on its own (``status_shape_errors``)
-STATUS_ALONE = frozenset(_STATUS_SHAPES)
+def _pod_spec_shape(value: Any, errs: list[str]) -> None:
+    podvalidation.validate_pod_spec(value, "spec", errs)
 
 
-def status_shape_errors(kind: str, status: Any) -> list[str]:
-    """``shape_errors`` of a ``kind`` object (one of ``STATUS_ALONE``) whose other top-level
-    values have none, from its ``status`` alone: a Pod's and a Node's shape check checks the
-    status by itself, so the errors are the same, in the same order. Decides only; never
-    raises."""
+def _node_name_shape(value: Any, errs: list[str]) -> None:
+    podvalidation.validate_node_name(value, C("spec", "nodeName"), errs)
+
+
+_PART_SHAPES = {(kinds.POD.kind, "status"): _validate_pod_status,
+                (kinds.POD.kind, "spec"): _pod_spec_shape,
+                (kinds.POD.kind, "spec.nodeName"): _node_name_shape,
+                (kinds.NODE.kind, "status"): _validate_node_status}
+#: the kinds whose shape check checks the status by itself (``part_shape_errors``)
+STATUS_ALONE = frozenset(kind for kind, _part in _PART_SHAPES)
+
+
+def part_shape_errors(kind: str, part: str, value: Any) -> list[str]:
+    """The type errors ``shape_errors`` finds in a ``kind`` object's ``part`` (a Pod's spec,
+    its status or its spec's nodeName, a Node's status: its shape check checks each by
+    itself), ``value``: of an object whose other parts have none, its ``shape_errors`` are
+    these, in their order. Decides only; never raises."""
     errs: list[str] = []
     try:
-        _STATUS_SHAPES[kind](status, errs)
+        _PART_SHAPES[kind, part](value, errs)
         return list(dict.fromkeys(e for e in errs if fielderr.is_type_error(e)))
     except Exception as err:  # as in ``shape_errors``
         return [f"internal error: shape check failed: {type(err).__name__}: {err}"]

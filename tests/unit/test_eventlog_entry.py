@@ -102,6 +102,7 @@ def test_the_id_before_an_id_is_the_greatest_below_it() -> None:
 # ---- decoding a status update over the version before it (``entry.Prior``) ---------------
 
 BOUND = {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {"phase": "Pending"}}
+CREATED = {**POD, "spec": {**POD["spec"], "restartPolicy": "Always"}, "status": {}}
 
 
 def _raw(obj: object, eid: str = "6-1", etype: str = "MODIFIED",
@@ -170,24 +171,36 @@ _status = st.one_of(_value, st.fixed_dictionaries({}, optional={
 }))
 _change = st.one_of(
     st.tuples(st.just("status"), _status),
+    st.tuples(st.just("bind"), st.tuples(st.sampled_from(["nodeName", "hostNetwork", "x", "containers"]),
+                                         st.one_of(st.just("n1"), _value), _status)),
     st.tuples(st.sampled_from(["spec", "metadata", "kind", "extra"]), _value),
     st.tuples(st.just("bytes"), st.binary(max_size=4)),
 )
 
 
 @given(st.sampled_from([{}, {"phase": "Pending"}, {"phase": "Running", "podIP": "1"}]),
+       st.sampled_from([BOUND, CREATED]),
        st.lists(_change, min_size=1, max_size=4))
 def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
-        first: dict[str, object], changes: list[tuple[str, object]]) -> None:
+        first: dict[str, object], start: dict[str, object],
+        changes: list[tuple[str, object]]) -> None:
     """Over a sequence of writes (status updates, changes elsewhere, raw bytes), each
     decoded over the version a reader decoded before it gives what a whole decode gives:
     the same object, or the same refusal."""
-    prior = _prior({**BOUND, "status": first})
-    current: dict[str, object] = {**BOUND, "status": first}
+    prior = _prior({**start, "status": first})
+    current: dict[str, object] = {**start, "status": first}
     for i, (field, value) in enumerate(changes):
         if field == "bytes":
             assert isinstance(value, bytes)
             payload = wire.pack(current)[:-1] + value
+        elif field == "bind":  # a pair added last to the spec (or replaced), a new status
+            assert isinstance(value, tuple)
+            name, given, status = value
+            spec = current.get("spec")
+            spec = {**spec, name: given} if isinstance(spec, dict) else {name: given}
+            current = {**{k: v for k, v in current.items() if k not in ("spec", "status")},
+                       "spec": spec, "status": status}
+            payload = wire.pack(current)
         else:
             current = {**current, field: value}
             if field == "status":  # moved last, as a status write leaves it
@@ -199,3 +212,27 @@ def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
         assert over == _outcome(entry.decode, raw)
         if isinstance(over, entry.Entry):
             prior = entry.Prior(payload, over.obj)
+
+
+def test_a_binding_decodes_the_spec_s_added_pairs_and_the_status_over_the_create() -> None:
+    """Binding a pod adds ``nodeName`` last to the spec of the pod as created and writes its
+    status: the spec's other values, and the metadata, are the create's."""
+    prior = _prior(CREATED)
+    bound = {**CREATED, "spec": {**CREATED["spec"], "nodeName": "n1"},
+             "status": {"phase": "Running"}}
+    e = entry.decode(_raw(bound), prior=prior)
+    assert e == entry.decode(_raw(bound))
+    assert e.obj["spec"]["containers"] is prior.obj["spec"]["containers"]
+    assert e.obj["spec"] is not prior.obj["spec"] and "nodeName" not in prior.obj["spec"]
+    for spec in ({**CREATED["spec"], "nodeName": 5},  # ill-typed
+                 {**CREATED["spec"], "nodeName": "Not_A_Name"},  # not a type error: read
+                 {**CREATED["spec"], "restartPolicy": "Never", "nodeName": "n1"},  # changed
+                 {**CREATED["spec"], "containers": "c"},  # replaced in place
+                 {"nodeName": "n1", **CREATED["spec"]},  # added first
+                 {**CREATED["spec"], "nodeName": "n1", "x": {b"k": 1}}):  # a bytes key
+        raw = _raw({**CREATED, "spec": spec, "status": {"phase": "Running"}})
+        assert _outcome(entry.decode, raw, True, prior) == _outcome(entry.decode, raw), spec
+    # a bound pod's spec gaining another field than nodeName: the whole spec is checked
+    raw = _raw({**BOUND, "spec": {**BOUND["spec"], "hostNetwork": "yes"}})
+    assert _outcome(entry.decode, raw, True, _prior(BOUND)) == _outcome(entry.decode, raw)
+    assert "spec.hostNetwork" in str(_outcome(entry.decode, raw))
