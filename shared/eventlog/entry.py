@@ -229,27 +229,28 @@ class Prior:
     """The version of a Pod or a Node a reader decoded last (its payload as stored and its
     object, which is never modified), for ``decode`` to decode the next version over: a
     status update, as the node agent and the heartbeats write it, is the same bytes up to
-    the last top-level value, the status, and a pod's binding the same but for its spec's
-    added ``nodeName`` (``wire.unpack_object_over``). Its object was shape-checked when
-    decoded, or is what the reading process wrote itself."""
+    the last top-level value, the status, and a pod's binding the same but for nodeName
+    added last to its spec and the status replaced or added after it
+    (``wire.unpack_object_over``). Its object was shape-checked when decoded, or is what
+    the reading process wrote itself."""
 
-    __slots__ = ("at", "obj", "payload", "spec_at")
+    __slots__ = ("at", "key", "obj", "payload", "spec_at")
 
     def __init__(self, payload: bytes, obj: Obj) -> None:
         self.payload, self.obj = payload, obj
-        self.at = -1  # where its status starts (-1: not looked yet; 0: status is not last)
+        self.at = -1  # where its last top-level value starts (-1: not looked yet; 0: none)
+        self.key = ""  # that value's key
         self.spec_at = 0  # where its spec starts when it comes just before the status
 
-    def status_at(self) -> int:
-        """Where the status, its last top-level value, starts in ``payload`` (0: the last
-        value is not the status)."""
+    def last(self) -> tuple[int, str]:
+        """Where its last top-level value starts in ``payload`` and its key ((0, ""): no
+        text key)."""
         if self.at < 0:
-            found = wire.last_value_at(self.payload)
-            self.at = found[0] if found is not None and found[1] == "status" else 0
-            if self.at:
+            self.at, self.key = wire.last_value_at(self.payload) or (0, "")
+            if self.key == "status":
                 before = wire.last_value_at(self.payload, 1)
                 self.spec_at = before[0] if before is not None and before[1] == "spec" else 0
-        return self.at
+        return self.at, self.key
 
 
 #: the kinds a reader decodes over their prior version (``Prior``)
@@ -261,13 +262,17 @@ def _over(raw: RawEntry, prior: Prior, shape: bool) -> Obj | None:
     ``shape``, checked, and a Pod's spec when it gained pairs at its end: the rest is
     ``prior``'s, checked when it was decoded), or None: the bytes differ otherwise, or
     anything in it is wrong (a whole decode then refuses it with its own reason)."""
-    at = prior.status_at()
-    if not at:
-        return None
-    grown = (prior.spec_at, "spec") if prior.spec_at and raw.kind == "Pod" else None
+    at, key = prior.last()
     try:
-        obj = wire.unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at,
-                                      "status", grown)
+        if key == "status":
+            grown = (prior.spec_at, "spec") if prior.spec_at and raw.kind == "Pod" else None
+            obj = wire.unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at,
+                                          "status", grown)
+        elif key == "spec" and raw.kind == "Pod":  # binding a pod created without status
+            obj = wire.unpack_object_over(raw.payload, raw.id, prior.obj, prior.payload, at,
+                                          "spec", add="status")
+        else:
+            return None
     except CorruptEntryError:
         return None
     if obj is None:

@@ -100,41 +100,70 @@ def last_value_at(data: bytes, back: int = 0) -> tuple[int, str] | None:
     return (reader.tell(), key) if isinstance(key, str) else None
 
 
-def _grown(data: bytes, base_data: bytes, at: int, key: str, grown: tuple[int, str],
-           base: Obj) -> tuple[Obj, int] | None:
-    """``unpack_object_over``'s ``grown`` case: the pairs the map before the last value
-    gained at its end in ``data``, and where ``data``'s last value starts; None when
-    ``data`` is not laid out so."""
-    g_at, g_key = grown
-    old = base.get(g_key)
-    if g_key == "metadata" or not isinstance(old, dict) or not data.startswith(base_data[:g_at]):
+def _map_grown(data: bytes, d: int, base_data: bytes, b: int, b_end: int, old: Obj,
+               then: bytes) -> tuple[Obj, int] | None:
+    """The map at ``data[d:]`` when it is the map ``old`` of ``base_data[b:b_end]`` with
+    pairs of new text keys added at its end, followed by the bytes ``then`` (a packed key):
+    it (``old`` itself when none were added), and where ``then`` ends in ``data``; None
+    when it is not. Raises on what is not msgpack."""
+    was, now = _reader(base_data[b:b + 5]), _reader(data[d:d + 5])  # the map headers
+    pairs, new_pairs = was.read_map_header(), now.read_map_header()
+    body = base_data[b + was.tell():b_end]
+    start = d + now.tell()
+    if new_pairs < pairs or data[start:start + len(body)] != body:
         return None
-    last_key = pack(key)
-    end = at - len(last_key)  # where the map's bytes end in ``base_data``
-    try:
-        was, now = _reader(base_data[g_at:end]), _reader(data[g_at:])
-        pairs, new_pairs = was.read_map_header(), now.read_map_header()
-        body = base_data[g_at + was.tell():end]
-        start = g_at + now.tell()
-        if new_pairs <= pairs or data[start:start + len(body)] != body:
-            return None
-        now = _reader(data[start + len(body):])
+    end, grown = start + len(body), old
+    if new_pairs > pairs:
+        now = _reader(data[end:])
         added: Obj = {}
         for _ in range(new_pairs - pairs):
             name = now.unpack()
             if not isinstance(name, str) or name in old or name in added:
                 return None
             added[name] = now.unpack()
-        last = start + len(body) + now.tell()
+        end, grown = end + now.tell(), {**old, **added}
+    return (grown, end + len(then)) if data[end:end + len(then)] == then else None
+
+
+def _grown(data: bytes, base_data: bytes, at: int, key: str, grown: tuple[int, str],
+           base: Obj) -> tuple[Obj, int] | None:
+    """``unpack_object_over``'s ``grown`` case: the map before the last value with the
+    pairs it gained at its end in ``data``, and where ``data``'s last value starts; None
+    when ``data`` is not laid out so."""
+    g_at, g_key = grown
+    old = base.get(g_key)
+    if g_key == "metadata" or not isinstance(old, dict) or not data.startswith(base_data[:g_at]):
+        return None
+    last_key = pack(key)
+    try:
+        return _map_grown(data, g_at, base_data, g_at, at - len(last_key), old, last_key)
     except Exception:
         return None  # a full decode says what is wrong
-    if data[last:last + len(last_key)] != last_key:
+
+
+def _added(data: bytes, base_data: bytes, at: int, key: str, base: Obj,
+           add: str) -> tuple[Obj, int] | None:
+    """``unpack_object_over``'s ``add`` case: the last value, a map, with the pairs it
+    gained at its end in ``data``, and where the value ``data`` adds after it starts; None
+    when ``data`` is not laid out so."""
+    old = base.get(key)
+    if key == "metadata" or not isinstance(old, dict) or add in base:
         return None
-    return {**old, **added}, last + len(last_key)
+    try:
+        was, now = _reader(base_data[:5]), _reader(data[:5])  # the objects' map headers
+        if now.read_map_header() != was.read_map_header() + 1:
+            return None
+        hb, hd = was.tell(), now.tell()
+        if data[hd:hd + at - hb] != base_data[hb:at]:
+            return None
+        return _map_grown(data, hd + at - hb, base_data, at, len(base_data), old, pack(add))
+    except Exception:
+        return None  # a full decode says what is wrong
 
 
 def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: int,
-                       key: str, grown: tuple[int, str] | None = None) -> Obj | None:
+                       key: str, grown: tuple[int, str] | None = None,
+                       add: str = "") -> Obj | None:
     """``unpack_object(data, rv)`` (no shape check) of a newer version of the object ``base``
     (``base_data`` decoded, whose last top-level value starts at ``at`` under ``key``:
     ``last_value_at``) when ``data`` holds the same bytes up to ``at``, as a status update
@@ -144,15 +173,23 @@ def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: in
     the last starts and its key (``last_value_at(base_data, 1)``), a map (not the metadata)
     that may have gained pairs at its end, as a pod's spec gains ``nodeName`` when it is
     bound: those pairs are decoded too, and the map is a copy sharing its other values.
-    None when the bytes differ otherwise. Decides."""
-    if len(data) > at and data.startswith(base_data[:at]):
-        changed: Obj = {}
-    else:
+    ``add``: a key ``base`` lacks, whose value ``data`` adds last, after the last value
+    (a map, which may have gained pairs at its end), as binding a pod created without a
+    status does (nodeName added last to its spec, the status after it). None when the
+    bytes differ otherwise. Decides."""
+    changed: Obj = {}
+    if add:
+        found = _added(data, base_data, at, key, base, add)
+        if found is None:
+            return None
+        changed[key], at = found
+        key = add
+    elif not (len(data) > at and data.startswith(base_data[:at])):
         found = _grown(data, base_data, at, key, grown, base) if grown is not None else None
         if found is None:
             return None
         assert grown is not None
-        changed, at = {grown[1]: found[0]}, found[1]
+        changed[grown[1]], at = found
     value = unpack(data[at:])
     obj = dict(base)
     obj.update(changed)

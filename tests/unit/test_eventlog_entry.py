@@ -152,7 +152,7 @@ def test_only_an_update_is_decoded_over_and_only_when_the_status_is_last() -> No
     assert "status" not in deleted.obj  # the tombstone, as a whole decode makes it
     spec_last = {k: v for k, v in BOUND.items() if k != "spec"} | {"spec": BOUND["spec"]}
     prior = _prior(spec_last)
-    assert prior.status_at() == 0
+    assert prior.last()[1] == "spec"  # with a status before it: decoded whole
     new = {**spec_last, "status": {"phase": "Running"}}
     assert entry.decode(_raw(new), prior=prior) == entry.decode(_raw(new))
 
@@ -178,7 +178,7 @@ _change = st.one_of(
 )
 
 
-@given(st.sampled_from([{}, {"phase": "Pending"}, {"phase": "Running", "podIP": "1"}]),
+@given(st.sampled_from([None, {}, {"phase": "Pending"}, {"phase": "Running", "podIP": "1"}]),
        st.sampled_from([BOUND, CREATED]),
        st.lists(_change, min_size=1, max_size=4))
 def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
@@ -187,8 +187,10 @@ def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
     """Over a sequence of writes (status updates, changes elsewhere, raw bytes), each
     decoded over the version a reader decoded before it gives what a whole decode gives:
     the same object, or the same refusal."""
-    prior = _prior({**start, "status": first})
-    current: dict[str, object] = {**start, "status": first}
+    current: dict[str, object] = {k: v for k, v in start.items() if k != "status"}
+    if first is not None:  # else created without a status, as the reconciler creates pods
+        current["status"] = first
+    prior = _prior(current)
     for i, (field, value) in enumerate(changes):
         if field == "bytes":
             assert isinstance(value, bytes)
@@ -236,3 +238,30 @@ def test_a_binding_decodes_the_spec_s_added_pairs_and_the_status_over_the_create
     raw = _raw({**BOUND, "spec": {**BOUND["spec"], "hostNetwork": "yes"}})
     assert _outcome(entry.decode, raw, True, _prior(BOUND)) == _outcome(entry.decode, raw)
     assert "spec.hostNetwork" in str(_outcome(entry.decode, raw))
+
+
+@pytest.mark.parametrize("obj", [
+    {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {"phase": "Running"}},
+    {**POD, "status": {"phase": "Running"}},  # a status alone
+    {**POD, "spec": {**POD["spec"], "nodeName": 5}, "status": {"phase": "Running"}},
+    {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {"conditions": "x"}},
+    {**POD, "spec": {**POD["spec"], "hostNetwork": "yes"}, "status": {}},
+    {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "x": {}},  # another key added
+    {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {}, "x": 1},  # two
+    {**POD, "spec": {"nodeName": "n1", **POD["spec"]}, "status": {}},
+    {**POD, "spec": {**POD["spec"], "nodeName": "n1"}},  # no key added
+])
+def test_a_binding_of_a_pod_created_without_status_decodes_over_the_create(obj: object) -> None:
+    """The reconciler creates pods without a status: binding one adds nodeName last to
+    its spec and the status after it; decoded over the create, it is what a whole decode
+    makes of it, refusals included."""
+    prior = _prior(POD)
+    assert prior.last()[1] == "spec"
+    raw = _raw(obj)
+    over = _outcome(entry.decode, raw, True, prior)
+    assert over == _outcome(entry.decode, raw)
+    if obj == {**POD, "spec": {**POD["spec"], "nodeName": "n1"},
+               "status": {"phase": "Running"}}:
+        assert isinstance(over, entry.Entry)
+        assert over.obj["spec"]["containers"] is prior.obj["spec"]["containers"]
+        assert over.obj["metadata"] is not prior.obj["metadata"]
