@@ -688,8 +688,7 @@ def profile_top(path: Path, top: int = 4) -> list[tuple[str, float]]:
         frames = stack.split(";")
         if any(w in frames[-1] for w in _WAITING[:2]) and (
                 "select" in frames[-1] or
-                any(x in f for f in frames
-                    for x in ("LogReader.read", "LogReader.fetch", "receive", "dequeue"))):
+                any(x in f for f in frames for x in ("LogReader.read", "receive", "dequeue"))):
             continue
         count = int(count_s)
         busy += count

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import functools
 import itertools
 import logging
 import threading
@@ -242,11 +241,6 @@ class WatchCache:
         self._loop: asyncio.AbstractEventLoop | None = None
         # what the tail handed over and the loop has not taken yet, in log order
         self._inbox: list[tuple[str, Any, Any]] = []
-        # batches the loop could not decode (a parked record could not be written, or any
-        # other failure): the tail lists again after each, and the loop drops what it handed
-        # over until that listing, so no watcher is sent events past a lost batch
-        self._failures = 0
-        self._dropping = False
         self._inbox_lock = threading.Lock()
         self._posted = False  # a ``_take_inbox`` is scheduled on the loop
 
@@ -272,17 +266,16 @@ class WatchCache:
         open watch."""
         reader: LogReader | None = None
         rewinds = 0  # the process' rewinds (its mark, shared with its commits) listed after
-        failures = 0  # the loop's failures to decode a batch listed after
 
         def stale() -> bool:
             return reader is None or reader.gap or reader.rewound \
-                or self.store.mark.rewinds != rewinds or self._failures != failures
+                or self.store.mark.rewinds != rewinds
 
         while not self._stop.is_set():
             try:
                 if stale():
                     tip, objs = self.store.snapshot(list(self.kinds))  # checks the mark too
-                    rewinds, failures = self.store.mark.rewinds, self._failures
+                    rewinds = self.store.mark.rewinds
                     self._post("reset", tip, objs)
                     # only the served kinds' entries are decoded: the decision records
                     # (megabytes per sync at scale) and other kinds are passed over
@@ -293,7 +286,7 @@ class WatchCache:
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
                 if stale():
                     continue
-                self._post("apply", functools.partial(list, batch), reader.position)
+                self._post("apply", batch, reader.position)
             except errors.UnavailableError as err:
                 log.warning("watch cache: %s; retrying", err)
                 self._stop.wait(1.0)
@@ -325,17 +318,9 @@ class WatchCache:
                 if position:
                     self.apply(batch, position)
                 batch, position = [], ""
-                self._dropping = False
                 self._reset(a, b)
-            elif not self._dropping:
-                try:
-                    batch.extend(a())  # the tail's batch, decoded on its thread
-                except Exception as err:  # any failure: never fan out past a lost batch
-                    log.warning("watch cache: decoding a batch failed (%s); listing again",
-                                err)
-                    self._dropping = True
-                    self._failures += 1
-                    continue
+            else:
+                batch.extend(a)
                 position = b
         if position:
             self.apply(batch, position)

@@ -80,10 +80,8 @@ class LogReader:
 
     def fetch(self, count: int = 1000, block_ms: int | None = None) -> list[RawEntry]:
         """``read``'s first half: the next entries as stored, undecoded, ``position``
-        advanced past them (``gap`` and ``rewound`` as ``read`` sets them). ``decode`` them,
-        in order, before anything else is made of them: a reader that waits for the log on
-        a thread of its own decodes on the thread that uses the entries (the API server's
-        watch cache: see ``services.apiserver.watchcache``)."""
+        advanced past them (``gap`` and ``rewound`` as ``read`` sets them), for ``decode``,
+        in order, before anything else is made of them."""
         start = self.position
         page = self.log.follow(start, count, block_ms)
         if page.rewound:

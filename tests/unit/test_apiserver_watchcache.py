@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from services.apiserver.watchcache import ExpiredError, WatchCache, Watcher
-from shared.store import codec, errors
+from shared.store import codec
 from shared.store.client import Store
 
 
@@ -125,41 +125,16 @@ def test_hand_overs_waiting_for_the_loop_are_taken_together_and_in_log_order() -
     cache = WatchCache(cast(Store, None), ("Pod",), window=50)
     scheduled = _fake_loop(cache)
     first, second = _entries(0, 3), _entries(3, 3)
-    cache._post("apply", lambda: first, first[-1].id)  # from an older listing: the reset drops it
+    cache._post("apply", first, first[-1].id)  # from an older listing: the reset drops it
     cache._post("reset", "103-0", {"Pod": [_pod("p9", "103-0")]})
-    cache._post("apply", lambda: second, second[-1].id)
+    cache._post("apply", second, second[-1].id)
     assert len(scheduled) == 1  # one wake-up of the loop for all three
     scheduled[0]()
     assert sorted(cache.objects["Pod"]) == ["ns/p0", "ns/p3", "ns/p4", "ns/p9"]  # not p1, p2
     assert [e.id for e in cache.events] == [e.id for e in second]
     assert cache.position == second[-1].id
-    cache._post("apply", lambda: [], second[-1].id)
+    cache._post("apply", [], second[-1].id)
     assert len(scheduled) == 2  # taken: the next hand-over wakes the loop again
-
-
-@pytest.mark.parametrize("failure", [errors.UnavailableError("the parked record could not "
-                                                              "be written"),
-                                     ValueError("a bug in decoding")])
-def test_a_batch_the_loop_cannot_decode_drops_what_follows_until_the_tail_lists_again(
-        failure: Exception) -> None:
-    cache = WatchCache(cast(Store, None), ("Pod",), window=50)
-    scheduled = _fake_loop(cache)
-    cache._reset("100-0", {})
-
-    def unparkable() -> list[codec.Entry]:
-        raise failure
-
-    after, fresh = _entries(3, 3), _entries(6, 2)
-    cache._post("apply", unparkable, "103-0")
-    cache._post("apply", lambda: after, after[-1].id)  # after the hole: never fanned out
-    scheduled[0]()
-    assert cache._failures == 1  # the tail lists again
-    assert list(cache.events) == [] and cache.position == "100-0"
-    cache._post("reset", "106-0", {"Pod": [_pod("p9", "106-0")]})
-    cache._post("apply", lambda: fresh, fresh[-1].id)
-    scheduled[1]()
-    assert [e.id for e in cache.events] == [e.id for e in fresh]
-    assert cache.position == fresh[-1].id
 
 
 def test_a_watchers_waits_keep_one_timer_and_each_ends_at_its_own_timeout() -> None:
