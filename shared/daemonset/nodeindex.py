@@ -139,7 +139,6 @@ class DaemonSetIndex:
         self._sums = [0, 0, 0, 0, 0]
         self._after: dict[str, float] = {}  # node → available_after of its ready counted pod
         self._after_sorted: list[tuple[float, str]] = []  # (available_after, node), sorted
-        self._down: set[str] = set()  # nodes that should run, without a ready counted pod
         self._unsettled: set[str] = set()
         self._bare: list[str] = []  # sorted: listed, should run, no pod
         self._ready_old: list[str] = []  # sorted: listed, should run, one old ready pod
@@ -147,10 +146,11 @@ class DaemonSetIndex:
         self._missing: set[str] = set()  # nodes with pods missing from the node list
         self._off: dict[str, str] = {}  # listed, should not run → reason
         self._slot: dict[str, list[str]] = {}  # node → its list: _bare or _ready_old
-        self._cause: dict[str, str] = {}  # node in _down → unavailable.cause
-        self._by_cause: dict[str, list[str]] = {}  # cause → its nodes in _down, sorted
+        # nodes that should run, without a ready counted pod → unavailable.cause
+        self._cause: dict[str, str] = {}
+        self._by_cause: dict[str, list[str]] = {}  # cause → its nodes in _cause, sorted
         self._steady_run = 0  # steady nodes that should run (one running, updated pod)
-        self._steady_down = 0  # of them, those in _down (their pod is not ready)
+        self._steady_down = 0  # of them, those in _cause (their pod is not ready)
         self._bulk = True  # while building: append, sort once at the end
         for node in nodes:
             name = meta.name(node)
@@ -399,7 +399,6 @@ class DaemonSetIndex:
             self._add(old, -1)
         was = self._after.pop(name, None)
         cause = self._cause.pop(name, None)
-        self._down.discard(name)
         slot: list[str] | None = None
         if name in self._unsettled:
             self._unsettled.discard(name)
@@ -442,7 +441,6 @@ class DaemonSetIndex:
                     if self._min_ready else _ALWAYS
                 self._after[name] = after
             elif decision.should_run:
-                self._down.add(name)
                 cause = unavailable.cause(self._nodes[name], pods)
                 self._cause[name] = cause
             if not decision.should_run:
