@@ -175,6 +175,22 @@ local function token_of(owner)
   return string.match(owner, '^(%d+):')
 end
 
+-- client-go Done for the holder of lease ``token`` on ``key``: false when the lease is stale
+-- (nothing changes), else true and, when the key is dirty (the queue changes only then),
+-- the queue's length after it was queued again
+local function done_one(key, token)
+  local owner = redis.call('HGET', OWNER, key)
+  if not owner or token_of(owner) ~= token then
+    count('stale', 1)
+    return false
+  end
+  redis.call('ZREM', PROC, key)
+  redis.call('HDEL', OWNER, key)
+  count('done', 1)
+  if redis.call('HEXISTS', HINTS, key) == 1 then return true, redis.call('RPUSH', Q, key) end
+  return true
+end
+
 -- AddAfter once the delay is known (shutdown and the retry count are the caller's)
 local function add_after(key, now, delay_ms)
   now = now or now_ms()
@@ -315,18 +331,9 @@ WQ_DONE = r"""
 -- ARGV[2] lease token
 -- Returns 1 when done, 0 when the lease was stale.
 """ + _WQ_PRELUDE + r"""
-local key, token = ARGV[1], ARGV[2]
-local owner = redis.call('HGET', OWNER, key)
-if not owner or token_of(owner) ~= token then
-  count('stale', 1)
-  return 0
-end
-redis.call('ZREM', PROC, key)
-redis.call('HDEL', OWNER, key)
-count('done', 1)
-if redis.call('HEXISTS', HINTS, key) == 1 then  -- dirty: the queue changes only then
-  sync_signal(nil, redis.call('RPUSH', Q, key))
-end
+local done, qlen = done_one(ARGV[1], ARGV[2])
+if not done then return 0 end
+if qlen then sync_signal(nil, qlen) end
 return 1
 """
 
@@ -339,18 +346,7 @@ WQ_DONE_GET = r"""
 -- ARGV[3..5] as WQ_GET's ARGV[1..3]: worker id, lease length (ms), batch
 -- Returns {1 when done (0: the lease was stale), then WQ_GET's reply}.
 """ + _WQ_PRELUDE + _WQ_HAND_OUT + r"""
-local key, token = ARGV[1], ARGV[2]
-local owner = redis.call('HGET', OWNER, key)
-local done = 0
-if owner and token_of(owner) == token then
-  redis.call('ZREM', PROC, key)
-  redis.call('HDEL', OWNER, key)
-  count('done', 1)
-  done = 1
-  if redis.call('HEXISTS', HINTS, key) == 1 then redis.call('RPUSH', Q, key) end
-else
-  count('stale', 1)
-end
+local done = done_one(ARGV[1], ARGV[2]) and 1 or 0  -- the get below sets the signal list
 local result = hand_out(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
 table.insert(result, 1, done)
 return result
