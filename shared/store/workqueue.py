@@ -165,11 +165,10 @@ class RedisWorkQueue:
         seconds (-1: nothing due), as ``done_then_get`` tells: wait before the first look.
         """
         deadline = time.monotonic() + block_seconds
-        first = wait_first is not None
+        told = wait_first  # the first look's answer, when the caller has it
         while True:
-            if first:
-                lease, down, hint = None, False, wait_first if wait_first is not None else -1.0
-                first = False
+            if told is not None:
+                lease, down, hint, told = None, False, told, None
             else:
                 lease, down, hint = self._try(worker)
             if lease is not None or down:
