@@ -458,11 +458,7 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 view.put(rec[1], rec[2], _Slot(rec[3], rec[4]))
                 continue
             eid = rec[1]
-            ms, _, seq = eid.partition("-")
-            try:
-                order = (int(ms), int(seq or 0))
-            except ValueError:
-                order = codec.id_tuple(eid)
+            order = codec.id_tuple(eid)
             if limit is not None and order > limit:
                 break
             if nxt is not None and nxt.position < order and not run_until(order):
