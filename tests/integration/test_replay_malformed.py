@@ -20,6 +20,16 @@ def _node(i: int) -> list[object]:
     return ["E", f"{i}-0", "1", "ADDED", "Node", f"/n{i}", payload]
 
 
+def _write_log(path: Path, prefix: str, records: list[list[object]], first: str,
+               last: str) -> Path:
+    """A complete log file at ``path``: its header, ``records`` as they are, its trailer."""
+    header = logfile.Header(prefix=prefix, first=first, last=last, complete=True)
+    packer = msgpack.Packer(use_bin_type=True)
+    path.write_bytes(b"".join([packer.pack(header.to_map())] + [packer.pack(r) for r in records]
+                              + [packer.pack(["Z", len(records), last])]))
+    return path
+
+
 @pytest.mark.parametrize("bad", [
     ["E", "3-0", "1", "ADDED", "Node", "/n3", "a payload that is text"],
     ["E", "3-0", "1", "ADDED", "Node", 3, b"\x80"],
@@ -27,12 +37,8 @@ def _node(i: int) -> list[object]:
 ])
 def test_a_malformed_record_in_the_middle_is_refused_with_its_id(
         redis_server: RedisServer, prefix: str, tmp_path: Path, bad: list[object]) -> None:
-    records = [_node(1), _node(2), bad, _node(4), _node(5)]
-    header = logfile.Header(prefix=prefix, first="1-0", last="5-0", complete=True)
-    path = tmp_path / "bad.dblog"
-    packer = msgpack.Packer(use_bin_type=True)
-    path.write_bytes(b"".join([packer.pack(header.to_map())] + [packer.pack(r) for r in records]
-                              + [packer.pack(["Z", 5, "5-0"])]))
+    path = _write_log(tmp_path / "bad.dblog", prefix,
+                      [_node(1), _node(2), bad, _node(4), _node(5)], "1-0", "5-0")
     client, keys = connect(redis_server.url), Keys(prefix)
     with pytest.raises(logfile.LogFileError, match="malformed entry record '3-0'"):
         rebuild.rebuild(path, client, keys, batch=2)
@@ -49,11 +55,7 @@ def test_entries_out_of_order_are_refused_before_the_view_is_written(
     later[6] = msgpack.packb({"kind": "Node", "metadata": {"name": "n3", "labels": {"a": "b"}}},
                              use_bin_type=True)
     records = [_node(1), _node(3), _node(2), ["E", "2-5", *later[2:]]]  # 2-0 and 2-5 late
-    header = logfile.Header(prefix=prefix, first="1-0", last="2-5", complete=True)
-    path = tmp_path / "unordered.dblog"
-    packer = msgpack.Packer(use_bin_type=True)
-    path.write_bytes(b"".join([packer.pack(header.to_map())] + [packer.pack(r) for r in records]
-                              + [packer.pack(["Z", 4, "2-5"])]))
+    path = _write_log(tmp_path / "unordered.dblog", prefix, records, "1-0", "2-5")
     client, keys = connect(redis_server.url), Keys(prefix)
     with pytest.raises(rebuild.RebuildError, match="Redis took 2 of 4 log entries"):
         rebuild.rebuild(path, client, keys)
