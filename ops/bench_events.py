@@ -19,7 +19,10 @@ each, measures the CPU time of this process (``time.process_time``) and the Redi
   node a status-only DaemonSet change asks for (``Reconciler.sync(nodes=[])``), the new
   pod not ready yet;
 * ``pod_ready_sync``: the hinted sync of the node once its pod turned ready;
-* ``status_sync_settled``: the sync of no node after that status write, every pod ready.
+* ``status_sync_settled``: the sync of no node after that status write, every pod ready;
+* ``full_sync``: then a full sync (no hints), which decides nothing: what a hinted sync
+  costs when it goes the full way (another node not steady, as while nodes are added one
+  after another), with the DaemonSet's index kept.
 
 Medians (and maxima) over the events; ``<measure>_per_node`` counts the syncs that took the
 per-node path (the rest ran full syncs). The watcher's and the status-writer's work happens
@@ -191,6 +194,8 @@ def _measure(store: Store, n: int, events: int) -> dict[str, Any]:
         sync("status_sync_settled", [])
         writer.step(block_ms=1)
         watcher.step(block_ms=1)
+        result = meter("full_sync", functools.partial(rec.sync, KEY, tip(store)))
+        assert result.ok and not (result.created or result.deleted), result
         queue_drain(queue)
     out = {"nodes": n, "events": events, "setup_s": round(setup_s, 1), **meter.summary()}
     out.update({f"{k}_per_node": v for k, v in per_node.items()})

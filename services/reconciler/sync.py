@@ -76,11 +76,24 @@ class _CacheSource:
     def daemonset(self, key: str) -> Obj | None:
         return self.cache.get("DaemonSet", key)
 
-    def nodes(self) -> list[Obj]:
-        return list(self.cache.objects["Node"].values())
+    def nodes(self) -> inputs.Listed:
+        return self._listed(lambda: list(self.cache.objects["Node"].values()))
 
-    def pods(self, namespace: str) -> list[Obj]:
-        return self.cache.by_index("pods-ns", namespace)
+    def pods(self, namespace: str) -> inputs.Listed:
+        return self._listed(lambda: self.cache.by_index("pods-ns", namespace))
+
+    def _listed(self, read: Callable[[], list[Obj]]) -> inputs.Listed:
+        """``read`` when a pass first reads it, which must be before the cache moves (a
+        sync plans before it writes and polls)."""
+        position, view = self.cache.position, self.cache.view
+
+        def listing() -> list[Obj]:
+            if self.cache.position != position or self.cache.view is not view:
+                raise RuntimeError(f"a snapshot at {position} read after its cache moved "
+                                   f"to {self.cache.position}")
+            return read()
+
+        return inputs.Listed(listing)
 
     def revisions(self, namespace: str) -> list[Obj]:
         return self.cache.by_index("revisions-ns", namespace)

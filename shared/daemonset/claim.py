@@ -20,7 +20,7 @@ from shared.model import labels, meta, podutil
 Obj = dict[str, Any]
 
 
-def claim(ds: Obj, objects: list[Obj], kind: str = "Pod") -> tuple[list[Obj], list[PatchOwner]]:
+def claim(ds: Obj, objects: Iterable[Obj], kind: str = "Pod") -> tuple[list[Obj], list[PatchOwner]]:
     """Claim ``objects`` (all of ``kind`` in the DaemonSet's namespace) for ``ds``.
 
     * owned by another controller → ignored;

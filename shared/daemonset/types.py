@@ -31,6 +31,7 @@ executor retries with the next salt only on a collision its snapshot did not sho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +53,8 @@ class Snapshot:
 
     key: str  # "namespace/name"
     ds: Obj | None  # None: not found
-    nodes: list[Obj]
-    pods: list[Obj]  # all pods in the DaemonSet's namespace
+    nodes: Sequence[Obj]  # every Node
+    pods: Sequence[Obj]  # all pods in the DaemonSet's namespace
     revisions: list[Obj]  # all ControllerRevisions in the DaemonSet's namespace
     backoff: dict[str, BackoffEntry]
     expectations_satisfied: bool

@@ -36,6 +36,20 @@ def _sync(queue: RedisWorkQueue, r: Reconciler, store: Store) -> None:
         exp.observe([(KEY, max(entry.add, 0), max(entry.delete, 0))])
 
 
+def _synced_on(redis_url: str, prefix: str, *nodes: str
+               ) -> tuple[Store, RedisWorkQueue, Reconciler]:
+    """A reconciler in-process after its first sync of DaemonSet ``agent`` over ``nodes``."""
+    store = Store(connect(redis_url), Keys(prefix))
+    queue = RedisWorkQueue(store.r, store.keys)
+    r = Reconciler(store, queue, RedisExpectations(store.r, store.keys),
+                   RedisBackoff(store.r, store.keys), worker="a")
+    for n in nodes:
+        store.create(new_node(n))
+    store.apply(kit.daemonset("agent"))
+    _sync(queue, r, store)
+    return store, queue, r
+
+
 def _assert_current(r: Reconciler) -> nodeindex.DaemonSetIndex:
     """The kept index equals one built now from the cache's objects."""
     index = r.indexes.get(KEY)
@@ -57,14 +71,8 @@ def _assert_current(r: Reconciler) -> nodeindex.DaemonSetIndex:
 
 
 def test_the_kept_index_follows_node_and_pod_changes(redis_url: str, prefix: str) -> None:
-    store = Store(connect(redis_url), Keys(prefix))
-    queue = RedisWorkQueue(store.r, store.keys)
-    r = Reconciler(store, queue, RedisExpectations(store.r, store.keys),
-                   RedisBackoff(store.r, store.keys), worker="a")
-    for n in ("n1", "n2", "n3"):
-        store.create(new_node(n))
-    store.apply(kit.daemonset("agent"))
-    _sync(queue, r, store)  # creates three pods; the index is built at this snapshot
+    # the first sync creates three pods; the index is built at its snapshot
+    store, queue, r = _synced_on(redis_url, prefix, "n1", "n2", "n3")
     first = _assert_current(r)
     assert len(first.node_pods) == 0 and len(first.node_names()) == 3
 
@@ -108,14 +116,8 @@ def test_a_hinted_sync_with_other_nodes_unsteady_goes_full_without_a_per_node_sn
     """While other nodes are not steady (pods still to create), a sync handed out with node
     hints is a full sync at once: no per-node snapshot is built for a plan that would ask
     for the full one; once every other node is steady the per-node path runs again."""
-    store = Store(connect(redis_url), Keys(prefix))
-    queue = RedisWorkQueue(store.r, store.keys)
-    r = Reconciler(store, queue, RedisExpectations(store.r, store.keys),
-                   RedisBackoff(store.r, store.keys), worker="a")
-    for n in ("n1", "n2"):
-        store.create(new_node(n))
-    store.apply(kit.daemonset("agent"))
-    _sync(queue, r, store)  # creates both pods (not bound: neither node is steady)
+    # the first sync creates both pods (not bound: neither node is steady)
+    store, _queue, r = _synced_on(redis_url, prefix, "n1", "n2")
     built: list[list[str]] = []
     real = inputs.build_nodes
 
@@ -133,3 +135,39 @@ def test_a_hinted_sync_with_other_nodes_unsteady_goes_full_without_a_per_node_sn
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
     r.plan_nodes(KEY, position, ["n1"])
     assert built == [["n1"]]
+
+
+def test_a_full_sync_with_its_index_kept_lists_no_pod_and_no_node(
+        redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full sync whose DaemonSet has an index that fits plans from it: its snapshot's
+    listings of every Node and every Pod of the namespace are never made (at 50,000 nodes
+    they were most of a sync that decides one node); a template change (a new index, built
+    from the snapshot) makes them. A listing read after the cache moved is refused."""
+    # the first sync builds the index from the listings
+    store, queue, r = _synced_on(redis_url, prefix, "n1", "n2")
+    listed: list[str] = []
+    real = r.cache.by_index
+
+    def counting(index: str, value: str) -> list[dict[str, Any]]:
+        listed.append(index)
+        return real(index, value)
+
+    monkeypatch.setattr(r.cache, "by_index", counting)
+    store.create(new_node("n3"))
+    _sync(queue, r, store)  # a full sync (no hints): creates the pod of n3 from the index
+    assert "pods-ns" not in listed
+    assert len(kit.owned_pods(store, KEY)) == 3
+    _assert_current(r)
+
+    ds = store.get("DaemonSet", KEY)
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
+    store.update(ds)
+    _sync(queue, r, store)  # a new revision: a new index, from the listings
+    assert "pods-ns" in listed
+    _assert_current(r)
+
+    snap = r.snapshot(KEY, r.cache.position)
+    store.create(new_node("n4"))
+    r.cache.catch_up(store.log_tip())
+    with pytest.raises(RuntimeError, match="after its cache moved"):
+        len(snap.pods)
