@@ -1,7 +1,8 @@
 """The node lifecycle controller (upstream's ``pkg/controller/nodelifecycle``), run by the gc
 process beside the taint manager it feeds. Acts: every ``period`` seconds it reads the node
-leases (``shared.store.nodelease``, outside the log) and the cached Nodes, lets
-``shared.model.nodelifecycle`` decide, and writes the Nodes whose Ready condition or
+leases that changed (``shared.store.nodelease.LeaseWatch``, outside the log) and the cached
+Nodes, lets ``shared.model.nodelifecycle.Monitor`` decide (afresh only for the nodes that
+changed or whose grace ran out), and writes the Nodes whose Ready condition or
 controller taints change (role gc may change only a Node's status conditions and taints),
 with a ``NodeNotReady`` Event for each node that was Ready and is no longer. The NoExecute taints it writes reach the
 collector's taint eviction through the log like any other.
@@ -24,7 +25,7 @@ from shared.model import meta, nodelifecycle, taints
 from shared.store import adapters, errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Store
-from shared.store.nodelease import NodeLeases
+from shared.store.nodelease import LeaseWatch, NodeLeases
 
 log = logging.getLogger("gc")
 LEASE_ROLE = "node-lifecycle"
@@ -49,7 +50,7 @@ class NodeLifecycle:
         self.settings = settings
         self.cfg = nodelifecycle.Config(settings.monitor_grace, settings.startup_grace)
         self.leases = adapters.on(store, NodeLeases)
-        self.health: dict[str, nodelifecycle.Health] = {}
+        self._start()
         self.next_at = 0.0
         self.leading = False
 
@@ -64,17 +65,22 @@ class NodeLifecycle:
                 log.info("node lifecycle controller %s", "active" if leading else "standing by")
                 self.leading = leading
             if not leading:
-                self.health.clear()
+                self._start()
                 return
-        nodes = list(cache.objects["Node"].values())
-        leases = self.leases.read([meta.name(n) for n in nodes])
-        decision = nodelifecycle.decide(nodes, leases, self.health, now, self.cfg)
-        self.health = decision.health
+        # cluster-scoped: the cache's key is "/" and the name
+        nodes = {key[1:]: node for key, node in cache.objects["Node"].items()}
+        decision = self.monitor.look(nodes, self.watch.changed(list(nodes)), now)
         if decision.writes:
             self._write(cache, decision, now)
 
+    def _start(self) -> None:
+        """No memory of any node: every node counts as heard from at the next look."""
+        self.monitor = nodelifecycle.Monitor(self.cfg)
+        self.watch = LeaseWatch(self.leases)
+
     def _write(self, cache: Cache, decision: nodelifecycle.Decision, now: float) -> None:
         ops: list[Op] = []
+        lost = set(decision.lost)  # (all 50,000 nodes when their agent stops)
         for name, new in sorted(decision.writes.items()):
             old = cache.get("Node", f"/{name}")
             if old is None:
@@ -84,7 +90,7 @@ class NodeLifecycle:
             except errors.InvalidError as err:
                 log.error("node %s: not written: %s", name, err)
                 continue
-            if name in decision.lost:
+            if name in lost:
                 ev = model_events.event(old, "Normal", "NodeNotReady",
                                         f"Node {name} status is now: NodeNotReady", now=now,
                                         salt=f"{meta.resource_version(old)}|{now}",
@@ -95,11 +101,11 @@ class NodeLifecycle:
         for i in range(0, len(ops), BATCH):
             for res in self.store.commit(ops[i:i + BATCH]):
                 if res.ok and res.op.kind == "Node":
-                    lost = res.op.key.lstrip("/") in decision.lost
-                    if lost:
+                    went = res.op.key.lstrip("/") in lost
+                    if went:
                         LOST.inc()
                     log.info("node %s: %staints now %s", res.op.key.lstrip("/"),
-                             "Ready True -> Unknown (its agent went quiet); " if lost else "",
+                             "Ready True -> Unknown (its agent went quiet); " if went else "",
                              ", ".join(_taints(res.op.obj)) or "none")
                 elif not res.ok:  # a conflict: the next look decides from the newer version
                     log.info("node lifecycle: %s %s: %s", res.op.kind, res.op.key, res.status)

@@ -59,16 +59,60 @@ class NodeLeases:
 
     def read(self, nodes: Sequence[str]) -> dict[str, NodeLease | None]:
         """Each node's lease (None: none, expired, or not readable: logged)."""
-        out: dict[str, NodeLease | None] = {}
+        values = self.values([self.keys.node_lease(n) for n in nodes])
+        return {n: None if v is None else _lease(n, text(v))
+                for n, v in zip(nodes, values, strict=True)}
+
+    def values(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The raw values of the lease ``keys``, in one round trip (``MGET`` per
+        ``CHUNK``)."""
         with redis_errors("node lease read"):
-            for i in range(0, len(nodes), CHUNK):
-                chunk = list(nodes[i:i + CHUNK])
-                if not chunk:
-                    continue
-                values = self.r.mget([self.keys.node_lease(n) for n in chunk])
-                for n, v in zip(chunk, values, strict=True):
-                    out[n] = None if v is None else _lease(n, text(v))
+            pipe = self.r.pipeline(transaction=False)
+            for i in range(0, len(keys), CHUNK):
+                pipe.mget(keys[i:i + CHUNK])
+            return [v for chunk in pipe.execute() for v in chunk]
+
+
+class LeaseWatch:
+    """The node lifecycle controller's reads of the leases: at each read, the leases that
+    changed since the last one (raw values compared, so an unchanged lease costs no
+    decoding and no comparison of values in Python objects; each distinct value parsed
+    once). Acts (reads)."""
+
+    def __init__(self, leases: NodeLeases) -> None:
+        self.leases = leases
+        self._names: list[str] = []
+        self._keys: list[str] = []
+        self._raw: list[bytes | None] = []
+
+    def changed(self, nodes: Sequence[str]) -> dict[str, NodeLease | None]:
+        """The lease of each of ``nodes`` whose raw value differs from the last read or that
+        the last read did not cover (None: none, expired, or not readable: logged)."""
+        if nodes != self._names:
+            last = dict(zip(self._names, self._raw, strict=True))
+            key_of = dict(zip(self._names, self._keys, strict=True))
+            lease_key = self.leases.keys.node_lease
+            self._keys = [key_of.get(n) or lease_key(n) for n in nodes]
+            self._names = list(nodes)
+            before: list[object] = [last.get(n, _UNREAD) for n in nodes]
+        else:
+            before = list(self._raw)
+        raw = self.leases.values(self._keys)
+        self._raw = raw
+        parsed: dict[bytes, NodeLease | None] = {}
+        out: dict[str, NodeLease | None] = {}
+        for name, value, was in zip(self._names, raw, before, strict=True):
+            if value != was:
+                if value is None:
+                    out[name] = None
+                elif value in parsed:
+                    out[name] = parsed[value]
+                else:
+                    out[name] = parsed[value] = _lease(name, text(value))
         return out
+
+
+_UNREAD = object()  # the raw value of a lease not read before: differs from any
 
 
 def _lease(node: str, value: str) -> NodeLease | None:

@@ -3,9 +3,13 @@ when a node counts as lost, what its Ready condition and taints become, when the
 
 from __future__ import annotations
 
+import copy
+import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.node_agent import lifecycle
 from shared.model import meta, nodelifecycle, podutil
@@ -158,3 +162,68 @@ def test_a_node_lease_reads_back_and_refuses_a_later_version_or_garbage() -> Non
                        ("-5", "not a time"), ("1e9", "not a time"), ("١٢", "not a time")):
         with pytest.raises(CorruptEntryError, match=error):
             nodelifecycle.NodeLease.from_value(raw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32))
+def test_a_monitor_decides_what_a_look_at_every_node_decides(seed: int) -> None:
+    """The monitor decides afresh only the nodes that changed, are due or are in a zone
+    whose disruption turned; over random clusters and event sequences (leases renewed,
+    stopped, garbled or gone, heartbeats, Ready False, other taints, nodes added and
+    removed, writes applied or lost, looks early and late) each look, given the leases that
+    changed (as ``LeaseWatch`` reads them), equals ``decide`` of every node and lease from
+    the same saved health."""
+    rnd = random.Random(seed)
+    monitor = nodelifecycle.Monitor(CFG)
+    now = T0
+    nodes: dict[str, dict[str, Any]] = {}
+    leases: dict[str, nodelifecycle.NodeLease | None] = {}
+    zones = ["", "za", "zb"]
+
+    def add(name: str) -> None:
+        nodes[name] = (ready_node(name, rnd.choice(zones), now) if rnd.random() < 0.8
+                       else lifecycle.new_node(name))
+        leases[name] = nodelifecycle.NodeLease(int(now * 1000)) if rnd.random() < 0.7 else None
+
+    for i in range(rnd.randint(1, 8)):
+        add(f"n{i}")
+    saved: dict[str, nodelifecycle.Health] = {}
+    given: dict[str, nodelifecycle.NodeLease | None] = {}  # the leases as at the last look
+    for step in range(40):
+        reference = decide(list(nodes.values()), dict(leases), saved, now, CFG)
+        changed = {n: v for n, v in leases.items() if n not in given or given[n] != v}
+        given = dict(leases)
+        got = monitor.look(dict(nodes), changed, now)
+        assert got.writes == reference.writes, step
+        assert sorted(got.lost) == sorted(reference.lost), step
+        assert dict(got.health) == reference.health, step
+        saved = reference.health
+        for name, new in reference.writes.items():
+            if rnd.random() < 0.8:  # written; else the write was lost
+                nodes[name] = new
+        now += rnd.choice([0.5, 5.0, 5.0, 10.0, 25.0, 41.0])
+        for name in list(nodes):
+            roll = rnd.random()
+            if roll < 0.4:
+                leases[name] = nodelifecycle.NodeLease(int(now * 1000))
+            elif roll < 0.45:
+                leases[name] = None
+            elif roll < 0.5:
+                beat = lifecycle.node_step(lifecycle.AgentConfig(heartbeat=1), nodes[name], now)
+                if beat is not None:
+                    nodes[name] = beat
+            elif roll < 0.53:
+                node = copy.deepcopy(nodes[name])
+                cond = podutil.ready_condition(node)
+                if cond is not None:
+                    cond.update(status="False", reason="KubeletNotReady")
+                    nodes[name] = node
+            elif roll < 0.55:
+                node = copy.deepcopy(nodes[name])
+                node["spec"]["taints"] = [*(node["spec"].get("taints") or []),
+                                          {"key": f"k{step}", "effect": "NoSchedule"}]
+                nodes[name] = node
+            elif roll < 0.57:
+                del nodes[name], leases[name]
+        if rnd.random() < 0.2:
+            add(f"m{step}")
