@@ -15,8 +15,9 @@ readiness and termination), then, each phase timed from log entry ids (the Redis
 * registration: N Ready nodes, 1,000 per commit (each commit's time as this driver saw it);
 * apply: one DaemonSet over every node → all N pods created, → counted in status;
 * rollout: set image at maxUnavailable 10% → rollout complete;
-* idle: ``--idle`` seconds of nothing, the background rate of commands and CPU (node lease
-  renewals, heartbeats, periodic passes), taken off the next phase's per-node costs;
+* idle: windows of ``--idle`` seconds of nothing until two in a row agree, the background
+  rate of commands and CPU (node lease renewals, heartbeats, periodic passes), taken off
+  the next phase's per-node costs;
 * added: ``--added`` nodes one at a time, node ADDED → its pod ADDED p50/p99; per added node
   the Redis commands (``INFO commandstats`` delta, as bench_controller counts it — and net
   of this driver's own commands and of the idle rate), CPU per process, log entries by kind;
@@ -212,16 +213,23 @@ def rollout_phase(c: Cluster, n: int, timeout: float) -> Obj:
 @dataclass
 class Idle:
     """The background rates while nothing happens: Redis commands per second (in all and
-    per command) and CPU seconds per second of each process."""
+    per command) and CPU seconds per second of each process; ``windows``: how many were
+    measured, ``steady``: whether the last two agreed."""
 
     commands: float
     per_command: dict[str, float]
     cpu: dict[str, float]
+    windows: int = 1
+    steady: bool = True
 
 
-def idle_phase(c: Cluster, seconds: float) -> Idle:
-    """The background (lease renewals, heartbeats, periodic passes) over ``seconds`` (the
-    default 10 s is one lease renewal interval, every node's renewal in it once)."""
+IDLE_WINDOWS = 12  # at most, before the added phase starts anyway
+IDLE_COMMANDS_DRIFT = 0.1  # two windows agree: commands/s within 10 %,
+IDLE_CPU_DRIFT = (0.05, 0.2)  # and each process's CPU/s within 0.05 or 20 %
+
+
+def idle_window(c: Cluster, seconds: float) -> Idle:
+    """The commands and CPU rates over one window of ``seconds``."""
     c.bench_commands = 0
     before, cpu_before = c.command_stats(), c.cpu_reading()
     started = time.monotonic()
@@ -229,10 +237,42 @@ def idle_phase(c: Cluster, seconds: float) -> Idle:
     elapsed = time.monotonic() - started
     total, per = benchkit.command_delta(before, c.command_stats(), c.bench_commands)
     cpu = benchkit.cpu_delta(cpu_before, c.cpu_reading())
-    idle = Idle(total / elapsed, {k: v / elapsed for k, v in per.items()},
+    return Idle(total / elapsed, {k: v / elapsed for k, v in per.items()},
                 {k: v / elapsed for k, v in cpu.items()})
-    print(f"  idle {elapsed:.1f} s: {idle.commands:.0f} Redis commands/s, CPU/s "
-          f"{ {k: round(v, 3) for k, v in idle.cpu.items()} }")
+
+
+def agree(a: Idle, b: Idle) -> bool:
+    """Whether two windows show the same background (``IDLE_*_DRIFT``); ``other`` (the
+    rest of the machine) and this driver do not count."""
+    if abs(a.commands - b.commands) > IDLE_COMMANDS_DRIFT * max(a.commands, b.commands):
+        return False
+    least, share = IDLE_CPU_DRIFT
+    return all(abs(v - b.cpu.get(k, 0.0)) <= max(least, share * max(v, b.cpu.get(k, 0.0)))
+               for k, v in a.cpu.items() if k not in ("other", "driver"))
+
+
+def idle_phase(c: Cluster, seconds: float) -> Idle:
+    """The background (lease renewals, heartbeats, periodic passes), over windows of
+    ``seconds`` (the default 10 s is one lease renewal interval, every node's renewal in it
+    once) until the last two agree (``agree``), at most ``IDLE_WINDOWS``: right after a
+    rollout at 50,000 nodes the processes that follow the log are still catching up, and
+    a window then is no background. The rates are the mean of the last two windows."""
+    windows = [idle_window(c, seconds), idle_window(c, seconds)]
+    while not agree(windows[-2], windows[-1]) and len(windows) < IDLE_WINDOWS:
+        print(f"  idle window {len(windows) - 1}: {windows[-2].commands:.0f} Redis "
+              f"commands/s, CPU/s { {k: round(v, 3) for k, v in windows[-2].cpu.items()} }",
+              flush=True)
+        windows.append(idle_window(c, seconds))
+    a, b = windows[-2:]
+
+    def mean(x: dict[str, float], y: dict[str, float]) -> dict[str, float]:
+        return {k: (x.get(k, 0.0) + y.get(k, 0.0)) / 2 for k in x.keys() | y.keys()}
+
+    idle = Idle((a.commands + b.commands) / 2, mean(a.per_command, b.per_command),
+                mean(a.cpu, b.cpu), len(windows), agree(a, b))
+    print(f"  idle ({idle.windows} windows of {seconds:.0f} s, "
+          f"{'steady' if idle.steady else 'NOT steady'}): {idle.commands:.0f} Redis "
+          f"commands/s, CPU/s { {k: round(v, 3) for k, v in sorted(idle.cpu.items())} }")
     return idle
 
 
@@ -279,6 +319,7 @@ def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> O
         "commands_per_added_node_minus_driver": round(m.commands / count, 1),
         "commands_per_added_node": round(net / count, 1),
         "idle_commands_per_s": round(idle.commands, 1),
+        "idle_windows": idle.windows, "idle_steady": idle.steady,
         "top_commands_added": {k: round(v, 1) for k, v in
                                sorted(per_net.items(), key=lambda kv: -kv[1])[:12] if v >= 0.05},
         "cpu_ms_per_added_node": {k: round(1000 * v / count, 2) for k, v in cpu_net.items()},
@@ -463,6 +504,13 @@ def complete_all(c: Cluster, keys: list[str], per: int, generation: int,
 
 # ---- results ----------------------------------------------------------------------------------
 
+def idle_note(r: Obj) -> str:
+    """How the idle rate of a run was measured, when it is worth a note."""
+    if r.get("idle_steady") is False:
+        return " (not steady)"
+    return f" ({r['idle_windows']} windows)" if r.get("idle_windows") else ""
+
+
 def write_summary() -> None:
     """bench-scale.md: the newest runs of both benchmarks, then their history."""
     rows = [r for r in benchkit._load() if r.get("bench") in ("scale", "scale-workers")]
@@ -512,6 +560,9 @@ def write_summary() -> None:
         "",
         "## Per added node, CPU ms by process (net of the idle rate)",
         "",
+        "The idle rate is measured over windows of 10 s until two in a row agree (the runs "
+        "before this rule: one window right after the rollout; `not steady`: none agreed).",
+        "",
         "| at | nodes | load | watcher | reconcilers | status-writer | gc | node-agent | "
         "redis-server | cmds raw / net | idle cmds/s | label |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -525,7 +576,7 @@ def write_summary() -> None:
             f"{s(cpu.get('gc'))} | {s(cpu.get('node-agent'))} | {s(cpu.get('redis-server'))} | "
             f"{s(r.get('commands_per_added_node_raw'), '', 1)} / "
             f"{s(r.get('commands_per_added_node'), '', 1)} | "
-            f"{s(r.get('idle_commands_per_s'), '', 0)} | {r.get('label', '')} |")
+            f"{s(r.get('idle_commands_per_s'), '', 0)}{idle_note(r)} | {r.get('label', '')} |")
     lines += [
         "",
         "## Horizontal scaling: several DaemonSets rolled at once (newest last)",
