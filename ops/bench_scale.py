@@ -6,7 +6,7 @@
     python ops/bench_scale.py --nodes 5000 --scaling none
     python ops/bench_scale.py --nodes 0 --scaling 10x5000 --scaling-workers 1,2,4
         [--added 1000] [--removed N/10] [--idle 10] [--workers 1] [--timeout 1800]
-        [--label TEXT] [--profile DIR] [--keep-logs] [--no-record] [--json-out FILE]
+        [--label TEXT] [--profile DIR] [--profile-rate 200] [--keep-logs] [--no-record] [--json-out FILE]
 
 **Scale run**, per size N (``--nodes``): a private redis-server and the real processes
 (watcher, reconciler-worker x ``--workers``, status-writer, gc, node agent with instant
@@ -380,7 +380,8 @@ def run_scale(n: int, args: argparse.Namespace) -> Obj:
     result: Obj = {"bench": "scale", "nodes": n, "workers": args.workers, "label": args.label,
                    "loadavg_start": [round(v, 2) for v in os.getloadavg()]}
     memory: dict[str, dict[str, float]] = {}
-    with Cluster(workers=args.workers, profile_dir=args.profile, keep_logs=args.keep_logs) as c:
+    with Cluster(workers=args.workers, profile_dir=args.profile, keep_logs=args.keep_logs,
+                 profile_rate=args.profile_rate) as c:
         result.update(registration(c, n))
         c.start_all(gc=True)
         c.warm_up(max(args.timeout, 300.0))
@@ -449,7 +450,8 @@ def run_scaling(daemonsets: int, per: int, workers: int, args: argparse.Namespac
     result: Obj = {"bench": "scale-workers", "nodes": n, "daemonsets": daemonsets,
                    "nodes_per_daemonset": per, "workers": workers, "label": args.label}
     keys = [f"{NAMESPACE}/bench-{d}" for d in range(daemonsets)]
-    with Cluster(workers=workers, profile_dir=args.profile, keep_logs=args.keep_logs) as c:
+    with Cluster(workers=workers, profile_dir=args.profile, keep_logs=args.keep_logs,
+                 profile_rate=args.profile_rate) as c:
         for d in range(daemonsets):
             c.create_nodes([f"node-{d:02d}-{i:05d}" for i in range(1, per + 1)],
                            labels={GROUP_LABEL: f"g{d}"}, spread_heartbeats=HEARTBEAT)
@@ -628,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="", help="a note stored with the results")
     ap.add_argument("--profile", type=Path, default=None,
                     help="record py-spy profiles (raw collapsed stacks) of every process here")
+    ap.add_argument("--profile-rate", type=int, default=200,
+                    help="py-spy's samples a second of each process (with --profile)")
     ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     ap.add_argument("--no-record", action="store_true",
                     help="do not append to ops/results (tests)")

@@ -165,8 +165,11 @@ class Cluster:
     def __init__(self, workers: int = 1, profile_dir: Path | None = None,
                  keep_logs: bool = False, grace: float = 0.0,
                  appendfsync: str | None = None, load_nice: int = 0,
-                 ready_delay: float = 0.0) -> None:
+                 ready_delay: float = 0.0, profile_rate: int = 200) -> None:
+        """``profile_rate``: py-spy's samples a second of each process when profiling (at
+        200 and 50,000 nodes the samplers took as much CPU as the processes they watched)."""
         self.workers = workers
+        self.profile_rate = profile_rate
         # the CPU niceness of the controllers and the node agent (``start_all``): above 0, the
         # workload yields the cores to what a benchmark measures, as if on machines of its own
         self.load_nice = load_nice
@@ -303,7 +306,8 @@ class Cluster:
         for name, proc in self.procs.items():
             out = self.profile_dir / f"{tag}-{name}.txt"
             self.spies.append(subprocess.Popen(
-                [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
+                [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--rate",
+                 str(self.profile_rate),
                  "--nonblocking", "--output", str(out)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         time.sleep(0.5)  # let py-spy attach before the measured phase starts
