@@ -513,8 +513,12 @@ def idle_note(r: Obj) -> str:
     return f" ({r['idle_windows']} windows)" if r.get("idle_windows") else ""
 
 
+NOTES = "## Where the time went"  # bench-scale.md from this heading on is written by hand
+
+
 def write_summary() -> None:
-    """bench-scale.md: the newest runs of both benchmarks, then their history."""
+    """bench-scale.md: the newest runs of both benchmarks, then their history; the notes
+    from the ``NOTES`` heading on are kept."""
     rows = [r for r in benchkit._load() if r.get("bench") in ("scale", "scale-workers")]
     s = benchkit._s
     lines = [
@@ -581,6 +585,23 @@ def write_summary() -> None:
             f"{s(r.get('idle_commands_per_s'), '', 0)}{idle_note(r)} | {r.get('label', '')} |")
     lines += [
         "",
+        "## The rollout at 10%: CPU seconds by process",
+        "",
+        "| at | nodes | load | rollout | watcher | reconcilers | status-writer | gc | node-agent "
+        "| redis-server | other | syncs | label |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in [r for r in rows if r["bench"] == "scale" and r.get("rollout_cpu_seconds")][-20:]:
+        cpu = r["rollout_cpu_seconds"]
+        recon = sum(v for k, v in cpu.items() if k.startswith("reconciler-"))
+        lines.append(
+            f"| {r.get('at', '')} | {r.get('nodes')} | {r.get('loadavg_1m')} | "
+            f"{s(r.get('rollout_s'), ' s')} | {s(cpu.get('watcher'))} | {recon:.1f} | "
+            f"{s(cpu.get('status-writer'))} | {s(cpu.get('gc'))} | {s(cpu.get('node-agent'))} | "
+            f"{s(cpu.get('redis-server'))} | {s(cpu.get('other'))} | "
+            f"{s(r.get('rollout_syncs'), '', 0)} | {r.get('label', '')} |")
+    lines += [
+        "",
         "## Horizontal scaling: several DaemonSets rolled at once (newest last)",
         "",
         "| at | DaemonSets x nodes | workers | load | rollout | pods/s | floor (x) | "
@@ -598,7 +619,10 @@ def write_summary() -> None:
             f"({s(r.get('rollout_floor_ratio'), '', 1)}) | {recon:.1f} s | "
             f"{twice.get('pods', '-')}/{twice.get('decisions', '-')} | {r.get('revision', '')} | "
             f"{r.get('label', '')} |")
-    SUMMARY.write_text("\n".join(lines) + "\n")
+    notes = ""  # the hand-written part, kept as it is
+    if SUMMARY.exists() and NOTES in (text := SUMMARY.read_text()):
+        notes = "\n" + text[text.index(NOTES):]
+    SUMMARY.write_text("\n".join(lines) + "\n" + notes)
 
 
 def failed(r: Obj) -> str:
