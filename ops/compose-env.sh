@@ -60,7 +60,7 @@ while read -r name sha; do
 done < <(python3 - <<'PY'
 import hashlib, runpy
 scripts = runpy.run_path("shared/store/scripts.py")
-for name in ("COMMIT", "SNAPSHOT", "NEWER_POSITION", "ENSURE_EPOCH"):
+for name in ("COMMIT", "SNAPSHOT", "NEWER_POSITION", "ENSURE_EPOCH", "RENEW_LEASES"):
     print(name, hashlib.sha1(scripts[name].encode()).hexdigest())
 PY
 )

@@ -527,3 +527,21 @@ if redis.call("EXISTS", KEYS[1]) == 1 then
 end
 return redis.call("HGET", KEYS[2], "epoch")
 """
+
+# ------------------------------------------------------------------------------------------
+RENEW_LEASES = r"""
+-- renew_leases: set node leases (shared.store.nodelease), each to one value with one TTL.
+--
+-- KEYS      the lease of each node ("<tag>:nodelease:<node>")
+-- ARGV[1]   the value (shared.model.nodelifecycle.NodeLease on the wire)
+-- ARGV[2]   the TTL (ms)
+--
+-- Returns the number of leases set. One call sets a thousand leases: as many SETs in a
+-- pipeline cost the agent six times the CPU to send and read back (50,000 nodes renew
+-- 5,000 leases a second).
+local value, ttl = ARGV[1], ARGV[2]
+for i = 1, #KEYS do
+  redis.call("SET", KEYS[i], value, "PX", ttl)
+end
+return #KEYS
+"""

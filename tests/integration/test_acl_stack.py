@@ -5,6 +5,7 @@ Redis user): it runs a DaemonSet's life without one NOPERM; and each role's user
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import redis
 
 from services.node_agent import lifecycle
 from shared.model import meta
-from shared.store import errors, logmark, noderequests, roles
+from shared.store import errors, logmark, noderequests, roles, scripts
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
 from tests.integration.acl_cluster import USERS, AclRedis
@@ -76,6 +77,7 @@ def test_the_stack_runs_a_daemonsets_life_under_the_acl_without_one_noperm(
 # ---- each role's user: what it must not do is NOPERM -------------------------------------
 
 EVAL = ("EVAL", "return 1", "0")
+RENEW_LEASES_SHA = hashlib.sha1(scripts.RENEW_LEASES.encode()).hexdigest()
 FUNCTION = ("FUNCTION", "LOAD", "#!lua name=probe\nredis.register_function('f', function() return 1 end)")
 
 
@@ -109,7 +111,10 @@ def forbidden(tag: str) -> dict[str, list[tuple[str, ...]]]:
             ("XADD", status, "*", "m", "forged"), ("XADD", f"{tag}:nodereq:other", "*", "m", "x"),
             ("EVALSHA", "0" * 40, "0"), ("LPUSH", f"{tag}:wq:queue", "default/x"),
             ("HSET", f"{tag}:exp", "default/x", "forged"), ("SMEMBERS", "rq:workers"),
-            ("SET", f"{tag}:lease:node-lifecycle", "agent"), ("DEL", f"{tag}:nodelease:n1")],
+            ("SET", f"{tag}:lease:node-lifecycle", "agent"), ("DEL", f"{tag}:nodelease:n1"),
+            # its lease script on anything but a lease
+            ("EVALSHA", RENEW_LEASES_SHA, "2", f"{tag}:nodelease:n1", log, "1", "1000"),
+            ("EVALSHA", RENEW_LEASES_SHA, "1", f"{tag}:lease:node-lifecycle", "1", "1000")],
         "node-admission": for_all + log_rewrites + [
             *obj["DaemonSet"], ("DEL", f"{tag}:obj:Pod"), ("XADD", status, "*", "m", "x"),
             ("XADD", f"{tag}:nodereq:node-agent", "*", "m", "forged")],

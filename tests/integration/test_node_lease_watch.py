@@ -36,3 +36,17 @@ def test_a_lease_watch_reads_only_what_changed_since_its_last_read(
     # a node back after it was left out is read as new, its lease as it is
     assert watch.changed(names) == {names[3]: NodeLease(1_000_000)}
     assert nodelease.CHUNK < len(names)
+
+
+def test_renewing_sets_each_lease_to_the_time_with_the_lease_duration_as_its_ttl(
+        client: redis.Redis, keys: Keys) -> None:
+    leases = NodeLeases(client, keys)
+    names = [f"node-{i:04d}" for i in range(2500)]  # three calls of RENEW_LEASES
+    leases.renew(iter(names), 1000.5, duration=30.0)
+    leases.renew([], 2000.0)  # nothing to renew: nothing written
+    assert leases.read(names) == {n: NodeLease(1_000_500) for n in names}
+    ttls = {client.pttl(keys.node_lease(n)) for n in (names[0], names[1500], names[-1])}
+    assert all(29_000 < ttl <= 30_000 for ttl in ttls), ttls
+    leases.renew(names[1:2], 1001.0, duration=0.0001)  # at least a millisecond
+    assert client.pttl(keys.node_lease(names[1])) in (0, 1, -2)
+    assert client.exists(keys.node_lease("node-2500")) == 0
