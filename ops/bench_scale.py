@@ -6,6 +6,7 @@
     python ops/bench_scale.py --nodes 5000 --scaling none
     python ops/bench_scale.py --nodes 0 --scaling 10x5000 --scaling-workers 1,2,4
         [--added 1000] [--removed N/10] [--idle 10] [--workers 1] [--timeout 1800]
+        [--skip rollout,added,removed]
         [--label TEXT] [--profile DIR] [--profile-rate 200] [--keep-logs] [--no-record] [--json-out FILE]
 
 **Scale run**, per size N (``--nodes``): a private redis-server and the real processes
@@ -276,15 +277,18 @@ def idle_phase(c: Cluster, seconds: float) -> Idle:
     return idle
 
 
-def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> Obj:
+def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float,
+                generation: int = 2) -> Obj:
     ph = Phase(c, "added", n)
     latencies: list[float] = []
+    at: list[float] = []  # seconds into the phase of each node's pod
     next_line = time.monotonic() + 1.0
     last_pod = ""
     for i in range(1, count + 1):
         (node_id,) = c.create_nodes([f"added-{i:05d}"])
         last_pod = c.wait_for_pod(f"added-{i:05d}", node_id)
         latencies.append(id_ms(last_pod) - id_ms(node_id))
+        at.append(round(time.monotonic() - ph.started, 1))
         if time.monotonic() >= next_line:
             next_line += 1.0
             print(f"  t={time.monotonic() - ph.started:5.1f}s  nodes added={i}/{count} "
@@ -292,7 +296,8 @@ def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> O
     driver = c.bench_commands
     state, progress = waiter(c)
     total_n = n + count
-    benchkit.wait_until(lambda: benchkit.status_complete(poll(c, state), total_n, 2, True),
+    benchkit.wait_until(lambda: benchkit.status_complete(poll(c, state), total_n, generation,
+                                                         True),
                         timeout, progress, c)
     m = ph.end(progress)  # commands net of the driver's own
     elapsed = ph.seconds
@@ -308,13 +313,15 @@ def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> O
         entries[f"{kind} {etype}"] += 1
         status_writes += kind == "DaemonSet" and etype == "MODIFIED"
         pod_events += kind == "Pod"
-    status_id = first_status(c, after, DS_KEY, total_n, 2, True)
+    status_id = first_status(c, after, DS_KEY, total_n, generation, True)
     cpu_net = {k: max(0.0, v - idle.cpu.get(k, 0.0) * elapsed) for k, v in m.cpu.items()}
     p50, p99 = benchkit.percentile(latencies, 50), benchkit.percentile(latencies, 99)
     out: Obj = {
         "nodes_added": count,
         "node_added_p50_ms": round(p50, 1), "node_added_p99_ms": round(p99, 1),
         "node_added_max_ms": round(max(latencies), 1),
+        # the slowest ten, (ms, seconds into the phase): what the p99 is made of
+        "node_added_worst": sorted(zip(latencies, at, strict=True))[-10:],
         "commands_per_added_node_raw": round(raw / count, 1),
         "commands_per_added_node_minus_driver": round(m.commands / count, 1),
         "commands_per_added_node": round(net / count, 1),
@@ -335,6 +342,8 @@ def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> O
           f"Redis commands per added node {out['commands_per_added_node']} (raw "
           f"{out['commands_per_added_node_raw']}); CPU ms per added node "
           f"{out['cpu_ms_per_added_node']}")
+    print("  slowest (ms at s into the phase): " +
+          ", ".join(f"{ms:.0f} at {t}" for ms, t in reversed(out["node_added_worst"])))
     floor = ph.floor_of(status_id or c.s.log_tip())
     out.update(floor.as_dict("added"))
     out["added_floor_ms_per_node"] = round(1000 * floor.seconds / count, 2)
@@ -343,17 +352,19 @@ def added_phase(c: Cluster, n: int, count: int, idle: Idle, timeout: float) -> O
     return out
 
 
-def removed_phase(c: Cluster, n: int, total: int, count: int, timeout: float) -> Obj:
+def removed_phase(c: Cluster, n: int, total: int, count: int, timeout: float,
+                  generation: int = 2) -> Obj:
     names = [f"node-{i:05d}" for i in range(n - count + 1, n + 1)]
     base_pods, _ = c.poll_counts()
     ph = Phase(c, "removed", n)
     ids = c.delete_nodes(names)
     left = total - count
     state, progress = waiter(c)
-    benchkit.wait_until(lambda: benchkit.status_complete(poll(c, state), left, 2, True) and
+    benchkit.wait_until(lambda: benchkit.status_complete(poll(c, state), left, generation,
+                                                         True) and
                         base_pods - state["pods"] >= count, timeout, progress, c)
     ph.end(progress)
-    status_id = first_status(c, ids[0], DS_KEY, left, 2, True)
+    status_id = first_status(c, ids[0], DS_KEY, left, generation, True)
     gone, last_gone = 0, ""
     for eid, f in c.scan_log(ids[0]):
         if f[b"k"] == b"Pod" and f[b"t"] == b"DELETED" and f[b"n"].startswith(b"bench/"):
@@ -378,6 +389,7 @@ def memory_note(c: Cluster, phase: str, memory: dict[str, dict[str, float]]) -> 
 def run_scale(n: int, args: argparse.Namespace) -> Obj:
     print(f"== scale: {n} nodes, {args.workers} reconciler worker(s)")
     result: Obj = {"bench": "scale", "nodes": n, "workers": args.workers, "label": args.label,
+                   "skipped": sorted(args.skip - {""}),
                    "loadavg_start": [round(v, 2) for v in os.getloadavg()]}
     memory: dict[str, dict[str, float]] = {}
     with Cluster(workers=args.workers, profile_dir=args.profile, keep_logs=args.keep_logs,
@@ -387,15 +399,19 @@ def run_scale(n: int, args: argparse.Namespace) -> Obj:
         c.warm_up(max(args.timeout, 300.0))
         memory_note(c, "warm-up", memory)
         removed = n // 10 if args.removed is None else min(args.removed, n - 1)
+        rolled = "rollout" not in args.skip
+        generation = 2 if rolled else 1
         phases: list[tuple[str, Callable[[], Obj]]] = [
             ("apply", lambda: apply_phase(c, n, args.timeout)),
             ("rollout", lambda: rollout_phase(c, n, args.timeout)),
             ("added", lambda: added_phase(c, n, args.added, idle_phase(c, args.idle),
-                                          args.timeout) if args.added else {}),
-            ("removed", lambda: removed_phase(c, n, n + args.added, removed, args.timeout)
-             if removed else {}),
+                                          args.timeout, generation) if args.added else {}),
+            ("removed", lambda: removed_phase(c, n, n + args.added, removed, args.timeout,
+                                              generation) if removed else {}),
         ]
         for name, phase in phases:
+            if name in args.skip:
+                continue
             try:
                 result.update(phase())
             except RuntimeError as err:  # a phase timed out: keep what was measured
@@ -645,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--added", type=int, default=1000, help="nodes added one at a time")
     ap.add_argument("--removed", type=int, default=None,
                     help="nodes removed (default: a tenth of the nodes, 5,000 of 50,000)")
+    ap.add_argument("--skip", default="", type=lambda v: {p.strip() for p in v.split(",")},
+                    help="phases of the scale run to leave out (rollout, added, removed: "
+                    "for a shorter run while iterating; the apply always runs)")
     ap.add_argument("--idle", type=float, default=10.0,
                     help="seconds of idle background measured before the added phase")
     ap.add_argument("--scaling", default="10x5000",
