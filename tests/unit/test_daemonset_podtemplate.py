@@ -144,3 +144,20 @@ def test_template_without_labels_cannot_create_pods() -> None:
     tmpl["metadata"]["labels"] = {}
     with pytest.raises(podtemplate.NoLabelsError, match="unable to create pods, no labels"):
         podtemplate.new_pod(ds, tmpl, "n", "")
+
+
+def test_pods_of_one_template_share_its_values_but_not_their_affinity_or_metadata() -> None:
+    """The pods of one template share its spec's values (no deep copy per pod) and each has
+    its own spec map, affinity and metadata; the template itself is left as it was."""
+    ds = make_ds(pod_spec={"containers": [{"name": "c", "image": "i"}],
+                           "affinity": {"podAntiAffinity": {"x": 1}}})
+    tmpl = podtemplate.create_pod_template(ds, "h")
+    before = podtemplate.clone(tmpl)
+    a = podtemplate.new_pod(ds, tmpl, "n1", "h")
+    b = podtemplate.new_pod(ds, tmpl, "n2", "h")
+    assert a["spec"]["containers"] is b["spec"]["containers"] is tmpl["spec"]["containers"]
+    assert a["spec"] is not b["spec"] and a["metadata"] is not b["metadata"]
+    assert a["spec"]["affinity"] is not b["spec"]["affinity"]
+    assert a["metadata"]["labels"] is not b["metadata"]["labels"]
+    assert tmpl == before  # the affinity went into each pod's own spec, not the template's
+    assert a["spec"]["affinity"]["podAntiAffinity"] == {"x": 1}
