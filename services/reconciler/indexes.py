@@ -6,8 +6,8 @@ to every index, a Pod to the indexes of the DaemonSets its controller ref names 
 after the change (an orphan to every index of its namespace: any may adopt it), a
 DaemonSet's newer object to its index, which it keeps only while the
 index still fits it (``DaemonSetIndex.update_ds``). An index is built, from the sync's own
-snapshot, after a sync of its DaemonSet (:meth:`Indexes.keep`) when there is none yet or the
-current revision's hash changed; a cache that listed again (a new view: first sync, a
+snapshot, before a full plan of its DaemonSet (:meth:`Indexes.keep`) when there is none yet
+or the current revision's hash changed, so that plan already reads it; a cache that listed again (a new view: first sync, a
 compaction gap, the log going backwards) drops them all (:meth:`Indexes.check`).
 
 Memory: an index holds the cache's own Node and Pod objects (no copies), one ``PodFacts``
@@ -90,20 +90,22 @@ class Indexes:
         return [index for uid in uids
                 if (index := self._by_key.get(self._key_of_uid.get(uid, ""))) is not None]
 
-    def keep(self, snap: t.Snapshot, plan: t.Plan) -> None:
-        """After a sync of ``snap.key`` that decided ``plan``: build its index from ``snap``
-        (the cache's state at the snapshot) unless the one kept fits the DaemonSet at the
-        plan's hash; drop it when the DaemonSet is gone or was not planned."""
+    def keep(self, snap: t.Snapshot, hash: str) -> nodeindex.DaemonSetIndex | None:
+        """The index of ``snap.key`` at the current revision ``hash`` (``planner.current_hash``
+        before its full plan, the plan's after it), built from ``snap`` (the cache's state at
+        the snapshot) unless the one kept fits the DaemonSet at ``hash``; dropped (None)
+        when the DaemonSet is gone or is not planned (no ``hash``)."""
         ds = snap.ds
-        if ds is None or not plan.hash:
+        if ds is None or not hash:
             self._drop(snap.key)
-            return
+            return None
         index = self._by_key.get(snap.key)
-        if index is not None and index.hash == plan.hash and index.fits(ds):
-            return
+        if index is not None and index.hash == hash and index.fits(ds):
+            return index
         self._drop(snap.key)
-        self._by_key[snap.key] = nodeindex.DaemonSetIndex(ds, plan.hash, snap.nodes, snap.pods)
+        index = self._by_key[snap.key] = nodeindex.DaemonSetIndex(ds, hash, snap.nodes, snap.pods)
         self._key_of_uid[meta.uid(ds)] = snap.key
+        return index
 
     def _drop(self, key: str) -> None:
         index = self._by_key.pop(key, None)

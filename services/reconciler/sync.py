@@ -240,9 +240,12 @@ class Reconciler:
             snap, plan = per_node
         else:
             snap = self.snapshot(key, position)
-            plan = planner.plan(snap, self.indexes.get(key), None if snap.ds is None else
+            # the index first: a full plan without one walks every Node and Pod, and then
+            # building it after the plan walks them again
+            index = self.indexes.keep(snap, planner.current_hash(snap))
+            plan = planner.plan(snap, index, None if snap.ds is None else
                                 _PodNames(self.cache, meta.namespace(snap.ds)))
-            self.indexes.keep(snap, plan)
+            self.indexes.keep(snap, plan.hash)
         outcome: Outcome = self.executor.execute(
             plan, snap, lease_token, record=lambda out: self._record(snap, plan, out))
         if outcome.publish_status:

@@ -187,6 +187,21 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
     return result
 
 
+def current_hash(snapshot: Snapshot) -> str:
+    """The current revision's hash :func:`plan` of ``snapshot`` works at (``Plan.hash``),
+    so that an index at it can be built before planning (a plan with a fitting index reads
+    no Node or Pod one by one; without one, it walks them all, and so does building the
+    index after it); "" when the plan stops before reading a Node or a Pod (no DaemonSet,
+    one being deleted, an empty selector). Decides."""
+    ds = snapshot.ds
+    if ds is None or labels.is_empty_selector(dsutil.selector(ds)) or \
+            meta.is_being_deleted(ds):
+        return ""
+    # the hash does not depend on the pods (they are only relabelled after a duplicate
+    # revision), nor on the order of the revisions (plan sorts them by name first)
+    return history.construct_history(ds, sorted(snapshot.revisions, key=meta.name), ()).hash
+
+
 def plan_nodes(
     snapshot: Snapshot,
     nodes: Collection[str],

@@ -255,3 +255,34 @@ def test_history_constructed_while_expectations_pending() -> None:
     plan = planner.plan(snapshot(ds, make_nodes(1), expectations_satisfied=False))
     assert any(isinstance(a, CreateRevision) for a in plan.history)
     assert plan.sync_nodes is None and plan.cleanup == []
+
+
+def test_the_hash_known_before_a_plan_is_the_plans() -> None:
+    """``planner.current_hash``, which the reconciler builds its index at before a full
+    plan, is the plan's hash in every case of history, and none when the plan reads no
+    node."""
+    ds = make_ds()
+    nodes = make_nodes(3)
+    pods = [make_pod("p-a", "node-0", ds=ds, hash="aaaa"), make_pod("p-b", "node-1", ds=ds)]
+    orphan = revision_for(ds, 1)
+    del orphan["metadata"]["ownerReferences"]
+    tie = [revision_for(ds, 1, hash="bbbb"), revision_for(ds, 1, hash="aaaa")]
+    cases = [
+        (ds, []),  # the first sync: a revision to create
+        (ds, [revision_for(ds, 1)]),  # the current one exists
+        (with_image(ds, "other"), [revision_for(ds, 1)]),  # a template change
+        (ds, [revision_for(ds, 2, hash="bbbb"), revision_for(ds, 1, hash="aaaa")]),  # dups
+        (ds, tie), (ds, tie[::-1]),  # a tie: the later by name wins, whatever the order
+        (make_ds(status={"collisionCount": 1}), []),
+        (ds, [orphan]),  # adopted
+    ]
+    for this, revisions in cases:
+        snap = snapshot(this, nodes, pods, revisions=revisions)
+        assert planner.current_hash(snap) == planner.plan(snap).hash != ""
+    deleting = copy.deepcopy(ds)
+    deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    everything = copy.deepcopy(ds)
+    everything["spec"]["selector"] = {}
+    for this in (None, deleting, everything):
+        snap = snapshot(this, nodes, pods)
+        assert planner.current_hash(snap) == planner.plan(snap).hash == ""

@@ -48,6 +48,7 @@ def test_plan_invariants(
 ) -> None:
     ds, nodes, pods = build(nodes_spec, pods_spec, strategy)
     plan = planner.plan(snapshot(ds, nodes, pods))
+    assert planner.current_hash(snapshot(ds, nodes, pods)) == plan.hash  # known before
 
     # the same snapshot in another order gives the same plan
     rng = random.Random(seed)

@@ -26,7 +26,7 @@ def _kept(nodes: list[Obj], pods: list[Obj]) -> tuple[Indexes, Obj]:
     view = object()
     indexes.check(view)
     snap = snapshot(ds, nodes, pods)
-    indexes.keep(snap, planner.plan(snap))
+    indexes.keep(snap, planner.plan(snap).hash)
     return indexes, ds
 
 
