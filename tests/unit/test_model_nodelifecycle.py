@@ -164,6 +164,24 @@ def test_a_node_lease_reads_back_and_refuses_a_later_version_or_garbage() -> Non
             nodelifecycle.NodeLease.from_value(raw)
 
 
+def test_a_monitor_gives_a_node_heard_by_its_lease_alone_the_grace_of_its_kind() -> None:
+    """A node whose lease alone changed is heard from without being decided again: its
+    deadline is then the startup grace away when its agent never posted (60 s), the
+    monitor grace away when it did (40 s), as a look at every node decides."""
+    monitor = nodelifecycle.Monitor(CFG)
+    fresh, posted = lifecycle.new_node("fresh"), ready_node("posted")
+    nodes = {"fresh": fresh, "posted": posted}
+    lease = {n: nodelifecycle.NodeLease(1) for n in nodes}
+    assert not monitor.look(nodes, lease, T0).writes
+    renewed = {n: nodelifecycle.NodeLease(2) for n in nodes}
+    assert not monitor.look(nodes, renewed, T0 + 30).writes  # both heard at T0 + 30
+    d = monitor.look(nodes, {}, T0 + 75)
+    assert set(d.writes) == {"posted"}  # 45 s unheard: past 40 s, not 60 s
+    d = monitor.look({**nodes, "posted": d.writes["posted"]}, {}, T0 + 91)
+    assert set(d.writes) == {"fresh"} and d.lost == []
+    assert nodelifecycle.ready_status(d.writes["fresh"]) == "Unknown"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32))
 def test_a_monitor_decides_what_a_look_at_every_node_decides(seed: int) -> None:
