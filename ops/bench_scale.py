@@ -85,11 +85,15 @@ class Phase:
         self.commands = c.command_stats()
         self.cpu = c.cpu_reading()
         self.syncs = c.sync_stats()
+        self.catch_up = c.catch_up_cpu()
         self.started = time.monotonic()
 
     def end(self, progress: Callable[[], str]) -> benchkit.Measured:
         self.seconds = time.monotonic() - self.started
         m = benchkit.finish(self.c, self.commands, self.cpu, progress)
+        self.catch_up = {k: round(v - self.catch_up.get(k, 0.0), 2)
+                         for k, v in self.c.catch_up_cpu().items()}
+        print(f"  CPU seconds following the log (catch-up) per worker: {self.catch_up}")
         self.profile = self.c.profile_summary(self.tag)
         for proc, top in self.profile.items():
             print(f"  profile {self.name} {proc}: " +
@@ -205,7 +209,7 @@ def rollout_phase(c: Cluster, n: int, timeout: float) -> Obj:
     out: Obj = {"rollout_s": secs(update_id, done_id), "rollout_commands": m.commands,
                 "rollout_commands_per_node": round(m.commands / n, 2),
                 "rollout_cpu_seconds": m.cpu, "rollout_syncs": m.syncs[0] - ph.syncs[0],
-                "rollout_profile": ph.profile}
+                "rollout_catch_up_cpu_seconds": ph.catch_up, "rollout_profile": ph.profile}
     print(f"  set image → rollout complete (maxUnavailable 10%): {out['rollout_s']} s")
     with_floor(out, "rollout", out["rollout_s"], ph.floor_of(done_id))
     return out
@@ -491,7 +495,7 @@ def run_scaling(daemonsets: int, per: int, workers: int, args: argparse.Namespac
             "pods_per_s": round(n / rollout_s, 1) if rollout_s else None,
             "rollout_commands_per_node": round(m.commands / n, 2),
             "rollout_cpu_seconds": m.cpu, "rollout_syncs": m.syncs[0] - ph.syncs[0],
-            "rollout_profile": ph.profile,
+            "rollout_catch_up_cpu_seconds": ph.catch_up, "rollout_profile": ph.profile,
         })
         print(f"  set image on {daemonsets} → all complete: {rollout_s} s, "
               f"{result['pods_per_s']} pods/s")
@@ -621,18 +625,20 @@ def write_summary() -> None:
         "## Horizontal scaling: several DaemonSets rolled at once (newest last)",
         "",
         "| at | DaemonSets x nodes | workers | load | rollout | pods/s | floor (x) | "
-        "reconciler CPU | twice | revision | label |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "reconciler CPU | of it following the log | twice | revision | label |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in [r for r in rows if r["bench"] == "scale-workers"][-30:]:
         cpu = r.get("rollout_cpu_seconds") or {}
         recon = sum(v for k, v in cpu.items() if k.startswith("reconciler-"))
+        following = r.get("rollout_catch_up_cpu_seconds")  # recorded since 2026-12-03
         twice = r.get("processed_twice") or {}
         lines.append(
             f"| {r.get('at', '')} | {r.get('daemonsets')} x {r.get('nodes_per_daemonset')} | "
             f"{r.get('workers')} | {r.get('loadavg_1m')} | {s(r.get('rollout_s'), ' s')} | "
             f"{s(r.get('pods_per_s'), '', 0)} | {s(r.get('rollout_floor_s'), ' s')} "
             f"({s(r.get('rollout_floor_ratio'), '', 1)}) | {recon:.1f} s | "
+            f"{s(sum(following.values()) if following else None, ' s', 1)} | "
             f"{twice.get('pods', '-')}/{twice.get('decisions', '-')} | {r.get('revision', '')} | "
             f"{r.get('label', '')} |")
     notes = ""  # the hand-written part, kept as it is

@@ -460,6 +460,12 @@ class Cluster:
                 seconds += self.metric(name, "daemonbus_reconcile_duration_seconds_sum")
         return int(count), seconds
 
+    def catch_up_cpu(self) -> dict[str, float]:
+        """Each reconciler-worker's CPU seconds so far bringing its cache up to the keys'
+        hand-out positions (following the log), by process name."""
+        return {name: self.metric(name, "daemonbus_reconcile_catch_up_cpu_seconds_total")
+                for name in self.procs if name.startswith("reconciler-")}
+
     def poll_counts(self, ds_key: str = f"{NAMESPACE}/{DS_NAME}") -> tuple[int, Obj]:
         """(pods in the store, the DaemonSet's status): two commands, counted."""
         pipe = self.s.r.pipeline(transaction=False)

@@ -50,6 +50,9 @@ SYNC_SECONDS = Histogram("daemonbus_reconcile_duration_seconds", "Duration of on
 PODS_CREATED = Counter("daemonbus_pods_created_total", "Daemon pods created")
 PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
 
+CATCH_UP_CPU = Counter("daemonbus_reconcile_catch_up_cpu_seconds_total",
+                       "CPU seconds spent bringing the worker's cache and indexes up to a key's "
+                       "hand-out position (every worker follows the whole log)")
 PER_NODE = Counter("daemonbus_reconcile_per_node_total",
                    "Syncs handed out with node hints, by the path they took",
                    ["path"])  # per-node, or full (the per-node plan asked for one)
@@ -171,6 +174,13 @@ class Reconciler:
 
     def _catch_up(self, position: str) -> None:
         """The cache at least as new as ``position``, the indexes following it."""
+        started = time.thread_time()
+        try:
+            self._follow(position)
+        finally:
+            CATCH_UP_CPU.inc(time.thread_time() - started)
+
+    def _follow(self, position: str) -> None:
         if not self.cache.synced:
             self.cache.sync()
         self.indexes.check(self.cache.view)

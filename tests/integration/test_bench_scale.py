@@ -31,6 +31,11 @@ def test_bench_scale_runs_every_phase_and_processes_nothing_twice(tmp_path: Path
     assert scale["reconciler_rss_within_2gib"] is True
     assert "redis used_memory" in scale["memory_mib"]["removed"]
     assert scaling["workers"] == 2 and scaling["rollout_s"] is not None
+    # each worker's CPU following the log, a part of its CPU in the rollout
+    following = scaling["rollout_catch_up_cpu_seconds"]
+    assert sorted(following) == ["reconciler-0", "reconciler-1"], following
+    assert all(0 <= following[w] <= scaling["rollout_cpu_seconds"][w] + 0.05
+               for w in following) and sum(following.values()) > 0, following
     # every node got a pod of each revision (50 + 50 at least, in both runs), none twice
     for run in (scale, scaling):
         twice = run["processed_twice"]
