@@ -99,6 +99,9 @@ def check_entry(rec: list[Any]) -> None:
     """Raise LogFileError naming the entry when ``rec`` is not an ``E`` record of text fields
     and a bytes payload (what a rebuild copies into the log)."""
     eid = rec[1] if len(rec) > 1 else "?"
+    if rec[0] != ENTRY:
+        raise LogFileError(f"a {rec[0]!r} record among the entries: the snapshot's objects "
+                           "come before them")
     if len(rec) < 7 or not all(isinstance(f, str) for f in rec[1:6]) or \
             not isinstance(rec[6], bytes):
         raise LogFileError(f"malformed entry record {eid!r}: fields of the wrong type")

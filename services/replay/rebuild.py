@@ -16,7 +16,9 @@ cluster, and a refused rebuild writes nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain, islice, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -94,26 +96,24 @@ def _fold_and_append(reader: logfile.Reader, append: restore.Appender, until: st
     snap_rows: list[tuple[str, str, str, bytes]] = []
     limit = codec.id_tuple(until) if until else None
     newest: dict[tuple[str, str], list[Any]] = {}
-    pending: list[list[Any]] = []
-    entries, last = 0, ""
-    for rec in reader.records():  # once per entry: as little as the bound and the user need
-        if rec[0] == logfile.OBJECT:
-            _, kind, key, rv, payload = rec
-            view.put(kind, key, rv, payload)
-            snap_rows.append((kind, key, rv, payload))
-            continue
-        if limit is not None and codec.id_tuple(rec[1]) > limit:
+    records = reader.records()
+    first: list[list[Any]] = []
+    for rec in records:  # the snapshot's objects, which come before the entries
+        if rec[0] != logfile.OBJECT:
+            first.append(rec)
             break
-        if len(rec) > 7:
-            logfile.entry_user(rec)  # refuses a record with a malformed user before any write
-        pending.append(rec)
-        if len(pending) >= batch:
+        _, kind, key, rv, payload = rec
+        view.put(kind, key, rv, payload)
+        snap_rows.append((kind, key, rv, payload))
+    rest: Iterator[list[Any]] = chain(first, records)
+    entries, last = 0, ""
+    while pending := list(islice(rest, batch)):  # the entries, a batch at a time
+        if limit is not None and codec.id_tuple(pending[-1][1]) > limit:
+            pending = list(takewhile(lambda r: codec.id_tuple(r[1]) <= limit, pending))
+            rest = iter(())  # past the bound: this batch is the last
+        if pending:
             _send(append, pending, newest)
             entries, last = entries + len(pending), pending[-1][1]
-            pending = []
-    if pending:
-        _send(append, pending, newest)
-        entries, last = entries + len(pending), pending[-1][1]
     _fold_newest(view, newest)
     return view, snap_rows, entries, last
 
@@ -141,6 +141,8 @@ def _send(append: restore.Appender, records: list[list[Any]],
         for rec in records:  # once per entry
             if rec[3] != _DECISION:
                 newest[rec[4], rec[5]] = rec
+            if len(rec) > 7:
+                logfile.entry_user(rec)  # refuses a malformed user before any write
         data = append.encode(records)
     except (TypeError, AttributeError, IndexError):
         for rec in records:  # the slow path, for the message: which record is it

@@ -14,6 +14,7 @@ from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
 
 VIEW_BATCH = 1000
+MEMO = 100_000  # Appender: the objects whose fixed XADD arguments are kept encoded
 
 
 def _glob_escape(s: str) -> str:
@@ -49,19 +50,21 @@ class Appender:
         self.pool: Any = client.connection_pool
         conn: Any = self.pool.get_connection()
         self.conn: Any = conn
-        self.head = b"$4\r\nXADD\r\n" + _bulk(log_key.encode())
-        self.small: dict[tuple[str, str, str], bytes] = {}
+        self.head = b"*13\r\n$4\r\nXADD\r\n" + _bulk(log_key.encode())
+        self.fields: dict[tuple[str, str, str, str], bytes] = {}
         with redis_errors("append log entries"):
             conn.send_command("CLIENT", "REPLY", "OFF", check_health=False)
 
-    def _fields(self, v: str, t: str, k: str) -> bytes:
-        """``$1 v $n <v> $1 t $n <t> $1 k $n <k> $1 n``, memoised: v, t and k take a handful
-        of values."""
-        got = self.small.get((v, t, k))
-        if got is None:
-            got = self.small[(v, t, k)] = b"".join(
-                [b"$1\r\nv\r\n", _bulk(v.encode()), b"$1\r\nt\r\n", _bulk(t.encode()),
-                 b"$1\r\nk\r\n", _bulk(k.encode()), b"$1\r\nn\r\n"])
+    def _fields(self, v: str, t: str, k: str, n: str) -> bytes:
+        """What comes between an entry's id and its payload's length: ``CRLF $1 v $n <v>
+        $1 t … $1 k … $1 n $n <n> $1 o``, memoised: an object's entries repeat it (the cache
+        is emptied when it holds MEMO of them, so it stays small whatever the log)."""
+        if len(self.fields) >= MEMO:
+            self.fields.clear()
+        got = self.fields[(v, t, k, n)] = b"".join(
+            [b"\r\n$1\r\nv\r\n", _bulk(v.encode()), b"$1\r\nt\r\n", _bulk(t.encode()),
+             b"$1\r\nk\r\n", _bulk(k.encode()), b"$1\r\nn\r\n", _bulk(n.encode()),
+             b"$1\r\no\r\n"])
         return got
 
     def send(self, entries: list[list[Any]]) -> None:
@@ -70,18 +73,21 @@ class Appender:
 
     def encode(self, entries: list[list[Any]]) -> bytes:
         """The RESP of the ``XADD`` of each of ``entries``. Decides."""
-        head, fields, small = self.head, self._fields, self.small
+        head, memo, fields = self.head, self.fields, self._fields
         parts: list[bytes] = []
         add = parts.append
         for r in entries:  # once per entry: one small format; the payload is joined as it is
-            eid, key, payload = r[1].encode(), r[5].encode(), r[6]
-            vtk = small.get((r[2], r[3], r[4])) or fields(r[2], r[3], r[4])
-            user = r[7] if len(r) > 7 else ""  # checked by logfile.entry_user
-            add(b"%s%s$%d\r\n%s\r\n%s$%d\r\n%s\r\n$1\r\no\r\n$%d\r\n" % (
-                b"*15\r\n" if user else b"*13\r\n", head, len(eid), eid, vtk, len(key), key,
-                len(payload)))
-            add(payload)
-            add(b"\r\n$1\r\nu\r\n" + _bulk(user.encode()) if user else b"\r\n")
+            eid, payload = r[1].encode(), r[6]
+            vtkn = memo.get((r[2], r[3], r[4], r[5])) or fields(r[2], r[3], r[4], r[5])
+            if len(r) > 7 and r[7]:  # the user (checked by logfile.entry_user): 2 more args
+                add(b"*15%s$%d\r\n%s%s$%d\r\n" % (head[3:], len(eid), eid, vtkn,
+                                                  len(payload)))
+                add(payload)
+                add(b"\r\n$1\r\nu\r\n" + _bulk(r[7].encode()))
+            else:
+                add(b"%s$%d\r\n%s%s$%d\r\n" % (head, len(eid), eid, vtkn, len(payload)))
+                add(payload)
+                add(b"\r\n")
         return b"".join(parts)
 
     def send_raw(self, data: bytes) -> None:

@@ -60,3 +60,17 @@ def test_entries_out_of_order_are_refused_before_the_view_is_written(
     with pytest.raises(rebuild.RebuildError, match="Redis took 2 of 4 log entries"):
         rebuild.rebuild(path, client, keys)
     assert not client.exists(keys.objects("Node"), keys.versions("Node"))
+
+
+def test_an_object_record_among_the_entries_is_refused(
+        redis_server: RedisServer, prefix: str, tmp_path: Path) -> None:
+    """The snapshot's objects come before the entries: one after them is a damaged file,
+    refused (not folded into the view as if it were the snapshot's)."""
+    stray = ["O", "Node", "/n9", "9-0", msgpack.packb({"metadata": {"name": "n9"}})]
+    path = _write_log(tmp_path / "stray.dblog", prefix,
+                      [_node(1), _node(2), _node(3), stray, _node(4)], "1-0", "4-0")
+    client, keys = connect(redis_server.url), Keys(prefix)
+    with pytest.raises(logfile.LogFileError, match="'O' record among the entries"):
+        rebuild.rebuild(path, client, keys, batch=2)
+    assert [i.decode() for i, _f in client.xrange(keys.log)] == ["1-0", "2-0"]
+    assert not client.exists(keys.objects("Node"))
