@@ -19,10 +19,14 @@ later runs with the same sizes reuse them instead of generating (delete the file
 simulation or the entry encoding changes).
 
 Each throughput is printed beside a floor measured in the same run (issue 15): for
-``replay``, the time Redis itself takes for the rebuild's own writes (the same XADDs, encoded
-beforehand, sent as one pipelined stream with replies off, then the view hashes); for
-``replay --verify``, the time to read the file and decode its msgpack once. Prints entries/s
-and appends one JSON line to ops/results/bench.jsonl, with the load average before and after.
+``replay``, the faster of two ways Redis itself takes the same log and view: the rebuild's
+own XADDs, encoded beforehand and sent as one pipelined stream with replies off (run before
+the replay and after it, the better of the two), and one RESTORE of the log's DUMP (the
+stream as Redis serialises it: the cheapest documented way to load a stream, which replay
+cannot use: Redis refuses an argument over 512 MB unless its configuration is changed),
+each followed by the view hashes; for ``replay --verify``, the time to read the file and
+decode its msgpack once. Prints entries/s and appends one JSON line to
+ops/results/bench.jsonl, with the load average before and after.
 Targets on the 2-core machine: replay at least 200,000 entries/s, verify at least 100,000.
 """
 
@@ -38,6 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -341,12 +346,12 @@ def generate(store: Store, entries: int, nodes: int, seed: int = 1) -> LogSim:
     return sim
 
 
-def replay_floor(client: Any, path: Path, keys: Keys) -> float:
+def replay_floor(client: Any, path: Path, keys: Keys) -> tuple[float, float]:
     """Seconds Redis itself needs for the rebuild's writes into the empty prefix ``keys``:
     every entry's XADD, encoded beforehand as the rebuild encodes it, sent as one pipelined
     stream with replies off (the reply to the closing CLIENT REPLY ON comes after the last
-    XADD is done), then the view hashes."""
-    view = snapshot.RawView()
+    XADD is done), then the view hashes; and of them, the view hashes'."""
+    view = _file_view(path)
     append = restore.Appender(client, keys.log)
     batches: list[bytes] = []
     pending: list[list[Any]] = []
@@ -354,7 +359,6 @@ def replay_floor(client: Any, path: Path, keys: Keys) -> float:
         for rec in reader.records():
             if rec[0] != logfile.ENTRY:
                 continue
-            view.apply(rec[1], rec[3], rec[4], rec[5], rec[6])
             pending.append(rec)
             if len(pending) >= rebuild.BATCH:
                 batches.append(append.encode(pending))
@@ -364,8 +368,55 @@ def replay_floor(client: Any, path: Path, keys: Keys) -> float:
     for data in batches:
         append.send_raw(data)
     append.close()
+    logged = time.monotonic()
     restore.write_view(client, keys, view)
-    return time.monotonic() - started
+    done = time.monotonic()
+    return done - started, done - logged
+
+
+def restore_floor(client: Any, path: Path, keys: Keys,
+                  cpu: Callable[[], float]) -> tuple[float, float]:
+    """Seconds Redis itself needs to take the same log as one RESTORE of its DUMP (the
+    stream as Redis serialises it, uncompressed: no command parsed per entry, no entry
+    encoded by Redis), then the view hashes. ``keys.log`` must hold the log (the XADD
+    floor's), which is replaced by the restored one, checked to be of the same length and
+    newest id. Redis has no way to append serialised entries to a stream, so the whole log
+    is one argument: the private server's limit on one (512 MB by default, under the
+    log's size) is raised for it, as replay could not do to a user's Redis. Also returns
+    Redis' CPU seconds for it (``cpu``: the server's so far)."""
+    client.config_set("rdbcompression", "no")
+    payload = client.dump(keys.log)
+    extent = restore.log_extent(client, keys)
+    client.unlink(*client.keys(keys.tag + ":*"))
+    limit = str(max(2 * len(payload), 512 << 20))
+    client.config_set("proto-max-bulk-len", limit)
+    client.config_set("client-query-buffer-limit", limit)
+    view = _file_view(path)
+    key = keys.log.encode()
+    head = b"*4\r\n$7\r\nRESTORE\r\n$%d\r\n%s\r\n$1\r\n0\r\n$%d\r\n" % (
+        len(key), key, len(payload))
+    conn = client.connection_pool.get_connection()
+    started, used = time.monotonic(), cpu()
+    try:
+        conn.send_packed_command([head, payload, b"\r\n"], check_health=False)
+        conn.read_response()
+    finally:
+        client.connection_pool.release(conn)
+    restore.write_view(client, keys, view)
+    seconds, used = time.monotonic() - started, cpu() - used
+    if restore.log_extent(client, keys) != extent:
+        raise RuntimeError(f"the restored log is not the one dumped: {extent}")
+    return seconds, used
+
+
+def _file_view(path: Path) -> snapshot.RawView:
+    """The view the file's entries fold into (what every floor writes after the log)."""
+    view = snapshot.RawView()
+    with logfile.Reader(path) as reader:
+        for rec in reader.records():
+            if rec[0] == logfile.ENTRY:
+                view.apply(rec[1], rec[3], rec[4], rec[5], rec[6])
+    return view
 
 
 def _redis_cpu(server: RedisServer) -> float:
@@ -453,24 +504,44 @@ def main() -> int:
         size_mb = path.stat().st_size / 1e6
         load_before = os.getloadavg()[0]
         floor_keys = Keys("bench-floor")
-        redis_cpu = _redis_cpu(server)
-        floor_s = replay_floor(client, path, floor_keys)
-        floor_redis = _redis_cpu(server) - redis_cpu
+
+        def xadd_floor() -> tuple[float, float, float]:
+            """The XADD floor's seconds, of them the view's, and Redis' CPU seconds."""
+            redis_cpu = _redis_cpu(server)
+            floor_s, view_s = replay_floor(client, path, floor_keys)
+            return floor_s, view_s, _redis_cpu(server) - redis_cpu
+
+        # the XADD floor before the replay and after it (the best of the two: a floor), then
+        # RESTORE's, from the log the second one wrote
+        xadd_runs = [xadd_floor()]
         client.unlink(*client.keys(floor_keys.tag + ":*"))
-        floor_rate = counts["entries"] / floor_s
         cpu, redis_cpu = time.process_time(), _redis_cpu(server)
         rb = rebuild.rebuild(path, client, dst)
         rb_cpu, rb_redis = time.process_time() - cpu, _redis_cpu(server) - redis_cpu
         same = _view(client, dst) == expected
+        client.unlink(*client.keys(dst.tag + ":*"))
+        xadd_runs.append(xadd_floor())
+        xadd_s, view_s, xadd_redis = min(xadd_runs)
+        restore_s, restore_redis = restore_floor(client, path, floor_keys,
+                                                 lambda: _redis_cpu(server))
+        client.unlink(*client.keys(floor_keys.tag + ":*"))
+        floor_s = min(xadd_s, restore_s)
+        floor_way = "RESTORE" if restore_s < xadd_s else "XADD"
+        floor_rate = counts["entries"] / floor_s
         print(f"replay: {rb.entries:,} entries, {rb.objects:,} objects in {rb.seconds:.1f}s "
-              f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); floor, Redis alone for the same "
-              f"writes: {floor_s:.1f}s = {floor_rate:,.0f} entries/s (replay takes "
-              f"{rb.seconds / floor_s:.2f}x); view identical: {same}", flush=True)
-        print(f"  CPU per entry: replay's process {rb_cpu / rb.entries * 1e6:.1f} us, Redis "
-              f"{rb_redis / rb.entries * 1e6:.1f} us (in the floor: "
-              f"{floor_redis / rb.entries * 1e6:.1f} us, so Redis alone on a core of its own "
-              f"takes {rb.entries / floor_redis if floor_redis else 0:,.0f} entries/s)",
+              f"= {rb.rate:,.0f} entries/s (target {TARGET:,}); view identical: {same}",
               flush=True)
+        print(f"  floor, Redis alone for the same log and view: pipelined XADDs "
+              f"{xadd_s:.2f}s = {counts['entries'] / xadd_s:,.0f} entries/s (best of "
+              f"{', '.join(f'{r[0]:.2f}s' for r in xadd_runs)}, the view's hashes "
+              f"{view_s * 1000:.0f} ms); one RESTORE of the log's DUMP {restore_s:.2f}s = "
+              f"{counts['entries'] / restore_s:,.0f} entries/s; replay takes "
+              f"{rb.seconds / floor_s:.2f}x the faster ({floor_way})", flush=True)
+        print(f"  CPU per entry: replay's process {rb_cpu / rb.entries * 1e6:.1f} us, Redis "
+              f"{rb_redis / rb.entries * 1e6:.1f} us (in the XADD floor: "
+              f"{xadd_redis / rb.entries * 1e6:.1f} us, so Redis alone on a core of its own "
+              f"takes {rb.entries / xadd_redis if xadd_redis else 0:,.0f} entries/s; in "
+              f"RESTORE's {restore_redis / rb.entries * 1e6:.1f} us)", flush=True)
         read_s = read_floor(path)
         cpu = _cpu()
         vr = verify.verify(path, workers=verify.default_workers())
@@ -498,11 +569,16 @@ def main() -> int:
             "generate_s": counts["generate_s"], "export_s": counts["export_s"],
             "export_entries_per_s": counts["export_entries_per_s"], "reused_file": reused,
             "replay_s": round(rb.seconds, 2), "replay_entries_per_s": round(rb.rate),
-            "replay_floor_s": round(floor_s, 2),
+            "replay_floor_s": round(floor_s, 2), "replay_floor_way": floor_way,
             "replay_floor_entries_per_s": round(floor_rate),
+            "replay_floor_xadd_s": round(xadd_s, 2),
+            "replay_floor_xadd_runs_s": [round(r[0], 2) for r in xadd_runs],
+            "replay_floor_view_s": round(view_s, 3),
+            "replay_floor_restore_s": round(restore_s, 2),
+            "replay_floor_restore_redis_cpu_s": round(restore_redis, 2),
             "replay_view_identical": same, "replay_cpu_s": round(rb_cpu, 2),
             "replay_redis_cpu_s": round(rb_redis, 2),
-            "replay_floor_redis_cpu_s": round(floor_redis, 2),
+            "replay_floor_redis_cpu_s": round(xadd_redis, 2),
             "verify_s": round(vr.seconds, 2), "verify_entries_per_s": round(v_rate),
             "verify_floor_s": round(read_s, 2), "verify_cpu_s": round(v_cpu, 2),
             "verify_floor_entries_per_s": round(vr.entries / read_s),

@@ -917,9 +917,11 @@ def _replay_lines(rows: list[Obj]) -> list[str]:
         "## Replay of a log (`ops/bench_replay.py`), newest last, at most 20 runs",
         "",
         "Each rate beside its floor measured in the same run: for `replay`, Redis alone taking "
-        "the same writes (pre-encoded XADDs in one pipelined stream, then the view); for "
-        "`replay --verify`, reading the file and decoding its msgpack once. Redis CPU is the "
-        "server's own, from the kernel's count.",
+        "the same log and view (pre-encoded XADDs in one pipelined stream, then the view; in "
+        "the later runs, the faster of that, best of two runs, and one RESTORE of the "
+        "log's DUMP, marked R); for `replay --verify`, reading the file and decoding its "
+        "msgpack once. Redis CPU is the server's own, from the kernel's count (the XADD "
+        "floor's).",
         "",
         "| at | entries | replay | floor | Redis CPU replay / floor | replay CPU | verify | "
         "verify floor | verify CPU (workers) | load before / after | revision | label |",
@@ -929,7 +931,8 @@ def _replay_lines(rows: list[Obj]) -> list[str]:
         lines.append(
             f"| {r.get('at', '')} | {r.get('entries', '')} | "
             f"{_s(r.get('replay_entries_per_s'), '/s')} | "
-            f"{_s(r.get('replay_floor_entries_per_s'), '/s')} | "
+            f"{_s(r.get('replay_floor_entries_per_s'), '/s')}"
+            f"{' R' if r.get('replay_floor_way') == 'RESTORE' else ''} | "
             f"{_s(r.get('replay_redis_cpu_s'), ' s')} / {_s(r.get('replay_floor_redis_cpu_s'), ' s')} | "
             f"{_s(r.get('replay_cpu_s'), ' s')} | {_s(r.get('verify_entries_per_s'), '/s')} | "
             f"{_s(r.get('verify_floor_entries_per_s'), '/s')} | "
