@@ -203,6 +203,22 @@ class Reader:
             raise LogFileError(f"damaged export after {entries} entries: {err}") from err
         raise LogFileError(f"export cut short after {entries} entries (no trailer)")
 
+    def entries_of(self, etype: str) -> Iterator[list[Any]]:
+        """The entry records of type ``etype`` (field ``t``), in order: a quick scan, which
+        reads every record but looks no further into one than its type (``records`` checks
+        the file whole: a caller that needs that reads it with ``records`` too)."""
+        try:
+            for rec in self.unpacker:  # once per record: two look-ups
+                if rec[0] == ENTRY:
+                    if rec[3] == etype:
+                        yield rec
+                elif rec[0] == TRAILER:
+                    return
+        except (TypeError, KeyError, IndexError, ValueError, msgpack.ExtraData,
+                msgpack.FormatError, msgpack.StackError) as err:
+            raise LogFileError(f"damaged export: {err}") from err
+        raise LogFileError("export cut short (no trailer)")
+
     def close(self) -> None:
         self.f.close()
 

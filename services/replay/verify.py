@@ -287,9 +287,7 @@ def _decisions(path: str | Path, limit: tuple[int, int] | None) -> list[_Pending
     """Pass 1: every DECISION entry of the file, ordered by the position it read through."""
     out: list[_Pending] = []
     with logfile.Reader(path) as reader:
-        for rec in reader.records():
-            if rec[0] != logfile.ENTRY or rec[3] != EntryType.DECISION:
-                continue
+        for rec in reader.entries_of(_DECISION):
             eid = rec[1]
             if limit is not None and codec.id_tuple(eid) > limit:
                 break

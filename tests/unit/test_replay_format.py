@@ -44,6 +44,30 @@ def test_export_file_cut_short_is_refused(tmp_path: Path) -> None:
         list(r.records())
 
 
+def test_entries_of_a_type_are_scanned_in_order_and_a_damaged_file_refused(
+        tmp_path: Path) -> None:
+    path = tmp_path / "x.dblog"
+    with logfile.Writer(path, _header(snapshot="1-0", objects=1)) as w:
+        w.object("Node", "/n1", "1-0", b"\x80")
+        w.entry("1-0", "1", "ADDED", "Node", "/n1", b"\x80")
+        w.entry("2-0", "1", "DECISION", "DaemonSet", "ns/x", b"\x80", u="alice")
+        w.entry("3-0", "1", "MODIFIED", "Node", "/n1", b"\x80")
+        w.entry("4-0", "1", "DECISION", "DaemonSet", "ns/y", b"\x81")
+    with logfile.Reader(path) as r:
+        assert list(r.entries_of("DECISION")) == [
+            ["E", "2-0", "1", "DECISION", "DaemonSet", "ns/x", b"\x80", "alice"],
+            ["E", "4-0", "1", "DECISION", "DaemonSet", "ns/y", b"\x81"],
+        ]
+    data = path.read_bytes()
+    trailer = msgpack.packb(["Z", 4, "4-0"])
+    path.write_bytes(data[: data.rindex(trailer)])
+    with logfile.Reader(path) as r, pytest.raises(logfile.LogFileError, match="cut short"):
+        list(r.entries_of("DECISION"))
+    path.write_bytes(data.replace(trailer, msgpack.packb(7) + trailer))
+    with logfile.Reader(path) as r, pytest.raises(logfile.LogFileError, match="damaged"):
+        list(r.entries_of("DECISION"))
+
+
 def test_failed_export_leaves_no_file(tmp_path: Path) -> None:
     path = tmp_path / "x.dblog"
     with pytest.raises(RuntimeError), logfile.Writer(path, _header()):
