@@ -27,13 +27,16 @@ since the one before, then re-planning: on the benchmark's log about 85% of it; 
 alone 15%), and each needs only the fold up to its position: with ``workers`` the sorted
 decisions are cut into consecutive shares, this process evaluating the first and a forked
 process each later one, folding from the start of the file but evaluating only its own; the
-last reads the whole file (its checks and the entry count). Their results are joined in
+last reads the whole file (its checks and the entry count). The forked ones start before the
+first pass and fold ahead while it runs, then take the share they are sent (from the start
+again, should it begin before where their fold got to). Their results are joined in
 order, as one process would have found them.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +68,11 @@ SHARE_MIN = 256
 #: fold, the decoding and re-planning of its decisions: measured 4.6 µs of 30 on the
 #: benchmark's log); sizes the workers' shares
 FOLD_COST = 0.15
+#: the first pass's cost (``_decisions``), in the same unit: measured 0.52 G instructions of
+#: 8.0 G for a whole verify of the benchmark's 100,000-entry log
+SCAN_COST = 0.07
+#: a worker folding ahead looks whether its share arrived every this many entries
+POLL = 4096
 
 
 @dataclass(frozen=True)
@@ -381,12 +389,10 @@ def verify(path: str | Path, until: str = "", plan_fn: PlanFn | None = None,
     plan_fn = plan_fn or planner.plan
     started = time.monotonic()
     limit = codec.id_tuple(until) if until else None
-    pending = _decisions(path, limit)
-    shares = _shares(pending, workers, share_min)
-    if len(shares) == 1:
-        result = _run(path, limit, pending, plan_fn, keep_going, to_end=True)
+    if workers > 1:
+        result = _parallel(path, limit, workers, share_min, plan_fn, keep_going)
     else:
-        result = _parallel(path, limit, shares, plan_fn, keep_going)
+        result = _run(path, limit, _decisions(path, limit), plan_fn, keep_going, to_end=True)
     result.seconds = time.monotonic() - started
     return result
 
@@ -407,6 +413,7 @@ def _shares(pending: list[_Pending], workers: int, share_min: int) -> list[list[
     if n == 1:
         return [pending]
     weights = [(1.0 - FOLD_COST) ** k for k in range(n)]
+    weights[0] -= SCAN_COST  # this process made the first pass while the others folded
     total, out, start, acc = sum(weights), [], 0, 0.0
     for k, w in enumerate(weights):
         acc += w
@@ -416,11 +423,24 @@ def _shares(pending: list[_Pending], workers: int, share_min: int) -> list[list[
     return [share for share in out if share]
 
 
+class _Late(Exception):
+    """A share arrived after the fold had passed its first decision's position."""
+
+
+#: a share not known yet (``_run``): called with whether to wait for it, it answers the
+#: decisions and ``to_end``, or None while they have not arrived (when not waiting)
+Awaited = Callable[[bool], tuple[list[_Pending], bool] | None]
+
+
 def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending],
-         plan_fn: PlanFn, keep_going: bool, to_end: bool) -> VerifyResult:
+         plan_fn: PlanFn, keep_going: bool, to_end: bool,
+         awaited: Awaited | None = None) -> VerifyResult:
     """Fold the file and evaluate the decisions ``pending`` (in position order), each as of
     its position; reads to the end of the file when ``to_end``, else stops after the last
-    of them. Acts (reads the file)."""
+    of them. ``awaited``: the decisions and ``to_end`` are not known yet (``pending`` is
+    empty): the file is folded ahead, asking every POLL entries whether they arrived (and
+    waiting for them at its end); raises _Late when they arrive after the fold passed the
+    first one's position. Acts (reads the file)."""
     result = VerifyResult()
     with logfile.Reader(path) as reader:
         header = reader.header
@@ -450,6 +470,20 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 nxt = next(todo, None)
             return True
 
+        def arrived(wait: bool) -> bool:
+            """Whether the awaited decisions arrived (and were taken)."""
+            nonlocal todo, nxt, to_end, awaited
+            assert awaited is not None
+            got = awaited(wait)
+            if got is None:
+                return False
+            awaited, (share, to_end) = None, got
+            todo = iter(share)
+            nxt = next(todo, None)
+            if nxt is not None and nxt.position < codec.id_tuple(view.position):
+                raise _Late()
+            return True
+
         apply, entries, read = view.apply, 0, _READ
         for rec in reader.records():  # once per entry: kept to the fold and one id parse
             if rec[0] == logfile.OBJECT:
@@ -461,42 +495,62 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 break
             if nxt is not None and nxt.position < order and not run_until(order):
                 break
-            if nxt is None and not to_end:
-                break  # this share's decisions are done: the rest of the file is another's
+            if nxt is None:
+                if awaited is None:
+                    if not to_end:
+                        break  # this share's decisions are done: the rest is another's
+                elif not entries % POLL and arrived(False):
+                    if nxt is not None and nxt.position < order and not run_until(order):
+                        break
+                    if nxt is None and not to_end:
+                        break
             if header.snapshot and order <= start:
                 continue  # already in the snapshot
             entries += 1
             if rec[4] in read and rec[3] != _DECISION:  # others change nothing a sync reads
                 apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]), order)
         result.entries = entries
+        if awaited is not None:
+            arrived(True)
         if not result.divergences or keep_going:
             run_until(None)
     return result
 
 
-def _parallel(path: str | Path, limit: tuple[int, int] | None, shares: list[list[_Pending]],
+def _parallel(path: str | Path, limit: tuple[int, int] | None, workers: int, share_min: int,
               plan_fn: PlanFn, keep_going: bool) -> VerifyResult:
-    """Evaluate ``shares[0]`` here and each later share in a forked child (which sends its
-    result back as msgpack on a pipe), then join them in share order as one process would
-    have found them: stopping at the first share with a divergence unless ``keep_going``,
-    the entries counted by the last share's worker (which reads the whole file). Acts."""
-    children: list[tuple[int, int]] = []
+    """Fork ``workers`` - 1 children at once, which fold the file ahead while this process
+    makes the first pass; then cut the decisions into shares (``_shares``), evaluate the
+    first here and send each child its own (none: the child has nothing to do), which it
+    evaluates and sends its result back as msgpack on a pipe; then join them in share order
+    as one process would have found them: stopping at the first share with a divergence
+    unless ``keep_going``, the entries counted by the last share's worker (which reads the
+    whole file). Acts."""
+    children: list[tuple[int, int, int]] = []  # pid, result pipe, share pipe
     results: list[VerifyResult | Exception] = []
     try:
-        for k, share in enumerate(shares[1:], start=1):
+        for _ in range(workers - 1):
             rfd, wfd = os.pipe()
+            share_r, share_w = os.pipe()
             pid = os.fork()
             if pid == 0:  # the child: evaluate, send, exit without the parent's cleanup
                 os.close(rfd)
-                _child(wfd, path, limit, share, plan_fn, keep_going, k == len(shares) - 1)
+                os.close(share_w)
+                _child(wfd, share_r, path, limit, plan_fn, keep_going)
             os.close(wfd)
-            children.append((pid, rfd))
-        results.append(_run(path, limit, shares[0], plan_fn, keep_going, to_end=False))
-        for pid, rfd in children:
+            os.close(share_r)
+            children.append((pid, rfd, share_w))
+        shares = _shares(_decisions(path, limit), workers, share_min)
+        for k, (_pid, _rfd, share_w) in enumerate(children, start=1):
+            _send_share(share_w, shares[k] if k < len(shares) else [], k == len(shares) - 1)
+        results.append(_run(path, limit, shares[0], plan_fn, keep_going,
+                            to_end=len(shares) == 1))
+        for pid, rfd, _share_w in children[:len(shares) - 1]:
             results.append(_received(rfd, pid))
     finally:
-        for pid, rfd in children:
-            _reap(pid, rfd, stop=len(results) <= len(children))
+        for k, (pid, rfd, share_w) in enumerate(children, start=1):
+            _close(share_w)
+            _reap(pid, rfd, stop=k >= len(results))
     joined = VerifyResult()
     for got in results:
         if isinstance(got, Exception):
@@ -510,14 +564,45 @@ def _parallel(path: str | Path, limit: tuple[int, int] | None, shares: list[list
     return joined
 
 
-def _child(wfd: int, path: str | Path, limit: tuple[int, int] | None, share: list[_Pending],
-           plan_fn: PlanFn, keep_going: bool, to_end: bool) -> None:
-    """A forked worker: its share's result (or its error) as msgpack on ``wfd``. Never
-    returns. Acts."""
+def _send_share(fd: int, share: list[_Pending], to_end: bool) -> None:
+    """Send a child its share (``_Receiver`` reads it). Acts (writes the pipe)."""
+    doc = codec.pack([to_end, [[*p.position, *p.entry_order, p.entry, p.raw] for p in share]])
+    with os.fdopen(fd, "wb", closefd=False) as out:
+        out.write(len(doc).to_bytes(8, "big") + doc)
+
+
+class _Receiver:
+    """A child's end of its share pipe: ``_run``'s ``awaited``. Acts (reads the pipe)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.got: tuple[list[_Pending], bool] | None = None
+
+    def __call__(self, wait: bool) -> tuple[list[_Pending], bool] | None:
+        if self.got is None and (wait or select.select([self.fd], [], [], 0)[0]):
+            with os.fdopen(self.fd, "rb", closefd=False) as pipe:
+                size = int.from_bytes(pipe.read(8), "big")
+                to_end, share = codec.unpack(pipe.read(size)) if size else (False, [])
+            self.got = ([_Pending((p[0], p[1]), (p[2], p[3]), p[4], p[5]) for p in share],
+                        bool(to_end))
+        return self.got
+
+
+def _child(wfd: int, share_fd: int, path: str | Path, limit: tuple[int, int] | None,
+           plan_fn: PlanFn, keep_going: bool) -> None:
+    """A forked worker: folds the file ahead until its share arrives on ``share_fd`` (from
+    the start again if it came too late), then sends its result (or its error) as msgpack
+    on ``wfd``. Never returns. Acts."""
     code = 0
     try:
         try:
-            got = _run(path, limit, share, plan_fn, keep_going, to_end)
+            share = _Receiver(share_fd)
+            try:
+                got = _run(path, limit, [], plan_fn, keep_going, False, awaited=share)
+            except _Late:
+                assert share.got is not None
+                pending, to_end = share.got
+                got = _run(path, limit, pending, plan_fn, keep_going, to_end)
             doc: Obj = {"verified": got.verified, "skipped": got.skipped,
                         "entries": got.entries,
                         "divergences": [[d.key, d.entry, d.position, d.difference, d.recorded,
@@ -551,13 +636,17 @@ def _received(rfd: int, pid: int) -> VerifyResult | Exception:
                         divergences=[Divergence(*d) for d in doc["divergences"]])
 
 
-def _reap(pid: int, rfd: int, stop: bool) -> None:
-    """Close a child's pipe and wait for it (it exits once it sent); ``stop`` ends it first
-    (this process failed before reading every result). Acts."""
+def _close(fd: int) -> None:
     try:
-        os.close(rfd)
+        os.close(fd)
     except OSError:
         pass
+
+
+def _reap(pid: int, rfd: int, stop: bool) -> None:
+    """Close a child's pipe and wait for it (it exits once it sent); ``stop`` ends it first
+    (its result was not read: this process failed, or the child had no share). Acts."""
+    _close(rfd)
     if stop:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -352,3 +352,39 @@ def test_per_node_decisions_share_one_index_told_of_the_changes_between_them(
     [div] = verify.verify(log.write(tmp_path / "b.dblog")).divergences
     assert div.entry == eid and div.difference.startswith("creates[0]")
     assert built == [log.sync_hash]
+
+
+def test_a_share_arriving_while_the_file_is_folded_ahead_is_evaluated_as_if_known(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked worker folds the file while the first pass runs; its share, arriving then,
+    is evaluated as it would have been from the start, unless the fold already passed the
+    share's first position: then the worker is told to start again (_Late)."""
+    log, decisions = _growing_cluster(7)
+    _tamper(log, decisions[5])
+    path = log.write(tmp_path / "a.dblog")
+    share = verify._decisions(path, None)[3:]
+    known = verify._run(path, None, share, planner.plan, True, to_end=True)
+    assert known.verified == 3 and [d.entry for d in known.divergences] == [decisions[5]]
+    monkeypatch.setattr(verify, "POLL", 1)  # asked at every entry
+    first = next(i for i, e in enumerate(log.entries) if codec.id_tuple(e[0]) >
+                 share[0].position)  # the first entry the share's first decision must precede
+    asked: list[bool] = []
+
+    def after(n: int) -> verify.Awaited:
+        def awaited(wait: bool) -> tuple[list[verify._Pending], bool] | None:
+            asked.append(wait)
+            return (share, True) if wait or len(asked) > n else None
+        return awaited
+
+    for n in (0, first // 2, first):  # arrives before that entry is folded
+        asked.clear()
+        got = verify._run(path, None, [], planner.plan, True, False, awaited=after(n))
+        assert _outcome(got) == _outcome(known) and asked[-1] is False
+    for n in (first + 1, 10 ** 6):  # after it, or at the end of the file (waited for)
+        asked.clear()
+        with pytest.raises(verify._Late):
+            verify._run(path, None, [], planner.plan, True, False, awaited=after(n))
+    asked.clear()
+    nothing = verify._run(path, None, [], planner.plan, True, False,
+                          awaited=lambda wait: ([], False) if wait else None)
+    assert _outcome(nothing)[:2] == (0, 0) and nothing.divergences == []
