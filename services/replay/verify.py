@@ -423,6 +423,10 @@ def _shares(pending: list[_Pending], workers: int, share_min: int) -> list[list[
     return [share for share in out if share]
 
 
+def _order_of(kept: tuple[tuple[int, int], list[Any]]) -> tuple[int, int]:
+    return kept[0]
+
+
 class _Late(Exception):
     """A share arrived after the fold had passed its first decision's position."""
 
@@ -440,7 +444,9 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
     of them. ``awaited``: the decisions and ``to_end`` are not known yet (``pending`` is
     empty): the file is folded ahead, asking every POLL entries whether they arrived (and
     waiting for them at its end); raises _Late when they arrive after the fold passed the
-    first one's position. Acts (reads the file)."""
+    first one's position. Until the first decision is due, each object's newest entry is
+    kept aside instead of folded (all a decision as of a later position reads of the entries
+    before), and those are folded in log order then. Acts (reads the file)."""
     result = VerifyResult()
     with logfile.Reader(path) as reader:
         header = reader.header
@@ -452,10 +458,22 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
         view = View(header.snapshot or "0-0")
         todo: Iterator[_Pending] = iter(pending)
         nxt = next(todo, None)
+        # (kind, key) → (order, record) of its newest entry, until the first decision is due
+        ahead: dict[tuple[str, str], tuple[tuple[int, int], list[Any]]] | None = {}
+
+        def fold_ahead() -> None:
+            """Fold the entries kept aside, in log order, and stop keeping them aside."""
+            nonlocal ahead
+            assert ahead is not None
+            for order, rec in sorted(ahead.values(), key=_order_of):
+                apply(rec[1], rec[3], rec[4], rec[5], _Slot(rec[1], rec[6]), order)
+            ahead = None
 
         def run_until(bound: tuple[int, int] | None) -> bool:
             """Evaluate pending decisions whose position is below ``bound``; False: stop."""
             nonlocal nxt
+            if ahead is not None:
+                fold_ahead()
             while nxt is not None and (bound is None or nxt.position < bound):
                 if header.snapshot and nxt.position < start:
                     result.skipped += 1
@@ -480,7 +498,9 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
             awaited, (share, to_end) = None, got
             todo = iter(share)
             nxt = next(todo, None)
-            if nxt is not None and nxt.position < codec.id_tuple(view.position):
+            folded = max([codec.id_tuple(view.position),
+                          *(order for order, _rec in (ahead or {}).values())])
+            if nxt is not None and nxt.position < folded:
                 raise _Late()
             return True
 
@@ -508,7 +528,10 @@ def _run(path: str | Path, limit: tuple[int, int] | None, pending: list[_Pending
                 continue  # already in the snapshot
             entries += 1
             if rec[4] in read and rec[3] != _DECISION:  # others change nothing a sync reads
-                apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]), order)
+                if ahead is None:
+                    apply(eid, rec[3], rec[4], rec[5], _Slot(eid, rec[6]), order)
+                else:
+                    ahead[rec[4], rec[5]] = (order, rec)
         result.entries = entries
         if awaited is not None:
             arrived(True)
