@@ -388,3 +388,31 @@ def test_a_share_arriving_while_the_file_is_folded_ahead_is_evaluated_as_if_know
     nothing = verify._run(path, None, [], planner.plan, True, False,
                           awaited=lambda wait: ([], False) if wait else None)
     assert _outcome(nothing)[:2] == (0, 0) and nothing.divergences == []
+
+
+def test_a_share_starting_later_folds_what_came_before_it_from_each_objects_newest_entry(
+        tmp_path: Path) -> None:
+    """A run whose first decision comes late keeps each object's newest entry aside until
+    then: nodes deleted and added again, relabelled or deleted for good before any decision
+    of a share leave it the state one process folding every entry has."""
+    log = _cluster()
+    decisions = []
+    for i in range(5):
+        log.add("ADDED", make_node(f"extra-{i}"))
+        log.add("MODIFIED", make_node("node-0", labels={"round": str(i)}))
+        log.add("DELETED", make_node("node-1"))
+        if i % 2 == 0:
+            log.add("ADDED", make_node("node-1"))
+        if i % 3 == 2:
+            log.add("DELETED", make_node(f"extra-{i - 1}"))
+        log.sync(KEY)
+        decisions.append(log.tip)
+    _tamper(log, decisions[3])
+    path = log.write(tmp_path / "a.dblog")
+    pending = verify._decisions(path, None)
+    whole = verify._run(path, None, pending, planner.plan, True, to_end=True)
+    assert whole.verified == 4 and [d.entry for d in whole.divergences] == [decisions[3]]
+    for k in range(1, len(pending)):
+        share = verify._run(path, None, pending[k:], planner.plan, True, to_end=True)
+        assert share.verified == (4 if k <= 3 else 5) - k
+        assert [d.entry for d in share.divergences] == ([decisions[3]] if k <= 3 else [])
