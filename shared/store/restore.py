@@ -35,6 +35,14 @@ def existing_key(client: redis.Redis, keys: Keys) -> str | None:
                 return None
 
 
+def _len(lens: dict[int, bytes], n: int) -> bytes:
+    """A bulk string's header for length ``n``, kept in ``lens`` (emptied at MEMO)."""
+    if len(lens) >= MEMO:
+        lens.clear()
+    got = lens[n] = b"$%d\r\n" % n
+    return got
+
+
 def _bulk(data: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
@@ -52,6 +60,7 @@ class Appender:
         self.conn: Any = conn
         self.head = b"*13\r\n$4\r\nXADD\r\n" + _bulk(log_key.encode())
         self.fields: dict[tuple[str, str, str, str], bytes] = {}
+        self.lens: dict[int, bytes] = {}
         with redis_errors("append log entries"):
             conn.send_command("CLIENT", "REPLY", "OFF", check_health=False)
 
@@ -73,10 +82,10 @@ class Appender:
 
     def encode(self, entries: list[list[Any]]) -> bytes:
         """The RESP of the ``XADD`` of each of ``entries``. Decides."""
-        head, memo, fields = self.head, self.fields, self._fields
+        head, memo, fields, lens = self.head, self.fields, self._fields, self.lens
         parts: list[bytes] = []
         add = parts.append
-        for r in entries:  # once per entry: one small format; the payload is joined as it is
+        for r in entries:  # once per entry: no format but for a user; the payload joined as it is
             eid, payload = r[1].encode(), r[6]
             vtkn = memo.get((r[2], r[3], r[4], r[5])) or fields(r[2], r[3], r[4], r[5])
             if len(r) > 7 and r[7]:  # the user (checked by logfile.entry_user): 2 more args
@@ -85,7 +94,11 @@ class Appender:
                 add(payload)
                 add(b"\r\n$1\r\nu\r\n" + _bulk(r[7].encode()))
             else:
-                add(b"%s$%d\r\n%s%s$%d\r\n" % (head, len(eid), eid, vtkn, len(payload)))
+                add(head)
+                add(lens.get(len(eid)) or _len(lens, len(eid)))
+                add(eid)
+                add(vtkn)
+                add(lens.get(len(payload)) or _len(lens, len(payload)))
                 add(payload)
                 add(b"\r\n")
         return b"".join(parts)
