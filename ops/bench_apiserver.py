@@ -28,10 +28,11 @@ recorded, and so are the floors and the rollout's time.
   before they are decoded. Every watcher must see every pod entry of the rollout, in order, each as the log's
   own event type (checked against the log); a stream the server ends is re-watched from the
   last resourceVersion, as client-go does. The watchers run in ``--client-procs`` client
-  processes (default one asyncio process that decodes each event in full but builds only
-  what it checks, after stamping it and off its watchers' reads, with its garbage collector
-  off, so the lag is the server's rather than a client's backlog; its CPU and how late its
-  own loop woke are printed). Floor in the same
+  processes (default one: one loop over non-blocking TLS sockets, each watch on a connection
+  of its own, its HTTP and chunked framing parsed by hand; every read is stamped before
+  anything read in the same round is decoded, and each event is decoded in full but builds
+  only what it checks; its garbage collector off, so the lag is the server's rather than a
+  client's backlog; its CPU and how late its own loop woke are printed). Floor in the same
   run: a process tailing the log in Redis directly (XREAD), what any reader on this machine
   sees.
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
@@ -50,9 +51,12 @@ import gc
 import json
 import multiprocessing
 import os
+import selectors
+import socket
 import ssl
 import sys
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -212,7 +216,9 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
 # (``Decoder``), and after the rollout compares what it got with the log: every pod entry, in order, each
 # with the log's own event type. 50 Python clients building a million pods as dicts (on the
 # same two cores) were themselves the bottleneck, and their backlog counted as the server's
-# lag. The floor, a direct tail of the log, is a process too.
+# lag; so was an aiohttp client (a task woken per watcher and read, about 55-70 µs of CPU per
+# delivered event one at a time, against 32-35 µs for ``WatchStream``'s loop). The floor, a
+# direct tail of the log, is a process too.
 # Each child gets its start position, then (on its pipe) the rollout's last pod entry id and
 # the (id, type) of every pod entry a watcher must see; it answers with what it measured.
 
@@ -234,6 +240,8 @@ class _Event(msgspec.Struct, gc=False):
 
 
 DECODE_EVENT = msgspec.json.Decoder(_Event)
+TICK = 0.01  # s: how often a client process checks its pipe and how late it came round
+READ_BYTES = 64 << 10  # a watcher's read per round of the client's loop, at most
 
 
 @dataclass
@@ -284,15 +292,18 @@ def past(rv: str, target: str | None) -> bool:
 
 
 class Decoder:
-    """The watchers' received bytes, decoded after their arrival is stamped. A watcher's task
-    stamps each chunk as it reads it and queues it here; ``run`` decodes the queue in
-    arrival order, one chunk per turn of the event loop, so decoding what one watcher got
-    does not hold back when the other watchers' bytes are read and stamped (with decoding
-    inline, a burst's last watcher in a process waited for every other watcher's decoding,
-    counted as the server's lag). Every event is still decoded and checked: a line that
-    does not decode as a pod's ADDED, MODIFIED or DELETED ends its watcher with an error (it
-    then misses the rest, and is counted incomplete). The queue is bounded: past
-    ``MAX_QUEUED`` bytes a watcher decodes the oldest chunks itself before it reads on."""
+    """The watchers' received bytes, decoded after their arrival is stamped. The client's
+    loop stamps each read as it makes it and queues what it read here; after a round of
+    reads (each watcher at most ``READ_BYTES``) it decodes the queue in arrival order, so
+    decoding what one watcher got does not hold back when the other watchers' bytes are
+    read and stamped (with decoding inline, a burst's last watcher in a process waited for
+    every other watcher's decoding, counted as the server's lag), and the decoding keeps up
+    with the reads (decoded only when nothing was readable, it fell behind by 100 MB at
+    1%, and the reads that then had to decode before going on stalled the loop). Every
+    event is still decoded and checked: a line that does not decode as a pod's ADDED,
+    MODIFIED or DELETED ends its watcher with an error (it then misses the rest, and is
+    counted incomplete). The queue is bounded: past ``MAX_QUEUED`` bytes the oldest reads
+    are decoded before the next is queued."""
 
     MAX_QUEUED = 128 << 20
 
@@ -300,12 +311,10 @@ class Decoder:
         self.end = end
         self.queue: collections.deque[tuple[Tail, float, bytes]] = collections.deque()
         self.queued = 0  # bytes in ``queue``
-        self.wake = asyncio.Event()
 
     def put(self, tail: Tail, at: float, data: bytes) -> None:
         self.queue.append((tail, at, data))
         self.queued += len(data)
-        self.wake.set()
         while self.queued > self.MAX_QUEUED:
             self.step()
 
@@ -319,14 +328,6 @@ class Decoder:
         """Decode everything queued (a stream ended, or the rollout did)."""
         while self.queue:
             self.step()
-
-    async def run(self) -> None:
-        while True:
-            if not self.queue:
-                self.wake.clear()
-                await self.wake.wait()
-            self.step()
-            await asyncio.sleep(0)  # the readers first: what they read is stamped
 
 
 def decode_chunk(tail: Tail, at: float, data: bytes, end: Obj) -> None:
@@ -373,36 +374,172 @@ def decode_chunk(tail: Tail, at: float, data: bytes, end: Obj) -> None:
         tail.done = past(tail.rv, end["id"])
 
 
-async def watch_pods(s: aiohttp.ClientSession, tail: Tail, decoder: Decoder) -> None:
-    """Watch the DaemonSet's pods from ``tail.rv`` until it has the event at or past the
-    rollout's end (``Decoder``); re-watch from the last resourceVersion when the server ends
-    the stream. Each chunk is stamped as it is read, and decoded by ``decoder``."""
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    while not tail.done:
-        tail.streams += 1
-        params = {"watch": "1", "resourceVersion": tail.rv, "timeoutSeconds": "900"}
+class WatchStream:
+    """One watcher's watch request on a connection of its own, read without blocking: the
+    TLS socket's bytes as they come, the HTTP response's status line and headers, then its
+    chunked body, de-chunked here (what a chunk's read brings is handed on at once, so a
+    large chunk's first events are stamped when they arrive, not when its last byte does).
+    No HTTP library: per read, one ``recv`` of the decrypted bytes and a few slices, so
+    the client's own cost per event stays a small part of the lag it measures."""
+
+    HEAD, SIZE, DATA, CRLF, ENDED = range(5)
+
+    def __init__(self, tail: Tail, spec: Obj, ctx: ssl.SSLContext | None) -> None:
+        self.tail = tail
+        url = urllib.parse.urlsplit(spec["base"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.token = spec["token"]
+        self.ctx = ctx
+        self.sock: socket.socket | None = None
+        self.buf = bytearray()
+        self.state = self.HEAD
+        self.need = 0  # bytes of the current chunk still to come
+        self.failed = False  # the stream ended in an error (re-watched after a pause)
+        self.more = False  # the last read left bytes to read (maybe decrypted already)
+
+    def open(self) -> socket.socket:
+        """Connect (a blocking TLS handshake) and send the watch request from ``tail.rv``."""
+        self.tail.streams += 1
+        raw = socket.create_connection((self.host, self.port))
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.ctx.wrap_socket(raw, server_hostname=self.host) if self.ctx else raw
+        query = urllib.parse.urlencode({"watch": "1", "resourceVersion": self.tail.rv,
+                                        "timeoutSeconds": "900"})
+        sock.sendall(f"GET /api/v1/namespaces/{NAMESPACE}/pods?{query} HTTP/1.1\r\n"
+                     f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
+                     f"Accept: application/json\r\n\r\n".encode())
+        sock.setblocking(False)
+        self.sock, self.buf, self.state, self.failed = sock, bytearray(), self.HEAD, False
+        return sock
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def read(self) -> tuple[list[bytes], bool]:
+        """What the socket has now, de-chunked: (the body's bytes, whether the stream
+        ended: the server's last chunk, the connection closed, or a response that is not a
+        watch, as an error)."""
+        assert self.sock is not None
+        closed, self.more = False, False
         try:
-            async with s.get(path, params=params) as resp:
-                if resp.status != 200:
-                    tail.errors.append(f"{resp.status}: {(await resp.read())[:200]!r}")
-                    await asyncio.sleep(0.2)
-                    continue
-                while data := await resp.content.readany():
-                    decoder.put(tail, ms_now(), data)
-                    if tail.done:
-                        return
-        except (aiohttp.ClientError, OSError) as err:
-            tail.errors.append(repr(err))
-            await asyncio.sleep(0.2)
-        decoder.flush()  # the stream ended: re-watch from its last resourceVersion
-        tail.rest = b""
+            while data := self.sock.recv(READ_BYTES):
+                self.buf += data
+                if len(self.buf) >= READ_BYTES:  # the other watchers' turn: more next round
+                    self.more = True
+                    break
+            else:
+                closed = True
+        except (ssl.SSLWantReadError, BlockingIOError):
+            pass
+        except OSError as err:
+            self.tail.errors.append(repr(err))
+            closed = True
+        body = self._parse()
+        if closed and self.state != self.ENDED:
+            self.tail.errors.append("the connection closed before the stream's end")
+            self.failed = True
+        return body, closed or self.state == self.ENDED
+
+    def _parse(self) -> list[bytes]:
+        buf, i, out = self.buf, 0, []
+        while self.state != self.ENDED:
+            if self.state == self.HEAD:
+                end = buf.find(b"\r\n\r\n", i)
+                if end < 0:
+                    break
+                head = bytes(buf[i:end])
+                i = end + 4
+                status = head.split(b" ", 2)[1]
+                if status != b"200" or b"transfer-encoding: chunked" not in head.lower():
+                    self.tail.errors.append(f"{status.decode()}: {bytes(buf[i:i + 200])!r}")
+                    self.state, self.failed = self.ENDED, True
+                    break
+                self.state = self.SIZE
+            elif self.state == self.SIZE:
+                nl = buf.find(b"\r\n", i)
+                if nl < 0:
+                    break
+                self.need = int(bytes(buf[i:nl]).split(b";", 1)[0], 16)
+                i = nl + 2
+                self.state = self.DATA if self.need else self.ENDED
+            elif self.state == self.DATA:
+                take = min(self.need, len(buf) - i)
+                if not take:
+                    break
+                out.append(bytes(buf[i:i + take]))
+                i += take
+                self.need -= take
+                if not self.need:
+                    self.state = self.CRLF
+            else:  # the CRLF after a chunk's data
+                if len(buf) - i < 2:
+                    break
+                i += 2
+                self.state = self.SIZE
+        del buf[:i]
+        return out
 
 
-async def _await_end(conn: Connection, end: Obj) -> None:
-    """Set ``end`` from the parent's message (its last id and the ids to see)."""
-    while not conn.poll():
-        await asyncio.sleep(0.1)
-    end["id"], end["expected"] = conn.recv()
+def _watch_group(spec: Obj, conn: Connection) -> Obj:
+    """The client's loop: one selector over every watcher's socket. Each readable socket is
+    read and its bytes stamped at once; queued bytes are decoded when nothing is readable;
+    a stream the server ends is decoded to its end and re-watched from its last
+    resourceVersion (after 0.2 s if it ended in an error), as client-go does. Every
+    ``TICK`` it also records how late it came round (what of the lag a busy client adds
+    itself)."""
+    ctx = ssl.create_default_context(cafile=spec["ca"]) if spec["ca"] else None
+    end: Obj = {"id": None, "expected": []}
+    decoder = Decoder(end)
+    sel = selectors.DefaultSelector()
+    streams = [WatchStream(Tail(spec["rv"]), spec, ctx) for _ in range(spec["watchers"])]
+    for stream in streams:
+        sel.register(stream.open(), selectors.EVENT_READ, stream)
+    conn.send("watching")
+    cpu_before = cpu_s()
+    delays: list[float] = []
+    reopen: list[tuple[float, WatchStream]] = []  # (when, stream) to re-watch
+    next_tick = time.monotonic() + TICK
+    deadline = None
+    while True:
+        now = time.monotonic()
+        if now >= next_tick:
+            if deadline is None:
+                delays.append((now - next_tick) * 1000.0)
+                if conn.poll():  # the rollout's end: from now on, finish
+                    end["id"], end["expected"] = conn.recv()
+                    deadline = now + spec["drain_timeout"]
+            else:
+                decoder.flush()
+                if now > deadline or all(s.tail.done or past(s.tail.rv, end["id"])
+                                         for s in streams):
+                    break
+            next_tick = now + TICK
+        for when, stream in [r for r in reopen if r[0] <= now]:
+            reopen.remove((when, stream))
+            sel.register(stream.open(), selectors.EVENT_READ, stream)
+        more = [s for s in streams if s.more and s.sock is not None]
+        ready = {key.data for key, _ in sel.select(0 if more else max(0.0, next_tick - now))}
+        for stream in ready.union(more):
+            body, ended = stream.read()
+            at = ms_now()
+            for data in body:
+                decoder.put(stream.tail, at, data)
+            if ended:
+                sel.unregister(stream.sock)
+                stream.close()
+                decoder.flush()
+                stream.tail.rest = b""
+                if not stream.tail.done:
+                    reopen.append((time.monotonic() + (0.2 if stream.failed else 0.0), stream))
+        decoder.flush()  # this round's reads, each stamped before any of them was decoded
+    decoder.flush()
+    cpu = cpu_s() - cpu_before
+    for stream in streams:
+        stream.close()
+    return {"tails": [s.tail.report(end["expected"]) for s in streams], "cpu_s": cpu,
+            "loop_delay_ms": delays}
 
 
 def cpu_s() -> float:
@@ -410,59 +547,14 @@ def cpu_s() -> float:
     return own.user + own.system
 
 
-async def loop_delays(delays: list[float], tick: float = 0.01) -> None:
-    """How late this client's own event loop wakes up (ms past each ``tick``): what of the
-    measured lag a busy client would add itself."""
-    loop = asyncio.get_running_loop()
-    while True:
-        started = loop.time()
-        await asyncio.sleep(tick)
-        delays.append((loop.time() - started - tick) * 1000.0)
-
-
-async def _watch_group(spec: Obj, conn: Connection) -> Obj:
-    ctx: ssl.SSLContext | bool = False
-    if spec["ca"]:
-        ctx = ssl.create_default_context(cafile=spec["ca"])
-    end: Obj = {"id": None, "expected": []}
-    tails = [Tail(spec["rv"]) for _ in range(spec["watchers"])]
-    decoder = Decoder(end)
-    conn_pool = aiohttp.TCPConnector(ssl=ctx, limit=0)
-    async with aiohttp.ClientSession(spec["base"], connector=conn_pool,
-                                     headers={"Authorization": f"Bearer {spec['token']}"},
-                                     timeout=aiohttp.ClientTimeout(total=None)) as s:
-        ender = asyncio.create_task(_await_end(conn, end))
-        decoding = asyncio.create_task(decoder.run())
-        tasks = [asyncio.create_task(watch_pods(s, t, decoder)) for t in tails]
-        conn.send("watching")
-        cpu_before = cpu_s()
-        delays: list[float] = []
-        probe = asyncio.create_task(loop_delays(delays))
-        await ender
-        probe.cancel()
-        deadline = time.monotonic() + spec["drain_timeout"]
-        while time.monotonic() < deadline and not all(t.done() for t in tasks):
-            decoder.flush()
-            for tail, task in zip(tails, tasks, strict=True):
-                if past(tail.rv, end["id"]):  # it had it all before it knew the end
-                    task.cancel()
-            await asyncio.sleep(0.1)
-        for task in tasks:
-            task.cancel()
-        decoding.cancel()
-        decoder.flush()
-        cpu = cpu_s() - cpu_before
-    return {"tails": [t.report(end["expected"]) for t in tails], "cpu_s": cpu,
-            "loop_delay_ms": delays}
-
-
 def watch_group(spec: Obj, conn: Connection) -> None:
-    """A client process: ``spec['watchers']`` watches on one connection pool. Its garbage
-    collector is off: what it keeps (a million events' types and resourceVersions) makes no
-    cycles, and each full collection of it would stall every watcher of the process for a
-    tenth of a second or more, counted as the server's lag."""
+    """A client process: ``spec['watchers']`` watches, each on a connection of its own, read
+    by one loop (``_watch_group``). Its garbage collector is off: what it keeps (a million
+    events' types and resourceVersions) makes no cycles, and each full collection of it
+    would stall every watcher of the process for a tenth of a second or more, counted as the
+    server's lag."""
     gc.disable()
-    conn.send(asyncio.run(_watch_group(spec, conn)))
+    conn.send(_watch_group(spec, conn))
 
 
 def tail_log(spec: Obj, conn: Connection) -> None:
