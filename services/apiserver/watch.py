@@ -47,6 +47,38 @@ def _bookmark(t: Target, rv: str, initial_end: bool = False) -> Obj:
     return {"kind": t.kind, "apiVersion": t.resource.info.api_version, "metadata": md}
 
 
+class _Stream:
+    """The watch's chunked response body, written straight to its connection. The feed
+    writes a run of events through ``offer`` as it fans it out, without waking the watch's
+    task (``Watcher.send``), unless the connection is behind (its writing paused) or going;
+    what it does not take waits in the watcher's buffer for the task, which writes it with
+    ``write`` once ``drain`` lets it. Each write is one whole HTTP chunk, framed as aiohttp's
+    writer frames it, so the two interleave in one stream: aiohttp wrote the headers at
+    ``prepare`` (a StreamResponse sends them at once) and keeps nothing buffered."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.protocol = request.protocol
+        self.writer = request.writer
+
+    def write(self, data: bytes) -> None:
+        transport = self.protocol.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the watch's connection is closed")
+        transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def offer(self, data: bytes) -> bool:
+        transport = self.protocol.transport
+        if transport is None or transport.is_closing() or self.protocol.writing_paused:
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        return True
+
+    async def drain(self) -> None:
+        """Wait until the connection takes more (raises ConnectionResetError if it closed)."""
+        if self.protocol.writing_paused:
+            await self.writer.drain()
+
+
 async def serve(request: web.Request, t: Target, cache: WatchCache,
                 render: Callable[[Obj, str], Obj], render_key: str) -> web.StreamResponse:
     """Stream the watch ``t`` with the request's query; ``render(obj, event_type)`` turns
@@ -111,33 +143,43 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
         return resp
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    stream = _Stream(request)
     try:
         backlog, watcher.backlog = first + watcher.backlog, []
         for i in range(0, len(backlog), WRITE_BATCH):
             await resp.write(b"".join(encoded(*item) for item in backlog[i:i + WRITE_BATCH]))
         if end_bookmark:
             await resp.write(_event("BOOKMARK", _bookmark(t, end_bookmark, True)))
+        watcher.send = stream.offer  # from here the feed writes what the connection takes
         while True:
             left = deadline - loop.time()
             if left <= 0:
-                if bookmarks:
-                    await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
+                if bookmarks:  # after every event up to its position
+                    position = cache.position
+                    cache.unsubscribe(watcher)
+                    while data := watcher.take():
+                        await stream.drain()
+                        stream.write(data)
+                    await resp.write(_event("BOOKMARK", _bookmark(t, position)))
                 break
             if not await watcher.wait(min(left, BOOKMARK_SECONDS) if bookmarks else left):
                 if bookmarks and deadline - loop.time() > 0:  # at the deadline: the one above
                     await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
                 continue
-            data = watcher.take()  # everything buffered since the last write, at once
+            await stream.drain()
+            data = watcher.take()  # what was buffered since the last write, at once
             if data:
-                await resp.write(data)
+                stream.write(data)
             if watcher.dropped:
                 if watcher.dropped.startswith("expired"):
                     await resp.write(_event("ERROR", st.status(
                         "Expired", f"too old resource version: {watcher.dropped}", 410)))
                 break
+        watcher.send = None  # nothing may follow the stream's end
         await resp.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        watcher.send = None
         cache.unsubscribe(watcher)
     return resp

@@ -11,8 +11,13 @@ decoding and its writes to the watchers one after the other: on the quiet machin
 the decoding on the thread (``ops/results/watch-lag.md``). Watchers of one
 kind, selection and rendering share a ``Feed``: each event is matched and encoded once per
 feed, and the run of events a batch brings is joined once into the bytes every watcher of
-the feed writes, in one write per wake-up, so the cost per watcher is one append and one
-write per batch, not per event. A watch from position ``rv`` is served from the window:
+the feed writes. The feed writes them to each watcher's connection itself (``Watcher.send``)
+while that connection keeps up, so the cost per watcher and batch is one write, without a
+wake-up of the watch's task; a watcher whose connection is behind buffers the runs, and its
+task writes them in order, before any further run goes to the connection. Waking 50 watch
+tasks per event, each to make its one write, cost the API server about 70 µs of CPU per
+watcher and event against about 45 µs (one event at a time, 50 watchers, TLS;
+``ops/results/watch-lag.md``). A watch from position ``rv`` is served from the window:
 every event after ``rv`` then the live ones. A position older than the window (or compacted
 away) cannot be served: ``ExpiredError`` (410 Gone).
 
@@ -142,6 +147,9 @@ class Watcher:
     backlog: list[tuple[str, Obj]] = field(default_factory=list)
     pending: collections.deque[tuple[bytes, int]] = field(default_factory=collections.deque)
     count: int = 0  # events in ``pending``
+    # writes a run of events to the client at once, or returns False when its connection
+    # cannot take it now (see ``push``); None while the watch's task writes everything
+    send: Callable[[bytes], bool] | None = None
     # set when something is pending, the watch is dropped, or ``_timer`` fired
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     # the timer ending a ``wait``, kept across waits (see there)
@@ -155,9 +163,12 @@ class Watcher:
         return self.feed.kind
 
     def push(self, data: bytes, events: int) -> None:
-        """Buffer ``data`` (``events`` encoded events) to be written; a watcher whose buffer
-        would pass ``limit`` is closed instead."""
+        """Write ``data`` (``events`` encoded events) now, through ``send``, when nothing
+        is buffered before it and the connection takes it; else buffer it for the watch's
+        task to write. A watcher whose buffer would pass ``limit`` is closed instead."""
         if self.dropped:
+            return
+        if not self.pending and self.send is not None and self.send(data):
             return
         if self.count + events > self.limit:
             self.close("too slow: its buffer of events is full")

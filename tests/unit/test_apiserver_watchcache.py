@@ -162,3 +162,63 @@ def test_a_watchers_waits_keep_one_timer_and_each_ends_at_its_own_timeout() -> N
         assert w._timer is None  # nothing keeps it until the timer's time
 
     asyncio.run(scenario())
+
+
+class _Connection:
+    """A watcher's ``send``: takes a run while ``open``, records what it took."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.sent: list[bytes] = []
+
+    def __call__(self, data: bytes) -> bool:
+        if self.open:
+            self.sent.append(data)
+        return self.open
+
+
+def _rvs(data: bytes) -> list[str]:
+    return [orjson.loads(line)["object"]["metadata"]["resourceVersion"]
+            for line in data.splitlines()]
+
+
+def test_a_run_the_connection_takes_is_written_at_once_without_waking_the_watch() -> None:
+    cache = _cache(5)
+    w = _subscribe(cache, cache.position)
+    w.send = conn = _Connection()
+    live = _entries(5, 3)
+    cache.apply(live, live[-1].id)
+    assert [rv for data in conn.sent for rv in _rvs(data)] == [e.id for e in live]
+    assert not w.pending and w.count == 0 and not w.ready.is_set()
+
+
+def test_runs_written_at_once_and_buffered_keep_the_log_order() -> None:
+    cache = _cache(5)
+    w = _subscribe(cache, cache.position)
+    w.send = conn = _Connection()
+    first, second, third = _entries(5, 2), _entries(7, 2), _entries(9, 2)
+    cache.apply(first, first[-1].id)
+    conn.open = False  # the connection is behind: the next run waits in the buffer
+    cache.apply(second, second[-1].id)
+    conn.open = True  # it takes more, but the buffer is written first: the run waits too
+    cache.apply(third, third[-1].id)
+    assert [rv for data in conn.sent for rv in _rvs(data)] == [e.id for e in first]
+    assert w.ready.is_set() and _rvs(w.take()) == [e.id for e in second + third]
+    fourth = _entries(11, 2)  # the buffer written: runs go straight to the connection again
+    cache.apply(fourth, fourth[-1].id)
+    assert _rvs(conn.sent[-1]) == [e.id for e in fourth] and not w.pending
+
+
+def test_a_watcher_whose_connection_takes_nothing_is_dropped_at_its_limit() -> None:
+    cache = _cache(5)
+    w = _subscribe(cache, cache.position)
+    w.limit = 4
+    w.send = conn = _Connection()
+    conn.open = False
+    first = _entries(5, 3)
+    cache.apply(first, first[-1].id)
+    assert not w.dropped and w.count == 3
+    second = _entries(8, 2)
+    cache.apply(second, second[-1].id)  # 5 events waiting would pass the limit of 4
+    assert w.dropped.startswith("too slow") and not w.pending and w not in cache.watchers
+    assert not conn.sent
