@@ -32,6 +32,8 @@ class Settings:
     rebuild_batch: int = 2000  # entries sent to Redis at once by replay FILE
     status_stream_maxlen: int = 100_000  # status messages kept (approximately)
     watch_window: int = 20_000  # recent events the API server's watch cache keeps
+    # pacing
+    status_write_gap_seconds: float = 0.1  # the status-writer's pause after a round that wrote
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

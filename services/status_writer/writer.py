@@ -6,6 +6,12 @@ others). Per batch only the newest message of each DaemonSet counts. A write hap
 the counters differ or observedGeneration is behind (spec §f, storeDaemonSetStatus), and on a
 Conflict it reads the DaemonSet again and tries once more.
 
+After a round that wrote, the writer pauses ``status_write_gap_seconds`` (0.1 s) before it
+receives again, so the statuses of a busy DaemonSet (a sync for every node added, every pod
+made ready) gather into one write for several syncs: each write is a log entry that every
+follower decodes and that asks for a sync of the DaemonSet again. A status is written at once
+after a quiet spell and at most that much later while syncs come faster.
+
 The writer keeps no position of its own beyond the per-DaemonSet positions of the statuses
 it wrote (``Keys.status_positions``), which never pass the log's tip (a message computed
 beyond it is refused), so after the log went backwards (``shared.store.logmark``) none holds
@@ -28,6 +34,7 @@ from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
 from shared.daemonset.messages import Received, StatusChannel, StatusMessage
+from shared import settings
 from shared.model import meta
 from shared.store import adapters, codec, errors
 from shared.store.client import Store
@@ -76,8 +83,10 @@ GAUGES = {
 
 class StatusWriter:
     def __init__(self, store: Store, consumer: str, claim_idle_ms: int = 10_000,
-                 channel: StatusChannel | None = None) -> None:
+                 channel: StatusChannel | None = None, write_gap: float | None = None) -> None:
         self.store = store
+        self.write_gap = settings.current.status_write_gap_seconds if write_gap is None \
+            else write_gap
         self.consumer = consumer
         self.claim_idle_ms = claim_idle_ms
         self.channel = channel if channel is not None else \
@@ -97,7 +106,11 @@ class StatusWriter:
                 self.seed_gauges()
                 refreshed = time.monotonic()
                 while not stop.is_set():
+                    written = self.written
                     self.step(block_ms=1000)
+                    if self.written != written and self.write_gap > 0:
+                        # let the next statuses gather: one write for several syncs
+                        stop.wait(self.write_gap)
                     if time.monotonic() - refreshed > GAUGE_REFRESH_SECONDS:
                         self.seed_gauges()
                         refreshed = time.monotonic()

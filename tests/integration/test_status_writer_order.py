@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import yaml
@@ -70,3 +72,44 @@ def test_a_status_from_a_position_the_log_has_not_reached_is_refused_and_leaves_
     store.r.xadd(store.keys.status_stream, {"m": codec.pack(true)})
     writer.step(block_ms=10)
     assert store.get("DaemonSet", "default/agent")["status"]["numberReady"] == 3
+
+
+def test_statuses_published_while_the_writer_pauses_after_a_write_make_one_write(
+        redis_url: str, prefix: str) -> None:
+    """After a round that wrote, the writer waits its write gap before receiving again: the
+    statuses a busy DaemonSet's syncs publish meanwhile make one write, the newest."""
+    store = Store(connect(redis_url), Keys(prefix))
+    ds = store.create(DS)
+    writer = StatusWriter(store, "w1", write_gap=1.0)
+    stop = threading.Event()
+    thread = threading.Thread(target=writer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        msg = {"key": "default/agent", "uid": ds["metadata"]["uid"], "generation": 1,
+               "observe": True}
+
+        def publish(ready: int) -> None:
+            store.r.xadd(store.keys.status_stream,
+                         {"m": codec.pack(dict(msg, status=_status(ready),
+                                               position=store.log_tip()))})
+
+        def ready() -> int:
+            return int(store.get("DaemonSet", "default/agent")["status"].get("numberReady", -1))
+
+        publish(1)
+        _until(lambda: ready() == 1)
+        publish(2)
+        time.sleep(0.2)  # the input: two syncs' statuses 0.2 s apart, both within the gap
+        publish(3)
+        _until(lambda: ready() == 3)
+        assert writer.written == 2  # 2 was never written: 3 replaced it in the pause
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _until(cond: Any, deadline_s: float = 10.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
