@@ -30,11 +30,11 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from services import common
+from shared import settings
 from shared.daemonset import conditions as ds_conditions
 from shared.daemonset import status as ds_status
 from shared.daemonset import unavailable as ds_unavailable
 from shared.daemonset.messages import Received, StatusChannel, StatusMessage
-from shared import settings
 from shared.model import meta
 from shared.store import adapters, codec, errors
 from shared.store.client import Store
