@@ -3,7 +3,8 @@
 A sync is full (``planner.plan``) or, when the key was handed out with node hints and no
 reason for a full one (``Lease.nodes``, not ``Lease.full``), per node: ``planner.plan_nodes``
 over those Nodes and their pods, with the DaemonSet's index (``indexes``) for the status and
-the check that every other node is steady. When the per-node plan needs a full sync (or no
+the check that every other node is steady; a few other nodes that are not (a node added since
+the hand-out) join the sync. When the per-node plan needs a full sync (or no
 index is kept yet), the full one runs.
 
 The worker's cache may lag the watcher's, so a sync first catches the cache up to the log
@@ -53,6 +54,7 @@ PODS_DELETED = Counter("daemonbus_pods_deleted_total", "Daemon pods deleted")
 CATCH_UP_CPU = Counter("daemonbus_reconcile_catch_up_cpu_seconds_total",
                        "CPU seconds spent bringing the worker's cache and indexes up to a key's "
                        "hand-out position (every worker follows the whole log)")
+WIDEN_MOST = 16  # other unsteady nodes a per-node sync takes in before it goes full
 PER_NODE = Counter("daemonbus_reconcile_per_node_total",
                    "Syncs handed out with node hints, by the path they took",
                    ["path"])  # per-node, or full (the per-node plan asked for one)
@@ -197,10 +199,14 @@ class Reconciler:
         if index is None:
             return None
         now = self.clock()
-        if not index.settled_except(frozenset(nodes)):
-            # another node is not steady (while a DaemonSet fans out, most are not):
-            # plan_nodes would ask for the full sync, after building its snapshot
+        # the few other nodes that are not steady join the sync (a node added since the
+        # hand-out, whose own hint is queued): with every node outside the set steady the
+        # sync of the set decides what a full one would; with more of them (a DaemonSet
+        # fanning out or rolling), plan_nodes would ask for the full sync anyway
+        widened = index.widened(nodes, WIDEN_MOST)
+        if widened is None:
             return None
+        nodes = widened
         snap = inputs.build_nodes(key, nodes, _CacheSource(self.cache), now,
                                   self.cache.position, self.backoff.get_many,
                                   lambda: self.expectations.satisfied(key, now))

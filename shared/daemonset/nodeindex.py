@@ -52,6 +52,9 @@ The API (everything else is private):
 ``settled_except(names)``
     whether every node not in ``names`` is steady (pods on a node missing from the node list
     are never steady).
+``widened(names, most)``
+    ``names`` and every node not steady, when at most ``most`` are not among ``names``; None
+    when more are.
 ``backoff_keys(ds)``
     ``inputs.backoff_keys`` of the namespace's pods, from the failed pods the index keeps.
 ``plan_sets()``, ``steady_unavailable(now)``
@@ -343,6 +346,17 @@ class DaemonSetIndex:
         if len(self._unsettled) > len(names):
             return False
         return all(name in names for name in self._unsettled)
+
+    def widened(self, names: Collection[str], most: int) -> frozenset[str] | None:
+        """``names`` and every node that is not steady, if at most ``most`` of those are not
+        in ``names``; else None. With it every node outside the set is steady, so a sync of
+        the set decides what a full one does. Cost O(len(names) + most)."""
+        if len(self._unsettled) > len(names) + most:
+            return None
+        others = [name for name in self._unsettled if name not in names]
+        if len(others) > most:
+            return None
+        return frozenset(names).union(others)
 
     # ---- inside ---------------------------------------------------------------------------
 

@@ -214,6 +214,12 @@ def test_the_breakdown_and_the_steady_check_read_only_the_nodes_they_name(
     assert index.unavailable(NOW + 5) == {"NoPod": ["n0"], "PodNotReady": ["n1"]}
     assert not index.settled_except(set())  # n0 has no pod: a sync would create one
     assert index.settled_except({"n0"})  # n1 and n7 are steady, ready or not
+    assert index.widened(set(), 1) == {"n0"}  # the one unsteady node joins a sync
+    assert index.widened({"n5"}, 1) == {"n0", "n5"}
+    assert index.widened({"n0"}, 0) == {"n0"}
+    index.remove_pod(meta.key(pods[0]))  # n2 has no pod either: two unsteady nodes
+    assert index.widened(set(), 1) is None
+    assert index.widened({"n2"}, 1) == {"n0", "n2"}
 
 
 ROLL_NODES = 12

@@ -188,8 +188,12 @@ def test_the_per_node_path_decides_what_a_full_sync_decides(
             hinted = cluster.remove("Pod", f"default/p{op[1]}")
         else:
             hinted = cluster.converge(planner.plan(cluster.full()))
-        check(cluster, hinted or {"n0"}, STATS)
-        check(cluster, set(), STATS)  # a sync of no node (a status change)
+        for asked in (hinted or {"n0"}, set()):  # set(): a sync of no node (a status change)
+            check(cluster, asked, STATS)
+            # the reconciler widens a sync to the few other nodes that are not steady
+            widened = cluster.index.widened(asked, 2)
+            if widened is not None and widened != asked:
+                check(cluster, set(widened), STATS)
 
 
 def test_the_property_run_often_takes_the_per_node_path() -> None:
@@ -298,6 +302,26 @@ def test_an_index_of_another_spec_is_refused() -> None:
     assert full.status is not None and full.status.get("numberAvailable", 0) == 0  # omitempty
     assert cluster.index.counts(NOW)[5] == 4
     assert cluster.per_node({"n9"}) is None
+
+
+def test_a_node_added_while_the_one_before_waits_for_its_pod_joins_that_nodes_sync() -> None:
+    """Nodes added one after another: the sync of the first node's pod event finds the next
+    node without a pod. Widened to that node (``DaemonSetIndex.widened``), the per-node plan
+    creates its pod, as the full sync it would otherwise go to does."""
+    ds = the_ds(0, 0)
+    cluster = steady_cluster(ds)
+    cluster.put(node_of(8, "blue", 0))
+    first = cluster.per_node({"n8"})
+    assert first is not None
+    cluster.converge(first)
+    cluster.put(node_of(9, "blue", 0))
+    assert cluster.per_node({"n8"}) is None  # n9 is not steady: alone, a full sync
+    widened = cluster.index.widened({"n8"}, 1)
+    assert widened == {"n8", "n9"}
+    plan = cluster.per_node(set(widened))
+    assert plan is not None and plan.nodes == ["n8", "n9"] and plan.sync_nodes is not None
+    assert [c.node for c in plan.sync_nodes.creates] == ["n9"]
+    assert decided(plan) == decided(planner.plan(cluster.full()))
 
 
 def test_a_node_added_beside_pods_not_yet_available_takes_the_per_node_path() -> None:
