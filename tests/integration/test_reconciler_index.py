@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from services.node_agent.lifecycle import new_node
+from services.reconciler import sync
 from services.reconciler.sync import Reconciler
 from shared.daemonset import inputs, nodeindex
 from shared.model import meta
@@ -111,11 +112,13 @@ def test_the_kept_index_follows_node_and_pod_changes(redis_url: str, prefix: str
     assert rolled is not first and rolled.hash != first.hash
 
 
-def test_a_hinted_sync_with_other_nodes_unsteady_goes_full_without_a_per_node_snapshot(
+def test_a_hinted_sync_takes_in_a_few_unsteady_nodes_and_past_that_goes_full_at_once(
         redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While other nodes are not steady (pods still to create), a sync handed out with node
-    hints is a full sync at once: no per-node snapshot is built for a plan that would ask
-    for the full one; once every other node is steady the per-node path runs again."""
+    """While more other nodes are not steady than a per-node sync takes in (a DaemonSet
+    fanning out), a sync handed out with node hints is a full sync at once: no per-node
+    snapshot is built for a plan that would ask for the full one. Within that many, they
+    join the sync's snapshot; once every other node is steady the hinted node is planned
+    alone."""
     # the first sync creates both pods (not bound: neither node is steady)
     store, _queue, r = _synced_on(redis_url, prefix, "n1", "n2")
     built: list[list[str]] = []
@@ -126,7 +129,12 @@ def test_a_hinted_sync_with_other_nodes_unsteady_goes_full_without_a_per_node_sn
         return real(key, nodes, *args)
 
     monkeypatch.setattr(inputs, "build_nodes", counting)
+    monkeypatch.setattr(sync, "WIDEN_MOST", 0)
     assert r.plan_nodes(KEY, r.cache.position, ["n1"]) is None and built == []
+    monkeypatch.setattr(sync, "WIDEN_MOST", 1)
+    r.plan_nodes(KEY, r.cache.position, ["n1"])
+    assert built == [["n1", "n2"]]
+    built.clear()
     position = r.cache.position
     for pod in kit.owned_pods(store, KEY):  # both pods bound and ready: steady
         node = kit.nodes_of([pod])[0]
