@@ -11,8 +11,19 @@ import redis
 
 from shared.store.keys import Keys
 from shared.store.server import RedisServer
+from tests import testdata
 
 _counter = itertools.count()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to start without the real manifests: the tests that apply each of them would
+    otherwise have none to apply, and pass."""
+    if not testdata.manifests():
+        raise pytest.UsageError(
+            f"no DaemonSet manifests in {testdata.DAEMONSETS}: the tests need the team's "
+            "reference folder beside the checkout (../shared/testdata/daemonsets), or "
+            "DAEMONBUS_TESTDATA naming a folder of them")
 
 
 @pytest.fixture(scope="session")

@@ -24,12 +24,13 @@ import pytest
 import yaml
 
 from services.apiserver import auth, kubeconfig
+from tests import testdata
 from tests.integration.controller_kit import free_port
-from tests.integration.stack import ROOT, Stack, wait_for
+from tests.integration.stack import Stack, wait_for
 
 __all__ = ["ApiServer", "free_port", "kubectl_binary", "manifest", "running"]
 
-TESTDATA = ROOT.parent / "shared" / "testdata" / "daemonsets"
+TESTDATA = testdata.DAEMONSETS
 USERS = {"admin": "admin", "editor": "edit", "viewer": "view"}
 
 

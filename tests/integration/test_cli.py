@@ -24,10 +24,11 @@ from services.cli.main import cli
 from shared.control.clock import FakeClock
 from shared.store import client as store_client
 from shared.store.keys import Keys
+from tests import testdata
 
 Obj = dict[str, Any]
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
-MANIFESTS = sorted(TESTDATA.glob("*.yaml"))
+TESTDATA = testdata.DAEMONSETS
+MANIFESTS = testdata.manifests()
 FLUENTD = TESTDATA / "kubernetes-website-fluentd-elasticsearch.yaml"
 
 Run = Callable[..., Result]

@@ -4,17 +4,15 @@ selector, affinity and tolerations allow."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import yaml
 
 from services.node_agent.lifecycle import new_node, target_node
 from shared.model import meta
 from shared.model.podutil import is_ready
+from tests import testdata
 from tests.integration.stack import Stack, wait_for
 
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
+TESTDATA = testdata.DAEMONSETS
 
 FLUENTD = """
 apiVersion: apps/v1
@@ -88,7 +86,6 @@ EXPECTED = {
 }
 
 
-@pytest.mark.skipif(not TESTDATA.is_dir(), reason="the shared testdata folder is not beside the repo")
 def test_real_manifests_land_exactly_where_placement_allows(stack: Stack) -> None:
     assert sorted(EXPECTED) == sorted(p.name for p in TESTDATA.glob("*.yaml"))
     for name, (labels, taints) in NODES.items():

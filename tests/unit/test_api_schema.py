@@ -4,7 +4,6 @@ names them, strategic-merge metadata per path, and the shape of the OpenAPI v3 d
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ import yaml
 
 from shared.api import openapi, schema
 from shared.model import kinds
+from tests import testdata
 
 
 def _ds(**container: Any) -> dict[str, Any]:
@@ -33,11 +33,10 @@ def test_a_valid_daemonset_has_no_unknown_fields() -> None:
     assert schema.unknown_fields(_ds()) == []
 
 
-MANIFESTS = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
 
 
 def test_every_testdata_manifest_has_no_unknown_fields() -> None:
-    docs = [d for f in sorted(MANIFESTS.glob("*.yaml"))
+    docs = [d for f in testdata.manifests()
             for d in yaml.safe_load_all(f.read_text()) if d]
     assert sum(d["kind"] == "DaemonSet" for d in docs) >= 8
     for doc in docs:

@@ -3,7 +3,6 @@ hold a host port and whose rolling update may surge (kubernetes#106417)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,11 +10,12 @@ import yaml
 
 from shared.api import warnings
 from shared.model import defaults
+from tests import testdata
 from tests.unit.daemonset_fixtures import make_ds, rolling
 
 Obj = dict[str, Any]
 
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
+TESTDATA = testdata.DAEMONSETS
 PORT = "spec.template.spec.containers[0].ports[0]"
 
 

@@ -3,18 +3,18 @@ tolerations allow."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from shared.daemonset import placement, planner
+from tests import testdata
 from tests.unit.daemonset_fixtures import make_node, snapshot
 
 Obj = dict[str, Any]
 
-MANIFESTS = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
+MANIFESTS = testdata.DAEMONSETS
 
 LINUX = {"kubernetes.io/os": "linux"}
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from shared.model import defaults, validation
+from tests import testdata
 
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "daemonsets"
+TESTDATA = testdata.DAEMONSETS
 
 Obj = dict[str, Any]
 
@@ -73,17 +74,11 @@ def test_valid_daemonset_has_no_errors() -> None:
 # ---- the real manifests ------------------------------------------------------------------
 
 
-def _manifests() -> list[Path]:
-    return sorted(TESTDATA.glob("*.yaml")) if TESTDATA.is_dir() else []
-
-
-@pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"testdata folder absent: {TESTDATA}")
 def test_all_eight_testdata_manifests_are_present() -> None:
-    assert len(_manifests()) == 8
+    assert len(testdata.manifests()) == 8
 
 
-@pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"testdata folder absent: {TESTDATA}")
-@pytest.mark.parametrize("path", _manifests(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", testdata.manifests(), ids=lambda p: p.name)
 def test_real_manifest_validates_cleanly_after_defaulting(path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     assert len(docs) == 1
