@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from services.replay import why
+from tests import testdata
 from tests.integration.apiserver_kit import TESTDATA, ApiServer
 from tests.integration.stack import Stack, wait_for
 
@@ -47,7 +48,7 @@ def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
 
 
 def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> None:
-    files = sorted(TESTDATA.glob("*.yaml"))
+    files = testdata.manifests()
     assert len(files) == 8
     for f in files:
         out = api.kubectl("apply", "-f", str(f)).stdout

@@ -12,8 +12,6 @@ from shared.model.podutil import is_ready
 from tests import testdata
 from tests.integration.stack import Stack, wait_for
 
-TESTDATA = testdata.DAEMONSETS
-
 FLUENTD = """
 apiVersion: apps/v1
 kind: DaemonSet
@@ -87,12 +85,12 @@ EXPECTED = {
 
 
 def test_real_manifests_land_exactly_where_placement_allows(stack: Stack) -> None:
-    assert sorted(EXPECTED) == sorted(p.name for p in TESTDATA.glob("*.yaml"))
+    assert sorted(EXPECTED) == sorted(p.name for p in testdata.manifests())
     for name, (labels, taints) in NODES.items():
         stack.store.create(new_node(name, labels=labels, taints=taints))
     stack.start_all(workers=2, nodes=0)
     keys = {}
-    for path in sorted(TESTDATA.glob("*.yaml")):
+    for path in testdata.manifests():
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         result, obj = stack.store.apply(docs[0])
         assert result == "created", path.name

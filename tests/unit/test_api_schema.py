@@ -33,8 +33,6 @@ def test_a_valid_daemonset_has_no_unknown_fields() -> None:
     assert schema.unknown_fields(_ds()) == []
 
 
-
-
 def test_every_testdata_manifest_has_no_unknown_fields() -> None:
     docs = [d for f in testdata.manifests()
             for d in yaml.safe_load_all(f.read_text()) if d]

@@ -78,7 +78,7 @@ def load(name: str) -> Obj:
 
 
 def test_every_manifest_has_an_expectation() -> None:
-    assert {p.name for p in MANIFESTS.glob("*.yaml")} == set(EXPECTED)
+    assert {p.name for p in testdata.manifests()} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
