@@ -157,6 +157,37 @@ def test_only_an_update_is_decoded_over_and_only_when_the_status_is_last() -> No
     assert entry.decode(_raw(new), prior=prior) == entry.decode(_raw(new))
 
 
+def test_a_deletion_of_the_version_before_is_its_object_at_the_deletion_s_version() -> None:
+    """A pod deleted as it was last written (the node agent removes what it read): the
+    deletion is the prior's object, not decoded again, at the deletion's resourceVersion."""
+    prior = _prior(BOUND)
+    raw = _raw(None, etype="DELETED", payload=prior.payload)
+    e = entry.decode(raw, prior=prior)
+    assert e == entry.decode(raw)
+    assert e.obj["spec"] is prior.obj["spec"] and e.obj["status"] is prior.obj["status"]
+    assert e.obj["metadata"]["resourceVersion"] == "6-1"
+    assert prior.obj["metadata"]["resourceVersion"] == "5-1"  # the prior's own, unchanged
+
+
+def test_an_update_of_the_metadata_alone_checks_the_metadata_alone() -> None:
+    """A pod marked for deletion (deletionTimestamp added to its metadata) is decoded
+    whole; its spec and status, equal to the prior's, are the prior's objects from then on
+    (checked when the prior was decoded), its metadata is checked."""
+    prior = _prior(BOUND)
+    marked = {**BOUND, "metadata": {**BOUND["metadata"],
+                                    "deletionTimestamp": "2026-12-04T06:00:00Z",
+                                    "deletionGracePeriodSeconds": 30}}
+    e = entry.decode(_raw(marked), prior=prior)
+    assert e == entry.decode(_raw(marked))
+    assert e.obj["spec"] is prior.obj["spec"] and e.obj["status"] is prior.obj["status"]
+    for bad in ({**marked["metadata"], "labels": ["a"]},
+                {**marked["metadata"], "deletionGracePeriodSeconds": "30"}):
+        raw = _raw({**marked, "metadata": bad})
+        refused = _outcome(entry.decode, raw, True, prior)
+        assert refused == _outcome(entry.decode, raw)
+        assert not isinstance(refused, entry.Entry)
+
+
 _leaf = st.one_of(st.integers(-3, 3), st.text(max_size=3), st.booleans(), st.none(),
                   st.sampled_from(["Pending", "Running", "Ready", "True"]))
 _value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3)
@@ -214,6 +245,8 @@ def test_decoding_over_the_prior_version_is_a_whole_decode_refusals_included(
         assert over == _outcome(entry.decode, raw)
         if isinstance(over, entry.Entry):
             prior = entry.Prior(payload, over.obj)
+    deleted = _raw(None, "99-1", etype="DELETED", payload=prior.payload)
+    assert _outcome(entry.decode, deleted, True, prior) == _outcome(entry.decode, deleted)
 
 
 def test_a_binding_decodes_the_spec_s_added_pairs_and_the_status_over_the_create() -> None:
