@@ -82,6 +82,19 @@ def _reader(data: bytes) -> msgpack.Unpacker:
     return reader
 
 
+def _map_header(data: bytes, at: int) -> tuple[int, int]:
+    """The number of pairs of the packed map whose header starts at ``data[at]``, and where
+    its first key starts (what ``Unpacker.read_map_header`` reads, without building one for
+    a few bytes). Raises ValueError when no map header is there."""
+    head = data[at]
+    if 0x80 <= head <= 0x8F:  # fixmap
+        return head & 0x0F, at + 1
+    size = 2 if head == 0xDE else 4 if head == 0xDF else 0  # map 16, map 32
+    if not size or len(data) < at + 1 + size:
+        raise ValueError("not a map header")
+    return int.from_bytes(data[at + 1:at + 1 + size], "big"), at + 1 + size
+
+
 def last_value_at(data: bytes, back: int = 0) -> tuple[int, str] | None:
     """Where the value of the last top-level key of the packed map ``data`` starts, and that
     key (``unpack_object_over`` takes them); ``back``: of the key that many before the last.
@@ -106,11 +119,10 @@ def _map_grown(data: bytes, d: int, base_data: bytes, b: int, b_end: int, old: O
     pairs of new text keys added at its end, followed by the bytes ``then`` (a packed key):
     it (``old`` itself when none were added), and where ``then`` ends in ``data``; None
     when it is not. Raises on what is not msgpack."""
-    was, now = _reader(base_data[b:b + 5]), _reader(data[d:d + 5])  # the map headers
-    pairs, new_pairs = was.read_map_header(), now.read_map_header()
-    body = base_data[b + was.tell():b_end]
-    start = d + now.tell()
-    if new_pairs < pairs or data[start:start + len(body)] != body:
+    pairs, b_body = _map_header(base_data, b)
+    new_pairs, start = _map_header(data, d)
+    body = base_data[b_body:b_end]
+    if new_pairs < pairs or not data.startswith(body, start):
         return None
     end, grown = start + len(body), old
     if new_pairs > pairs:
@@ -150,11 +162,9 @@ def _added(data: bytes, base_data: bytes, at: int, key: str, base: Obj,
     if key == "metadata" or not isinstance(old, dict) or add in base:
         return None
     try:
-        was, now = _reader(base_data[:5]), _reader(data[:5])  # the objects' map headers
-        if now.read_map_header() != was.read_map_header() + 1:
-            return None
-        hb, hd = was.tell(), now.tell()
-        if data[hd:hd + at - hb] != base_data[hb:at]:
+        pairs, hb = _map_header(base_data, 0)  # the objects' map headers
+        new_pairs, hd = _map_header(data, 0)
+        if new_pairs != pairs + 1 or not data.startswith(base_data[hb:at], hd):
             return None
         return _map_grown(data, hd + at - hb, base_data, at, len(base_data), old, pack(add))
     except Exception:

@@ -273,6 +273,19 @@ def test_a_binding_decodes_the_spec_s_added_pairs_and_the_status_over_the_create
     assert "spec.hostNetwork" in str(_outcome(entry.decode, raw))
 
 
+def test_a_binding_of_a_spec_of_sixteen_keys_or_more_decodes_over_the_create() -> None:
+    """A spec of 16 keys or more has a longer map header (map 16), and one of 15 gains its
+    16th with nodeName: decoded over the create all the same, as a whole decode does."""
+    for extra in (14, 15, 40):
+        spec = {**POD["spec"], **{f"x{i}": i for i in range(extra)}}
+        created = {**POD, "spec": spec}
+        prior = _prior(created)
+        bound = {**created, "spec": {**spec, "nodeName": "n1"}, "status": {"phase": "Running"}}
+        e = entry.decode(_raw(bound), prior=prior)
+        assert e == entry.decode(_raw(bound))
+        assert e.obj["spec"]["containers"] is prior.obj["spec"]["containers"], extra
+
+
 @pytest.mark.parametrize("obj", [
     {**POD, "spec": {**POD["spec"], "nodeName": "n1"}, "status": {"phase": "Running"}},
     {**POD, "status": {"phase": "Running"}},  # a status alone

@@ -102,3 +102,16 @@ def test_decoding_over_an_older_version_is_a_whole_decode_or_none(old: Obj, othe
     assert over is None or over == whole
     if field == "status" or wire.pack(new) == wire.pack(old):  # 0 == False, not their bytes
         assert over == whole
+
+
+@pytest.mark.parametrize("pairs", [0, 1, 15, 16, 65535, 65536])
+def test_a_map_header_is_read_as_msgpack_reads_it(pairs: int) -> None:
+    data = b"\x01" + wire.pack({str(i): 0 for i in range(pairs)})
+    reader = wire._reader(data[1:])
+    assert wire._map_header(data, 1) == (reader.read_map_header(), 1 + reader.tell())
+
+
+@pytest.mark.parametrize("data", [wire.pack([1]), wire.pack("x"), b"\xde\x00", b"\xdf\x00\x00"])
+def test_what_is_not_a_whole_map_header_is_refused(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        wire._map_header(data, 0)
