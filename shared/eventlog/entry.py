@@ -252,6 +252,19 @@ class Prior:
                 self.spec_at = before[0] if before is not None and before[1] == "spec" else 0
         return self.at, self.key
 
+    def packed(self, part: str) -> bytes:
+        """The bytes of its top-level value ``part``: cut from ``payload`` for its status
+        (when last) and its spec (just before that), else packed again."""
+        at, key = self.last()
+        if key == "status" and part == "status":
+            return self.payload[at:]
+        if key == "status" and part == "spec" and self.spec_at:
+            return self.payload[self.spec_at:at - len(_STATUS_KEY)]
+        return wire.pack(self.obj.get(part))
+
+
+_STATUS_KEY = wire.pack("status")
+
 
 #: the kinds a reader decodes over their prior version (``Prior``)
 OVER_KINDS = validation.STATUS_ALONE
@@ -294,20 +307,22 @@ def _spec_errors(spec: Any, old: Any) -> bool:
     return bool(validation.part_shape_errors("Pod", "spec", spec))
 
 
-def _checked_over(kind: str, obj: Obj, old: Obj) -> bool:
-    """Whether ``obj``, a whole decode of the version after ``old`` (checked), has no type
-    errors, checking only the parts that differ from ``old``'s (``validation.SHAPE_PARTS``):
-    an equal part is ``old``'s object from then on, checked when it was decoded. A pod
-    marked for deletion changes its metadata alone. False: not known (``check_shape`` says
-    what is wrong)."""
+def _checked_over(kind: str, obj: Obj, prior: Prior) -> bool:
+    """Whether ``obj``, a whole decode of the version after ``prior``'s (checked), has no
+    type errors, checking only the parts that differ from the prior's
+    (``validation.SHAPE_PARTS``): a part that packs to the prior's bytes (the same values of
+    the same types: ``1``, ``1.0`` and ``True`` are equal in Python, not in msgpack) is the
+    prior's object from then on, checked when it was decoded. A pod marked for deletion
+    changes its metadata alone. False: not known (``check_shape`` says what is wrong)."""
     parts = validation.SHAPE_PARTS.get(kind)
     if parts is None:
         return False
+    old = prior.obj
     for part in parts:
         value, was = obj.get(part), old.get(part)
         if value is None and was is None:
             continue
-        if part != "metadata" and value == was:
+        if part != "metadata" and value == was and wire.pack(value) == prior.packed(part):
             obj[part] = was
         elif validation.part_shape_errors(kind, part, value):
             return False
@@ -359,7 +374,7 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Ent
             raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
         try:
             if shape and not (prior is not None and etype is EntryType.MODIFIED
-                              and _checked_over(kind, obj, prior.obj)):
+                              and _checked_over(kind, obj, prior)):
                 check_shape(kind, key, obj)
         except MalformedObjectError as err:
             if etype is not EntryType.DELETED:
