@@ -612,7 +612,7 @@ class Floor:
             pairs: dict[str, int] = {}
             ckeys = [keys.log]
             args: list[Any] = [len(ops), "0", codec.SCHEMA_VERSION, 0, "", "", "0-0", "",
-                               "admin", ""]
+                               "admin", "", "0"]
             for mode, kind, key, expected, payload in ops:
                 if kind not in pairs:
                     pairs[kind] = len(pairs) + 1

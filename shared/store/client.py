@@ -27,7 +27,7 @@ from shared.eventlog.entry import CommitResult, WriteMode
 from shared.model import meta
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
-from shared.store.logmark import LogMark
+from shared.store.logmark import NOT_READ, ConnectCount, LogMark
 from shared.store.ownwrites import OBJECT_WRITES, OwnWrites
 
 Obj = dict[str, Any]
@@ -61,6 +61,8 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis:
     kwargs.setdefault("socket_timeout", READ_TIMEOUT)
     kwargs.setdefault("socket_keepalive", True)
     kwargs.setdefault("socket_keepalive_options", dead_peer_options())
+    # a log mark reads the log's identity again after a new connection (shared.store.logmark)
+    kwargs.setdefault("redis_connect_func", ConnectCount())
     return redis.Redis.from_url(url, **kwargs)
 
 
@@ -194,9 +196,9 @@ class Store:
         keys = [self.keys.log, self.keys.meta, self.keys.log_snapshot_id]
         for kind in kinds:
             keys += [self.keys.objects(kind), self.keys.versions(kind)]
-        known = self.mark.known()
+        known = self.mark.known(self.r)
         try:
-            raw = self._read_only(self._snapshot, keys, [known[1]])
+            raw = self._read_only(self._snapshot, keys, [known.seen])
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         tip = raw[0].decode()
@@ -256,11 +258,12 @@ class Store:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
-        known = self.mark.known()
+        known = self.mark.known(self.r)
         args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
-                                    fence.key if fence else "", known[1], self.writer,
-                                    self.role, ",".join(nodes)]
+                                    fence.key if fence else "", known.seen, self.writer,
+                                    self.role, ",".join(nodes),
+                                    "1" if self.mark.wants_epoch(known) else "0"]
         for op in ops:
             if op.kind not in pairs:
                 pairs[op.kind] = len(pairs) + 1
@@ -276,10 +279,11 @@ class Store:
                                         f"the Redis user may not run the commit: {err}") from err
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
-        epoch, found, trimmed_to = raw[-1]
+        epoch, found, trimmed_to, read = raw[-1]
         # the mark is checked before anything is written: a rewind counts even though this
         # batch's new entries are past what was lost
-        self.mark.settle(self.r, self.keys, epoch, [True] if found else [], trimmed_to, known)
+        self.mark.settle(self.r, self.keys, epoch if read else NOT_READ,
+                         [True] if found else [], trimmed_to, known)
         out = [Result(CommitResult(s.decode()), v.decode(), op) for (s, v), op in zip(raw[:-1], ops,
                                                                           strict=True)]
         for res in reversed(out):  # ids rise through a batch: the last written is the newest

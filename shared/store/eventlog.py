@@ -18,11 +18,22 @@ from shared.eventlog.ports import NO_POSITION, Page
 from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
-from shared.store.logmark import LogMark
+from shared.store.logmark import EPOCH_FIELD, NOT_READ, LogMark
 
 
 def _entries(raw: Any) -> list[RawEntry]:
     return [RawEntry.from_fields(rid, fields) for rid, fields in raw or []]
+
+
+def _returned(entries: list[RawEntry], entry_id: str) -> bool:
+    """Whether a read that returned ``entries`` (oldest first) returned the entry
+    ``entry_id``; False also when it stopped short of it."""
+    wanted = codec.id_tuple(entry_id)
+    for entry in reversed(entries):
+        here = codec.id_tuple(entry.id)
+        if here <= wanted:
+            return here == wanted
+    return False
 
 
 class RedisEventLog:
@@ -51,42 +62,79 @@ class RedisEventLog:
         return Page(_entries(raw), text(start) if start is not None else "")
 
     def follow(self, position: str, count: int, block_ms: int | None = None) -> Page:
-        """The read, then the mark's checks (``LogMark.queue``) after it, in one pipeline.
-        The compaction point is read with them unless the reader is at the entry its mark saw
-        last (the usual case): that entry still there after the read means nothing after it
-        was trimmed before the read and the log was not cut back below it, so the point is
-        needed only when the entry is gone, and is read then, in a round trip of its own
-        (compaction moves it forward only: it is at least what it was after the read)."""
-        known = None
+        """The read, then the mark's checks after it, in one pipeline: the entry at the
+        reader's own position when it has one at or below the entry its mark saw last (the
+        usual case), else that entry and the compaction point; the epoch only when the mark
+        wants it (``LogMark.wants_epoch``).
+
+        The entry at the position still there after the read means nothing after it was
+        trimmed before the read and the log was not cut back below it: the compaction point
+        is needed only when it is gone. The entry the mark saw is then that same entry, or
+        one past the position, which the read itself returns while it is there (a process
+        reading back its own commit): when the read does not say (a full page short of it),
+        or an entry is gone, the rest of the check follows in a round trip of its own
+        (compaction moves the point forward only: it is at least what it was after the
+        read)."""
         mark = self.mark
-        at_seen = mark is not None and position == mark.seen and position != NO_POSITION
+        if mark is None:
+            return self._follow_unmarked(position, count, block_ms)
+        anchored = bool(position) and position != NO_POSITION
+        known = mark.known(self.r)
+        seen = known.seen
+        anchor = anchored and (seen == NO_POSITION or codec.id_ge(seen, position))
         try:
             pipe = self.r.pipeline(transaction=False)
-            if block_ms is None:
-                lower = "(" + position if position and position != NO_POSITION else "-"
-                pipe.xrange(self.keys.log, min=lower, count=count)
-            else:
-                pipe.xread({self.keys.log: position or NO_POSITION}, count=count,
-                           block=block_ms)
-            if mark is not None:
-                known = mark.queue(pipe, self.keys)
-            if not at_seen:
+            self._queue_read(pipe, position, count, block_ms)
+            reads_epoch = mark.wants_epoch(known)
+            if reads_epoch:
+                pipe.hget(self.keys.meta, EPOCH_FIELD)
+            known = known._replace(reads_epoch=reads_epoch)
+            at = position if anchor else (seen if seen != NO_POSITION else "0-1")
+            pipe.xrange(self.keys.log, min=at, max=at, count=1)
+            if not anchor:
                 pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
             replies: list[Any] = pipe.execute()
-            trimmed_to = None if at_seen else replies[-1]
-            if at_seen and not replies[2]:
-                trimmed_to = self.r.get(self.keys.log_snapshot_id)
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         resp = replies[0]
-        start = text(trimmed_to) if trimmed_to is not None else ""
-        if mark is not None and mark.settle(self.r, self.keys, replies[1], replies[2],
-                                            trimmed_to, known):
-            return Page([], start, rewound=True)
         entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
-        if entries and mark is not None:
+        raw_epoch = replies[1] if reads_epoch else NOT_READ
+        if anchor:
+            found = bool(replies[-1])
+            seen_there = (found if position == seen else
+                          seen == NO_POSITION or _returned(entries, seen))
+            trimmed_to = None
+            if not found or not seen_there:
+                with redis_errors("read the log"):
+                    pipe = self.r.pipeline(transaction=False)
+                    pipe.xrange(self.keys.log, min=seen, max=seen, count=1)
+                    pipe.get(self.keys.log_snapshot_id)
+                    seen_found, trimmed_to = pipe.execute()
+                seen_there = bool(seen_found)
+        else:
+            seen_there, trimmed_to = bool(replies[-2]), replies[-1]
+        start = text(trimmed_to) if trimmed_to is not None else ""
+        if mark.settle(self.r, self.keys, raw_epoch, seen_there, trimmed_to, known):
+            return Page([], start, rewound=True)
+        if entries:
             mark.saw(entries[-1].id)
         return Page(entries, start)
+
+    def _queue_read(self, pipe: Any, position: str, count: int, block_ms: int | None) -> None:
+        if block_ms is None:
+            lower = "(" + position if position and position != NO_POSITION else "-"
+            pipe.xrange(self.keys.log, min=lower, count=count)
+        else:
+            pipe.xread({self.keys.log: position or NO_POSITION}, count=count, block=block_ms)
+
+    def _follow_unmarked(self, position: str, count: int, block_ms: int | None) -> Page:
+        with redis_errors("read the log"):
+            pipe = self.r.pipeline(transaction=False)
+            self._queue_read(pipe, position, count, block_ms)
+            pipe.get(self.keys.log_snapshot_id)
+            resp, trimmed_to = pipe.execute()
+        entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
+        return Page(entries, text(trimmed_to) if trimmed_to is not None else "")
 
     def park(self, entry_id: str, record: Mapping[str, Any]) -> None:
         try:

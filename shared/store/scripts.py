@@ -29,6 +29,8 @@ COMMIT = r"""
 -- ARGV[9]          the role the caller commits as (see ROLES below and shared/store/roles.py)
 -- ARGV[10]         node names the writes are made for, comma-separated: trusted only from a
 --                  caller holding the node-admission role (it commits for node agents)
+-- ARGV[11]         "1": read the log's identity for the mark's check; "0": only if the entry
+--                  ARGV[7] is gone (shared.store.logmark says when the mark needs it)
 -- then 6 values per operation:
 --   mode      create | ensure | update | delete | record
 --             create: fails with "exists" if present; ensure: create-if-absent, "exists" is
@@ -43,7 +45,8 @@ COMMIT = r"""
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
 -- | {"notfound", ""} | {"forbidden", reason} | {"skipped", ""} (batch aborted by another op)
 -- | {"fenced", ""} (the fence token no longer holds the lease: nothing written); then
--- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false}.
+-- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false,
+-- 1|0 (the epoch was read)}.
 --
 -- Authorisation. A role is bound to credentials, not claimed: committing as role R needs the
 -- caller's Redis user to hold write access to the key "daemonbus-role:<tag>:R" (the ACL
@@ -61,13 +64,16 @@ local fenced = ARGV[5] ~= ""
 local meta_at = #KEYS - 1
 if fenced then meta_at = #KEYS - 2 end
 local seen = ARGV[7]
-local check = {redis.call("HGET", KEYS[meta_at], "epoch"), 1, false}
+local check = {false, 1, false, 0}
 if seen ~= "0-0" and #redis.call("XRANGE", KEYS[1], seen, seen, "COUNT", 1) == 0 then
-  check = {check[1], 0, redis.call("GET", KEYS[meta_at + 1])}
+  check = {false, 0, redis.call("GET", KEYS[meta_at + 1]), 0}
+end
+if ARGV[11] == "1" or check[2] == 0 then
+  check[1], check[4] = redis.call("HGET", KEYS[meta_at], "epoch"), 1
 end
 local writer = ARGV[8]
 local role = ARGV[9]
-local FIRST = 11
+local FIRST = 12
 local tag = string.match(KEYS[1], "^(.*):log$")
 
 local function may_write(key)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 from services.apiserver.watchcache import WatchCache
 from services.node_agent.lifecycle import new_node
@@ -63,14 +64,30 @@ def test_a_write_of_the_process_lost_from_the_log_is_noticed_at_its_next_read(
     assert cache.poll() == [] and store.mark.rewinds == 1
 
 
-def test_a_replaced_log_is_noticed_by_its_identity(store: Store) -> None:
+def test_a_replaced_log_is_noticed_by_its_identity_once_the_client_connects_again(
+        store: Store, redis_url: str) -> None:
     store.create(new_node("n0"))
     cache = Cache(store, ["Node"])
     cache.sync()
     assert cache.poll() == []
     store.r.hset(store.keys.meta, EPOCH_FIELD, "another-log")
+    # a Redis replaced under the process: its connections drop, its clients connect again
+    assert redis.Redis.from_url(redis_url).client_kill_filter(_type="normal") >= 1
     changes = cache.poll()
     assert changes == [] and store.mark.rewinds == 1 and store.mark.epoch == "another-log"
+    assert cache.poll() == [] and store.mark.rewinds == 1
+
+
+def test_a_commit_after_the_client_connects_again_checks_the_identity(
+        store: Store, redis_url: str) -> None:
+    store.create(new_node("n0"))  # the first check and connection: the identity read
+    store.create(new_node("n1"))  # read once more: the connection was made during the first
+    store.r.hset(store.keys.meta, EPOCH_FIELD, "another-log")
+    store.create(new_node("n2"))  # the same connection: the entry seen is there, no re-read
+    assert store.mark.rewinds == 0
+    redis.Redis.from_url(redis_url).client_kill_filter(_type="normal")
+    store.create(new_node("n3"))
+    assert store.mark.rewinds == 1 and store.mark.epoch == "another-log"
 
 
 def test_a_listing_at_a_newer_tip_does_not_hide_a_cut_back(store: Store) -> None:
@@ -100,7 +117,7 @@ def _commands(store: Store) -> int:
     return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
 
 
-def test_a_read_at_the_entry_read_last_is_three_commands_and_still_sees_a_cut_back(
+def test_a_read_at_the_entry_read_last_is_two_commands_and_still_sees_a_cut_back(
         store: Store) -> None:
     for i in range(3):
         store.create(new_node(f"n{i}"))
@@ -108,11 +125,44 @@ def test_a_read_at_the_entry_read_last_is_three_commands_and_still_sees_a_cut_ba
     reader = redis_reader(store.r, store.keys, mark=mark)
     assert len(reader.read()) == 3
     before = _commands(store)
-    assert reader.read(block_ms=10) == []  # the read, the epoch, the entry read last
-    assert _commands(store) - before == 3
+    assert reader.read(block_ms=10) == []  # the read, the entry read last
+    assert _commands(store) - before == 2
     _cut_back(store, 1)
     store.create(new_node("n3"))  # a new tip above what was cut
     assert reader.read(block_ms=10) == [] and reader.rewound and mark.rewinds == 1
+
+
+def test_a_process_reading_back_its_own_commit_is_two_commands(store: Store) -> None:
+    """The commit moved the mark past the reader: the read returning that entry proves it
+    is there, and the entry at the reader's position that nothing before it was trimmed."""
+    store.create(new_node("n0"))
+    reader = redis_reader(store.r, store.keys, mark=store.mark)
+    assert len(reader.read()) == 1
+    store.create(new_node("n1"))
+    before = _commands(store)
+    assert [e.id for e in reader.read(block_ms=10)] == [store.mark.seen]
+    assert _commands(store) - before == 2 and store.mark.rewinds == 0
+
+
+def test_a_commit_of_the_process_cut_back_under_its_reader_is_a_rewind(store: Store) -> None:
+    store.create(new_node("n0"))
+    reader = redis_reader(store.r, store.keys, mark=store.mark)
+    assert len(reader.read()) == 1
+    store.create(new_node("n1"))
+    store.create(new_node("n2"))
+    _cut_back(store, 1)  # n2, which the process wrote and its reader has not read
+    assert reader.read(block_ms=10) == [] and reader.rewound and store.mark.rewinds == 1
+
+
+def test_a_page_that_stops_short_of_the_entry_the_mark_saw_is_no_rewind(
+        store: Store) -> None:
+    store.create(new_node("n0"))
+    reader = redis_reader(store.r, store.keys, mark=store.mark)
+    assert len(reader.read()) == 1
+    for i in range(1, 4):
+        store.create(new_node(f"n{i}"))
+    page = reader.log.follow(reader.position, 2)  # two of the three: n3 not returned
+    assert len(page.entries) == 2 and not page.rewound and store.mark.rewinds == 0
 
 
 def test_a_log_gets_one_identity_and_reading_an_empty_prefix_writes_nothing(
@@ -133,7 +183,7 @@ def test_a_check_sent_before_the_first_commit_created_the_log_is_no_rewind(
     # then answers "no identity", which the mark knew when it was sent
     mark = store.mark
     pipe = store.r.pipeline(transaction=False)
-    known = mark.queue(pipe, store.keys)
+    known = mark.queue(pipe, store.keys, store.r, epoch=True)
     pipe.get(store.keys.log_snapshot_id)
     raw_epoch, found, trimmed_to = pipe.execute()
     store.create(new_node("n0"))
