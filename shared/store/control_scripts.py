@@ -175,20 +175,45 @@ local function token_of(owner)
   return string.match(owner, '^(%d+):')
 end
 
+-- whether ``token`` holds the lease on ``key`` (a stale one is counted)
+local function holds(key, token)
+  local owner = redis.call('HGET', OWNER, key)
+  if owner and token_of(owner) == token then return true end
+  count('stale', 1)
+  return false
+end
+
+-- drop a key's lease entries
+local function release(key)
+  redis.call('ZREM', PROC, key)
+  redis.call('HDEL', OWNER, key)
+end
+
 -- client-go Done for the holder of lease ``token`` on ``key``: false when the lease is stale
 -- (nothing changes), else true and, when the key is dirty (the queue changes only then),
 -- the queue's length after it was queued again
 local function done_one(key, token)
-  local owner = redis.call('HGET', OWNER, key)
-  if not owner or token_of(owner) ~= token then
-    count('stale', 1)
-    return false
-  end
-  redis.call('ZREM', PROC, key)
-  redis.call('HDEL', OWNER, key)
+  if not holds(key, token) then return false end
+  release(key)
   count('done', 1)
   if redis.call('HEXISTS', HINTS, key) == 1 then return true, redis.call('RPUSH', Q, key) end
   return true
+end
+
+-- done_one for a worker that asks for its next key in the same call (done_then_get): a
+-- dirty key that would go alone onto an empty queue stays out of it, to be handed back as
+-- ``direct`` by hand_out (which queues it where the push would have put it, if anything
+-- else is queued meanwhile). Returns done, the queue's length when known, then ``direct``
+-- and its entry in hints; a key handed back keeps its lease entries until hand_out
+-- overwrites them (or releases them, if it queues the key instead)
+local function done_before_get(key, token)
+  if not holds(key, token) then return false end
+  count('done', 1)
+  local stored = redis.call('HGET', HINTS, key)
+  if stored and redis.call('LLEN', Q) == 0 then return true, 0, key, stored end
+  release(key)
+  if not stored then return true end
+  return true, redis.call('RPUSH', Q, key)
 end
 
 -- AddAfter once the delay is known (shutdown and the retry count are the caller's)
@@ -240,7 +265,7 @@ return n
 _WQ_HAND_OUT = r"""
 -- get's work (see WQ_GET): promote, reclaim, hand out the head of the queue to ``worker``;
 -- returns WQ_GET's reply
-local function hand_out(worker, lease_ms, batch)
+local function hand_out(worker, lease_ms, batch, qlen, direct, direct_hints)
   local now = now_ms()
   local down = is_down()
   if not down then  -- the delaying queue stops promoting at shutdown (its Add is a no-op)
@@ -248,33 +273,54 @@ local function hand_out(worker, lease_ms, batch)
     local n = 0
     for _, key in ipairs(due) do
       redis.call('ZREM', WAIT, key)
+      local before = pushed_len
       n = n + add_full(key, now)
+      if pushed_len ~= before then qlen = pushed_len end
+      if key == direct then direct_hints = nil end  -- marked full now: read again below
     end
     count('adds', n)
+  end
+  if direct and qlen ~= 0 then  -- promoted keys queue behind it, as after its own push
+    release(direct)
+    qlen = redis.call('LPUSH', Q, direct)
+    direct = nil
   end
   local expired = redis.call('ZRANGE', PROC, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   for i = #expired, 1, -1 do  -- latest deadline first: the earliest ends at the front
     local key = expired[i]
-    redis.call('ZREM', PROC, key)
-    redis.call('HDEL', OWNER, key)
-    count('reclaimed', 1)
-    local stored = redis.call('HGET', HINTS, key)
-    if stored or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
-      local enq = stored and entry_of(stored) or ''
-      if enq == '' then enq = stamp(now) end
-      redis.call('HSET', HINTS, key, enq .. FULL)
-      redis.call('SADD', REDELIVERED, key)
-      redis.call('LPUSH', Q, key)
+    if key ~= direct then  -- (done already: its lease entries are its next lease's)
+      release(key)
+      count('reclaimed', 1)
+      local stored = redis.call('HGET', HINTS, key)
+      if stored or not down then  -- Done (pushes a dirty key) + Add (ignored while shut down)
+        local enq = stored and entry_of(stored) or ''
+        if enq == '' then enq = stamp(now) end
+        redis.call('HSET', HINTS, key, enq .. FULL)
+        redis.call('SADD', REDELIVERED, key)
+        qlen = redis.call('LPUSH', Q, key)
+      end
     end
   end
-  local key = redis.call('LPOP', Q)
+  if direct and qlen ~= 0 then  -- reclaimed keys go before it, as after its own push
+    release(direct)
+    qlen = redis.call('RPUSH', Q, direct)
+    direct = nil
+  end
+  local key = direct
+  if key then
+    qlen = 0
+  else
+    key = redis.call('LPOP', Q)
+    if key and qlen then qlen = qlen - 1 end
+  end
   local result
   if key then
     local token = redis.call('HINCRBY', STATS, 'gets', 1)
     local deadline = now + lease_ms
     redis.call('ZADD', PROC, deadline, key)
     redis.call('HSET', OWNER, key, token .. ':' .. string.format('%d', now) .. ':' .. worker)
-    local stored = redis.call('HGET', HINTS, key)
+    local stored = direct_hints
+    if key ~= direct or not stored then stored = redis.call('HGET', HINTS, key) end
     local enq, hinted = '', FULL  -- a queued key has its entry; none: taken as full
     if stored then
       redis.call('HDEL', HINTS, key)
@@ -304,7 +350,7 @@ local function hand_out(worker, lease_ms, batch)
     if next_at then hint = math.max(0, math.ceil(next_at - now)) end
     result = {down and 1 or 0, hint}
   end
-  sync_signal(down)
+  sync_signal(down, qlen)
   return result
 end
 """
@@ -321,7 +367,7 @@ WQ_GET = r"""
 -- (its hints and full mark taken with it), else {shutting down (0|1), ms until the next delayed key or
 -- lease deadline (-1: none)}.
 """ + _WQ_PRELUDE + _WQ_HAND_OUT + r"""
-return hand_out(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+return hand_out(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), nil, nil, nil)
 """
 
 WQ_DONE = r"""
@@ -346,9 +392,11 @@ WQ_DONE_GET = r"""
 -- ARGV[3..5] as WQ_GET's ARGV[1..3]: worker id, lease length (ms), batch
 -- Returns {1 when done (0: the lease was stale), then WQ_GET's reply}.
 """ + _WQ_PRELUDE + _WQ_HAND_OUT + r"""
-local done = done_one(ARGV[1], ARGV[2]) and 1 or 0  -- the get below sets the signal list
-local result = hand_out(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
-table.insert(result, 1, done)
+local done, qlen, direct, direct_hints = done_before_get(ARGV[1], ARGV[2])
+-- the get below sets the signal list
+local result = hand_out(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), qlen, direct,
+                        direct_hints)
+table.insert(result, 1, done and 1 or 0)
 return result
 """
 

@@ -153,6 +153,58 @@ def test_done_then_get_is_done_and_the_next_get(handles: Handles) -> None:
     check_invariants(q)
 
 
+def _until(moment: float) -> None:
+    """Wait for the clock to reach ``moment`` (a delay or a lease is time itself)."""
+    while time.monotonic() < moment:
+        time.sleep(0.01)
+
+
+def test_done_then_get_of_a_dirty_key_keeps_its_place_before_a_promoted_key(
+        handles: Handles) -> None:
+    """The queue empty at Done: the key, dirty again, is handed back at once unless a key
+    became due meanwhile; then it goes first, as its own push put it before the promotion."""
+    q = handles()
+    q.add(["a"])
+    a = take(q)
+    q.add(["a"])
+    q.add_after("later", 0.05)
+    _until(time.monotonic() + 0.1)
+    done, again, _ = q.done_then_get(a, "w")
+    assert done and again is not None and again.key == "a"
+    assert q.state().queue == ("later",)
+    check_invariants(q)
+    q.add(["a"])
+    done, nxt, _ = q.done_then_get(again, "w")
+    assert done and nxt is not None and nxt.key == "later" and q.state().queue == ("a",)
+    check_invariants(q)
+    # hinted while held, and due from a delay: the promotion makes its hand-out a full sync
+    b = take(q)
+    assert b.key == "a"
+    q.add_nodes({"a": ["n1"]})
+    q.add_after("a", 0.05)
+    _until(time.monotonic() + 0.1)
+    done, again, _ = q.done_then_get(b, "w")
+    assert done and again is not None and (again.key, again.full, again.nodes) == ("a", True, ())
+    check_invariants(q)
+
+
+def test_done_then_get_of_a_dirty_key_goes_behind_a_reclaimed_key(handles: Handles) -> None:
+    q = handles(lease_seconds=1.0)
+    q.add(["a", "x"])
+    a = take(q, "w")
+    dead = take(q, "dead")
+    start = time.monotonic()
+    _until(start + 0.5)
+    renewed = q.renew(a)
+    assert renewed is not None
+    q.add(["a"])
+    _until(start + 1.1)  # x's lease is over, a's renewed one is not
+    done, nxt, _ = q.done_then_get(renewed, "w")
+    assert done and nxt is not None and nxt.key == "x" and nxt.redelivered
+    assert q.state().queue == ("a",) and not q.done(dead)
+    check_invariants(q)
+
+
 # ---- AddAfter / AddRateLimited ----------------------------------------------------------
 
 
@@ -537,6 +589,61 @@ def test_random_operations_keep_the_invariants(handles: Handles) -> None:
         if rng.random() < 0.3:
             q.add_nodes({key: [f"n{rng.randrange(4)}"]})
         check_invariants(q)
+
+
+def test_the_redis_queue_hands_out_what_the_reference_does_step_by_step(
+        redis_url: str, prefix: str) -> None:
+    """Random adds, hinted adds, gets, dones and done-then-gets sent to both queues at once:
+    after every step they hold the same queue (in order), dirty and processing keys, and
+    hand out the same keys with the same hints (no delay falls due and no lease runs out)."""
+    memory = InMemoryWorkQueue(lease_seconds=60.0)
+    in_redis = RedisWorkQueue(connect(redis_url), Keys(prefix), lease_seconds=60.0)
+    rng = random.Random(7)
+    held: list[tuple[Lease, Lease]] = []
+
+    def same(a: Lease | None, b: Lease | None) -> tuple[Lease, Lease] | None:
+        assert (a is None) == (b is None)
+        if a is None or b is None:
+            return None
+        assert (a.key, a.worker, a.full, a.nodes) == (b.key, b.worker, b.full, b.nodes)
+        return a, b
+
+    for _ in range(400):
+        op = rng.randrange(7)
+        key = f"k{rng.randrange(5)}"
+        worker = f"w{rng.randrange(2)}"
+        if op == 0:
+            for q in (memory, in_redis):
+                q.add([key])
+        elif op == 1:
+            nodes = {key: [f"n{rng.randrange(3)}"]}
+            for q in (memory, in_redis):
+                q.add_nodes(nodes)
+        elif op == 2:
+            for q in (memory, in_redis):
+                q.add_after(key, 60)
+        elif op == 3:
+            pair = same(memory.get(worker), in_redis.get(worker))
+            if pair:
+                held.append(pair)
+        elif op in (4, 5) and held:
+            a, b = held.pop(rng.randrange(len(held)))
+            if op == 4:
+                assert memory.done(a) and in_redis.done(b)
+            else:
+                done_a, next_a, _ = memory.done_then_get(a, a.worker)
+                done_b, next_b, _ = in_redis.done_then_get(b, b.worker)
+                assert done_a and done_b
+                pair = same(next_a, next_b)
+                if pair:
+                    held.append(pair)
+        elif op == 6:
+            keys = [key, f"k{rng.randrange(5)}"]
+            for q in (memory, in_redis):
+                q.add(keys)
+        sm, sr = memory.state(), in_redis.state()
+        assert (sm.queue, sm.dirty, sm.processing) == (sr.queue, sr.dirty, sr.processing)
+        check_invariants(in_redis)
 
 
 def test_stats_report_depth_and_counters(handles: Handles) -> None:
