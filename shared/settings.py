@@ -34,6 +34,7 @@ class Settings:
     watch_window: int = 20_000  # recent events the API server's watch cache keeps
     # pacing
     status_write_gap_seconds: float = 0.1  # the status-writer's pause after a round that wrote
+    gc_read_gap_seconds: float = 0.1  # the garbage collector's pause after a read of entries
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

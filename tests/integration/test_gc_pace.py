@@ -1,0 +1,53 @@
+"""The garbage collector's pause after a read of entries (``gc_read_gap_seconds``): the
+commits of that time come in one read, on a real Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from services.gc.collector import Collector
+from services.node_agent.lifecycle import new_node
+from shared.store.client import Store
+from shared.store.keys import Keys
+from tests.integration.contract import connect
+
+
+def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_commits_of_the_pause_after_a_read_come_in_one_read(redis_url: str,
+                                                                 prefix: str) -> None:
+    store = Store(connect(redis_url), Keys(prefix))
+    store.create(new_node("seed"))
+    gc = Collector(store, read_gap=1.0)
+    reads: list[int] = []
+    poll = gc.cache.poll
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        changes = poll(*args, **kwargs)
+        if changes:
+            reads.append(len(changes))
+        return changes
+
+    gc.cache.poll = counted  # type: ignore[method-assign]
+    stop = threading.Event()
+    thread = threading.Thread(target=gc.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        _until(lambda: "/seed" in gc.cache.objects["Node"])
+        store.create(new_node("a"))
+        _until(lambda: reads == [1])
+        for name in ("b", "c", "d"):  # while the collector pauses
+            store.create(new_node(name))
+        _until(lambda: sum(reads) == 4)
+        assert reads == [1, 3]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
