@@ -174,7 +174,11 @@ def test_hostile_objects_are_parked_and_the_cluster_converges(stack: Stack) -> N
     rolled = _ds("victim")
     rolled["spec"]["template"]["spec"]["containers"][0]["image"] = "img:2"
     stack.store.apply(rolled)
-    # a restart reads the hostile objects from the view (a relist), not from the log
+    # a restart reads the hostile objects from the view (a relist), not from the log: once
+    # the readers have met every hostile entry in the log (gc, the one reader of Events here,
+    # reads it at most every gc_read_gap_seconds)
+    wait_for(lambda: set(written) <= set(parked_entries(stack.store.r, stack.store.keys)),
+             timeout=30, what="every hostile entry parked")
     stack.kill("gc")
     stack.start("gc", "gc")
     stack.kill("reconciler-1")
