@@ -19,6 +19,7 @@ from shared import settings
 from shared.store import client as store_client
 from shared.store import errors, roles
 from shared.store.keys import Keys
+from shared.store.log import activity as log_activity
 
 
 def setup_logging(name: str, level: str | None = None) -> logging.Logger:
@@ -97,8 +98,11 @@ def enable_stack_dumps() -> None:
 # lists, no reference cycles). With the default thresholds (700, 10, 10) the collector walks
 # all of them every few thousand allocations: ~100 ms each time at 5,000 nodes, a third of a
 # reconciler's CPU while pods are being created. Young garbage is still collected, just in
-# larger batches; full collections become rare.
-GC_THRESHOLDS = (50_000, 20, 10)
+# larger batches. The collector never starts a full collection by itself: one walks every
+# cached object, 0.3-2.3 s at 50,000 nodes, a stall of whatever the process was doing (a
+# node added waited a second for its pod). The process makes them itself, between bursts of
+# log entries (``collect_between_bursts``).
+GC_THRESHOLDS = (50_000, 20, 1_000_000_000)
 
 
 # A process that streams each change as it comes (the API server's watches) wants short pauses
@@ -114,8 +118,29 @@ FULL_GC_MAX_SECONDS = 600.0  # or anyway after this long
 
 def tune_gc(streaming: bool = False) -> None:
     """Acts: set this process's garbage-collector thresholds for a large cache (``streaming``:
-    for one that streams changes, whose full collections ``full_collections`` makes)."""
+    for one that streams changes). Neither starts a full collection by itself: a process
+    makes them, ``collect_between_bursts`` or (the API server) its own loop."""
     gc.set_threshold(*(STREAMING_GC_THRESHOLDS if streaming else GC_THRESHOLDS))
+
+
+def collect_between_bursts(last_change: Callable[[], float] | None = None,
+                           stop: threading.Event | None = None) -> threading.Thread:
+    """Acts: a thread making this process's full garbage collections when
+    ``full_collection_due`` (``last_change``: the monotonic time of the last change;
+    default: when its log readers last read entries), until ``stop`` is set."""
+    changed = last_change or log_activity.last_entries_at
+    stopped = stop or threading.Event()
+
+    def loop() -> None:
+        last_full = time.monotonic()
+        while not stopped.wait(FULL_GC_IDLE_SECONDS):
+            if full_collection_due(time.monotonic(), last_full, changed()):
+                gc.collect()
+                last_full = time.monotonic()
+
+    thread = threading.Thread(target=loop, name="full-collections", daemon=True)
+    thread.start()
+    return thread
 
 
 def full_collection_due(now: float, last_full: float, last_change: float) -> bool:

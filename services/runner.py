@@ -45,6 +45,7 @@ def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metri
 
     common.setup_logging("watcher")
     common.tune_gc()
+    common.collect_between_bursts()
     common.serve_metrics(*metrics)
     p = parts(redis_url, prefix, roles.WATCHER)
     lease = adapters.on(p.store, RedisLeaderLease, "watcher", instance_id("watcher"),
@@ -62,6 +63,7 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Me
 
     log = common.setup_logging("reconciler")
     common.tune_gc()
+    common.collect_between_bursts()
     common.serve_metrics(*metrics)
     p = parts(redis_url, prefix, roles.RECONCILER)
     p.queue = adapters.on(p.store, RedisWorkQueue, lease_seconds=LEASE_SECONDS)
@@ -85,6 +87,7 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
 
     common.setup_logging("status-writer")
     common.tune_gc()
+    common.collect_between_bursts()
     common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix, roles.STATUS_WRITER)
     channel = adapters.on(store, RedisStatusChannel)
@@ -100,6 +103,7 @@ def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
 
     common.setup_logging("gc")
     common.tune_gc()
+    common.collect_between_bursts()
     common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix, roles.GC)
     lifecycle = None
@@ -121,6 +125,7 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
 
     log = common.setup_logging("node-agent")
     common.tune_gc()
+    common.collect_between_bursts()
     common.serve_metrics(*metrics)
     assert isinstance(cfg, AgentConfig)
     store = common.open_store(redis_url, prefix, roles.NODE_AGENT)

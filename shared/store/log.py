@@ -32,6 +32,19 @@ DELETED = EntryType.DELETED.value
 VERSION = str(SCHEMA_VERSION)
 
 
+class Activity:
+    """When this process's log readers last read entries (``time.monotonic``): a process
+    busy with a burst of them is not idle (``services.common.collect_between_bursts``)."""
+
+    last_entries = 0.0
+
+    def last_entries_at(self) -> float:
+        return self.last_entries
+
+
+activity = Activity()
+
+
 class LogReader:
     """Reads an event log (the port ``shared.eventlog.ports.EventLog``) forward from
     ``position`` (exclusive). ``redis_reader`` is one of the log in Redis whose every read
@@ -93,6 +106,7 @@ class LogReader:
             self.priors.clear()  # a deletion may be among the entries missed
         if page.entries:
             self.position = page.entries[-1].id
+            activity.last_entries = time.monotonic()
         return page.entries
 
     def decode(self, page: list[RawEntry]) -> list[codec.Entry]:

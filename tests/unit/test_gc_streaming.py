@@ -1,9 +1,13 @@
-"""The API server's garbage collection (services.common, streaming): short young collections,
-and full ones only when the process makes them, between bursts of changes."""
+"""The processes' garbage collection (services.common): full collections only when the process
+makes them, between bursts of changes; the API server's (streaming) short young ones."""
 
 from __future__ import annotations
 
 import gc
+import threading
+import time
+
+import pytest
 
 from services import common
 
@@ -48,3 +52,29 @@ def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full
         assert gc.get_threshold() == common.GC_THRESHOLDS
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_full_collections_wait_until_the_burst_is_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(common, "FULL_GC_IDLE_SECONDS", 0.02)
+    monkeypatch.setattr(common, "FULL_GC_SECONDS", 0.0)
+    busy_until = time.monotonic() + 0.5  # log entries keep coming until then
+    fulls: list[float] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and \
+                threading.current_thread().name == "full-collections":
+            fulls.append(time.monotonic())
+
+    stop = threading.Event()
+    gc.callbacks.append(count)
+    try:
+        thread = common.collect_between_bursts(lambda: min(time.monotonic(), busy_until), stop)
+        deadline = time.monotonic() + 10
+        while not fulls and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        gc.callbacks.remove(count)
+    thread.join(timeout=5)
+    assert fulls and fulls[0] >= busy_until + common.FULL_GC_IDLE_SECONDS, fulls
+    assert not thread.is_alive()
