@@ -128,7 +128,7 @@ def collect_between_bursts(last_change: Callable[[], float] | None = None,
     """Acts: a thread making this process's full garbage collections when
     ``full_collection_due`` (``last_change``: the monotonic time of the last change;
     default: when its log readers last read entries), until ``stop`` is set."""
-    changed = last_change or log_activity.last_entries_at
+    changed = last_change or (lambda: log_activity.last_entries)
     stopped = stop or threading.Event()
 
     def loop() -> None:

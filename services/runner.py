@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -40,13 +41,20 @@ def parts(redis_url: str | None, prefix: str | None, role: str) -> Parts:
                  adapters.on(store, RedisBackoff))
 
 
-def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metrics) -> None:
-    from services.watcher.watcher import LEASE_SECONDS, ROLE, Watcher
-
-    common.setup_logging("watcher")
+def _start_cached_process(name: str, metrics: common.Metrics) -> logging.Logger:
+    """Acts: the start of a process that keeps a large cache of the log: its logging, its
+    garbage collector (full collections between bursts of log entries), its metrics."""
+    log = common.setup_logging(name)
     common.tune_gc()
     common.collect_between_bursts()
     common.serve_metrics(*metrics)
+    return log
+
+
+def run_watcher(redis_url: str | None, prefix: str | None, metrics: common.Metrics) -> None:
+    from services.watcher.watcher import LEASE_SECONDS, ROLE, Watcher
+
+    _start_cached_process("watcher", metrics)
     p = parts(redis_url, prefix, roles.WATCHER)
     lease = adapters.on(p.store, RedisLeaderLease, "watcher", instance_id("watcher"),
                         ttl_seconds=LEASE_SECONDS)
@@ -61,10 +69,7 @@ def run_reconciler(redis_url: str | None, prefix: str | None, metrics: common.Me
     from services.reconciler.sync import STATUS_STREAM_MAXLEN, Reconciler
     from services.reconciler.worker import LEASE_SECONDS, ReconcilerWorker, rq_queue
 
-    log = common.setup_logging("reconciler")
-    common.tune_gc()
-    common.collect_between_bursts()
-    common.serve_metrics(*metrics)
+    log = _start_cached_process("reconciler", metrics)
     p = parts(redis_url, prefix, roles.RECONCILER)
     p.queue = adapters.on(p.store, RedisWorkQueue, lease_seconds=LEASE_SECONDS)
     worker_name = name or instance_id("reconciler")
@@ -85,10 +90,7 @@ def run_status_writer(redis_url: str | None, prefix: str | None,
                       metrics: common.Metrics) -> None:
     from services.status_writer.writer import StatusWriter
 
-    common.setup_logging("status-writer")
-    common.tune_gc()
-    common.collect_between_bursts()
-    common.serve_metrics(*metrics)
+    _start_cached_process("status-writer", metrics)
     store = common.open_store(redis_url, prefix, roles.STATUS_WRITER)
     channel = adapters.on(store, RedisStatusChannel)
     StatusWriter(store, instance_id("status-writer"), channel=channel).run(common.stop_event())
@@ -101,10 +103,7 @@ def run_gc(redis_url: str | None, prefix: str | None, metrics: common.Metrics,
     from services.gc import nodelifecycle
     from services.gc.collector import Collector
 
-    common.setup_logging("gc")
-    common.tune_gc()
-    common.collect_between_bursts()
-    common.serve_metrics(*metrics)
+    _start_cached_process("gc", metrics)
     store = common.open_store(redis_url, prefix, roles.GC)
     lifecycle = None
     if node_lifecycle is not None:
@@ -123,10 +122,7 @@ def run_node_agent(redis_url: str | None, prefix: str | None, metrics: common.Me
     from services.node_agent.lifecycle import AgentConfig
     from shared.store.noderequests import Sender
 
-    log = common.setup_logging("node-agent")
-    common.tune_gc()
-    common.collect_between_bursts()
-    common.serve_metrics(*metrics)
+    log = _start_cached_process("node-agent", metrics)
     assert isinstance(cfg, AgentConfig)
     store = common.open_store(redis_url, prefix, roles.NODE_AGENT)
     sender = adapters.on(store, Sender) if via_admission else None

@@ -18,7 +18,7 @@ from shared.eventlog.ports import NO_POSITION, Page
 from shared.store import codec, errors
 from shared.store.guard import redis_errors, text
 from shared.store.keys import Keys
-from shared.store.logmark import EPOCH_FIELD, NOT_READ, LogMark
+from shared.store.logmark import NOT_READ, LogMark
 
 
 def _entries(raw: Any) -> list[RawEntry]:
@@ -65,7 +65,7 @@ class RedisEventLog:
         """The read, then the mark's checks after it, in one pipeline: the entry at the
         reader's own position when it has one at or below the entry its mark saw last (the
         usual case), else that entry and the compaction point; the epoch only when the mark
-        wants it (``LogMark.wants_epoch``).
+        wants it (``LogMark.queue``).
 
         The entry at the position still there after the read means nothing after it was
         trimmed before the read and the log was not cut back below it: the compaction point
@@ -85,12 +85,8 @@ class RedisEventLog:
         try:
             pipe = self.r.pipeline(transaction=False)
             self._queue_read(pipe, position, count, block_ms)
-            reads_epoch = mark.wants_epoch(known)
-            if reads_epoch:
-                pipe.hget(self.keys.meta, EPOCH_FIELD)
-            known = known._replace(reads_epoch=reads_epoch)
-            at = position if anchor else (seen if seen != NO_POSITION else "0-1")
-            pipe.xrange(self.keys.log, min=at, max=at, count=1)
+            known = mark.queue(pipe, self.keys, self.r, known=known,
+                               at=position if anchor else None)
             if not anchor:
                 pipe.get(self.keys.log_snapshot_id)  # after the read: a trim during it counts
             replies: list[Any] = pipe.execute()
@@ -98,7 +94,7 @@ class RedisEventLog:
             raise errors.UnavailableError(f"redis: {err}") from err
         resp = replies[0]
         entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
-        raw_epoch = replies[1] if reads_epoch else NOT_READ
+        raw_epoch = replies[1] if known.reads_epoch else NOT_READ
         if anchor:
             found = bool(replies[-1])
             seen_there = (found if position == seen else

@@ -38,9 +38,6 @@ class Activity:
 
     last_entries = 0.0
 
-    def last_entries_at(self) -> float:
-        return self.last_entries
-
 
 activity = Activity()
 

@@ -115,18 +115,20 @@ class LogMark:
         first after the client connected again (or one that does not count connections)."""
         return known.epoch is None or known.connects is None or known.connects != self.verified
 
-    def queue(self, pipe: Any, keys: Keys, client: redis.Redis,
-              epoch: bool | None = None) -> Known:
+    def queue(self, pipe: Any, keys: Keys, client: redis.Redis, epoch: bool | None = None,
+              known: Known | None = None, at: str | None = None) -> Known:
         """Add the check's reads to ``pipe``: the epoch when wanted (``epoch``: True always,
-        None: ``wants_epoch``), then the entry ``seen``; returns ``known`` for ``settle``,
-        which is given ``NOT_READ`` for the epoch when it was not read
-        (``Known.reads_epoch``)."""
-        known = self.known(client)
+        None: ``wants_epoch``), then the entry ``at`` (default: ``seen``; a log read may
+        check its own position instead, ``RedisEventLog.follow``); returns ``known`` (default:
+        what the mark knows now) for ``settle``, which is given ``NOT_READ`` for the epoch
+        when it was not read (``Known.reads_epoch``)."""
+        if known is None:
+            known = self.known(client)
         reads = bool(epoch) or (epoch is None and self.wants_epoch(known))
         if reads:
             pipe.hget(keys.meta, EPOCH_FIELD)
-        seen = known.seen if known.seen != "0-0" else "0-1"
-        pipe.xrange(keys.log, min=seen, max=seen, count=1)
+        entry = at or (known.seen if known.seen != "0-0" else "0-1")
+        pipe.xrange(keys.log, min=entry, max=entry, count=1)
         return known._replace(reads_epoch=reads)
 
     def settle(self, client: redis.Redis, keys: Keys, raw_epoch: Any, found: Any,

@@ -4,22 +4,13 @@ commits of that time come in one read, on a real Redis."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from services.gc.collector import Collector
 from services.node_agent.lifecycle import new_node
 from shared.store.client import Store
 from shared.store.keys import Keys
-from tests.integration.contract import connect
-
-
-def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+from tests.integration.contract import connect, wait_for
 
 
 def test_the_commits_of_the_pause_after_a_read_come_in_one_read(redis_url: str,
@@ -41,12 +32,12 @@ def test_the_commits_of_the_pause_after_a_read_come_in_one_read(redis_url: str,
     thread = threading.Thread(target=gc.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        _until(lambda: "/seed" in gc.cache.objects["Node"])
+        wait_for(lambda: "/seed" in gc.cache.objects["Node"], timeout=10)
         store.create(new_node("a"))
-        _until(lambda: reads == [1])
+        wait_for(lambda: reads == [1], timeout=10)
         for name in ("b", "c", "d"):  # while the collector pauses
             store.create(new_node(name))
-        _until(lambda: sum(reads) == 4)
+        wait_for(lambda: sum(reads) == 4, timeout=10)
         assert reads == [1, 3]
     finally:
         stop.set()
