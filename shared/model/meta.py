@@ -6,6 +6,7 @@ the type checker only: nothing is converted or checked at run time (``shape_erro
 ``shared.model.validation`` checks a stored object's shape).
 """
 
+import functools
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
@@ -118,7 +119,12 @@ def creation_timestamp(obj: Obj) -> str:
 
 def format_time(epoch: float) -> str:
     """Epoch seconds → RFC 3339 in UTC with second precision, as Kubernetes prints it."""
-    return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(epoch))
+
+
+@functools.lru_cache(maxsize=256)  # a burst stamps thousands of objects within one second
+def _format_second(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str | None) -> float | None:

@@ -191,15 +191,51 @@ def validate_object_meta(
     )
 
 
-@memo.by_value  # the same in most versions of an object (its status updates)
+# the fields of an object's metadata that are its own (each pod a DaemonSet creates has its
+# own name, uid and creation time; the rest is the same in all of them): checked by
+# themselves, the rest remembered by value (``_meta``)
+_PER_OBJECT = ("name", "uid", "creationTimestamp", "resourceVersion")
+_SERVER_SET = ("uid", "creationTimestamp", "resourceVersion")
+_STAND_IN = "a"  # a valid name in the place of the object's own, in the rest's check
+
+
 def validate_namespaced_meta(value: Any, path: str, errs: list[str]) -> None:
     """``validate_object_meta`` of a namespaced object named as a DNS subdomain."""
+    _meta(value, path, errs, _namespaced_rest, True)
+
+
+def validate_cluster_meta(value: Any, path: str, errs: list[str]) -> None:
+    """``validate_object_meta`` of a cluster-scoped object named as a DNS subdomain."""
+    _meta(value, path, errs, _cluster_rest, False)
+
+
+def _meta(value: Any, path: str, errs: list[str], rest_of: memo.Validator,
+          namespaced: bool) -> None:
+    """``validate_object_meta`` of ``value``: nothing when its own fields (``_PER_OBJECT``)
+    are valid and so is the rest, with a valid name in the place of its own (``rest_of``,
+    remembered by value: the same in every pod of a DaemonSet's revision, and in each
+    version of one object); otherwise the whole of it, for its errors in upstream's order.
+    No rule of the metadata relates its name, uid or times to another field."""
+    if isinstance(value, dict):
+        name = value.get("name")
+        if (isinstance(name, str) and name and not syntax.name_is_dns_subdomain(name)
+                and all(isinstance(value.get(f), str | None) for f in _SERVER_SET)):
+            rest = {k: v for k, v in value.items() if k not in _PER_OBJECT}
+            rest["name"] = _STAND_IN
+            found: list[str] = []
+            rest_of(rest, path, found)
+            if not found:
+                return
+    validate_object_meta(value, path, errs, namespaced=namespaced)
+
+
+@memo.by_value  # the same in every pod of a DaemonSet's revision (``_meta``)
+def _namespaced_rest(value: Any, path: str, errs: list[str]) -> None:
     validate_object_meta(value, path, errs, namespaced=True)
 
 
-@memo.by_value  # the same in most versions of an object (its status updates)
-def validate_cluster_meta(value: Any, path: str, errs: list[str]) -> None:
-    """``validate_object_meta`` of a cluster-scoped object named as a DNS subdomain."""
+@memo.by_value  # the same in every version of a node (``_meta``)
+def _cluster_rest(value: Any, path: str, errs: list[str]) -> None:
     validate_object_meta(value, path, errs, namespaced=False)
 
 

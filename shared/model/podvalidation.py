@@ -13,6 +13,7 @@ Functions append to ``errs`` and never raise.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from shared.model import fielderr, memo, metavalidation, schedvalidation, syntax, typed
@@ -308,12 +309,20 @@ def _pod_spec(value: Any, path: str, errs: list[str], rest_of: memo.Validator) -
     rest = {k: v for k, v in spec.items() if k not in _PER_NODE}
     parts: list[str] = []
     rest_of(rest, path, parts)
-    cut = [i for i, e in enumerate(parts) if e == _PART]
-    errs.extend(parts[:cut[0]])
-    schedvalidation.validate_affinity(spec.get("affinity"), C(path, "affinity"), errs)
-    errs.extend(parts[cut[0] + 1:cut[1]])
-    validate_node_name(spec.get("nodeName"), C(path, "nodeName"), errs)
-    errs.extend(parts[cut[1] + 1:])
+    first = parts.index(_PART)
+    second = parts.index(_PART, first + 1)
+    errs.extend(parts[:first])
+    affinity_path, node_path = _node_paths(path)
+    schedvalidation.validate_affinity(spec.get("affinity"), affinity_path, errs)
+    errs.extend(parts[first + 1:second])
+    validate_node_name(spec.get("nodeName"), node_path, errs)
+    errs.extend(parts[second + 1:])
+
+
+@functools.lru_cache(maxsize=64)  # a spec's path: "spec", "spec.template.spec", …
+def _node_paths(path: str) -> tuple[str, str]:
+    """The paths of a spec's ``_PER_NODE`` fields."""
+    return C(path, "affinity"), C(path, "nodeName")
 
 
 def validate_node_name(value: Any, path: str, errs: list[str]) -> None:

@@ -176,11 +176,12 @@ def validate_affinity(value: Any, path: str, errs: list[str]) -> None:
     that one is checked alone, with the message and path the general walk below gives."""
     node = _daemon_node(value)
     if node is not None:
-        terms = C(C(C(path, "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution"),
-                  "nodeSelectorTerms")
-        values = C(fielderr.index(C(fielderr.index(terms, 0), "matchFields"), 0), "values")
-        errs.extend(fielderr.invalid(fielderr.index(values, 0), node, m)
-                    for m in syntax.name_is_dns_subdomain(node))
+        problems = syntax.name_is_dns_subdomain(node)
+        if problems:  # (the path is made for an error alone)
+            terms = C(C(C(path, "nodeAffinity"),
+                        "requiredDuringSchedulingIgnoredDuringExecution"), "nodeSelectorTerms")
+            values = C(fielderr.index(C(fielderr.index(terms, 0), "matchFields"), 0), "values")
+            errs.extend(fielderr.invalid(fielderr.index(values, 0), node, m) for m in problems)
         return
     _walk_affinity(value, path, errs)
 

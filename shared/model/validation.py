@@ -336,27 +336,42 @@ def _validate_quantities(value: Any, path: str, errs: list[str]) -> None:
             errs.append(fielderr.type_error(fielderr.key(path, name), q, "quantity"))
 
 
+# the status checks run on every status update every reader of the log decodes (a node's
+# heartbeat, a pod's): their paths are made once, a condition's only for an error
+_NODE_QUANTITIES = tuple((f, C("status", f)) for f in ("capacity", "allocatable"))
+_NODE_CONDITIONS = C("status", "conditions")
+_CONDITION_TEXT = ("type", "status", "reason", "message", "lastHeartbeatTime",
+                   "lastTransitionTime")
+_NODE_ADDRESSES, _NODE_INFO = C("status", "addresses"), C("status", "nodeInfo")
+_POD_PHASE = C("status", "phase")
+_POD_TEXT = tuple((f, C("status", f)) for f in ("hostIP", "podIP", "startTime", "reason",
+                                                 "message"))
+_POD_LISTS = tuple((f, C("status", f)) for f in ("conditions", "containerStatuses",
+                                                  "initContainerStatuses"))
+
+
 def _validate_node_status(value: Any, errs: list[str]) -> None:
     status = typed.as_map(value, "status", errs) or {}
-    for f in ("capacity", "allocatable"):
-        _validate_quantities(status.get(f), C("status", f), errs)
-    for i, cond in typed.maps(status.get("conditions"), C("status", "conditions"), errs):
-        cpath = fielderr.index(C("status", "conditions"), i)
-        for f in ("type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime"):
-            typed.as_str(cond.get(f), C(cpath, f), errs)
-    typed.maps(status.get("addresses"), C("status", "addresses"), errs)
-    typed.as_map(status.get("nodeInfo"), C("status", "nodeInfo"), errs)
+    for f, path in _NODE_QUANTITIES:
+        _validate_quantities(status.get(f), path, errs)
+    for i, cond in typed.maps(status.get("conditions"), _NODE_CONDITIONS, errs):
+        for f in _CONDITION_TEXT:
+            text = cond.get(f)
+            if not isinstance(text, str | None):
+                typed.as_str(text, C(fielderr.index(_NODE_CONDITIONS, i), f), errs)
+    typed.maps(status.get("addresses"), _NODE_ADDRESSES, errs)
+    typed.as_map(status.get("nodeInfo"), _NODE_INFO, errs)
 
 
 def _validate_pod_status(value: Any, errs: list[str]) -> None:
     status = typed.as_map(value, "status", errs) or {}
-    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
+    phase = typed.as_str(status.get("phase"), _POD_PHASE, errs)
     if phase and phase not in _POD_PHASES:
-        errs.append(fielderr.not_supported(C("status", "phase"), phase, _POD_PHASES))
-    for f in ("hostIP", "podIP", "startTime", "reason", "message"):
-        typed.as_str(status.get(f), C("status", f), errs)
-    for f in ("conditions", "containerStatuses", "initContainerStatuses"):
-        typed.maps(status.get(f), C("status", f), errs)
+        errs.append(fielderr.not_supported(_POD_PHASE, phase, _POD_PHASES))
+    for f, path in _POD_TEXT:
+        typed.as_str(status.get(f), path, errs)
+    for f, path in _POD_LISTS:
+        typed.maps(status.get(f), path, errs)
 
 
 def validate_status(kind: str, status: Any, old_status: Any = None) -> list[str]:

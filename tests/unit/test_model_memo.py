@@ -78,18 +78,27 @@ def test_remembered_pod_specs_and_metadata_give_their_validators_errors() -> Non
         {**spec, "restartPolicy": "Sometimes"}, {"containers": []}, None, "not a map",
     ]
     md = {"name": "p", "namespace": "ns", "labels": {"app": "x"}, "generation": 1}
+    own = {"uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "1-0"}
     metas: list[Any] = [md, {**md, "name": "Bad_Name"}, {**md, "labels": ["app"]},
                         {**md, "generation": "1"}, {**md, "namespace": None}, {"name": "p"},
-                        None]
+                        None, {**md, **own}, {**md, **own, "uid": 1},
+                        {**md, **own, "creationTimestamp": 2}, {**md, "resourceVersion": b"1"},
+                        {**md, "name": ""}, {**md, "name": None, "generateName": "p-"},
+                        {**md, "name": 7}, {**md, **own, "labels": {"app": "x y"}},
+                        {**md, "namespace": "Bad_NS"}, {**md, "finalizers": "f"}]
     cases = [(podvalidation.validate_pod_spec, specs, ("spec", "spec.template.spec")),
              (metavalidation.validate_namespaced_meta, metas, ("metadata",)),
              (metavalidation.validate_cluster_meta, metas, ("metadata",))]
     plain_spec = functools.partial(
         podvalidation._pod_spec,
         rest_of=podvalidation._spec_rest.__wrapped__)  # type: ignore[attr-defined]
+    plain_meta = {
+        metavalidation.validate_namespaced_meta:
+            functools.partial(metavalidation.validate_object_meta, namespaced=True),
+        metavalidation.validate_cluster_meta:
+            functools.partial(metavalidation.validate_object_meta, namespaced=False)}
     for fn, values, paths in cases:
-        plain = plain_spec if fn is podvalidation.validate_pod_spec else \
-            fn.__wrapped__  # type: ignore[attr-defined]
+        plain = plain_spec if fn is podvalidation.validate_pod_spec else plain_meta[fn]
         for value in values * 2:  # the second round from the cache
             for path in paths:
                 want: list[str] = []
@@ -109,6 +118,32 @@ def test_remembered_pod_specs_and_metadata_give_their_validators_errors() -> Non
     bad: list[str] = []
     podvalidation.validate_pod_spec({**spec, "volumes": []}, "spec", bad)
     assert any("volumeMounts[0].name" in e for e in bad), bad  # the volumes reach the containers
+
+
+def test_the_pods_of_a_daemonset_share_one_remembered_metadata(monkeypatch: Any) -> None:
+    """Each pod a DaemonSet creates has its own name, uid and creation time, the rest of its
+    metadata the same: the rest is validated once, each pod's own fields by themselves."""
+    calls: list[Any] = []
+    whole = metavalidation.validate_object_meta
+
+    def counted(value: Any, path: str, errs: list[str], **kw: Any) -> None:
+        calls.append(value)
+        whole(value, path, errs, **kw)
+
+    monkeypatch.setattr(metavalidation, "validate_object_meta", counted)
+    rest = {"generateName": "agent-", "namespace": "memo-shared", "labels": {"app": "agent"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                 "uid": "u0", "controller": True}]}
+    for i in range(50):
+        errs: list[str] = []
+        metavalidation.validate_namespaced_meta(
+            {"name": f"agent-{i:05d}", **rest, "uid": f"u{i}",
+             "creationTimestamp": "2026-01-01T00:00:00Z"}, "metadata", errs)
+        assert errs == []
+    assert len(calls) == 1
+    errs = []  # a pod whose own field is wrong: the whole of it, for its errors
+    metavalidation.validate_namespaced_meta({"name": "Agent_1", **rest}, "metadata", errs)
+    assert len(calls) == 2 and errs and errs[0].startswith("metadata.name: Invalid value")
 
 
 def test_a_pod_specs_node_fields_keep_their_places_in_upstreams_order() -> None:

@@ -58,13 +58,19 @@ def test_what_daemonbus_writes_has_the_right_shape(kind: str, obj: Obj) -> None:
     ("Pod", ("spec", "containers"), "c", "spec.containers"),
     ("Node", ("spec", "taints"), "NoSchedule", "metadata.taints"),  # upstream's path
     ("Node", ("status", "conditions"), {"type": "Ready"}, "status.conditions"),
+    ("Node", ("status", "conditions", 0, "lastHeartbeatTime"), 5,
+     "status.conditions[0].lastHeartbeatTime"),
+    ("Pod", ("status", "podIP"), 1, "status.podIP"),
+    ("Pod", ("metadata", "uid"), 7, "metadata.uid"),
+    ("Pod", ("metadata", "creationTimestamp"), 1.5, "metadata.creationTimestamp"),
+    ("Pod", ("metadata", "name"), 7, "metadata.name"),
     ("DaemonSet", ("spec", "template"), "t", "spec.template"),
     ("DaemonSet", ("status", "numberReady"), "3", "status.numberReady"),
     ("DaemonSet", ("spec", "updateStrategy", "rollingUpdate"), [1], "spec.updateStrategy"),
     ("ControllerRevision", ("revision",), 1.5, "revision"),
     ("Event", ("involvedObject",), "pod", "involvedObject"),
 ])
-def test_each_wrong_type_is_named_with_its_field(kind: str, path: tuple[str, ...], value: Any,
+def test_each_wrong_type_is_named_with_its_field(kind: str, path: tuple[Any, ...], value: Any,
                                                  field: str) -> None:
     obj = copy.deepcopy(dict(_written_objects())[kind] if kind != "Pod"
                         else _written_objects()[3][1])
