@@ -31,6 +31,8 @@ Obj = dict[str, Any]
 POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 RANDOM_LENGTH = 5
 MAX_GENERATED_NAME_LENGTH = 58  # 63 - RANDOM_LENGTH
+# byte → its letter of the alphabet (its value modulo the alphabet's length)
+_SUFFIX_OF_BYTE = bytes(ord(POD_NAME_ALPHABET[b % len(POD_NAME_ALPHABET)]) for b in range(256))
 
 _DNS1123_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -93,7 +95,7 @@ def pod_name(ds: Obj, node: str, hash: str, salt: int = 0, decision: str = "") -
     alphabet of apimachinery's ``utilrand.String``)."""
     seed = f"{meta.uid(ds)}\x00{node}\x00{hash}\x00{decision}\x00{salt}".encode()
     digest = hashlib.sha256(seed).digest()
-    suffix = "".join(POD_NAME_ALPHABET[b % len(POD_NAME_ALPHABET)] for b in digest[:RANDOM_LENGTH])
+    suffix = digest[:RANDOM_LENGTH].translate(_SUFFIX_OF_BYTE).decode()
     return name_prefix(ds)[:MAX_GENERATED_NAME_LENGTH] + suffix
 
 

@@ -149,23 +149,30 @@ def _validate_node_selector_term(term: dict[Any, Any], path: str, errs: list[str
                 )
 
 
-def _node_name_affinity(node: str) -> dict[str, Any]:
-    """The affinity of a daemon pod aimed at ``node``: nothing but the required node
-    selector naming it (``nodeaffinity.node_name_selector``)."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                             nodeaffinity.node_name_selector(node)}}
-
-
 def _daemon_node(value: Any) -> str | None:
-    """The node of ``value`` when it is exactly ``_node_name_affinity`` of a node, else None."""
-    try:
-        (term,) = value["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-            "nodeSelectorTerms"]
-        (req,) = term["matchFields"]
-        node = req["values"][0]
-    except (TypeError, KeyError, IndexError, ValueError):
+    """The node of ``value`` when it is exactly the affinity of a daemon pod aimed at that
+    node, nothing but the required node selector naming it
+    (``nodeaffinity.node_name_selector``): each map with those keys alone, each list of one
+    item; else None. Looked at in place: every reader checks the affinity of every pod a
+    DaemonSet creates."""
+    affinity = _only(value, "nodeAffinity")
+    required = _only(affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = _only(required, "nodeSelectorTerms")
+    fields = _only(_only(terms, 0), "matchFields")
+    req = _only(fields, 0)
+    if type(req) is not dict or len(req) != 3 or req.get("key") != nodeaffinity.NODE_NAME_FIELD \
+            or req.get("operator") != "In":
         return None
-    return node if type(node) is str and value == _node_name_affinity(node) else None
+    node = _only(req.get("values"), 0)
+    return node if type(node) is str else None
+
+
+def _only(value: Any, key: str | int) -> Any:
+    """``value[key]`` when ``value`` has ``key`` as its only key (a map's, for a str) or
+    index (a list's, for 0), else None."""
+    if isinstance(key, str):
+        return value.get(key) if type(value) is dict and len(value) == 1 else None
+    return value[0] if type(value) is list and len(value) == 1 and key == 0 else None
 
 
 def validate_affinity(value: Any, path: str, errs: list[str]) -> None:

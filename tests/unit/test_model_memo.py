@@ -193,7 +193,20 @@ def test_a_daemon_pods_affinity_gives_the_full_walks_errors() -> None:
                 {"key": "metadata.name", "operator": "In", "values": ["n"]}]},)}}},
         {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": {"matchFields": 1}}}},
-        None, "x", {}, [],
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ("n",)}]}]}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n"], "x": 1}]}]}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.labels", "operator": "In", "values": ["n"]}]}]}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n"]}],
+                "matchExpressions": []}]}}},
+        None, "x", {}, [], ["nodeAffinity"], {"nodeAffinity": None},
     ]
     bad = 0
     for value in values:
