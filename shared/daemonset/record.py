@@ -20,6 +20,8 @@ it was read.
 from __future__ import annotations
 
 import collections
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,16 +73,21 @@ class DecisionRecord:
                 out[wire] = value
         del out["reasons"]
         counts = dict(self.reason_counts)
-        counted: set[str] = set()
+        reasons = self.reasons
+        listed: Iterable[str] = reasons
         if self.version >= 2:  # counting in C first: most nodes have a counted reason
-            for reason, n in collections.Counter(self.reasons.values()).items():
+            named, counted = set(), False
+            for reason, n in collections.Counter(reasons.values()).items():
                 if n > LISTED_MAX:
                     counts[reason] = counts.get(reason, 0) + n
-                    counted.add(reason)
+                    counted = True
+                else:
+                    named.add(reason)
+            if counted:  # the nodes to name picked out in C, in the plan's order
+                listed = itertools.compress(reasons, map(named.__contains__, reasons.values()))
         grouped: dict[str, list[str]] = {}
-        for node, reason in self.reasons.items():
-            if reason not in counted:
-                grouped.setdefault(reason, []).append(node)
+        for node in listed:
+            grouped.setdefault(reasons[node], []).append(node)
         out["reasonsBy"] = grouped
         if counts:
             out["reasonCounts"] = counts

@@ -64,6 +64,25 @@ def test_a_reason_of_more_nodes_than_a_sync_creates_is_logged_as_its_count() -> 
     assert back.to_map() == doc  # written back the same
 
 
+def test_the_named_nodes_among_counted_ones_keep_the_plans_order() -> None:
+    """The nodes of reasons under the count are named by reason, in the plan's order, when
+    they come between the nodes of counted reasons."""
+    reasons: dict[str, str] = {}
+    for i in range(3 * LISTED_MAX):
+        reasons[f"n{i}"] = planner.REASON_BURST
+        if i % 7 == 0:
+            reasons[f"c{i}"] = planner.REASON_CREATE
+        if i % 11 == 0:
+            reasons[f"w{i}"] = "waiting"
+    doc = DecisionRecord(key="ns/ds", reasons=reasons).to_map()
+    want: dict[str, list[str]] = {}
+    for node, reason in reasons.items():
+        if reason != planner.REASON_BURST:
+            want.setdefault(reason, []).append(node)
+    assert doc["reasonsBy"] == want and list(doc["reasonsBy"]) == list(want)
+    assert doc["reasonCounts"] == {planner.REASON_BURST: 3 * LISTED_MAX}
+
+
 def test_a_first_version_record_keeps_every_reason() -> None:
     many = {f"n{i}": planner.REASON_BURST for i in range(LISTED_MAX + 1)}
     doc = {**DecisionRecord(key="ns/ds", reasons=many, version=1).to_map()}
