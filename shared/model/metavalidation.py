@@ -195,7 +195,6 @@ def validate_object_meta(
 # own name, uid and creation time; the rest is the same in all of them): checked by
 # themselves, the rest remembered by value (``_meta``)
 _PER_OBJECT = ("name", "uid", "creationTimestamp", "resourceVersion")
-_TEXT = (str, type(None))  # a text field's types (None: absent)
 _STAND_IN = "a"  # a valid name in the place of the object's own, in the rest's check
 
 
@@ -219,9 +218,9 @@ def _meta(value: Any, path: str, errs: list[str], rest_of: memo.Validator,
     if isinstance(value, dict):
         name = value.get("name")
         if (isinstance(name, str) and name and not syntax.name_is_dns_subdomain(name)
-                and isinstance(value.get("uid"), _TEXT)
-                and isinstance(value.get("creationTimestamp"), _TEXT)
-                and isinstance(value.get("resourceVersion"), _TEXT)):
+                and isinstance(value.get("uid"), typed.TEXT)
+                and isinstance(value.get("creationTimestamp"), typed.TEXT)
+                and isinstance(value.get("resourceVersion"), typed.TEXT)):
             rest = {k: v for k, v in value.items() if k not in _PER_OBJECT}
             rest["name"] = _STAND_IN
             found: list[str] = []

@@ -13,6 +13,7 @@ from typing import Any
 from shared.model import fielderr
 
 INT32 = (-(2**31), 2**31 - 1)
+TEXT = (str, type(None))  # the types a text field may have (None: absent), for isinstance
 INT64 = (-(2**63), 2**63 - 1)
 
 

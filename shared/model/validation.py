@@ -357,7 +357,7 @@ def _validate_node_status(value: Any, errs: list[str]) -> None:
     for i, cond in typed.maps(status.get("conditions"), _NODE_CONDITIONS, errs):
         for f in _CONDITION_TEXT:
             text = cond.get(f)
-            if not isinstance(text, str | None):
+            if not isinstance(text, typed.TEXT):
                 typed.as_str(text, C(fielderr.index(_NODE_CONDITIONS, i), f), errs)
     typed.maps(status.get("addresses"), _NODE_ADDRESSES, errs)
     typed.as_map(status.get("nodeInfo"), _NODE_INFO, errs)
