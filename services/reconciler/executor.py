@@ -290,17 +290,7 @@ class Executor:
         if len(sn.creates) == 1 and not sn.deletes and not plan.cleanup:
             self._defer_create(key, snap, plan.hash, sn.creates[0], events, out)
             return
-        problems: list[str] = []
-        remaining = list(sn.creates)
-        batch = 1
-        while remaining:
-            chunk, remaining = remaining[:batch], remaining[batch:]
-            batch_errors = self._create_batch(key, snap, plan.hash, chunk, events, out)
-            problems += batch_errors
-            if batch_errors and remaining:
-                self.expectations.lower(key, len(remaining), 0)
-                break
-            batch *= 2
+        problems = self._create_pods(key, snap, plan.hash, sn.creates, events, out)
         if sn.deletes:
             problems += self._delete_pods(key, sn.deletes, events, out, snap.now)
         if problems:
@@ -318,52 +308,93 @@ class Executor:
         out.created += 1
         self._deferred = _DeferredCreate(key, hash_, c, op, event, len(out.errors))
 
-    def _create_batch(self, key: str, snap: t.Snapshot, hash_: str, chunk: list[t.CreatePod],
-                      events: list[t.EmitEvent], out: Outcome) -> list[str]:
-        ds = snap.ds or {}
-        pending = [(c, c.salt) for c in chunk]
+    def _create_pods(self, key: str, snap: t.Snapshot, hash_: str, creates: list[t.CreatePod],
+                     events: list[t.EmitEvent], out: Outcome) -> list[str]:
+        """syncNodes' slow start (spec §c.6): creates in batches of 1, 2, 4, ...; after a
+        batch with an error the rest is not tried (its expectations lowered). The batches
+        go in one commit, which stops after the first batch with a result other than "ok"
+        (``Store.commit``'s ``slow_start``); that batch is settled as a batch of its own
+        would be (a name taken by another pod is tried with the next salt), then the rest
+        goes in the next commit, its batches growing on from there."""
+        problems: list[str] = []
+        remaining = list(creates)
+        batch = 1
+        while remaining and not problems:
+            count = _whole_batches(len(remaining), batch)
+            chunk, remaining = remaining[:count], remaining[count:]
+            ops = [self._create_op(snap, hash_, c, c.salt) for c in chunk]
+            results = self.store.commit(ops, fence=self._fence, slow_start=batch)
+            _count_writes(results, out)
+            for first, stop in store_client.slow_start_batches(count, batch):
+                batch *= 2
+                pending = [(c, c.salt) for c in chunk[first:stop]]
+                retry, problems = self._settle(key, snap, hash_, pending, results[first:stop],
+                                               events, out)
+                if retry or problems or not all(r.ok for r in results[first:stop]):
+                    problems += self._create_batch(key, snap, hash_, retry, events, out)
+                    remaining = chunk[stop:] + remaining
+                    break
+        if problems and remaining:
+            self.expectations.lower(key, len(remaining), 0)
+        return problems
+
+    def _create_op(self, snap: t.Snapshot, hash_: str, c: t.CreatePod, salt: int) -> Op:
+        # stamping and renaming touch metadata only: copy that level, share the rest (the
+        # plan's pod is never changed, the op is packed at once)
+        pod = {**c.pod, "metadata": dict(c.pod["metadata"])}
+        if salt != c.salt:
+            pod["metadata"]["name"] = podtemplate.pod_name(snap.ds or {}, c.node, hash_, salt,
+                                                           snap.position)
+        return self.store.create_op(self.store.stamp(pod, snap.now), ensure=True, prepared=True)
+
+    def _create_batch(self, key: str, snap: t.Snapshot, hash_: str,
+                      pending: list[tuple[t.CreatePod, int]], events: list[t.EmitEvent],
+                      out: Outcome) -> list[str]:
+        """Create one batch of pods, each (create, salt of its name), a name taken by
+        another pod tried again with the next salt; returns the errors."""
         problems: list[str] = []
         while pending:
-            ops = []
-            for c, salt in pending:
-                # stamping and renaming touch metadata only: copy that level, share the rest
-                # (the plan's pod is never changed, the op is packed at once)
-                pod = {**c.pod, "metadata": dict(c.pod["metadata"])}
-                if salt != c.salt:
-                    pod["metadata"]["name"] = podtemplate.pod_name(
-                        ds, c.node, hash_, salt, snap.position)
-                ops.append(self.store.create_op(self.store.stamp(pod, snap.now), ensure=True,
-                                                prepared=True))
+            ops = [self._create_op(snap, hash_, c, salt) for c, salt in pending]
             results = self._commit(ops, out, fence=self._fence)
-            retry: list[tuple[t.CreatePod, int]] = []
-            for (c, salt), res in zip(pending, results, strict=True):
-                name = ObjectKey.parse(res.op.key).name
-                if res.status == CommitResult.FENCED:
-                    # deposed: the key's next holder decides again from newer state
-                    self.expectations.lower(key, 1, 0)
-                    problems.append(f"lost the lease of {key}: pod for node {c.node} "
-                                    "not created")
-                    continue
-                if res.ok:
-                    out.created += 1
-                    events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
-                    continue
-                if res.status == CommitResult.EXISTS:
-                    existing = self._read("Pod", res.op.key)
-                    if existing is not None and _same_daemon_pod(existing, ds, c.node, hash_):
-                        # created by an earlier attempt: its creation was observed before the
-                        # expectations were set again, so lower them ourselves
-                        self.expectations.lower(key, 1, 0)
-                        continue
-                    if salt + 1 < MAX_NAME_SALT:
-                        retry.append((c, salt + 1))
-                        continue
-                self.expectations.lower(key, 1, 0)
-                msg = f"Error creating: pods \"{name}\": {res.status}"
-                events.append(t.EmitEvent("Warning", "FailedCreate", msg))
-                problems.append(msg)
-            pending = retry
+            pending, found = self._settle(key, snap, hash_, pending, results, events, out)
+            problems += found
         return problems
+
+    def _settle(self, key: str, snap: t.Snapshot, hash_: str,
+                pending: list[tuple[t.CreatePod, int]], results: list[Result],
+                events: list[t.EmitEvent], out: Outcome,
+                ) -> tuple[list[tuple[t.CreatePod, int]], list[str]]:
+        """Count, announce or lower the expectations of each create's result; returns the
+        creates to try again with the next salt, and the errors."""
+        ds = snap.ds or {}
+        retry: list[tuple[t.CreatePod, int]] = []
+        problems: list[str] = []
+        for (c, salt), res in zip(pending, results, strict=True):
+            name = ObjectKey.parse(res.op.key).name
+            if res.status == CommitResult.FENCED:
+                # deposed: the key's next holder decides again from newer state
+                self.expectations.lower(key, 1, 0)
+                problems.append(f"lost the lease of {key}: pod for node {c.node} not created")
+                continue
+            if res.ok:
+                out.created += 1
+                events.append(t.EmitEvent("Normal", "SuccessfulCreate", f"Created pod: {name}"))
+                continue
+            if res.status == CommitResult.EXISTS:
+                existing = self._read("Pod", res.op.key)
+                if existing is not None and _same_daemon_pod(existing, ds, c.node, hash_):
+                    # created by an earlier attempt: its creation was observed before the
+                    # expectations were set again, so lower them ourselves
+                    self.expectations.lower(key, 1, 0)
+                    continue
+                if salt + 1 < MAX_NAME_SALT:
+                    retry.append((c, salt + 1))
+                    continue
+            self.expectations.lower(key, 1, 0)
+            msg = f"Error creating: pods \"{name}\": {res.status}"
+            events.append(t.EmitEvent("Warning", "FailedCreate", msg))
+            problems.append(msg)
+        return retry, problems
 
     def _delete_pods(self, key: str, deletes: list[t.DeletePod], events: list[t.EmitEvent],
                      out: Outcome, now: float) -> list[str]:
@@ -439,8 +470,8 @@ class Executor:
             # nothing was written: the pod is created as a sync of several creates would
             out.created -= 1
             events.remove(deferred.event)
-            problems = self._create_batch(deferred.key, snap, deferred.hash_, [deferred.create],
-                                          events, out)
+            problems = self._create_batch(deferred.key, snap, deferred.hash_,
+                                          [(deferred.create, deferred.create.salt)], events, out)
             if problems:
                 out.errors.insert(deferred.errors_at, "; ".join(problems))
             ops = self._event_ops(snap, events, out)
@@ -468,6 +499,15 @@ class Executor:
             results += self.store.commit(ops[i:i + COMMIT_OPS], fence=fence)
         _count_writes(results, out)
         return results
+
+
+def _whole_batches(count: int, first: int) -> int:
+    """How many of ``count`` creates one commit carries from a batch of ``first`` on:
+    its whole batches within COMMIT_OPS, and at least the first."""
+    total, size = min(first, count), first * 2
+    while total < count and total + size <= COMMIT_OPS:
+        total, size = min(total + size, count), size * 2
+    return total
 
 
 def _same_daemon_pod(pod: Obj, ds: Obj, node: str, hash_: str) -> bool:

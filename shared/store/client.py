@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +121,15 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.status == CommitResult.OK
+
+
+def slow_start_batches(count: int, first: int) -> Iterator[tuple[int, int]]:
+    """The [start, stop) of each batch of ``count`` ops in batches of ``first``, twice as
+    many, ... (the last one cut at ``count``), as a ``slow_start`` commit tries them."""
+    start, size = 0, first
+    while start < count:
+        yield start, min(start + size, count)
+        start, size = start + size, size * 2
 
 
 def _now() -> float:
@@ -247,19 +256,23 @@ class Store:
     # ---- batched commits -----------------------------------------------------------------
 
     def commit(self, ops: Sequence[Op], atomic: bool = False,
-               fence: Fence | None = None, nodes: Iterable[str] = ()) -> builtins.list[Result]:
+               fence: Fence | None = None, nodes: Iterable[str] = (),
+               slow_start: int = 0) -> builtins.list[Result]:
         """Send ``ops`` in one script call, authorised as this store's role. With ``atomic`` a
         failed precondition of any op writes nothing at all; an op the role may not make
         (status "forbidden") makes the whole call write nothing. An object may appear at
         most once in a batch. With a ``fence`` nothing is written (every result "fenced")
         unless its token still holds the workqueue lease of its key. ``nodes``: the nodes a
-        node-admission caller vouches for."""
+        node-admission caller vouches for. ``slow_start`` B: the ops are tried in batches of
+        B, 2B, 4B, ... (``slow_start_batches``), and those after the first batch with a
+        result other than "ok" are not tried ("skipped")."""
         if not ops:
             return []
         pairs: dict[str, int] = {}
         keys = [self.keys.log]
         known = self.mark.known(self.r)
-        args: builtins.list[Any] = [len(ops), "1" if atomic else "0", codec.SCHEMA_VERSION,
+        mode = f"s{slow_start}" if slow_start > 0 else "1" if atomic else "0"
+        args: builtins.list[Any] = [len(ops), mode, codec.SCHEMA_VERSION,
                                     self.log_maxlen, fence.token if fence else "",
                                     fence.key if fence else "", known.seen, self.writer,
                                     self.role, ",".join(nodes),

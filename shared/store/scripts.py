@@ -16,7 +16,10 @@ COMMIT = r"""
 --                  compaction point (Keys.log_snapshot_id)
 -- KEYS[#KEYS]      with a fence only: the hash of the fence (see ARGV[5])
 -- ARGV[1]          number of operations N
--- ARGV[2]          "1" = all-or-nothing (any failed precondition writes nothing), "0" = each op alone
+-- ARGV[2]          "1" = all-or-nothing (any failed precondition writes nothing), "0" = each op alone,
+--                  "s<B>" = slow start: each op alone, in batches of B, 2B, 4B, ... ops; the
+--                  batches after the first one with an op that is not "ok" are "skipped"
+--                  (upstream's slow-start batches of creates, in one call)
 -- ARGV[3]          schema version written into each entry
 -- ARGV[4]          approximate max length of the log (0 = no trimming)
 -- ARGV[5]          fence token ("" = no fence): write only while field ARGV[6] of the hash
@@ -43,7 +46,8 @@ COMMIT = r"""
 --   payload   msgpack of the object without resourceVersion (decision record for record)
 --
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
--- | {"notfound", ""} | {"forbidden", reason} | {"skipped", ""} (batch aborted by another op)
+-- | {"notfound", ""} | {"forbidden", reason} | {"skipped", ""} (batch aborted by another op,
+-- or a slow-start batch not tried)
 -- | {"fenced", ""} (the fence token no longer holds the lease: nothing written); then
 -- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false,
 -- 1|0 (the epoch was read)}.
@@ -58,6 +62,7 @@ COMMIT = r"""
 -- kinds given, so no op can reach another hash under a kind it is allowed.
 local n = tonumber(ARGV[1])
 local atomic = ARGV[2] == "1"
+local slow_start = tonumber(string.match(ARGV[2], "^s(%d+)$") or "")
 local version = ARGV[3]
 local maxlen = tonumber(ARGV[4])
 local fenced = ARGV[5] ~= ""
@@ -412,6 +417,23 @@ for i = 0, n - 1 do
               .. " " .. kind .. " " .. field .. ": " .. res[2])
   end
   results[i + 1] = res
+end
+if slow_start and slow_start > 0 then
+  local first, size = 1, slow_start
+  while first <= n do
+    local last = math.min(first + size - 1, n)
+    local stops = false
+    for i = first, last do
+      if results[i][1] ~= "ok" then stops = true end
+    end
+    if stops then  -- the batches after this one are not tried (a refusal is still named)
+      for i = last + 1, n do
+        if results[i][1] ~= "forbidden" then results[i] = {"skipped", ""} end
+      end
+      break
+    end
+    first, size = last + 1, size * 2
+  end
 end
 if forbidden or (atomic and failed) then
   for i = 1, n do

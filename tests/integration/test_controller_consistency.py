@@ -7,14 +7,17 @@ exactly how stale each one's cache is; no watcher runs, the test observes expect
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 
 import pytest
 
 from services.node_agent.lifecycle import new_node
+from services.reconciler.executor import MAX_NAME_SALT
 from services.reconciler.sync import Reconciler
-from shared.daemonset import planner
+from shared.daemonset import planner, podtemplate
+from shared.daemonset.types import Plan, Snapshot
 from shared.model import meta
 from shared.store import codec
 from shared.store.backoff import RedisBackoff
@@ -250,3 +253,75 @@ def test_a_one_pod_plan_of_a_lost_lease_writes_no_pod_and_says_so(store: Store,
     assert outcome.errors and "lost the lease of default/agent" in outcome.errors[0]
     assert kit.owned_pods(store, KEY) == []
     assert kit.events(store, KEY, "SuccessfulCreate") == []
+
+
+# ---- slow start: the batches of a sync's creates in one commit -----------------------------
+
+SEVEN = [f"n{i}" for i in range(1, 8)]  # batches of 1, 2 and 4 creates
+
+
+def _plan_for_seven(store: Store, make: Make) -> tuple[Reconciler, Snapshot, Plan]:
+    for n in SEVEN:
+        store.create(new_node(n))
+    store.apply(kit.daemonset("agent"))
+    worker = make("a")
+    snap = worker.snapshot(KEY, store.log_tip())
+    plan = planner.plan(snap)
+    assert plan.sync_nodes is not None and len(plan.sync_nodes.creates) == len(SEVEN)
+    return worker, snap, plan
+
+
+def _take_names(store: Store, snap: Snapshot, plan: Plan, index: int, salts: range) -> None:
+    """Pods of no DaemonSet under the names the plan's create ``index`` would try."""
+    assert plan.sync_nodes is not None and snap.ds is not None
+    create = plan.sync_nodes.creates[index]
+    for salt in salts:
+        pod = copy.deepcopy(create.pod)
+        pod["metadata"] = {"namespace": "default", "labels": {"app": "other"},
+                           "name": podtemplate.pod_name(snap.ds, create.node, plan.hash, salt,
+                                                        snap.position)}
+        store.create(pod)
+
+
+def _pod_commits(commits: list[list[str]]) -> list[int]:
+    return [len(kinds) for kinds in commits if set(kinds) == {"Pod"}]
+
+
+def test_a_sync_writes_its_slow_start_batches_of_creates_in_one_commit(
+        store: Store, make: Make, monkeypatch: pytest.MonkeyPatch) -> None:
+    worker, snap, plan = _plan_for_seven(store, make)
+    commits = _counting_commits(store, monkeypatch)
+    outcome = worker.executor.execute(plan, snap)
+    assert outcome.ok and outcome.created == len(SEVEN), outcome.errors
+    assert _pod_commits(commits) == [7]
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == SEVEN
+
+
+def test_a_name_taken_in_a_batch_is_retried_and_the_later_batches_go_on(
+        store: Store, make: Make, monkeypatch: pytest.MonkeyPatch) -> None:
+    worker, snap, plan = _plan_for_seven(store, make)
+    _take_names(store, snap, plan, 1, range(1))  # in the second batch
+    commits = _counting_commits(store, monkeypatch)
+    outcome = worker.executor.execute(plan, snap)
+    assert outcome.ok and outcome.created == len(SEVEN), outcome.errors
+    # the commit stopped after the second batch; its taken name went again with the next
+    # salt, then the third batch
+    assert _pod_commits(commits) == [7, 1, 4]
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == SEVEN
+    assert kit.events(store, KEY, "FailedCreate") == []
+
+
+def test_a_failed_create_stops_the_slow_start_after_its_batch(
+        store: Store, make: Make, monkeypatch: pytest.MonkeyPatch) -> None:
+    worker, snap, plan = _plan_for_seven(store, make)
+    _take_names(store, snap, plan, 1, range(MAX_NAME_SALT))  # every name it may try
+    commits = _counting_commits(store, monkeypatch)
+    outcome = worker.executor.execute(plan, snap)
+    assert outcome.created == 2 and len(outcome.errors) == 1, outcome
+    assert "Error creating" in outcome.errors[0]
+    # its batch-mate is created, the third batch is not tried (upstream's slow start)
+    assert kit.nodes_of(kit.owned_pods(store, KEY)) == ["n1", SEVEN[2]]
+    assert len(_pod_commits(commits)) == MAX_NAME_SALT
+    assert len(kit.events(store, KEY, "FailedCreate")) == 1
+    entry = RedisExpectations(store.r, store.keys).get(KEY)
+    assert entry is not None and (entry.add, entry.delete) == (2, 0)  # the two created

@@ -11,7 +11,7 @@ from shared.eventlog import entry as entry_mod
 from shared.model import meta
 from shared.store import codec, errors, ownwrites
 from shared.store.cache import Cache
-from shared.store.client import Fence, Store, connect
+from shared.store.client import Fence, Store, connect, slow_start_batches
 from shared.store.keys import Keys
 from shared.store.log import parked_entries, redis_reader
 from shared.store.workqueue import RedisWorkQueue
@@ -232,6 +232,40 @@ def test_atomic_batch_writes_nothing_when_one_op_fails(store: Store) -> None:
     assert [r.status for r in results] == ["skipped", "exists"]
     assert store.try_get("DaemonSet", "default/fresh") is None
     assert log_len(store) == 1
+
+
+def _named(name: str) -> dict:
+    o = copy.deepcopy(DS)
+    o["metadata"]["name"] = name
+    return o
+
+
+def test_a_slow_start_commit_stops_after_the_first_batch_with_a_failure(store: Store) -> None:
+    store.create(_named("ds4"))  # in the third batch (ops 3-6) of batches 1, 2, 4, 8
+    ops = [store.create_op(_named(f"ds{i}"), ensure=True) for i in range(10)]
+    results = store.commit(ops, slow_start=1)
+    assert [r.status for r in results] == ["ok"] * 4 + ["exists"] + ["ok"] * 2 + ["skipped"] * 3
+    written = {f"ds{i}" for i in (0, 1, 2, 3, 5, 6)}
+    present = {f"ds{i}" for i in range(10) if store.try_get("DaemonSet", f"default/ds{i}")}
+    assert present == written | {"ds4"}
+    assert log_len(store) == 1 + len(written)
+
+
+def test_a_slow_start_commit_without_failures_writes_every_batch(store: Store) -> None:
+    ops = [store.create_op(_named(f"ds{i}"), ensure=True) for i in range(11)]
+    assert [r.status for r in store.commit(ops, slow_start=2)] == ["ok"] * 11
+    assert log_len(store) == 11
+
+
+@pytest.mark.parametrize(("count", "first", "batches"), [
+    (0, 1, []),
+    (1, 1, [(0, 1)]),
+    (10, 1, [(0, 1), (1, 3), (3, 7), (7, 10)]),
+    (11, 2, [(0, 2), (2, 6), (6, 11)]),
+])
+def test_slow_start_batches_double_and_the_last_is_cut(count: int, first: int,
+                                                       batches: list[tuple[int, int]]) -> None:
+    assert list(slow_start_batches(count, first)) == batches
 
 
 def test_a_fenced_commit_writes_only_while_its_token_holds_the_lease(store: Store) -> None:
