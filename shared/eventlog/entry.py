@@ -387,6 +387,19 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Ent
     return Entry(eid, etype, kind, key, obj, raw.user)
 
 
+def written(raw: RawEntry, obj: Obj) -> Entry:
+    """The entry of an object write the reading process made itself, from ``obj``, the
+    object it packed into ``raw``'s payload (``shared.store.ownwrites``): what ``decode``
+    would give, unchecked and not unpacked. Its metadata is a copy with this entry's
+    resourceVersion; the rest is shared with the writer's object."""
+    etype = _TYPES.get(raw.type)
+    if etype is None or etype is EntryType.DECISION:  # not an object write: never ours
+        return decode(raw, False)
+    md = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    md["resourceVersion"] = raw.id
+    return Entry(raw.id, etype, raw.kind, raw.key, {**obj, "metadata": md}, raw.user)
+
+
 def id_tuple(entry_id: str) -> tuple[int, int]:
     """Stream id → comparable tuple ("0-0" for empty)."""
     ms, _, seq = (entry_id or "0-0").partition("-")

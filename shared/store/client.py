@@ -304,8 +304,8 @@ class Store:
                 self.mark.saw(res.value)
                 break
         if self.own.enabled:
-            self.own.add((r.value, r.op.kind, r.op.payload) for r in out
-                         if r.ok and r.op.mode in OBJECT_WRITES)
+            self.own.add((r.value, r.op.kind, r.op.payload, r.op.obj) for r in out
+                         if r.ok and r.op.mode in OBJECT_WRITES and r.op.obj is not None)
         for res in out:
             if res.status == CommitResult.FORBIDDEN:
                 log.error("commit refused: role %s, %s %s %s: %s", self.role, res.op.mode,
@@ -379,8 +379,11 @@ class Store:
             return writes.dry_run(write, current)
         res = self.commit([Op.of(write)])[0]
         self._raise_for(res)
-        write.obj["metadata"]["resourceVersion"] = res.value
-        return write.obj
+        # a cache of this store's own writes reads this one back as the object written: the
+        # caller, who may change what it gets, gets a copy
+        obj = copy.deepcopy(write.obj) if self.own.enabled else write.obj
+        obj["metadata"]["resourceVersion"] = res.value
+        return obj
 
     def create(self, obj: Obj, dry: bool = False) -> Obj:
         write = writes.create(obj, self.clock())

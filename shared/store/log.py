@@ -18,6 +18,7 @@ from shared.eventlog.entry import (
     RawEntry,
     decode,
     decode_as_stored,
+    written,
 )
 from shared.eventlog.ports import NO_POSITION, EventLog
 from shared.store import codec, errors
@@ -119,8 +120,10 @@ class LogReader:
             okey = (raw.kind, raw.key)
             try:
                 prior = priors.get(okey) if over else None
-                if own is not None and raw.exact and own.mine(raw.id, raw.payload):
-                    entry = decode(raw, False, prior)  # this process wrote it
+                mine = own.mine(raw.id, raw.payload) if own is not None and raw.exact \
+                    else None
+                if mine is not None:
+                    entry = written(raw, mine)  # this process wrote it
                 elif over:
                     entry = decode(raw, True, prior)
                 else:

@@ -308,8 +308,9 @@ def test_cache_lists_then_follows_idempotently(store: Store) -> None:
 def test_a_cache_of_own_writes_reads_them_back_unchecked_and_others_checked(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """With own_writes, the objects this store committed are read back without a second
-    shape check (unpacked all the same: the cache holds what any reader decodes); what
-    another process wrote is checked as ever, and so is everything for a cache without it."""
+    shape check (as the objects written, which the caller's later changes do not reach);
+    what another process wrote is checked as ever, and so is everything for a cache
+    without it."""
     checked: list[str] = []
     real = entry_mod.check_shape
 
@@ -327,8 +328,10 @@ def test_a_cache_of_own_writes_reads_them_back_unchecked_and_others_checked(
     theirs = other.create({**DS, "metadata": {"name": "theirs", "namespace": "default"}})
     mine["spec"]["minReadySeconds"] = 3
     store.update(mine)
-    assert [c.key for c in own.poll()] == ["default/agent", "default/theirs", "default/agent"]
+    changes = own.poll()
+    assert [c.key for c in changes] == ["default/agent", "default/theirs", "default/agent"]
     assert checked == ["default/theirs"]
+    assert "minReadySeconds" not in changes[0].new["spec"]  # as created, before the change
     got = own.get("DaemonSet", "default/agent")
     assert got == store.get("DaemonSet", "default/agent") and got["spec"]["minReadySeconds"] == 3
     assert own.get("DaemonSet", "default/theirs") == theirs
@@ -341,16 +344,16 @@ def test_own_writes_match_the_very_payload_once_and_keep_the_newest(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ownwrites, "MAX_KEPT", 2)
     own = ownwrites.OwnWrites()
-    own.add([("0-1", "Pod", b"a")])
-    assert not own.enabled and not own.mine("0-1", b"a")  # no cache asked: none kept
+    own.add([("0-1", "Pod", b"a", {"n": 1})])
+    assert not own.enabled and own.mine("0-1", b"a") is None  # no cache asked: none kept
     own.enable(["Pod"])
-    own.add([("1-0", "Pod", b"a"), ("1-1", "Event", b"e"), ("2-0", "Pod", b"b"),
-             ("3-0", "Pod", b"c")])
-    assert not own.mine("1-1", b"e")  # a kind no cache reads: not kept
-    assert not own.mine("1-0", b"a")  # the oldest, dropped
-    assert not own.mine("2-0", b"x")  # another payload at that id: not ours
-    assert not own.mine("2-0", b"b")  # asked once already
-    assert own.mine("3-0", b"c") and not own.mine("3-0", b"c")
+    own.add([("1-0", "Pod", b"a", {"n": 1}), ("1-1", "Event", b"e", {"n": 2}),
+             ("2-0", "Pod", b"b", {"n": 3}), ("3-0", "Pod", b"c", {"n": 4})])
+    assert own.mine("1-1", b"e") is None  # a kind no cache reads: not kept
+    assert own.mine("1-0", b"a") is None  # the oldest, dropped
+    assert own.mine("2-0", b"x") is None  # another payload at that id: not ours
+    assert own.mine("2-0", b"b") is None  # asked once already
+    assert own.mine("3-0", b"c") == {"n": 4} and own.mine("3-0", b"c") is None
 
 
 def test_watch_resumes_from_any_position(store: Store) -> None:
