@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from services.node_agent.lifecycle import new_node
-from services.reconciler.executor import MAX_NAME_SALT
+from services.reconciler.executor import COMMIT_OPS, MAX_NAME_SALT, _whole_batches
 from services.reconciler.sync import Reconciler
 from shared.daemonset import planner, podtemplate
 from shared.daemonset.types import Plan, Snapshot
@@ -325,3 +325,16 @@ def test_a_failed_create_stops_the_slow_start_after_its_batch(
     assert len(kit.events(store, KEY, "FailedCreate")) == 1
     entry = RedisExpectations(store.r, store.keys).get(KEY)
     assert entry is not None and (entry.add, entry.delete) == (2, 0)  # the two created
+
+
+@pytest.mark.parametrize(("count", "first", "carried"), [
+    (7, 1, 7),  # 1 + 2 + 4
+    (250, 1, 250),  # a burst: the last batch (123 of 128) cut at the end
+    (1000, 1, 255),  # 1 + 2 + ... + 128: the batch of 256 would pass COMMIT_OPS
+    (1000, 256, 256),  # at least one batch
+    (3, 8, 3),
+])
+def test_a_commit_carries_whole_slow_start_batches_within_its_size(count: int, first: int,
+                                                                   carried: int) -> None:
+    assert COMMIT_OPS == 500
+    assert _whole_batches(count, first) == carried
