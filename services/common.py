@@ -98,11 +98,13 @@ def enable_stack_dumps() -> None:
 # lists, no reference cycles). With the default thresholds (700, 10, 10) the collector walks
 # all of them every few thousand allocations: ~100 ms each time at 5,000 nodes, a third of a
 # reconciler's CPU while pods are being created. Young garbage is still collected, just in
-# larger batches. The collector never starts a full collection by itself: one walks every
-# cached object, 0.3-2.3 s at 50,000 nodes, a stall of whatever the process was doing (a
-# node added waited a second for its pod). The process makes them itself, between bursts of
-# log entries (``collect_between_bursts``).
-GC_THRESHOLDS = (50_000, 20, 1_000_000_000)
+# larger batches. The collector starts no collection of older objects by itself: a middle
+# one walks every object that outlived a young one since the last (a million of a
+# 50,000-node apply's new pods: 130-500 ms, a stall, and each found nothing), a full one
+# every cached object (0.3-2.3 s at 50,000 nodes: a node added waited a second for its
+# pod). Each new object is walked once, by a young collection, until the process makes a
+# full one itself, between bursts of log entries (``collect_between_bursts``).
+GC_THRESHOLDS = (50_000, 1_000_000_000, 1_000_000_000)
 
 
 # A process that streams each change as it comes (the API server's watches) wants short pauses

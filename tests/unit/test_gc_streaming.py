@@ -54,6 +54,31 @@ def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full
         gc.set_threshold(*before)
 
 
+def test_a_burst_of_long_lived_objects_makes_young_collections_only() -> None:
+    """A cache's new objects are walked by young collections; the older generations wait
+    for the full collections the process makes between bursts."""
+    before = gc.get_threshold()
+    try:
+        common.tune_gc()
+        young = gc.get_threshold()[0]
+        collections = {0: 0, 1: 0, 2: 0}
+
+        def count(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collections[info["generation"]] += 1
+
+        gc.collect()
+        gc.callbacks.append(count)
+        try:
+            keep = [[i] for i in range(25 * young)]  # more than the old middle threshold
+        finally:
+            gc.callbacks.remove(count)
+        assert collections[0] >= 20 and collections[1] == collections[2] == 0, collections
+        del keep
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_the_full_collections_wait_until_the_burst_is_over(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(common, "FULL_GC_IDLE_SECONDS", 0.02)
     monkeypatch.setattr(common, "FULL_GC_SECONDS", 0.0)
