@@ -328,9 +328,9 @@ class Executor:
             for first, stop in store_client.slow_start_batches(count, batch):
                 batch *= 2
                 pending = [(c, c.salt) for c in chunk[first:stop]]
-                retry, problems = self._settle(key, snap, hash_, pending, results[first:stop],
-                                               events, out)
-                if retry or problems or not all(r.ok for r in results[first:stop]):
+                settled = results[first:stop]
+                retry, problems = self._settle(key, snap, hash_, pending, settled, events, out)
+                if not all(r.ok for r in settled):  # where the commit stopped
                     problems += self._create_batch(key, snap, hash_, retry, events, out)
                     remaining = chunk[stop:] + remaining
                     break
@@ -504,10 +504,12 @@ class Executor:
 def _whole_batches(count: int, first: int) -> int:
     """How many of ``count`` creates one commit carries from a batch of ``first`` on:
     its whole batches within COMMIT_OPS, and at least the first."""
-    total, size = min(first, count), first * 2
-    while total < count and total + size <= COMMIT_OPS:
-        total, size = min(total + size, count), size * 2
-    return total
+    carried = 0
+    for _, stop in store_client.slow_start_batches(count, first):
+        if carried and stop > COMMIT_OPS:
+            break
+        carried = stop
+    return carried
 
 
 def _same_daemon_pod(pod: Obj, ds: Obj, node: str, hash_: str) -> bool:
