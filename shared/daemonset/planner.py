@@ -41,8 +41,10 @@ from shared.daemonset.types import (
     EmitEvent,
     PatchOwner,
     Plan,
+    Reasons,
     Snapshot,
     SyncNodes,
+    in_sorted,
 )
 from shared.model import labels, meta, podutil, rolloutopts
 
@@ -177,8 +179,8 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
         node_pods,
         result,
         backoff_until=managed.backoff_until,
-        deferred=set(deferred),
-        waiting=set(waiting),
+        deferred=deferred,
+        waiting=waiting,
         held=held,
         sets=sets,
         rolled_creates=rolled_creates,
@@ -287,7 +289,7 @@ def plan_nodes(
             index=index)
     result.reasons = _reasons(
         node_names, decisions, node_pods, result,
-        backoff_until=managed.backoff_until, deferred=set(managed.deferred),
+        backoff_until=managed.backoff_until, deferred=managed.deferred,
     )
     return result
 
@@ -527,13 +529,13 @@ def _reasons(
     *,
     waiting_expectations: bool = False,
     backoff_until: Mapping[str, float] | None = None,
-    deferred: set[str] | None = None,
-    waiting: set[str] | None = None,
+    deferred: Sequence[str] = (),
+    waiting: Sequence[str] = (),
     held: Mapping[str, str] | None = None,
     sets: PlanSets | None = None,
     rolled_creates: bool = False,
     planned: Sequence[str] = (),
-) -> dict[str, str]:
+) -> Mapping[str, str]:
     """Why each node has no (up-to-date) daemon pod; nodes that should run and have a pod are
     left out, except those whose old pod waits for rolling-update budget or is held by a
     rollout gate (:func:`_reason`, node by node).
@@ -542,14 +544,20 @@ def _reasons(
     take their reason in bulk (the one :func:`_reason` gives each: the decision's, the bare
     node's by whether it is deferred, the budget's), every other node that may have one
     (unsteady, held, in backoff, created, or deferred by the rolling update) node by node.
+    The bare nodes (expectations pending) or manage's deferred ones, the many nodes of one
+    reason at 50,000 nodes, stay the sorted list they are (:class:`Reasons`' group).
     ``rolled_creates``: the creates and ``deferred`` are the rolling update's (not only bare
     nodes). ``planned``: the nodes the plan meant to create a pod on (``creating`` unless
     the creates failed): with bare nodes, manage's creates, and then every bare node is
     planned or deferred, so no bare node is left with "no pod yet" in bulk. The map is the
     same, in another order."""
     creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
+    # manage's deferred nodes from an index's sets are in name order (bare and unsteady
+    # nodes merged): looked up in place, not copied into a set
+    in_order = sets is not None and not rolled_creates
     facts = _ReasonFacts(creating, waiting_expectations, backoff_until or {},
-                         deferred or set(), waiting or set(), held or {})
+                         _Sorted(deferred) if in_order else set(deferred), set(waiting),
+                         held or {})
     if sets is None:
         reasons: dict[str, str] = {}
         for name in node_names:
@@ -557,34 +565,41 @@ def _reasons(
             if reason is not None:
                 reasons[name] = reason
         return reasons
-    # The bulk reasons, each a map built in C. Bare nodes (listed, should run, no pod) mean
-    # manage planned creates: each bare node is then planned (one by one below) or deferred
-    # (the burst limit), none left with "no pod yet".
-    reasons = {}
+    # The bulk reasons. Bare nodes (listed, should run, no pod) mean manage planned creates:
+    # each bare node is then planned (one by one below) or deferred (the burst limit), none
+    # left with "no pod yet". The group's nodes should run, those of ``off`` not, and
+    # ``waiting`` (old pods past the budget) has nodes only when the rolling update acted,
+    # whose deferred nodes are each taken one by one: the three are apart.
+    own: dict[str, str | None] = {}
     if facts.waiting:
-        reasons = dict.fromkeys(facts.waiting, rollout.REASON_BUDGET)
+        own = dict.fromkeys(waiting, rollout.REASON_BUDGET)
         for name in sets.missing:
-            reasons.pop(name, None)
-    bulk = dict.fromkeys(sets.bare, REASON_EXPECTATIONS) if waiting_expectations else \
-        dict.fromkeys(facts.deferred, REASON_BURST)
-    if reasons:
-        reasons.update(bulk)
-    else:
-        reasons = bulk
-    reasons.update(sets.off)
+            own.pop(name, None)
+    group, group_reason = (sets.bare, REASON_EXPECTATIONS) if waiting_expectations else \
+        (deferred, REASON_BURST)
+    if rolled_creates:
+        group = ()
+        own.update(dict.fromkeys(deferred, REASON_BURST))
+    own.update(sets.off)
     one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating, *planned}
     if rolled_creates:
-        one_by_one.update(facts.deferred)
+        one_by_one.update(deferred)
     for name in one_by_one:
         decision = decisions.get(name)
         if decision is None:
             continue  # a node missing from the node list: no reason
-        reason = _reason(name, decision, node_pods.get(name), facts)
-        if reason is None:
-            reasons.pop(name, None)
-        else:
-            reasons[name] = reason
-    return reasons
+        own[name] = _reason(name, decision, node_pods.get(name), facts)
+    return Reasons(own, group, group_reason)
+
+
+class _Sorted(Container[str]):
+    """Membership in a sorted list of names, looked up in place."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = names
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and in_sorted(self.names, name)
 
 
 class _ReasonFacts(NamedTuple):
@@ -593,7 +608,7 @@ class _ReasonFacts(NamedTuple):
     creating: set[str]
     waiting_expectations: bool
     backoff_until: Mapping[str, float]
-    deferred: set[str]
+    deferred: Container[str]
     waiting: set[str]
     held: Mapping[str, str]
 

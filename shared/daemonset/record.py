@@ -19,9 +19,7 @@ it was read.
 
 from __future__ import annotations
 
-import collections
-import itertools
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +48,8 @@ class DecisionRecord:
     expectations_satisfied: bool = False
     backoff: dict[str, list[float]] = field(default_factory=dict)  # key -> [delay, last]
     actions: Obj = field(default_factory=dict)  # summarize(plan)
-    reasons: dict[str, str] = field(default_factory=dict)  # node -> why (not) placed
+    # node -> why (not) placed: a dict, or a plan's t.Reasons (not copied node by node)
+    reasons: Mapping[str, str] = field(default_factory=dict)
     worker: str = ""
     errors: list[str] = field(default_factory=list)  # what the executor failed to write
     # the nodes of a per-node sync (``planner.plan_nodes``), which replay recomputes by that
@@ -74,20 +73,13 @@ class DecisionRecord:
         del out["reasons"]
         counts = dict(self.reason_counts)
         reasons = self.reasons
-        listed: Iterable[str] = reasons
-        if self.version >= 2:  # counting in C first: most nodes have a counted reason
-            named, counted = set(), False
-            for reason, n in collections.Counter(reasons.values()).items():
-                if n > LISTED_MAX:
-                    counts[reason] = counts.get(reason, 0) + n
-                    counted = True
-                else:
-                    named.add(reason)
-            if counted:  # the nodes to name picked out in C, in the plan's order
-                listed = itertools.compress(reasons, map(named.__contains__, reasons.values()))
-        grouped: dict[str, list[str]] = {}
-        for node in listed:
-            grouped.setdefault(reasons[node], []).append(node)
+        most = LISTED_MAX if self.version >= 2 else len(reasons)  # version 1 names every one
+        if isinstance(reasons, t.Reasons):
+            grouped, counted = reasons.grouped(most)
+        else:
+            grouped, counted = t.group_reasons(reasons, most)
+        for reason, n in counted.items():
+            counts[reason] = counts.get(reason, 0) + n
         out["reasonsBy"] = grouped
         if counts:
             out["reasonCounts"] = counts
@@ -200,7 +192,8 @@ def make_record(snap: t.Snapshot, plan: t.Plan, worker: str = "",
         backoff={k: [v.delay, v.last_update] for k, v in sorted(snap.backoff.items())},
         # the plan's reasons as it gave them (node by node, in its order): sorting them
         # again cost 0.1-0.6 s a sync at 50,000 nodes while most had no pod yet
-        actions=summarize(plan), reasons=dict(plan.reasons), worker=worker,
+        actions=summarize(plan), worker=worker,
+        reasons=plan.reasons if isinstance(plan.reasons, t.Reasons) else dict(plan.reasons),
         errors=list(errors or []), nodes=None if plan.nodes is None else list(plan.nodes))
 
 

@@ -31,7 +31,10 @@ executor retries with the next salt only on a collision its snapshot did not sho
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import collections
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +181,90 @@ class SyncNodes:
     deletes: list[DeletePod]
 
 
+def in_sorted(names: Sequence[str], name: str) -> bool:
+    """Whether ``name`` is in ``names`` (sorted), looked up in place."""
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
+
+
+class Reasons(Mapping[str, str]):
+    """Node → why it has no (up-to-date) daemon pod, as a full plan from an index gives it
+    (``Plan.reasons``). At 50,000 nodes most nodes have one reason (no pod yet: the burst
+    limit, or expectations pending), every sync of an apply; ``group`` keeps those nodes as
+    the sorted list the plan already holds, never copied into a map, and ``own`` every other
+    node's reason one by one, over the group's (None: a node of the group without one).
+    Read as a mapping, it builds the whole map once; :meth:`grouped` gives the decision
+    record's form without building it. Immutable."""
+
+    __slots__ = ("_group", "_map", "_own", "_reason")
+
+    def __init__(self, own: dict[str, str | None], group: Sequence[str] = (),
+                 reason: str = "") -> None:
+        self._own = own
+        self._group = group  # sorted
+        self._reason = reason
+        self._map: dict[str, str] | None = None
+
+    def _whole(self) -> dict[str, str]:
+        if self._map is None:
+            whole = dict.fromkeys(self._group, self._reason)
+            for name, why in self._own.items():
+                if why is None:
+                    whole.pop(name, None)
+                else:
+                    whole[name] = why
+            self._map = whole
+        return self._map
+
+    def __getitem__(self, name: str) -> str:
+        return self._whole()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def __repr__(self) -> str:
+        return f"Reasons({self._whole()!r})"
+
+    def grouped(self, most: int) -> tuple[dict[str, list[str]], dict[str, int]]:
+        """reason → its nodes (in the map's order) for each reason of at most ``most``
+        nodes, and reason → how many nodes have it for the others. Costs the nodes given
+        one by one, whatever the size of the group, when the group's reason is counted."""
+        group, own = self._group, self._own
+        in_group = sum(1 for name in own if in_sorted(group, name))
+        tally = collections.Counter(why for why in own.values() if why is not None)
+        if len(group) - in_group + tally[self._reason] <= most:
+            return group_reasons(self._whole(), most)
+        tally[self._reason] += len(group) - in_group
+        named: dict[str, list[str]] = {}
+        for name, why in own.items():
+            if why is not None and tally[why] <= most:
+                named.setdefault(why, []).append(name)
+        return named, {why: n for why, n in tally.items() if n > most}
+
+
+def group_reasons(reasons: Mapping[str, str],
+                  most: int) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """:meth:`Reasons.grouped` of any map of node → reason: counted in C first (most nodes
+    have a counted reason), then the nodes to name picked out in C, in the map's order."""
+    counts: dict[str, int] = {}
+    named_reasons: set[str] = set()
+    for why, n in collections.Counter(reasons.values()).items():
+        if n > most:
+            counts[why] = n
+        else:
+            named_reasons.add(why)
+    listed: Iterable[str] = reasons
+    if counts:
+        listed = itertools.compress(reasons, map(named_reasons.__contains__, reasons.values()))
+    named: dict[str, list[str]] = {}
+    for name in listed:
+        named.setdefault(reasons[name], []).append(name)
+    return named, counts
+
+
 @dataclass
 class Plan:
     """What one sync decided. ``reasons`` maps node name → why it has no pod, or why its old
@@ -198,7 +285,7 @@ class Plan:
     update_observed_generation: bool = True
     delete_expectations: bool = False  # DaemonSet not found
     hash: str = ""
-    reasons: dict[str, str] = field(default_factory=dict)
+    reasons: Mapping[str, str] = field(default_factory=dict)  # a dict, or Reasons
     # why the unavailable nodes are (``unavailable.breakdown``: reason → node names), and
     # which nodes the rollout gates hold at the old revision (node → reason); for `why ds`
     # and the unavailable-pods gauge, not part of the decision record

@@ -9,10 +9,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.replay import logfile
 from shared.daemonset import planner
 from shared.daemonset.record import LISTED_MAX, RECORD_VERSION, DecisionRecord, read
+from shared.daemonset.types import Reasons, group_reasons
 from shared.eventlog.entry import EntryType
 from shared.model.errors import CorruptEntryError
 from shared.model.tainteviction import EvictionRecord
@@ -150,3 +153,39 @@ def test_every_record_of_an_older_export_reads_and_writes_back_the_same() -> Non
                 written.pop("reasonsBy")
             assert written == doc
     assert DecisionRecord in seen
+
+
+class _Unwalkable(list[str]):
+    """A plan's sorted group of nodes that fails the test if anything walks it whole."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the group was walked node by node")
+
+
+def test_a_plans_group_of_one_reason_is_counted_without_walking_it() -> None:
+    """A full plan's many nodes of one reason (``Reasons``' group) are logged as their count
+    by their number alone: the record looks up only the nodes given one by one."""
+    group = _Unwalkable(f"n{i:05d}" for i in range(3 * LISTED_MAX))
+    own: dict[str, str | None] = {"n00001": planner.REASON_CREATE, "n00002": None,
+                                  "x1": "node selector does not match"}
+    doc = DecisionRecord(key="ns/ds", reasons=Reasons(own, group, planner.REASON_BURST)).to_map()
+    assert doc["reasonCounts"] == {planner.REASON_BURST: 3 * LISTED_MAX - 2}
+    assert doc["reasonsBy"] == {planner.REASON_CREATE: ["n00001"],
+                                "node selector does not match": ["x1"]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=st.sets(st.integers(0, 40)), own=st.dictionaries(
+    st.integers(0, 50), st.sampled_from([None, "a", "b", planner.REASON_BURST])),
+    most=st.integers(0, 45))
+def test_a_plans_reasons_are_grouped_as_the_same_map(
+        group: set[int], own: dict[int, str | None], most: int) -> None:
+    """``Reasons.grouped`` gives the counts and the named nodes that grouping the whole map
+    gives, whichever nodes of the group are given again one by one."""
+    reasons = Reasons({f"n{i:02d}": why for i, why in own.items()},
+                      sorted(f"n{i:02d}" for i in group), planner.REASON_BURST)
+    named, counts = reasons.grouped(most)
+    want_named, want_counts = group_reasons(dict(reasons), most)
+    assert counts == want_counts
+    assert {r: sorted(n) for r, n in named.items()} == \
+        {r: sorted(n) for r, n in want_named.items()}
