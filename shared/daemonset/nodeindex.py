@@ -114,6 +114,63 @@ def _basis(ds: Obj) -> tuple[Any, ...]:
             dsutil.template_generation(ds), dsutil.min_ready_seconds(ds))
 
 
+class _Names:
+    """Node names in name order, where a removal is only marked until the list is next
+    read (``names``: once a full plan) or a quarter of it is marked: an apply creates the
+    first 250 bare nodes' pods each sync, and taking each out of a list of 50,000 in place
+    shifted the rest of the list every time."""
+
+    __slots__ = ("_gone", "_names")
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._gone: set[str] = set()  # still in _names, not in the set it stands for
+
+    def __len__(self) -> int:
+        return len(self._names) - len(self._gone)
+
+    def append(self, name: str) -> None:
+        """While building: ``sort`` when done."""
+        self._names.append(name)
+
+    def sort(self) -> None:
+        self._names.sort()
+
+    def add(self, name: str) -> None:
+        if name in self._gone:
+            self._gone.discard(name)  # still in its place
+            return
+        names = self._names
+        at = bisect.bisect_left(names, name)
+        if at == len(names) or names[at] != name:
+            names.insert(at, name)
+
+    def discard(self, name: str) -> None:
+        if name in self._gone:
+            return
+        names = self._names
+        at = bisect.bisect_left(names, name)
+        if at < len(names) and names[at] == name:
+            self._gone.add(name)
+            if len(self._gone) > 64 and 4 * len(self._gone) > len(names):
+                self._sweep()
+
+    def names(self) -> list[str]:
+        """The names, sorted. Do not modify it."""
+        if self._gone:
+            self._sweep()
+        return self._names
+
+    def _sweep(self) -> None:
+        gone, names = self._gone, self._names
+        k = len(gone)
+        if all(name in gone for name in names[:k]):  # an apply's: the first names
+            del names[:k]
+        else:
+            self._names = [name for name in names if name not in gone]
+        gone.clear()
+
+
 class DaemonSetIndex:
     """The per-node state of one DaemonSet at one current-revision hash (module docstring)."""
 
@@ -143,15 +200,15 @@ class DaemonSetIndex:
         self._after: dict[str, float] = {}  # node → available_after of its ready counted pod
         self._after_sorted: list[tuple[float, str]] = []  # (available_after, node), sorted
         self._unsettled: set[str] = set()
-        self._bare: list[str] = []  # sorted: listed, should run, no pod
-        self._ready_old: list[str] = []  # sorted: listed, should run, one old ready pod
+        self._bare = _Names()  # listed, should run, no pod
+        self._ready_old = _Names()  # listed, should run, one old ready pod
         self._other: set[str] = set()  # the other unsteady listed nodes
         self._missing: set[str] = set()  # nodes with pods missing from the node list
         self._off: dict[str, str] = {}  # listed, should not run → reason
-        self._slot: dict[str, list[str]] = {}  # node → its list: _bare or _ready_old
+        self._slot: dict[str, _Names] = {}  # node → its list: _bare or _ready_old
         # nodes that should run, without a ready counted pod → unavailable.cause
         self._cause: dict[str, str] = {}
-        self._by_cause: dict[str, list[str]] = {}  # cause → its nodes in _cause, sorted
+        self._by_cause: dict[str, _Names] = {}  # cause → its nodes in _cause
         self._steady_run = 0  # steady nodes that should run (one running, updated pod)
         self._steady_down = 0  # of them, those in _cause (their pod is not ready)
         self._bulk = True  # while building: append, sort once at the end
@@ -307,7 +364,7 @@ class DaemonSetIndex:
         copy of the lists kept by cause (the nodes whose pod is missing or not ready), and
         the cause of each ready pod not yet available, whatever the number of nodes.
         Decides."""
-        out = {cause: list(names) for cause, names in self._by_cause.items() if names}
+        out = {cause: list(names.names()) for cause, names in self._by_cause.items() if names}
         extra: dict[str, list[str]] = {}
         for name in self.not_yet_available(now):
             extra.setdefault(unavailable.cause(self._nodes[name], self._node_pods.get(name)),
@@ -330,7 +387,7 @@ class DaemonSetIndex:
     def plan_sets(self) -> PlanSets:
         """The node sets a full plan visits (:class:`PlanSets`); cost: the unsteady nodes
         besides ``bare`` and ``ready_old`` (sorting them), whatever the number of nodes."""
-        return PlanSets(self._bare, self._ready_old, sorted(self._other),
+        return PlanSets(self._bare.names(), self._ready_old.names(), sorted(self._other),
                         sorted(self._missing), self._off)
 
     def steady_unavailable(self, now: float) -> tuple[int, int]:
@@ -396,6 +453,12 @@ class DaemonSetIndex:
         else:
             bisect.insort(values, value)
 
+    def _put(self, names: _Names, name: str) -> None:
+        if self._bulk:
+            names.append(name)
+        else:
+            names.add(name)
+
     def _add(self, count: NodeCount, sign: int) -> None:
         s = self._sums
         s[0] += sign * count.desired
@@ -404,7 +467,7 @@ class DaemonSetIndex:
         s[3] += sign * count.ready
         s[4] += sign * count.updated
 
-    def _forget(self, name: str) -> tuple[float | None, str | None, list[str] | None]:
+    def _forget(self, name: str) -> tuple[float | None, str | None, _Names | None]:
         """Take node ``name``'s part out of the sums and sets; its places in the sorted
         lists are returned, not taken out (``_recount`` moves it only if they change): its
         available-after time, its unavailable cause and its list (bare or ready-old)."""
@@ -413,7 +476,7 @@ class DaemonSetIndex:
             self._add(old, -1)
         was = self._after.pop(name, None)
         cause = self._cause.pop(name, None)
-        slot: list[str] | None = None
+        slot: _Names | None = None
         if name in self._unsettled:
             self._unsettled.discard(name)
             self._other.discard(name)
@@ -438,7 +501,7 @@ class DaemonSetIndex:
         was, old_cause, old_slot = (None, None, None) if self._bulk else self._forget(name)
         after: float | None = None
         cause: str | None = None
-        slot: list[str] | None = None
+        slot: _Names | None = None
         decision = self._decisions.get(name)
         pods = self._node_pods.get(name)
         if decision is None:  # pods on a node missing from the node list: not counted
@@ -480,11 +543,11 @@ class DaemonSetIndex:
                 self._insert(self._after_sorted, (after, name))
         if old_cause != cause:
             if old_cause is not None:
-                self._remove(self._by_cause[old_cause], name)
+                self._by_cause[old_cause].discard(name)
             if cause is not None:
-                self._insert(self._by_cause.setdefault(cause, []), name)
+                self._put(self._by_cause.setdefault(cause, _Names()), name)
         if old_slot is not slot:
             if old_slot is not None:
-                self._remove(old_slot, name)
+                old_slot.discard(name)
             if slot is not None:
-                self._insert(slot, name)
+                self._put(slot, name)

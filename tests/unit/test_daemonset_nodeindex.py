@@ -295,3 +295,26 @@ def test_a_rolling_update_from_the_index_is_the_rolling_update_of_every_node(
         for now in (NOW, NOW + 30):
             snap = snapshot(ds, list(nodes.values()), list(pods.values()), now=now)
             same_plans(planner.plan(snap, index), planner.plan(snap))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "discard", "read"]),
+                              st.integers(0, 300)), max_size=400))
+def test_the_sorted_node_lists_are_sets_kept_in_name_order(ops: list[tuple[str, int]]) -> None:
+    """The index's bare, ready-old and by-cause lists, whose removals are only marked until
+    they are read or a quarter is marked: after any adds and removals (of names present or
+    not, again and again) they read as the sorted set of what is in them."""
+    names = nodeindex._Names()
+    want: set[str] = set()
+    for op, i in ops:
+        name = f"n{i:03d}"
+        if op == "add":
+            names.add(name)
+            want.add(name)
+        elif op == "discard":
+            names.discard(name)
+            want.discard(name)
+        else:
+            assert names.names() == sorted(want)
+        assert len(names) == len(want)
+    assert names.names() == sorted(want)
