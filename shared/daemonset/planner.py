@@ -570,7 +570,7 @@ def _reasons(
     # left with "no pod yet". The group's nodes should run, those of ``off`` not, and
     # ``waiting`` (old pods past the budget) has nodes only when the rolling update acted,
     # whose deferred nodes are each taken one by one: the three are apart.
-    own: dict[str, str | None] = {}
+    own: dict[str, str] = {}
     if facts.waiting:
         own = dict.fromkeys(waiting, rollout.REASON_BUDGET)
         for name in sets.missing:
@@ -584,12 +584,19 @@ def _reasons(
     one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating, *planned}
     if rolled_creates:
         one_by_one.update(deferred)
+    shadowed: set[str] = set()  # the group's nodes given another reason, or none
     for name in one_by_one:
         decision = decisions.get(name)
         if decision is None:
             continue  # a node missing from the node list: no reason
-        own[name] = _reason(name, decision, node_pods.get(name), facts)
-    return Reasons(own, group, group_reason)
+        reason = _reason(name, decision, node_pods.get(name), facts)
+        if group and in_sorted(group, name):
+            shadowed.add(name)
+        if reason is None:
+            own.pop(name, None)
+        else:
+            own[name] = reason
+    return Reasons(own, group, group_reason, shadowed)
 
 
 class _Sorted(Container[str]):

@@ -34,7 +34,8 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import operator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,29 +192,32 @@ class Reasons(Mapping[str, str]):
     """Node → why it has no (up-to-date) daemon pod, as a full plan from an index gives it
     (``Plan.reasons``). At 50,000 nodes most nodes have one reason (no pod yet: the burst
     limit, or expectations pending), every sync of an apply; ``group`` keeps those nodes as
-    the sorted list the plan already holds, never copied into a map, and ``own`` every other
-    node's reason one by one, over the group's (None: a node of the group without one).
-    Read as a mapping, it builds the whole map once; :meth:`grouped` gives the decision
-    record's form without building it. Immutable."""
+    the sorted list the plan already holds, never copied into a map, with ``reason``;
+    ``own`` has every other node's reason, and ``shadowed`` the nodes of the group that
+    ``own`` gives another reason or none. Read as a mapping, it builds the whole map once;
+    :meth:`grouped` gives the decision record's form without building it. Immutable."""
 
-    __slots__ = ("_group", "_map", "_own", "_reason")
+    __slots__ = ("_group", "_map", "_own", "_reason", "_shadowed")
 
-    def __init__(self, own: dict[str, str | None], group: Sequence[str] = (),
-                 reason: str = "") -> None:
+    def __init__(self, own: dict[str, str], group: Sequence[str] = (), reason: str = "",
+                 shadowed: Collection[str] = ()) -> None:
         self._own = own
         self._group = group  # sorted
         self._reason = reason
+        self._shadowed = shadowed
         self._map: dict[str, str] | None = None
 
     def _whole(self) -> dict[str, str]:
         if self._map is None:
-            whole = dict.fromkeys(self._group, self._reason)
-            for name, why in self._own.items():
-                if why is None:
-                    whole.pop(name, None)
-                else:
-                    whole[name] = why
-            self._map = whole
+            if not self._group:
+                self._map = self._own
+            else:
+                whole = dict.fromkeys(self._group, self._reason)
+                whole.update(self._own)
+                for name in self._shadowed:
+                    if name not in self._own:
+                        del whole[name]
+                self._map = whole
         return self._map
 
     def __getitem__(self, name: str) -> str:
@@ -229,29 +233,26 @@ class Reasons(Mapping[str, str]):
         return f"Reasons({self._whole()!r})"
 
     def grouped(self, most: int) -> tuple[dict[str, list[str]], dict[str, int]]:
-        """reason → its nodes (in the map's order) for each reason of at most ``most``
-        nodes, and reason → how many nodes have it for the others. Costs the nodes given
-        one by one, whatever the size of the group, when the group's reason is counted."""
-        group, own = self._group, self._own
-        in_group = sum(1 for name in own if in_sorted(group, name))
-        tally = collections.Counter(why for why in own.values() if why is not None)
-        if len(group) - in_group + tally[self._reason] <= most:
-            return group_reasons(self._whole(), most)
-        tally[self._reason] += len(group) - in_group
-        named: dict[str, list[str]] = {}
-        for name, why in own.items():
-            if why is not None and tally[why] <= most:
-                named.setdefault(why, []).append(name)
-        return named, {why: n for why, n in tally.items() if n > most}
+        """:func:`group_reasons` of the map, costing ``own`` alone when the group's reason
+        is counted: the group's nodes are then counted by their number."""
+        count = len(self._group) - len(self._shadowed)
+        if count and count + operator.countOf(self._own.values(), self._reason) > most:
+            return group_reasons(self._own, most, {self._reason: count})
+        return group_reasons(self._whole(), most)
 
 
-def group_reasons(reasons: Mapping[str, str],
-                  most: int) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """:meth:`Reasons.grouped` of any map of node → reason: counted in C first (most nodes
-    have a counted reason), then the nodes to name picked out in C, in the map's order."""
+def group_reasons(reasons: Mapping[str, str], most: int, more: Mapping[str, int] | None = None,
+                  ) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """reason → its nodes (in the map's order) for each reason of at most ``most`` nodes,
+    and reason → how many nodes have it for the others; ``more``: nodes of each reason
+    besides the map's, counted, never named. Counted in C first (most nodes have a counted
+    reason), then the nodes to name picked out in C."""
+    tally = collections.Counter(reasons.values())
+    if more:
+        tally.update(more)
     counts: dict[str, int] = {}
     named_reasons: set[str] = set()
-    for why, n in collections.Counter(reasons.values()).items():
+    for why, n in tally.items():
         if n > most:
             counts[why] = n
         else:

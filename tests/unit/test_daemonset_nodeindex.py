@@ -18,12 +18,14 @@ from shared.daemonset import (
     placement,
     planner,
     podfacts,
+    record,
     status,
     unavailable,
 )
 from shared.daemonset.placement import Placement
 from shared.daemonset.types import BackoffEntry, Plan, Reasons, group_reasons
 from shared.model import meta, rolloutopts
+from tests.unit import daemonset_fixtures as fx
 from tests.unit.daemonset_fixtures import NOW, current_hash, daemon_pod, rolling, snapshot
 from tests.unit.daemonset_strategies import blue_ds, node_of, node_ops, pod_fields, pod_of
 
@@ -318,3 +320,25 @@ def test_the_sorted_node_lists_are_sets_kept_in_name_order(ops: list[tuple[str, 
             assert names.names() == sorted(want)
         assert len(names) == len(want)
     assert names.names() == sorted(want)
+
+
+def test_the_burst_limits_nodes_are_counted_past_those_a_plan_visits_one_by_one() -> None:
+    """More nodes need a pod than a sync creates: the deferred ones (the burst limit) are
+    the bare nodes and the visited ones (a terminating pod: with maxSurge a new one is
+    created beside it) past the first 250 in name order; the record of the plan from the index counts and names what the plan of every
+    node's does."""
+    ds = fx.make_ds(strategy=rolling(max_unavailable=0, max_surge=1))
+    nodes = fx.make_nodes(700)
+    pods = [fx.daemon_pod(ds, f"node-{i}", deleting=True) for i in range(0, 700, 7)]
+    snap = snapshot(ds, nodes, pods)
+    index = nodeindex.DaemonSetIndex(ds, current_hash(ds), nodes, pods)
+    from_index, from_scratch = planner.plan(snap, index), planner.plan(snap)
+    assert isinstance(from_index.reasons, Reasons)
+    deferred = {n for n, why in from_scratch.reasons.items() if why == planner.REASON_BURST}
+    assert len(deferred) == 700 - manage.BURST_REPLICAS
+    assert {f"node-{i}" for i in range(0, 700, 7)} & deferred  # visited and deferred
+    same_plans(from_index, from_scratch)
+    doc = record.DecisionRecord(key="ns/ds", reasons=from_index.reasons).to_map()
+    assert doc["reasonCounts"] == {planner.REASON_BURST: 700 - manage.BURST_REPLICAS}
+    assert {why: set(names) for why, names in doc["reasonsBy"].items()} == \
+        {planner.REASON_CREATE: set(from_scratch.reasons) - deferred}

@@ -166,9 +166,9 @@ def test_a_plans_group_of_one_reason_is_counted_without_walking_it() -> None:
     """A full plan's many nodes of one reason (``Reasons``' group) are logged as their count
     by their number alone: the record looks up only the nodes given one by one."""
     group = _Unwalkable(f"n{i:05d}" for i in range(3 * LISTED_MAX))
-    own: dict[str, str | None] = {"n00001": planner.REASON_CREATE, "n00002": None,
-                                  "x1": "node selector does not match"}
-    doc = DecisionRecord(key="ns/ds", reasons=Reasons(own, group, planner.REASON_BURST)).to_map()
+    own = {"n00001": planner.REASON_CREATE, "x1": "node selector does not match"}
+    reasons = Reasons(own, group, planner.REASON_BURST, shadowed={"n00001", "n00002"})
+    doc = DecisionRecord(key="ns/ds", reasons=reasons).to_map()
     assert doc["reasonCounts"] == {planner.REASON_BURST: 3 * LISTED_MAX - 2}
     assert doc["reasonsBy"] == {planner.REASON_CREATE: ["n00001"],
                                 "node selector does not match": ["x1"]}
@@ -181,11 +181,20 @@ def test_a_plans_group_of_one_reason_is_counted_without_walking_it() -> None:
 def test_a_plans_reasons_are_grouped_as_the_same_map(
         group: set[int], own: dict[int, str | None], most: int) -> None:
     """``Reasons.grouped`` gives the counts and the named nodes that grouping the whole map
-    gives, whichever nodes of the group are given again one by one."""
-    reasons = Reasons({f"n{i:02d}": why for i, why in own.items()},
-                      sorted(f"n{i:02d}" for i in group), planner.REASON_BURST)
+    gives, whichever nodes of the group are given again one by one (None: no reason)."""
+    name = "n{:02d}".format
+    whole = dict.fromkeys(map(name, group), planner.REASON_BURST)
+    for i, why in own.items():
+        if why is None:
+            whole.pop(name(i), None)
+        else:
+            whole[name(i)] = why
+    reasons = Reasons({name(i): why for i, why in own.items() if why is not None},
+                      sorted(map(name, group)), planner.REASON_BURST,
+                      shadowed={name(i) for i in own if i in group})
+    assert dict(reasons) == whole
     named, counts = reasons.grouped(most)
-    want_named, want_counts = group_reasons(dict(reasons), most)
+    want_named, want_counts = group_reasons(whole, most)
     assert counts == want_counts
     assert {r: sorted(n) for r, n in named.items()} == \
         {r: sorted(n) for r, n in want_named.items()}
