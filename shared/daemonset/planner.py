@@ -146,6 +146,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
     create_nodes, delete_pods = managed.creates, managed.deletes
     deferred = list(managed.deferred)
     waiting: list[str] = []
+    waiting_in_order: Sequence[str] = ()  # the end of ``waiting``: the index's, name order
     rolled_creates = False  # the creates (and deferred) are the rolling update's
 
     rolling_back = result.failure is not None and result.failure.template is not None
@@ -154,10 +155,11 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
         if index is None or sets is None:
             rolled = rollout.rolling_update(ds, node_names, decisions, node_pods, now, held)
         else:
-            rolled = _roll_from_index(ds, index, sets, node_pods, now, held)
+            rolled, waiting_in_order = _roll_from_index(ds, index, sets, node_pods, now, held)
         rolled_creates = bool(rolled.creates)
         if rolled.error:
             result.error = rolled.error
+            waiting_in_order = ()
         else:
             create_nodes = rolled.creates[: manage.BURST_REPLICAS]
             deferred = rolled.creates[manage.BURST_REPLICAS :]
@@ -181,6 +183,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
         backoff_until=managed.backoff_until,
         deferred=deferred,
         waiting=waiting,
+        waiting_in_order=waiting_in_order,
         held=held,
         sets=sets,
         rolled_creates=rolled_creates,
@@ -333,17 +336,18 @@ class _Claimed:
 def _roll_from_index(
     ds: Obj, index: DaemonSetIndex, sets: PlanSets, node_pods: Mapping[str, list[PodFacts]],
     now: float, held: Mapping[str, str],
-) -> rollout.Rollout:
+) -> tuple[rollout.Rollout, Sequence[str]]:
     """``rollout.rolling_update`` over the index's nodes, visiting only those that can act:
     the unsteady ones besides the bare and the old ready ones, the old ready ones whose pod
     is not yet available (minReadySeconds), and as many other old ready ones as the budget
-    can take (not held), in name order; the rest are counted (``rollout.Rest``). Decides."""
+    can take (not held), in name order; the rest are counted (``rollout.Rest``). Decides.
+    With it, the rest's nodes left waiting (name order), which end its ``waiting``."""
     desired = index.counts(now)[0]
     try:
         max_surge, max_unavailable = rollout.budget(ds, desired)
     except ValueError:  # the pass fails with it, whatever it visits
         return rollout.rolling_update(ds, index.node_names(), index.decisions, node_pods,
-                                      now, held)
+                                      now, held), ()
     wanted = max_unavailable if max_surge == 0 else max_surge
     ready_old = sets.ready_old
     late = set(index.not_yet_available(now))
@@ -365,7 +369,8 @@ def _roll_from_index(
     return rollout.rolling_update(
         ds, sorted(visit), index.decisions, node_pods, now, held,
         rest=rollout.Rest(desired=desired, unavailable=len(sets.bare) + steady_down,
-                          available=steady_run - steady_down + len(rest), waiting=waiting))
+                          available=steady_run - steady_down + len(rest), waiting=waiting),
+    ), waiting
 
 
 def _index_agrees(
@@ -531,6 +536,7 @@ def _reasons(
     backoff_until: Mapping[str, float] | None = None,
     deferred: Sequence[str] = (),
     waiting: Sequence[str] = (),
+    waiting_in_order: Sequence[str] = (),
     held: Mapping[str, str] | None = None,
     sets: PlanSets | None = None,
     rolled_creates: bool = False,
@@ -553,11 +559,13 @@ def _reasons(
     same, in another order."""
     creating = {c.node for c in result.sync_nodes.creates} if result.sync_nodes else set()
     # manage's deferred nodes from an index's sets are in name order (bare and unsteady
-    # nodes merged): looked up in place, not copied into a set
+    # nodes merged), and so are the rolling update's waiting ones past those it visited
+    # (``waiting_in_order``, the end of ``waiting``): looked up in place, not copied
     in_order = sets is not None and not rolled_creates
+    visited_waiting = waiting[:len(waiting) - len(waiting_in_order)]
     facts = _ReasonFacts(creating, waiting_expectations, backoff_until or {},
-                         _Sorted(deferred) if in_order else set(deferred), set(waiting),
-                         held or {})
+                         _Sorted(deferred) if in_order else set(deferred),
+                         _Sorted(waiting_in_order, set(visited_waiting)), held or {})
     if sets is None:
         reasons: dict[str, str] = {}
         for name in node_names:
@@ -565,26 +573,34 @@ def _reasons(
             if reason is not None:
                 reasons[name] = reason
         return reasons
-    # The bulk reasons. Bare nodes (listed, should run, no pod) mean manage planned creates:
-    # each bare node is then planned (one by one below) or deferred (the burst limit), none
-    # left with "no pod yet". The group's nodes should run, those of ``off`` not, and
-    # ``waiting`` (old pods past the budget) has nodes only when the rolling update acted,
-    # whose deferred nodes are each taken one by one: the three are apart.
-    own: dict[str, str] = {}
-    if facts.waiting:
-        own = dict.fromkeys(waiting, rollout.REASON_BUDGET)
-        for name in sets.missing:
-            own.pop(name, None)
-    group, group_reason = (sets.bare, REASON_EXPECTATIONS) if waiting_expectations else \
-        (deferred, REASON_BURST)
+    # The bulk reasons, one group of them kept as its sorted list (:class:`Reasons`): the
+    # bare nodes while expectations are pending; else the rolling update's waiting nodes
+    # past those it visited, when it acted (manage then had nothing to do: no deferred
+    # nodes but the rolling update's, each taken one by one); else manage's deferred nodes.
+    # Bare nodes (listed, should run, no pod) mean manage planned creates: each bare node
+    # is then planned (one by one below) or deferred (the burst limit), none left with "no
+    # pod yet". The group's nodes should run, those of ``off`` not.
+    own: dict[str, str] = dict.fromkeys(visited_waiting, rollout.REASON_BUDGET)
+    if waiting_expectations:
+        group, group_reason = sets.bare, REASON_EXPECTATIONS
+    elif waiting_in_order:
+        group, group_reason = waiting_in_order, rollout.REASON_BUDGET
+    elif rolled_creates:
+        group, group_reason = (), ""
+    else:
+        group, group_reason = deferred, REASON_BURST
+    shadowed: set[str] = set()  # the group's nodes given another reason, or none
+    for name in sets.missing:
+        own.pop(name, None)
+        if group and in_sorted(group, name):
+            shadowed.add(name)
     if rolled_creates:
-        group = ()
         own.update(dict.fromkeys(deferred, REASON_BURST))
+        shadowed.update(name for name in deferred if group and in_sorted(group, name))
     own.update(sets.off)
     one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating, *planned}
     if rolled_creates:
         one_by_one.update(deferred)
-    shadowed: set[str] = set()  # the group's nodes given another reason, or none
     for name in one_by_one:
         decision = decisions.get(name)
         if decision is None:
@@ -600,13 +616,13 @@ def _reasons(
 
 
 class _Sorted(Container[str]):
-    """Membership in a sorted list of names, looked up in place."""
+    """Membership in a sorted list of names, looked up in place, or in ``also``."""
 
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = names
+    def __init__(self, names: Sequence[str], also: Container[str] = frozenset()) -> None:
+        self.names, self.also = names, also
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and in_sorted(self.names, name)
+        return name in self.also or (isinstance(name, str) and in_sorted(self.names, name))
 
 
 class _ReasonFacts(NamedTuple):
@@ -616,7 +632,7 @@ class _ReasonFacts(NamedTuple):
     waiting_expectations: bool
     backoff_until: Mapping[str, float]
     deferred: Container[str]
-    waiting: set[str]
+    waiting: Container[str]
     held: Mapping[str, str]
 
 
