@@ -550,8 +550,9 @@ def _reasons(
     take their reason in bulk (the one :func:`_reason` gives each: the decision's, the bare
     node's by whether it is deferred, the budget's), every other node that may have one
     (unsteady, held, in backoff, created, or deferred by the rolling update) node by node.
-    The bare nodes (expectations pending) or manage's deferred ones, the many nodes of one
-    reason at 50,000 nodes, stay the sorted list they are (:class:`Reasons`' group).
+    The many nodes of one reason at 50,000 nodes (the bare ones while expectations are
+    pending, the rolling update's waiting ones past those it visited, or manage's deferred
+    ones) stay the sorted list they are (:class:`Reasons`' group).
     ``rolled_creates``: the creates and ``deferred`` are the rolling update's (not only bare
     nodes). ``planned``: the nodes the plan meant to create a pod on (``creating`` unless
     the creates failed): with bare nodes, manage's creates, and then every bare node is
@@ -581,20 +582,20 @@ def _reasons(
     # is then planned (one by one below) or deferred (the burst limit), none left with "no
     # pod yet". The group's nodes should run, those of ``off`` not.
     own: dict[str, str] = dict.fromkeys(visited_waiting, rollout.REASON_BUDGET)
+    group: Sequence[str] = ()
+    group_reason = ""
     if waiting_expectations:
         group, group_reason = sets.bare, REASON_EXPECTATIONS
     elif waiting_in_order:
         group, group_reason = waiting_in_order, rollout.REASON_BUDGET
-    elif rolled_creates:
-        group, group_reason = (), ""
-    else:
+    elif not rolled_creates:
         group, group_reason = deferred, REASON_BURST
     shadowed: set[str] = set()  # the group's nodes given another reason, or none
     for name in sets.missing:
         own.pop(name, None)
         if group and in_sorted(group, name):
             shadowed.add(name)
-    if rolled_creates:
+    if deferred and group is not deferred:  # the rolling update's, over its waiting nodes
         own.update(dict.fromkeys(deferred, REASON_BURST))
         shadowed.update(name for name in deferred if group and in_sorted(group, name))
     own.update(sets.off)
