@@ -329,14 +329,56 @@ def _checked_over(kind: str, obj: Obj, prior: Prior) -> bool:
     return True
 
 
-def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Entry:
+class Siblings:
+    """The created pod a reader decoded last, which the next created pod is decoded beside
+    (``decode``): the pods a DaemonSet creates come in bursts of its burst limit, each the
+    same bytes as the one before but for its metadata and its node affinity, packed last in
+    its spec when the template has none. Their spec up to the affinity is then the earlier
+    pod's, decoded and checked when that pod was (``wire.unpack_object_beside``): only the
+    metadata and the affinity are decoded and checked (``_checked_beside``)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        # the spec's bytes up to the affinity's value, and the spec: None (none kept yet)
+        self.last: tuple[bytes, Obj] | None = None
+
+    def keep(self, payload: bytes, obj: Obj) -> None:
+        """Keep a created pod decoded and checked whole, when its spec is its last top-level
+        value and the affinity its spec's last."""
+        top = wire.last_value_at(payload)
+        spec = obj.get("spec")
+        if top is None or top[1] != "spec" or not isinstance(spec, dict):
+            return
+        data = payload[top[0]:]
+        inner = wire.last_value_at(data)
+        if inner is not None and inner[1] == "affinity":
+            self.last = (data[:inner[0]], spec)
+
+
+def _checked_beside(obj: Obj) -> bool:
+    """Whether ``obj``, decoded beside a created pod that was checked
+    (``wire.unpack_object_beside``), has no type errors, checking only what differs: its
+    metadata and its spec's affinity (the shape check of a pod is that of its metadata,
+    spec and status each by itself, and a spec's affinity is checked by itself). False:
+    not known (``check_shape`` says what is wrong)."""
+    if "status" in obj:
+        return False
+    return not (validation.part_shape_errors("Pod", "metadata", obj.get("metadata"))
+                or validation.part_shape_errors("Pod", "spec.affinity",
+                                                obj["spec"]["affinity"]))
+
+
+def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None,
+           siblings: Siblings | None = None) -> Entry:
     """Validate and decode one entry (upcast first); raises CorruptEntryError. ``shape``:
     check the object's shape (False: only for an entry whose payload is what the reading
     process wrote itself, ``shared.store.ownwrites``). ``prior``: the version of the same
     object (kind and key) decoded before, which an update of its status alone is decoded
     over (``Prior``), whose deletion carrying the same bytes is its object, and of which
-    any other update has its unchanged parts left unchecked (``_checked_over``): the same
-    object, accepted or refused alike, as a whole decode."""
+    any other update has its unchanged parts left unchecked (``_checked_over``).
+    ``siblings``: the reader's created pod decoded last, which a created pod is decoded
+    beside (``Siblings``). The same object, accepted or refused alike, as a whole decode."""
     raw = upcast(raw)
     eid = raw.id
     etype = _TYPES.get(raw.type)
@@ -357,8 +399,12 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Ent
             # the last version as it was: its object, at this entry's resourceVersion
             obj = {**prior.obj, "metadata": {**prior.obj["metadata"], "resourceVersion": eid}}
             return Entry(eid, etype, kind, key, obj, raw.user)
+    beside: Obj | None = None
+    sibling = siblings.last if siblings is not None and shape else None
+    if sibling is not None and etype is EntryType.ADDED and kind == "Pod":
+        beside = wire.unpack_object_beside(raw.payload, *sibling)
     try:
-        obj = unpack(raw.payload)
+        obj = beside if beside is not None else unpack(raw.payload)
     except CorruptEntryError as err:
         raise CorruptEntryError(f"entry {eid}: {err}") from err
     if not isinstance(obj, dict):
@@ -374,7 +420,8 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Ent
             raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
         try:
             if shape and not (prior is not None and etype is EntryType.MODIFIED
-                              and _checked_over(kind, obj, prior)):
+                              and _checked_over(kind, obj, prior)) \
+                    and not (beside is not None and _checked_beside(obj)):
                 check_shape(kind, key, obj)
         except MalformedObjectError as err:
             if etype is not EntryType.DELETED:
@@ -384,6 +431,9 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None) -> Ent
             obj = tombstone(kind, obj)
             md = obj["metadata"]
         md["resourceVersion"] = eid
+        if siblings is not None and shape and beside is None and etype is EntryType.ADDED \
+                and kind == "Pod":
+            siblings.keep(raw.payload, obj)
     return Entry(eid, etype, kind, key, obj, raw.user)
 
 

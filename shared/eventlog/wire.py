@@ -171,6 +171,37 @@ def _added(data: bytes, base_data: bytes, at: int, key: str, base: Obj,
         return None  # a full decode says what is wrong
 
 
+def unpack_object_beside(data: bytes, prefix: bytes, spec: Obj) -> Obj | None:
+    """``unpack(data)`` of a created pod laid out as the one before it (``entry.Siblings``):
+    its top-level pairs, the last under "spec", whose packed map starts with ``prefix`` (the
+    other pod's spec up to its last key, "affinity", included), so only its affinity is
+    left to decode. Its other top-level values are decoded; its spec is a copy of ``spec``
+    (that pod's, whose values it shares: neither may be modified) with the affinity
+    decoded from ``data``. None when ``data`` is laid out otherwise or anything in it is
+    wrong (a whole decode then says what). Decides."""
+    try:
+        reader = _reader(data)
+        pairs = reader.read_map_header()
+        obj: Obj = {}
+        for _ in range(pairs - 1):
+            key = reader.unpack()
+            if not isinstance(key, str) or key == "spec":
+                return None
+            obj[key] = reader.unpack()
+        if reader.unpack() != "spec":
+            return None
+        at = reader.tell()
+        if not data.startswith(prefix, at):
+            return None
+        affinity = unpack(data[at + len(prefix):])
+    except Exception:
+        return None
+    own = dict(spec)
+    own["affinity"] = affinity
+    obj["spec"] = own
+    return obj
+
+
 def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: int,
                        key: str, grown: tuple[int, str] | None = None,
                        add: str = "") -> Obj | None:

@@ -16,6 +16,7 @@ from shared.eventlog.entry import (
     EntryType,
     Prior,
     RawEntry,
+    Siblings,
     decode,
     decode_as_stored,
     written,
@@ -68,6 +69,8 @@ class LogReader:
         # (kind, key) → the version of each Pod and Node decoded last, for the next to be
         # decoded over (``shared.eventlog.entry.Prior``: a status update decodes its status)
         self.priors: dict[tuple[str, str], Prior] = {}
+        # the Pod created last, for the next created to be decoded beside (``Siblings``)
+        self.siblings = Siblings()
         self.gap = False  # the log was trimmed past our position (see ``read``)
         self.rewound = False  # the log went backwards below what was read (see ``read``)
 
@@ -125,7 +128,7 @@ class LogReader:
                 if mine is not None:
                     entry = written(raw, mine)  # this process wrote it
                 elif over:
-                    entry = decode(raw, True, prior)
+                    entry = decode(raw, True, prior, self.siblings)
                 else:
                     entry = decode_as_stored(raw)
             except errors.CorruptEntryError as err:

@@ -14,6 +14,7 @@ import yaml
 from services.node_agent.agent import NodeAgent
 from services.node_agent.lifecycle import AgentConfig, new_node
 from services.reconciler.sync import Reconciler
+from shared.eventlog import wire
 from shared.eventlog.entry import Entry, RawEntry
 from shared.store import log as log_mod
 from shared.store.backoff import RedisBackoff
@@ -74,6 +75,15 @@ def test_what_a_process_reads_back_of_its_writes_is_what_others_decode(
         return real(raw, obj)
 
     monkeypatch.setattr(log_mod, "written", counting)
+    beside: list[bool] = []
+    real_beside = wire.unpack_object_beside
+
+    def counting_beside(*args: Any) -> dict[str, Any] | None:
+        obj = real_beside(*args)
+        beside.append(obj is not None)
+        return obj
+
+    monkeypatch.setattr(wire, "unpack_object_beside", counting_beside)
     for n in NODES:
         store.create(new_node(n))
     writer = Store(store.r, store.keys)  # the reconciler's own store
@@ -90,6 +100,8 @@ def test_what_a_process_reads_back_of_its_writes_is_what_others_decode(
     agent.step(max_block=0)  # read back: its status writes
     # each pod's create and its status write read back so (and the revisions, the nodes)
     assert taken.count("Pod") == 2 * created
+    # the node agent decoded creates beside the one before them (entry.Siblings): compared
+    assert sum(beside) >= 5, beside
     plain = Cache(Store(store.r, store.keys), ["Pod"])
     plain.sync()
     pods = plain.objects["Pod"]

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.eventlog import entry, wire
+from shared.model import validation
 from shared.model.errors import CorruptEntryError
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
@@ -336,3 +337,111 @@ def test_a_binding_of_a_pod_created_without_status_decodes_over_the_create(obj: 
         assert isinstance(over, entry.Entry)
         assert over.obj["spec"]["containers"] is prior.obj["spec"]["containers"]
         assert over.obj["metadata"] is not prior.obj["metadata"]
+
+
+# ---- decoding a created pod beside the one created before it (``entry.Siblings``) --------
+
+def _daemon_pod(node: object, name: str = "p", **more: object) -> dict[str, object]:
+    """A pod as a DaemonSet creates it: its spec the template's, the node affinity last."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", **more},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "hostNetwork": True,
+                     "affinity": affinity}}
+
+
+def _created(obj: object, eid: str = "6-1", payload: bytes | None = None,
+             name: str = "p") -> entry.RawEntry:
+    return entry.RawEntry(eid, "1", "ADDED", "Pod", f"ns/{name}",
+                          payload if payload is not None else wire.pack(obj))
+
+
+def test_a_created_pod_decodes_beside_the_one_created_before_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its metadata and its affinity are decoded and checked; the rest of its spec is the
+    pod's before it, shared, and not checked again; the object is a whole decode's."""
+    siblings = entry.Siblings()
+    first = entry.decode(_created(_daemon_pod("n1")), True, None, siblings)
+    assert siblings.last is not None and siblings.last[1] is first.obj["spec"]
+    second = _created(_daemon_pod("n2", "q"), "6-2", name="q")
+    whole = entry.decode(second)
+    checked: list[str] = []
+    real = validation.part_shape_errors
+    monkeypatch.setattr(validation, "shape_errors", lambda *a: pytest.fail("checked whole"))
+    monkeypatch.setattr(validation, "part_shape_errors",
+                        lambda kind, part, value: checked.append(part) or real(kind, part, value))
+    beside = entry.decode(second, True, None, siblings)
+    assert _strictly(beside) == _strictly(whole)
+    assert list(beside.obj["spec"]) == list(whole.obj["spec"])  # the key order too
+    assert checked == ["metadata", "spec.affinity"]
+    assert beside.obj["spec"]["containers"] is first.obj["spec"]["containers"]
+    assert beside.obj["spec"] is not first.obj["spec"]
+    assert beside.obj["spec"]["affinity"] != first.obj["spec"]["affinity"]
+    assert first.obj["metadata"]["resourceVersion"] == "6-1"
+
+
+def _beside_cases() -> list[bytes]:
+    base = _daemon_pod("n2", "q")
+    spec = base["spec"]
+    assert isinstance(spec, dict)
+    return [
+        wire.pack(_daemon_pod("-bad-", "q")),  # an affinity of the wrong shape...
+        wire.pack(_daemon_pod(7, "q")),  # ...and of the wrong type
+        wire.pack(_daemon_pod("n2", "q", labels="x")),  # the metadata of the wrong type
+        wire.pack(_daemon_pod("n2", "q", labels={"a": 1})),
+        wire.pack({**base, "metadata": {"name": "other", "namespace": "ns"}}),  # not its key
+        wire.pack({**base, "kind": "Node"}),
+        wire.pack({**base, "status": {"phase": 3}}),  # a status after the spec
+        wire.pack({**base, "status": {"phase": "Pending"}}),
+        wire.pack({"status": {"phase": "Pending"}, **base}),  # ...and before it
+        wire.pack({"status": {"phase": 3}, **base}),
+        wire.pack({**base, "spec": {**spec, "hostNetwork": 1}}),  # 1 is not True
+        wire.pack({**base, "spec": {**spec, "containers": "c"}}),
+        wire.pack({**base, "spec": {**spec, "x": 1}}),  # a key after the affinity
+        wire.pack({b"apiVersion": "v1", **{k: v for k, v in base.items()
+                                           if k != "apiVersion"}}),  # a bytes key
+        wire.pack(base)[:-2],  # cut short
+        wire.pack(base) + b"\x01",  # bytes after it
+        wire.pack(base)[:-1] + b"\xc1",  # never used
+        b"\x80", b"\xc1",
+    ]
+
+
+@pytest.mark.parametrize("payload", _beside_cases())
+def test_a_created_pod_beside_another_is_refused_as_a_whole_decode_refuses_it(
+        payload: bytes) -> None:
+    siblings = entry.Siblings()
+    entry.decode(_created(_daemon_pod("n1")), True, None, siblings)
+    raw = _created(None, "6-2", payload=payload, name="q")
+    assert _strictly(_outcome(entry.decode, raw, True, None, siblings)) == \
+        _strictly(_outcome(entry.decode, raw))
+
+
+@given(st.lists(st.one_of(
+    st.tuples(st.just("node"), st.one_of(st.sampled_from(["n1", "n2", "-x-"]), _value)),
+    st.tuples(st.sampled_from(["containers", "hostNetwork", "affinity", "x"]), _value),
+    st.tuples(st.just("labels"), _value),
+    st.tuples(st.just("bytes"), st.binary(max_size=4)),
+), min_size=1, max_size=6))
+def test_created_pods_decoded_beside_each_other_are_whole_decodes_refusals_included(
+        writes: list[tuple[str, object]]) -> None:
+    """Over a sequence of creates (other nodes, other specs, wrong types, raw bytes), each
+    decoded beside the one the reader kept gives what a whole decode gives."""
+    siblings = entry.Siblings()
+    entry.decode(_created(_daemon_pod("n0")), True, None, siblings)
+    for i, (what, value) in enumerate(writes):
+        pod = _daemon_pod("n1", f"p{i}")
+        spec = pod["spec"]
+        assert isinstance(spec, dict)
+        if what == "node":
+            pod = _daemon_pod(value, f"p{i}")
+        elif what == "labels":
+            pod = _daemon_pod("n1", f"p{i}", labels=value)
+        elif what != "bytes":
+            pod["spec"] = {**spec, what: value}
+        payload = wire.pack(pod) if what != "bytes" else wire.pack(pod)[:-1] + bytes(value)
+        raw = _created(None, f"{7 + i}-1", payload=payload, name=f"p{i}")
+        assert _strictly(_outcome(entry.decode, raw, True, None, siblings)) == \
+            _strictly(_outcome(entry.decode, raw))
