@@ -34,6 +34,7 @@ from shared.store.keys import Keys
 
 BATCH = 1000  # delayed keys promoted / leases reclaimed per get, at most
 SERVER_TICK = 0.1  # seconds: redis-server's default hz=10 resolves BLPOP timeouts this late
+SUB_TICK_BLOCK = 0.01  # seconds: a BLPOP timeout under the tick (it ends at the next tick)
 _COUNTERS = ("adds", "retries", "gets", "done", "stale", "reclaimed")
 
 
@@ -160,7 +161,12 @@ class RedisWorkQueue:
             wait_first: float | None = None) -> Lease | None:
         """``Get``: the next key for ``worker``, waiting up to ``block_seconds``.
 
-        Returns None on timeout, or at once when the queue is shut down and empty.
+        Returns None on timeout, or at once when the queue is shut down and empty. Redis
+        times a blocked wait only to its tick (``SERVER_TICK``): with less than a tick left
+        and nothing due before then, the last wait still listens for a key (it may end up
+        to a tick past ``block_seconds``) rather than sleep blind, which kept a key added
+        meanwhile waiting for the rest of the time: a job's last keys waited up to 100 ms
+        for their sync.
         ``wait_first``: the queue was just found empty with nothing due for that many
         seconds (-1: nothing due), as ``done_then_get`` tells: wait before the first look.
         """
@@ -177,15 +183,20 @@ class RedisWorkQueue:
             if remaining <= 0:
                 return None
             wait = min(remaining, self.max_block)
-            if hint >= 0:
-                wait = min(wait, hint)
+            due = 0 <= hint <= wait  # a delayed key or a lease deadline ends the wait
+            if due:
+                wait = hint
+            block = wait - SERVER_TICK
             if wait <= SERVER_TICK:
                 # Redis expires BLPOP timeouts on its cron tick (up to 100 ms late), too
                 # coarse for a key due in a few ms: sleep until it is due (a known wait).
-                time.sleep(max(wait, 0.001))
-                continue
-            with redis_errors("workqueue wait"):  # returns early on a signal, never late
-                self.r.blpop([self.keys.wq_signal], timeout=wait - SERVER_TICK)
+                if due:
+                    time.sleep(max(wait, 0.001))
+                    continue
+                # the caller's time runs out first: wait for a signal to the next tick
+                block = SUB_TICK_BLOCK
+            with redis_errors("workqueue wait"):  # returns early on a signal
+                self.r.blpop([self.keys.wq_signal], timeout=block)
 
     def renew(self, lease: Lease) -> Lease | None:
         """Extend the lease by ``lease_seconds`` from now; None if it is no longer ours."""
