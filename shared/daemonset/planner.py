@@ -590,14 +590,15 @@ def _reasons(
         group, group_reason = waiting_in_order, rollout.REASON_BUDGET
     elif not rolled_creates:
         group, group_reason = deferred, REASON_BURST
+    in_group = _Sorted(group)
     shadowed: set[str] = set()  # the group's nodes given another reason, or none
     for name in sets.missing:
         own.pop(name, None)
-        if group and in_sorted(group, name):
+        if name in in_group:
             shadowed.add(name)
     if deferred and group is not deferred:  # the rolling update's, over its waiting nodes
         own.update(dict.fromkeys(deferred, REASON_BURST))
-        shadowed.update(name for name in deferred if group and in_sorted(group, name))
+        shadowed.update(name for name in deferred if name in in_group)
     own.update(sets.off)
     one_by_one = {*sets.other, *facts.held, *facts.backoff_until, *creating, *planned}
     if rolled_creates:
@@ -607,7 +608,7 @@ def _reasons(
         if decision is None:
             continue  # a node missing from the node list: no reason
         reason = _reason(name, decision, node_pods.get(name), facts)
-        if group and in_sorted(group, name):
+        if name in in_group:
             shadowed.add(name)
         if reason is None:
             own.pop(name, None)
