@@ -33,7 +33,7 @@ from typing import Any
 from shared.eventlog import wire
 from shared.eventlog.wire import check_shape, unpack
 from shared.model import kinds as model_kinds
-from shared.model import typed, validation
+from shared.model import nodeaffinity, typed, validation
 from shared.model.errors import CorruptEntryError, MalformedObjectError
 from shared.model.objkey import ObjectKey
 
@@ -330,43 +330,104 @@ def _checked_over(kind: str, obj: Obj, prior: Prior) -> bool:
 
 
 class Siblings:
-    """The created pod a reader decoded last, which the next created pod is decoded beside
-    (``decode``): the pods a DaemonSet creates come in bursts of its burst limit, each the
-    same bytes as the one before but for its metadata and its node affinity, packed last in
-    its spec when the template has none. Their spec up to the affinity is then the earlier
-    pod's, decoded and checked when that pod was (``wire.unpack_object_beside``): only the
-    metadata and the affinity are decoded and checked (``_checked_beside``)."""
+    """The created pod a reader decoded whole last, which the next created pods are decoded
+    beside (``decode``). A DaemonSet creates its pods in bursts of its burst limit, each the
+    same bytes as the one before but for four texts: its name, uid and creation time, and the
+    node its affinity names, packed last in its spec, itself packed last, when the template
+    has no affinity of its own. A pod so laid out is decoded as those four texts put into a
+    copy of the kept pod (``wire.unpack_holes``), sharing its other values (neither may be
+    modified). Nothing of it needs checking: the shape check counts wrong types alone, each
+    of the four is text where the kept pod, checked, has text, and none of their fields has a
+    rule of its type beyond that (a name's and a node's being DNS names are other rules)."""
 
-    __slots__ = ("last",)
+    __slots__ = ("layout",)
 
     def __init__(self) -> None:
-        # the spec's bytes up to the affinity's value, and the spec: None (none kept yet)
-        self.last: tuple[bytes, Obj] | None = None
+        self.layout: _Layout | None = None
 
     def keep(self, payload: bytes, obj: Obj) -> None:
-        """Keep a created pod decoded and checked whole, when its spec is its last top-level
-        value and the affinity its spec's last."""
-        top = wire.last_value_at(payload)
-        spec = obj.get("spec")
-        if top is None or top[1] != "spec" or not isinstance(spec, dict):
-            return
-        data = payload[top[0]:]
-        inner = wire.last_value_at(data)
-        if inner is not None and inner[1] == "affinity":
-            self.last = (data[:inner[0]], spec)
+        """Keep a created pod decoded and checked whole, when it is laid out so."""
+        self.layout = _Layout.of(payload, obj) or self.layout
+
+    def decode(self, payload: bytes) -> Obj | None:
+        """The created pod ``payload`` when it is laid out as the kept one (a whole decode's
+        object, needing no check); else None."""
+        layout = self.layout
+        if layout is None:
+            return None
+        found = wire.unpack_holes(payload, layout.runs, layout.holes, layout.tail)
+        if found is None or type(found[1]) is not str:
+            return None
+        texts, node = found
+        kept = layout.pod
+        md = dict(kept["metadata"])
+        md.update(zip(layout.fields, texts, strict=True))
+        spec = dict(kept["spec"])
+        spec["affinity"] = _aimed_at(node)
+        obj = dict(kept)
+        obj["metadata"], obj["spec"] = md, spec
+        return obj
 
 
-def _checked_beside(obj: Obj) -> bool:
-    """Whether ``obj``, decoded beside a created pod that was checked
-    (``wire.unpack_object_beside``), has no type errors, checking only what differs: its
-    metadata and its spec's affinity (the shape check of a pod is that of its metadata,
-    spec and status each by itself, and a spec's affinity is checked by itself). False:
-    not known (``check_shape`` says what is wrong)."""
-    if "status" in obj:
-        return False
-    return not (validation.part_shape_errors("Pod", "metadata", obj.get("metadata"))
-                or validation.part_shape_errors("Pod", "spec.affinity",
-                                                obj["spec"]["affinity"]))
+#: the metadata texts of a pod its siblings do not share
+_OWN_TEXTS = ("name", "uid", "creationTimestamp")
+
+
+def _aimed_at(node: str) -> Obj:
+    """The affinity of a daemon pod whose template has none (``podtemplate``)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                             nodeaffinity.node_name_selector(node)}}
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where a created pod's own texts lie in its bytes (``Siblings``): ``runs`` of the bytes
+    every sibling shares, ``holes`` of the UTF-8 of its metadata's ``fields``, and ``tail``,
+    where its node's packed name starts (its affinity's last value, to the end)."""
+
+    pod: Obj
+    runs: tuple[tuple[int, bytes], ...]
+    holes: tuple[tuple[int, int], ...]
+    fields: tuple[str, ...]
+    tail: int
+
+    @classmethod
+    def of(cls, payload: bytes, pod: Obj) -> _Layout | None:
+        """The layout of ``pod`` (decoded whole from ``payload``): None unless its spec is
+        packed last and its affinity last in that, exactly the one aiming it at a node."""
+        top = wire.map_spans(payload)
+        md, spec = pod.get("metadata"), pod.get("spec")
+        if top is None or not top or list(top)[-1] != "spec" or "metadata" not in top \
+                or not isinstance(md, dict) or not isinstance(spec, dict):
+            return None
+        inner = wire.map_spans(payload, top["spec"][0])
+        meta_spans = wire.map_spans(payload, top["metadata"][0])
+        if inner is None or not inner or list(inner)[-1] != "affinity" or meta_spans is None:
+            return None
+        try:
+            terms = spec["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            node = terms[0]["matchFields"][0]["values"][0]
+        except (KeyError, IndexError, TypeError):
+            return None
+        at = inner["affinity"][0]
+        if not isinstance(node, str) or wire.pack(_aimed_at(node)) != payload[at:]:
+            return None
+        holes: list[tuple[int, int, str]] = []
+        for name in _OWN_TEXTS:
+            text = md.get(name)
+            if name in meta_spans and isinstance(text, str):
+                first, end = meta_spans[name]
+                holes.append((end - len(text.encode()), end, name))
+        holes.sort()
+        tail = len(payload) - len(wire.pack(node))
+        runs, done = [], 0
+        for first, end, _name in holes:
+            runs.append((done, payload[done:first]))
+            done = end
+        runs.append((done, payload[done:tail]))
+        return cls(pod, tuple(runs), tuple((f, e) for f, e, _n in holes),
+                   tuple(n for _f, _e, n in holes), tail)
 
 
 def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None,
@@ -400,9 +461,8 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None,
             obj = {**prior.obj, "metadata": {**prior.obj["metadata"], "resourceVersion": eid}}
             return Entry(eid, etype, kind, key, obj, raw.user)
     beside: Obj | None = None
-    sibling = siblings.last if siblings is not None and shape else None
-    if sibling is not None and etype is EntryType.ADDED and kind == "Pod":
-        beside = wire.unpack_object_beside(raw.payload, *sibling)
+    if siblings is not None and shape and etype is EntryType.ADDED and kind == "Pod":
+        beside = siblings.decode(raw.payload)
     try:
         obj = beside if beside is not None else unpack(raw.payload)
     except CorruptEntryError as err:
@@ -419,9 +479,9 @@ def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None,
         if obj.get("kind", kind) != kind:
             raise CorruptEntryError(f"entry {eid}: object kind {obj.get('kind')!r} != {kind!r}")
         try:
-            if shape and not (prior is not None and etype is EntryType.MODIFIED
-                              and _checked_over(kind, obj, prior)) \
-                    and not (beside is not None and _checked_beside(obj)):
+            if shape and beside is None and not (prior is not None
+                                                 and etype is EntryType.MODIFIED
+                                                 and _checked_over(kind, obj, prior)):
                 check_shape(kind, key, obj)
         except MalformedObjectError as err:
             if etype is not EntryType.DELETED:

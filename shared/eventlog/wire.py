@@ -171,35 +171,43 @@ def _added(data: bytes, base_data: bytes, at: int, key: str, base: Obj,
         return None  # a full decode says what is wrong
 
 
-def unpack_object_beside(data: bytes, prefix: bytes, spec: Obj) -> Obj | None:
-    """``unpack(data)`` of a created pod laid out as the one before it (``entry.Siblings``):
-    its top-level pairs, the last under "spec", whose packed map starts with ``prefix`` (the
-    other pod's spec up to its last key, "affinity", included), so only its affinity is
-    left to decode. Its other top-level values are decoded; its spec is a copy of ``spec``
-    (that pod's, whose values it shares: neither may be modified) with the affinity
-    decoded from ``data``. None when ``data`` is laid out otherwise or anything in it is
-    wrong (a whole decode then says what). Decides."""
+def map_spans(data: bytes, at: int = 0) -> dict[str, tuple[int, int]] | None:
+    """Where the value of each key of the packed map at ``data[at]`` starts and ends, by key
+    in their order; None when it is not a map of distinct text keys within ``data``.
+    Decides."""
     try:
-        reader = _reader(data)
-        pairs = reader.read_map_header()
-        obj: Obj = {}
-        for _ in range(pairs - 1):
+        pairs, start = _map_header(data, at)
+        reader = _reader(data[start:])
+        spans: dict[str, tuple[int, int]] = {}
+        for _ in range(pairs):
             key = reader.unpack()
-            if not isinstance(key, str) or key == "spec":
+            if not isinstance(key, str) or key in spans:
                 return None
-            obj[key] = reader.unpack()
-        if reader.unpack() != "spec":
-            return None
-        at = reader.tell()
-        if not data.startswith(prefix, at):
-            return None
-        affinity = unpack(data[at + len(prefix):])
+            first = start + reader.tell()
+            reader.skip()
+            spans[key] = (first, start + reader.tell())
     except Exception:
+        return None  # not a map, or cut short
+    return spans
+
+
+def unpack_holes(data: bytes, runs: tuple[tuple[int, bytes], ...],
+                 holes: tuple[tuple[int, int], ...], tail: int) -> tuple[list[str], Any] | None:
+    """The texts in ``holes`` ((start, end) of each one's UTF-8 bytes) of ``data`` and the
+    value packed from ``tail`` to its end, when ``data`` holds the bytes of ``runs`` ((offset,
+    bytes), covering all of it before ``tail`` but the holes) everywhere else: a packed object
+    laid out as another whose runs they are (``entry.Siblings``), whose text values in the
+    holes, their headers in the runs, are of the same lengths. None when ``data`` is laid out
+    otherwise, a hole is not UTF-8 (as msgpack decodes a str), or the tail is not one whole
+    value. Decides."""
+    for at, run in runs:
+        if not data.startswith(run, at):
+            return None
+    try:
+        texts = [data[first:end].decode() for first, end in holes]
+        return texts, unpack(data[tail:])
+    except (UnicodeDecodeError, CorruptEntryError):
         return None
-    own = dict(spec)
-    own["affinity"] = affinity
-    obj["spec"] = own
-    return obj
 
 
 def unpack_object_over(data: bytes, rv: str, base: Obj, base_data: bytes, at: int,

@@ -555,11 +555,6 @@ def _node_name_shape(value: Any, errs: list[str]) -> None:
     podvalidation.validate_node_name(value, C("spec", "nodeName"), errs)
 
 
-def _affinity_shape(value: Any, errs: list[str]) -> None:
-    """A pod spec's affinity by itself, as ``validate_pod_spec`` checks it."""
-    schedvalidation.validate_affinity(value, C("spec", "affinity"), errs)
-
-
 def _pod_meta_shape(value: Any, errs: list[str]) -> None:
     metavalidation.validate_namespaced_meta(value, "metadata", errs)
 
@@ -568,7 +563,6 @@ _PART_SHAPES = {(kinds.POD.kind, "metadata"): _pod_meta_shape,
                 (kinds.POD.kind, "status"): _validate_pod_status,
                 (kinds.POD.kind, "spec"): _pod_spec_shape,
                 (kinds.POD.kind, "spec.nodeName"): _node_name_shape,
-                (kinds.POD.kind, "spec.affinity"): _affinity_shape,
                 (kinds.NODE.kind, "status"): _validate_node_status}
 #: the kinds whose shape check checks the status by itself (``part_shape_errors``)
 STATUS_ALONE = frozenset(kind for kind, _part in _PART_SHAPES)
@@ -580,8 +574,8 @@ SHAPE_PARTS = {kinds.POD.kind: ("metadata", "spec", "status")}
 
 def part_shape_errors(kind: str, part: str, value: Any) -> list[str]:
     """The type errors ``shape_errors`` finds in a ``kind`` object's ``part`` (a Pod's
-    metadata, spec, status or its spec's nodeName or affinity, a Node's status: its shape
-    check checks each by itself), ``value``: of an object whose other parts have none, its
+    metadata, spec, status or its spec's nodeName, a Node's status: its shape check checks
+    each by itself), ``value``: of an object whose other parts have none, its
     ``shape_errors`` are these, in their order. Decides only; never raises."""
     errs: list[str] = []
     try:

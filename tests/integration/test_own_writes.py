@@ -14,8 +14,7 @@ import yaml
 from services.node_agent.agent import NodeAgent
 from services.node_agent.lifecycle import AgentConfig, new_node
 from services.reconciler.sync import Reconciler
-from shared.eventlog import wire
-from shared.eventlog.entry import Entry, RawEntry
+from shared.eventlog.entry import Entry, RawEntry, Siblings
 from shared.store import log as log_mod
 from shared.store.backoff import RedisBackoff
 from shared.store.cache import Cache
@@ -76,14 +75,14 @@ def test_what_a_process_reads_back_of_its_writes_is_what_others_decode(
 
     monkeypatch.setattr(log_mod, "written", counting)
     beside: list[bool] = []
-    real_beside = wire.unpack_object_beside
+    real_beside = Siblings.decode
 
-    def counting_beside(*args: Any) -> dict[str, Any] | None:
-        obj = real_beside(*args)
+    def counting_beside(self: Siblings, payload: bytes) -> dict[str, Any] | None:
+        obj = real_beside(self, payload)
         beside.append(obj is not None)
         return obj
 
-    monkeypatch.setattr(wire, "unpack_object_beside", counting_beside)
+    monkeypatch.setattr(Siblings, "decode", counting_beside)
     for n in NODES:
         store.create(new_node(n))
     writer = Store(store.r, store.keys)  # the reconciler's own store

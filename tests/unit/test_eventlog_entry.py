@@ -4,6 +4,7 @@ brings an entry of an older schema version up to this one."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -360,26 +361,35 @@ def _created(obj: object, eid: str = "6-1", payload: bytes | None = None,
 
 def test_a_created_pod_decodes_beside_the_one_created_before_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its metadata and its affinity are decoded and checked; the rest of its spec is the
-    pod's before it, shared, and not checked again; the object is a whole decode's."""
+    """Its name, uid, creation time and node are decoded into a copy of the pod before it,
+    sharing its other values, and nothing is checked; the object is a whole decode's."""
     siblings = entry.Siblings()
-    first = entry.decode(_created(_daemon_pod("n1")), True, None, siblings)
-    assert siblings.last is not None and siblings.last[1] is first.obj["spec"]
-    second = _created(_daemon_pod("n2", "q"), "6-2", name="q")
+    first = entry.decode(_created(_daemon_pod("n1", creationTimestamp="2026-12-04T10:00:00Z")),
+                         True, None, siblings)
+    assert siblings.layout is not None and siblings.layout.pod is first.obj
+    second = _created(_daemon_pod("node-2", "q", creationTimestamp="2026-12-04T10:00:01Z"),
+                      "6-2", name="q")
     whole = entry.decode(second)
-    checked: list[str] = []
-    real = validation.part_shape_errors
     monkeypatch.setattr(validation, "shape_errors", lambda *a: pytest.fail("checked whole"))
-    monkeypatch.setattr(validation, "part_shape_errors",
-                        lambda kind, part, value: checked.append(part) or real(kind, part, value))
+    monkeypatch.setattr(validation, "part_shape_errors", lambda *a: pytest.fail("checked"))
     beside = entry.decode(second, True, None, siblings)
     assert _strictly(beside) == _strictly(whole)
-    assert list(beside.obj["spec"]) == list(whole.obj["spec"])  # the key order too
-    assert checked == ["metadata", "spec.affinity"]
+    for part in ("metadata", "spec"):  # the key order too
+        assert list(beside.obj[part]) == list(whole.obj[part])
+    assert beside.obj["metadata"]["resourceVersion"] == "6-2"
     assert beside.obj["spec"]["containers"] is first.obj["spec"]["containers"]
     assert beside.obj["spec"] is not first.obj["spec"]
     assert beside.obj["spec"]["affinity"] != first.obj["spec"]["affinity"]
     assert first.obj["metadata"]["resourceVersion"] == "6-1"
+    assert first.obj["metadata"]["name"] == "p"
+    assert siblings.layout.pod is first.obj  # kept: the next pods are decoded beside it too
+
+
+def _in_hole(payload: bytes, text: str, new: bytes) -> bytes:
+    """``payload`` with the UTF-8 bytes of ``text`` (once in it) replaced by ``new``."""
+    old = text.encode()
+    assert payload.count(old) == 1 and len(new) == len(old)
+    return payload.replace(old, new)
 
 
 def _beside_cases() -> list[bytes]:
@@ -406,6 +416,20 @@ def _beside_cases() -> list[bytes]:
         wire.pack(base) + b"\x01",  # bytes after it
         wire.pack(base)[:-1] + b"\xc1",  # never used
         b"\x80", b"\xc1",
+        wire.pack(_daemon_pod("n2", "qq")),  # a name of another length
+        wire.pack(_daemon_pod("n2", "q", uid=7)),  # a uid of the wrong type
+        wire.pack(_daemon_pod("n2", "q", uid="u-qq")),  # ...and of another length
+        _in_hole(wire.pack(base), "u-q", b"u-\xff"),  # not UTF-8
+        _in_hole(wire.pack(base), "u-q", "u-é".encode()[1:]),
+        wire.pack(_daemon_pod("n2", "q", creationTimestamp=None)),
+        wire.pack({**base, "spec": {**spec, "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["n2", "n3"]}]}]}}}}}),
+        wire.pack({**base, "spec": {**spec, "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"operator": "In", "key": "metadata.name", "values": ["n2"]}]}]}}}}}),
     ]
 
 
@@ -419,10 +443,44 @@ def test_a_created_pod_beside_another_is_refused_as_a_whole_decode_refuses_it(
         _strictly(_outcome(entry.decode, raw))
 
 
+def _requirement(node: str, **more: object) -> dict[str, object]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", **more, "values": [node]}]}]}}}
+
+
+@pytest.mark.parametrize("affinity", [
+    lambda node: _requirement(node, extra="x"),  # a key more, before the node
+    lambda node: {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"operator": "In", "key": "metadata.name", "values": [node]}]}]}}},
+    lambda node: {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [],
+                                   **_requirement(node)["nodeAffinity"]}},
+    lambda node: {"podAffinity": {}, **_requirement(node)},
+])
+def test_pods_aimed_at_their_node_otherwise_are_whole_decodes(
+        affinity: Callable[[str], dict[str, object]]) -> None:
+    """Only the affinity exactly as a DaemonSet writes it is rebuilt around another node: a
+    kept pod whose affinity ends with its node but says more is not a layout to copy."""
+    siblings = entry.Siblings()
+    pod = _daemon_pod("n1")
+    pod["spec"] = {**pod["spec"], "affinity": affinity("n1")}  # type: ignore[dict-item]
+    entry.decode(_created(pod), True, None, siblings)
+    other = _daemon_pod("n2", "q")
+    other["spec"] = {**other["spec"], "affinity": affinity("n2")}  # type: ignore[dict-item]
+    raw = _created(other, "6-2", name="q")
+    decoded = entry.decode(raw, True, None, siblings)
+    assert _strictly(decoded) == _strictly(entry.decode(raw))
+    # its keys in their order, their types: packed alike
+    assert wire.pack(decoded.obj["spec"]["affinity"]) == wire.pack(affinity("n2"))
+
+
 @given(st.lists(st.one_of(
     st.tuples(st.just("node"), st.one_of(st.sampled_from(["n1", "n2", "-x-"]), _value)),
     st.tuples(st.sampled_from(["containers", "hostNetwork", "affinity", "x"]), _value),
     st.tuples(st.just("labels"), _value),
+    st.tuples(st.sampled_from(["uid", "creationTimestamp"]),
+              st.one_of(st.text(min_size=4, max_size=4), st.text(max_size=5), _value)),
     st.tuples(st.just("bytes"), st.binary(max_size=4)),
 ), min_size=1, max_size=6))
 def test_created_pods_decoded_beside_each_other_are_whole_decodes_refusals_included(
@@ -430,15 +488,15 @@ def test_created_pods_decoded_beside_each_other_are_whole_decodes_refusals_inclu
     """Over a sequence of creates (other nodes, other specs, wrong types, raw bytes), each
     decoded beside the one the reader kept gives what a whole decode gives."""
     siblings = entry.Siblings()
-    entry.decode(_created(_daemon_pod("n0")), True, None, siblings)
+    entry.decode(_created(_daemon_pod("n0", "px"), name="px"), True, None, siblings)
     for i, (what, value) in enumerate(writes):
         pod = _daemon_pod("n1", f"p{i}")
         spec = pod["spec"]
         assert isinstance(spec, dict)
         if what == "node":
             pod = _daemon_pod(value, f"p{i}")
-        elif what == "labels":
-            pod = _daemon_pod("n1", f"p{i}", labels=value)
+        elif what in ("labels", "uid", "creationTimestamp"):
+            pod = _daemon_pod("n1", f"p{i}", **{what: value})
         elif what != "bytes":
             pod["spec"] = {**spec, what: value}
         payload = wire.pack(pod) if what != "bytes" else wire.pack(pod)[:-1] + bytes(value)
