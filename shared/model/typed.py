@@ -102,7 +102,10 @@ def maps(value: Any, path: str, errs: list[str]) -> list[tuple[int, dict[Any, An
     items = as_list(value, path, errs)
     out: list[tuple[int, dict[Any, Any]]] = []
     for i, item in enumerate(items or []):
-        m = {} if item is None else as_map(item, fielderr.index(path, i), errs)
-        if m is not None:
-            out.append((i, m))
+        if isinstance(item, dict):
+            out.append((i, item))
+        elif item is None:
+            out.append((i, {}))
+        else:  # the item's path made for its error alone: every reader checks every list
+            errs.append(fielderr.type_error(fielderr.index(path, i), item, "object"))
     return out
