@@ -194,15 +194,15 @@ class _IndexedView(fold.View[Obj]):
         self._index_of: dict[tuple[str, str], builtins.list[str]] = {}
 
     def _set(self, kind: str, key: str, value: Obj) -> None:
-        self._unindex(kind, key)
         self.objects[kind][key] = value
-        names = []
-        for iname, (ikind, fn) in self.index_defs.items():
-            if ikind != kind:
-                continue
-            for ivalue in fn(value):
-                self.index[iname].setdefault(ivalue, set()).add(key)
-                names.append(iname + "\x00" + ivalue)
+        names = [iname + "\x00" + ivalue for iname, (ikind, fn) in self.index_defs.items()
+                 if ikind == kind for ivalue in fn(value)]
+        if names == self._index_of.get((kind, key), []):
+            return  # indexed as it was (a status update)
+        self._unindex(kind, key)
+        for name in names:
+            iname, _, ivalue = name.partition("\x00")
+            self.index[iname].setdefault(ivalue, set()).add(key)
         if names:
             self._index_of[(kind, key)] = names
 
