@@ -113,6 +113,24 @@ def last_value_at(data: bytes, back: int = 0) -> tuple[int, str] | None:
     return (reader.tell(), key) if isinstance(key, str) else None
 
 
+def _text_at(data: bytes, at: int) -> tuple[str, int] | None:
+    """The text packed at ``data[at]`` (up to 255 bytes of UTF-8) and where it ends; None
+    when no such text is there (a full decode says what is)."""
+    head = data[at] if at < len(data) else -1
+    if 0xA0 <= head <= 0xBF:  # fixstr
+        size, first = head & 0x1F, at + 1
+    elif head == 0xD9 and at + 1 < len(data):  # str 8
+        size, first = data[at + 1], at + 2
+    else:
+        return None
+    if first + size > len(data):
+        return None
+    try:
+        return data[first:first + size].decode(), first + size
+    except UnicodeDecodeError:
+        return None
+
+
 def _map_grown(data: bytes, d: int, base_data: bytes, b: int, b_end: int, old: Obj,
                then: bytes) -> tuple[Obj, int] | None:
     """The map at ``data[d:]`` when it is the map ``old`` of ``base_data[b:b_end]`` with
@@ -125,7 +143,11 @@ def _map_grown(data: bytes, d: int, base_data: bytes, b: int, b_end: int, old: O
     if new_pairs < pairs or not data.startswith(body, start):
         return None
     end, grown = start + len(body), old
-    if new_pairs > pairs:
+    key = _text_at(data, end) if new_pairs == pairs + 1 else None
+    text = _text_at(data, key[1]) if key is not None and key[0] not in old else None
+    if key is not None and text is not None:  # one text pair added, as a binding adds
+        end, grown = text[1], {**old, key[0]: text[0]}
+    elif new_pairs > pairs:
         now = _reader(data[end:])
         added: Obj = {}
         for _ in range(new_pairs - pairs):

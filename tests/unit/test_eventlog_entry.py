@@ -340,6 +340,25 @@ def test_a_binding_of_a_pod_created_without_status_decodes_over_the_create(obj: 
         assert over.obj["metadata"] is not prior.obj["metadata"]
 
 
+@pytest.mark.parametrize("node", ["n1", "n" * 40, "n" * 300, "é1"])
+@pytest.mark.parametrize("bad", [None, b"\xff", b"\xc3"])
+@pytest.mark.parametrize("created", [POD, CREATED])
+def test_a_binding_to_a_node_named_in_any_bytes_decodes_as_a_whole_decode(
+        created: dict[str, object], node: str, bad: bytes | None) -> None:
+    """The node's name of every length (its header fixstr, str 8, str 16), and bytes that
+    are not UTF-8 in it: decoded over the create, what a whole decode makes of it."""
+    bound = {**created, "spec": {**created["spec"], "nodeName": node},  # type: ignore[dict-item]
+             "status": {"phase": "Running"}}
+    payload = wire.pack(bound)
+    if bad is not None:
+        name = node.encode()
+        assert payload.count(name) == 1
+        payload = payload.replace(name, bad + name[len(bad):])
+    raw = _raw(None, payload=payload)
+    assert _strictly(_outcome(entry.decode, raw, True, _prior(created))) == \
+        _strictly(_outcome(entry.decode, raw))
+
+
 # ---- decoding a created pod beside the one created before it (``entry.Siblings``) --------
 
 def _daemon_pod(node: object, name: str = "p", **more: object) -> dict[str, object]:
