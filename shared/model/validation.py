@@ -363,7 +363,35 @@ def _validate_node_status(value: Any, errs: list[str]) -> None:
     typed.as_map(status.get("nodeInfo"), _NODE_INFO, errs)
 
 
+def _pod_status_clean(status: dict[Any, Any]) -> bool:
+    """Whether ``_validate_pod_status`` finds nothing in ``status``: every check at once,
+    no path made (every reader checks the status of each pod's every update)."""
+    phase = status.get("phase")
+    if phase is not None and not (isinstance(phase, str)
+                                  and (not phase or phase in _POD_PHASES)):
+        return False
+    for f, _path in _POD_TEXT:
+        if not isinstance(status.get(f), typed.TEXT):
+            return False
+    for f, _path in _POD_LISTS:
+        items = status.get(f)
+        if items is not None:
+            if not isinstance(items, list):
+                return False
+            for item in items:
+                if not (item is None or isinstance(item, dict)):
+                    return False
+    return True
+
+
 def _validate_pod_status(value: Any, errs: list[str]) -> None:
+    """A pod's status: the types of the fields the node agent writes, its phase known."""
+    if not (isinstance(value, dict) and _pod_status_clean(value)):
+        _walk_pod_status(value, errs)
+
+
+def _walk_pod_status(value: Any, errs: list[str]) -> None:
+    """``_validate_pod_status`` of any value: every error, in order."""
     status = typed.as_map(value, "status", errs) or {}
     phase = typed.as_str(status.get("phase"), _POD_PHASE, errs)
     if phase and phase not in _POD_PHASES:
@@ -580,6 +608,8 @@ def part_shape_errors(kind: str, part: str, value: Any) -> list[str]:
     errs: list[str] = []
     try:
         _PART_SHAPES[kind, part](value, errs)
+        if not errs:
+            return errs
         return list(dict.fromkeys(e for e in errs if fielderr.is_type_error(e)))
     except Exception as err:  # as in ``shape_errors``
         return [f"internal error: shape check failed: {type(err).__name__}: {err}"]

@@ -7,7 +7,10 @@ import functools
 import math
 from typing import Any
 
-from shared.model import memo, metavalidation, podvalidation, schedvalidation
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from shared.model import memo, metavalidation, podvalidation, schedvalidation, validation
 
 
 def test_a_remembered_validator_gives_the_validators_own_errors() -> None:
@@ -218,3 +221,33 @@ def test_a_daemon_pods_affinity_gives_the_full_walks_errors() -> None:
             assert got == want, (value, path)
             bad += bool(want)
     assert bad > 10  # most of them fail some rule
+
+
+_status_value = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=3),
+    st.sampled_from(["Running", "Pending", "", "Weird"]),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=2),
+                       st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)),
+             max_size=3),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2))
+
+
+@given(st.one_of(
+    st.dictionaries(st.sampled_from(["phase", "hostIP", "podIP", "startTime", "reason",
+                                     "message", "conditions", "containerStatuses",
+                                     "initContainerStatuses", "podIPs", "other"]),
+                    _status_value, max_size=6),
+    _status_value))
+@example({"conditions": ""})
+@example({"phase": "", "podIP": None, "containerStatuses": [None, {}]})
+@example({"phase": "Weird"})
+@example({"hostIP": 1})
+@example("Running")
+def test_a_pod_status_checked_at_once_gives_the_full_walks_errors(status: Any) -> None:
+    """Every reader checks the status of each pod's every update: all at once when nothing
+    is wrong, else the walk that names each error in order; the same errors either way."""
+    want: list[str] = []
+    validation._walk_pod_status(status, want)
+    got: list[str] = []
+    validation._validate_pod_status(status, got)
+    assert got == want
