@@ -191,28 +191,27 @@ class _IndexedView(fold.View[Obj]):
         super().__init__(kinds, position)
         self.index_defs = index_defs
         self.index: dict[str, dict[str, set[str]]] = {n: {} for n in index_defs}
-        self._index_of: dict[tuple[str, str], builtins.list[str]] = {}
+        # (kind, key) → the (index name, index value) pairs the object is filed under
+        self._index_of: dict[tuple[str, str], builtins.list[tuple[str, str]]] = {}
 
     def _set(self, kind: str, key: str, value: Obj) -> None:
         self.objects[kind][key] = value
-        names = [iname + "\x00" + ivalue for iname, (ikind, fn) in self.index_defs.items()
+        filed = [(iname, ivalue) for iname, (ikind, fn) in self.index_defs.items()
                  if ikind == kind for ivalue in fn(value)]
-        if names == self._index_of.get((kind, key), []):
+        if filed == self._index_of.get((kind, key), []):
             return  # indexed as it was (a status update)
         self._unindex(kind, key)
-        for name in names:
-            iname, _, ivalue = name.partition("\x00")
+        for iname, ivalue in filed:
             self.index[iname].setdefault(ivalue, set()).add(key)
-        if names:
-            self._index_of[(kind, key)] = names
+        if filed:
+            self._index_of[(kind, key)] = filed
 
     def _unset(self, kind: str, key: str) -> None:
         self._unindex(kind, key)
         self.objects[kind].pop(key, None)
 
     def _unindex(self, kind: str, key: str) -> None:
-        for entry in self._index_of.pop((kind, key), []):
-            iname, _, value = entry.partition("\x00")
+        for iname, value in self._index_of.pop((kind, key), []):
             bucket = self.index[iname].get(value)
             if bucket is not None:
                 bucket.discard(key)
