@@ -13,6 +13,7 @@ from shared.store import nodelease
 from shared.store.client import Store
 from shared.store.keys import Keys
 from shared.store.nodelease import NodeLeases
+from tests.integration import controller_kit as kit
 from tests.integration.stack import Stack, wait_for
 
 DS = """
@@ -51,11 +52,26 @@ def test_one_agent_process_serves_two_thousand_nodes(stack: Stack) -> None:
 def test_pods_go_pending_then_ready_after_the_delay(stack: Stack) -> None:
     stack.start_all(workers=1, nodes=2, agent_args=("--ready-delay", "1"))
     stack.store.apply(yaml.safe_load(DS % "agent:1"))
-    wait_for(lambda: len(stack.pods("default")) == 2, what="2 pods")
-    phases = {(p.get("status") or {}).get("phase") for p in stack.pods("default")}
-    assert "Running" not in phases or not all(is_ready(p) for p in stack.pods("default"))
-    wait_for(lambda: all(is_ready(p) for p in stack.pods("default")), timeout=15,
-             what="pods ready after the delay")
+    wait_for(lambda: len(stack.pods("default")) == 2 and all(
+        is_ready(p) for p in stack.pods("default")), timeout=15, what="pods ready")
+    # read from the log, on Redis' clock (what a poll sees depends on the machine's load):
+    # each pod was bound Pending first, and made Ready no sooner than the delay after its
+    # startTime (stamped at the binding, in whole seconds)
+    bound: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    started: dict[str, float] = {}
+    for e in kit.log_entries(stack.store, "Pod"):
+        ms = int(e.id.split("-")[0])
+        status = e.obj.get("status") or {}
+        if status.get("phase") == "Pending" and e.key not in bound:
+            bound[e.key] = ms
+            started[e.key] = meta.parse_time(status.get("startTime")) or 0.0
+        if is_ready(e.obj):
+            ready.setdefault(e.key, ms)
+    assert set(ready) == set(bound) and len(ready) == 2, (bound, ready)
+    for key, at in ready.items():
+        assert bound[key] < at and started[key] > 0, (key, bound[key], at)
+        assert at >= (started[key] + 1) * 1000, (key, started[key], at)
 
 
 def test_deleted_pod_terminates_after_grace_and_is_replaced(stack: Stack) -> None:
