@@ -97,14 +97,17 @@ def enable_stack_dumps() -> None:
 # A process's caches keep hundreds of thousands of long-lived objects (JSON-shaped maps and
 # lists, no reference cycles). With the default thresholds (700, 10, 10) the collector walks
 # all of them every few thousand allocations: ~100 ms each time at 5,000 nodes, a third of a
-# reconciler's CPU while pods are being created. Young garbage is still collected, just in
-# larger batches. The collector starts no collection of older objects by itself: a middle
-# one walks every object that outlived a young one since the last (a million of a
-# 50,000-node apply's new pods: 130-500 ms, a stall, and each found nothing), a full one
-# every cached object (0.3-2.3 s at 50,000 nodes: a node added waited a second for its
-# pod). Each new object is walked once, by a young collection, until the process makes a
-# full one itself, between bursts of log entries (``collect_between_bursts``).
-GC_THRESHOLDS = (50_000, 1_000_000_000, 1_000_000_000)
+# reconciler's CPU while pods are being created. A young collection walks every container
+# allocated since the last one, and in these processes nearly all of them are alive (a
+# cache's new pods) and none is in a cycle: at 50,000 nodes an apply's young collections
+# took a tenth of each process's CPU and found nothing. So Python starts no collection by
+# itself (a young threshold of 0); the process makes full ones itself
+# (``collect_between_bursts``): once its log readers have been idle for a second, a minute
+# after the last one or as soon as it holds as many new containers as it held after the
+# last one, and while busy at the latest every 600 s or once the new containers are four
+# times those (``full_collection_due``). The garbage in cycles a process may make between two
+# collections is so bounded by the time and by the size of its cache.
+GC_THRESHOLDS = (0, 1_000_000_000, 1_000_000_000)
 
 
 # A process that streams each change as it comes (the API server's watches) wants short pauses
@@ -116,6 +119,7 @@ STREAMING_GC_THRESHOLDS = (10_000, 5, 1_000_000_000)
 FULL_GC_SECONDS = 60.0  # a full collection at least this long after the last one,
 FULL_GC_IDLE_SECONDS = 1.0  # once nothing changed for this long,
 FULL_GC_MAX_SECONDS = 600.0  # or anyway after this long
+FULL_GC_MIN_OBJECTS = 2_000_000  # new containers due for themselves from this many at least
 
 
 def tune_gc(streaming: bool = False) -> None:
@@ -129,29 +133,45 @@ def collect_between_bursts(last_change: Callable[[], float] | None = None,
                            stop: threading.Event | None = None) -> threading.Thread:
     """Acts: a thread making this process's full garbage collections when
     ``full_collection_due`` (``last_change``: the monotonic time of the last change;
-    default: when its log readers last read entries), until ``stop`` is set."""
+    default: when its log readers last read entries), until ``stop`` is set. The containers
+    allocated and not freed since the last collection are Python's young count, which no
+    collection of its own resets (``GC_THRESHOLDS``)."""
     changed = last_change or (lambda: log_activity.last_entries)
     stopped = stop or threading.Event()
 
     def loop() -> None:
-        last_full = time.monotonic()
+        # the containers it holds, counted as Python's young count counts them (every one
+        # allocated and not freed, tracked or not): from those tracked at the start, each
+        # collection's count added and what it freed taken out
+        last_full, held = time.monotonic(), len(gc.get_objects())
         while not stopped.wait(FULL_GC_IDLE_SECONDS):
-            if full_collection_due(time.monotonic(), last_full, changed()):
-                gc.collect()
-                last_full = time.monotonic()
+            new = gc.get_count()[0]
+            if full_collection_due(time.monotonic(), last_full, changed(), new, held):
+                started = time.monotonic()
+                found = gc.collect()
+                last_full, held = time.monotonic(), max(0, held + new - found)
+                logging.getLogger("daemonbus.gc").debug(
+                    "full collection: %.0f ms, %d objects in cycles freed, about %d held",
+                    (last_full - started) * 1000, found, held)
 
     thread = threading.Thread(target=loop, name="full-collections", daemon=True)
     thread.start()
     return thread
 
 
-def full_collection_due(now: float, last_full: float, last_change: float) -> bool:
-    """Whether a streaming process should make its full collection now (times in seconds of
-    one clock): a while after the last one, and while nothing changes (or late anyway).
-    Decides."""
+def full_collection_due(now: float, last_full: float, last_change: float,
+                        new: int = 0, held: int = 0) -> bool:
+    """Whether a process should make its full collection now (times in seconds of one
+    clock; ``new``: the containers allocated and not freed since the last one, ``held``:
+    those it held then): a while after the last one or once the new ones are as many as it
+    held, while nothing changes; late anyway, or once they are four times as many (an apply
+    over every node of a fresh stack may triple a process's cache in one burst). Decides."""
     since = now - last_full
-    return since >= FULL_GC_MAX_SECONDS or \
-        (since >= FULL_GC_SECONDS and now - last_change >= FULL_GC_IDLE_SECONDS)
+    grown = max(held, FULL_GC_MIN_OBJECTS)
+    if since >= FULL_GC_MAX_SECONDS or new >= 4 * grown:
+        return True
+    return now - last_change >= FULL_GC_IDLE_SECONDS and (since >= FULL_GC_SECONDS
+                                                           or new >= grown)
 
 
 def stop_event() -> threading.Event:

@@ -1,5 +1,6 @@
 """The processes' garbage collection (services.common): full collections only when the process
-makes them, between bursts of changes; the API server's (streaming) short young ones."""
+makes them, between bursts of changes or once its new containers outgrow what it held; the
+API server's (streaming) short young ones."""
 
 from __future__ import annotations
 
@@ -23,12 +24,29 @@ def test_a_full_collection_waits_for_a_quiet_moment_but_not_forever() -> None:
     assert due(now=most, last_full=0.0, last_change=most)  # busy all along: late, but made
 
 
+def test_a_full_collection_comes_sooner_when_the_process_grew_by_what_it_held() -> None:
+    due = common.full_collection_due
+    idle, least = common.FULL_GC_IDLE_SECONDS, common.FULL_GC_MIN_OBJECTS
+    held = 3 * least
+    quiet, busy = dict(now=10.0, last_full=0.0, last_change=10.0 - idle), \
+        dict(now=10.0, last_full=0.0, last_change=10.0)
+    assert not due(**quiet, new=held - 1, held=held)
+    assert due(**quiet, new=held, held=held)  # as many new containers as it held: when quiet
+    assert not due(**busy, new=held, held=held)  # not in the middle of a burst
+    assert not due(**busy, new=4 * held - 1, held=held)
+    assert due(**busy, new=4 * held, held=held)  # four times as many: even in a burst
+    # a small process: never before the least number of new containers
+    assert not due(**quiet, new=least - 1, held=10)
+    assert due(**quiet, new=least, held=10)
+    assert due(**busy, new=4 * least, held=10)
+
+
 def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full_one() -> None:
     before = gc.get_threshold()
     try:
         common.tune_gc(streaming=True)
         young, middle, full = gc.get_threshold()
-        assert young < common.GC_THRESHOLDS[0] and middle < common.GC_THRESHOLDS[1]
+        assert young > 0 and middle < common.GC_THRESHOLDS[1]  # young ones, unlike the others
         assert young * middle * full >= 10 ** 12  # allocations before the collector would
         collections = {0: 0, 1: 0, 2: 0}
 
@@ -54,13 +72,12 @@ def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full
         gc.set_threshold(*before)
 
 
-def test_a_burst_of_long_lived_objects_makes_young_collections_only() -> None:
-    """A cache's new objects are walked by young collections; the older generations wait
-    for the full collections the process makes between bursts."""
+def test_a_burst_of_long_lived_objects_makes_no_collection() -> None:
+    """A cache's new objects are walked by no collection but the full ones the process
+    makes itself, between bursts, and Python's count of them goes on growing."""
     before = gc.get_threshold()
     try:
         common.tune_gc()
-        young = gc.get_threshold()[0]
         collections = {0: 0, 1: 0, 2: 0}
 
         def count(phase: str, info: dict[str, int]) -> None:
@@ -70,10 +87,12 @@ def test_a_burst_of_long_lived_objects_makes_young_collections_only() -> None:
         gc.collect()
         gc.callbacks.append(count)
         try:
-            keep = [[i] for i in range(25 * young)]  # more than the old middle threshold
+            keep = [[i] for i in range(1_000_000)]  # 1,428 young collections by default
+            new = gc.get_count()[0]
         finally:
             gc.callbacks.remove(count)
-        assert collections[0] >= 20 and collections[1] == collections[2] == 0, collections
+        assert collections == {0: 0, 1: 0, 2: 0}, collections
+        assert new >= len(keep)
         del keep
     finally:
         gc.set_threshold(*before)
@@ -102,4 +121,39 @@ def test_the_full_collections_wait_until_the_burst_is_over(monkeypatch: pytest.M
         gc.callbacks.remove(count)
     thread.join(timeout=5)
     assert fulls and fulls[0] >= busy_until + common.FULL_GC_IDLE_SECONDS, fulls
+    assert not thread.is_alive()
+
+
+def test_a_burst_that_outgrows_four_times_what_the_process_held_is_collected_in_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(common, "FULL_GC_IDLE_SECONDS", 0.01)  # how often the thread looks
+    monkeypatch.setattr(common, "FULL_GC_MIN_OBJECTS", 1)
+    before = gc.get_threshold()
+    fulls: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and \
+                threading.current_thread().name == "full-collections":
+            fulls.append(1)
+
+    stop = threading.Event()
+    common.tune_gc()
+    gc.collect()
+    gc.callbacks.append(count)
+    keep: list[list[int]] = []
+    try:
+        thread = common.collect_between_bursts(time.monotonic, stop)  # changes all along
+        held = len(gc.get_objects())
+        while len(keep) < 3 * held:  # not yet four times as many new containers: none due
+            keep.append([len(keep)])
+        assert not fulls
+        deadline = time.monotonic() + 10
+        while not fulls and time.monotonic() < deadline:
+            keep.append([len(keep)])
+    finally:
+        stop.set()
+        gc.callbacks.remove(count)
+        gc.set_threshold(*before)
+    thread.join(timeout=5)
+    assert fulls
     assert not thread.is_alive()
