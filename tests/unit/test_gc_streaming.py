@@ -147,9 +147,11 @@ def test_a_burst_that_outgrows_four_times_what_the_process_held_is_collected_in_
         while len(keep) < 3 * held:  # not yet four times as many new containers: none due
             keep.append([len(keep)])
         assert not fulls
+        while len(keep) < 5 * held:  # past four times as many (and the containers before)
+            keep.append([len(keep)])
         deadline = time.monotonic() + 10
         while not fulls and time.monotonic() < deadline:
-            keep.append([len(keep)])
+            time.sleep(0.01)
     finally:
         stop.set()
         gc.callbacks.remove(count)
