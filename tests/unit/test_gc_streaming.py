@@ -4,13 +4,54 @@ API server's (streaming) short young ones."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from services import common
+
+
+@contextlib.contextmanager
+def _collections_started() -> Iterator[dict[int, int]]:
+    """Generation → the collections of it started meanwhile, by any thread."""
+    collections = {0: 0, 1: 0, 2: 0}
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections[info["generation"]] += 1
+
+    gc.callbacks.append(count)
+    try:
+        yield collections
+    finally:
+        gc.callbacks.remove(count)
+
+
+@contextlib.contextmanager
+def _full_collections_of_the_thread() -> Iterator[list[float]]:
+    """When each full collection ``collect_between_bursts``' thread made meanwhile started."""
+    fulls: list[float] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and \
+                threading.current_thread().name == "full-collections":
+            fulls.append(time.monotonic())
+
+    gc.callbacks.append(count)
+    try:
+        yield fulls
+    finally:
+        gc.callbacks.remove(count)
+
+
+def _wait_for_one(fulls: list[float]) -> None:
+    deadline = time.monotonic() + 10
+    while not fulls and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def test_a_full_collection_waits_for_a_quiet_moment_but_not_forever() -> None:
@@ -48,21 +89,12 @@ def test_the_streaming_thresholds_keep_young_collections_small_and_start_no_full
         young, middle, full = gc.get_threshold()
         assert young > 0 and middle < common.GC_THRESHOLDS[1]  # young ones, unlike the others
         assert young * middle * full >= 10 ** 12  # allocations before the collector would
-        collections = {0: 0, 1: 0, 2: 0}
-
-        def count(phase: str, info: dict[str, int]) -> None:
-            if phase == "start":
-                collections[info["generation"]] += 1
-
         gc.collect()  # the generations' counts start from nothing, whatever ran before
-        gc.callbacks.append(count)
-        try:
+        with _collections_started() as collections:
             # long-lived, as a cache's: twice what takes a middle collection, so a young
             # collection fewer (objects freed meanwhile count against the allocations) still
             # leaves middle of them and a middle one
             keep = [[i] for i in range(2 * young * (middle + 1))]
-        finally:
-            gc.callbacks.remove(count)
         assert collections[0] >= middle and collections[1] >= 1 and collections[2] == 0, \
             collections
         del keep
@@ -78,19 +110,10 @@ def test_a_burst_of_long_lived_objects_makes_no_collection() -> None:
     before = gc.get_threshold()
     try:
         common.tune_gc()
-        collections = {0: 0, 1: 0, 2: 0}
-
-        def count(phase: str, info: dict[str, int]) -> None:
-            if phase == "start":
-                collections[info["generation"]] += 1
-
         gc.collect()
-        gc.callbacks.append(count)
-        try:
+        with _collections_started() as collections:
             keep = [[i] for i in range(1_000_000)]  # 1,428 young collections by default
             new = gc.get_count()[0]
-        finally:
-            gc.callbacks.remove(count)
         assert collections == {0: 0, 1: 0, 2: 0}, collections
         assert new >= len(keep)
         del keep
@@ -102,23 +125,14 @@ def test_the_full_collections_wait_until_the_burst_is_over(monkeypatch: pytest.M
     monkeypatch.setattr(common, "FULL_GC_IDLE_SECONDS", 0.02)
     monkeypatch.setattr(common, "FULL_GC_SECONDS", 0.0)
     busy_until = time.monotonic() + 0.5  # log entries keep coming until then
-    fulls: list[float] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start" and info["generation"] == 2 and \
-                threading.current_thread().name == "full-collections":
-            fulls.append(time.monotonic())
-
     stop = threading.Event()
-    gc.callbacks.append(count)
-    try:
-        thread = common.collect_between_bursts(lambda: min(time.monotonic(), busy_until), stop)
-        deadline = time.monotonic() + 10
-        while not fulls and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        gc.callbacks.remove(count)
+    with _full_collections_of_the_thread() as fulls:
+        try:
+            thread = common.collect_between_bursts(lambda: min(time.monotonic(), busy_until),
+                                                   stop)
+            _wait_for_one(fulls)
+        finally:
+            stop.set()
     thread.join(timeout=5)
     assert fulls and fulls[0] >= busy_until + common.FULL_GC_IDLE_SECONDS, fulls
     assert not thread.is_alive()
@@ -129,33 +143,23 @@ def test_a_burst_that_outgrows_four_times_what_the_process_held_is_collected_in_
     monkeypatch.setattr(common, "FULL_GC_IDLE_SECONDS", 0.01)  # how often the thread looks
     monkeypatch.setattr(common, "FULL_GC_MIN_OBJECTS", 1)
     before = gc.get_threshold()
-    fulls: list[int] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start" and info["generation"] == 2 and \
-                threading.current_thread().name == "full-collections":
-            fulls.append(1)
-
     stop = threading.Event()
     common.tune_gc()
     gc.collect()
-    gc.callbacks.append(count)
     keep: list[list[int]] = []
-    try:
-        thread = common.collect_between_bursts(time.monotonic, stop)  # changes all along
-        held = len(gc.get_objects())
-        while len(keep) < 3 * held:  # not yet four times as many new containers: none due
-            keep.append([len(keep)])
-        assert not fulls
-        while len(keep) < 5 * held:  # past four times as many (and the containers before)
-            keep.append([len(keep)])
-        deadline = time.monotonic() + 10
-        while not fulls and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        gc.callbacks.remove(count)
-        gc.set_threshold(*before)
+    with _full_collections_of_the_thread() as fulls:
+        try:
+            thread = common.collect_between_bursts(time.monotonic, stop)  # changes all along
+            held = len(gc.get_objects())
+            while len(keep) < 3 * held:  # not yet four times as many new containers: none due
+                keep.append([len(keep)])
+            assert not fulls
+            while len(keep) < 5 * held:  # past four times as many (and the containers before)
+                keep.append([len(keep)])
+            _wait_for_one(fulls)
+        finally:
+            stop.set()
+            gc.set_threshold(*before)
     thread.join(timeout=5)
     assert fulls
     assert not thread.is_alive()
