@@ -29,10 +29,11 @@ from shared.store.log import redis_reader
 Obj = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Change:
     """One applied log entry: ``old`` is None for ADDED, ``new`` is the object (for DELETED,
-    its last state). DECISION entries carry the record in ``new``."""
+    its last state). DECISION entries carry the record in ``new``. A value, not frozen for
+    the cost of a frozen ``__init__`` (``shared.eventlog.entry.RawEntry``)."""
 
     id: str
     type: EntryType
