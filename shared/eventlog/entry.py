@@ -127,6 +127,23 @@ class RawEntry:
         return cls(eid, s(b"v"), s(b"t"), s(b"k"), s(b"n"), fields.get(b"o") or b"",
                    s(b"u"), fields, exact=False)
 
+    @classmethod
+    def from_flat(cls, entry_id: bytes | str, flat: list[bytes]) -> RawEntry:
+        """From a stream entry as the wire gives it: its id and its field names and values
+        alternating. An entry laid out as ``COMMIT`` writes it (``fields``), each text UTF-8,
+        is read from its places, nothing kept beside (``stored`` None: the fields are
+        exactly these); any other as ``from_fields`` reads it."""
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        size = len(flat)
+        if (size == 10 or (size == 12 and flat[10] == b"u")) and flat[0:10:2] == _LAYOUT:
+            try:
+                return cls(eid, flat[1].decode(), flat[3].decode(), flat[5].decode(),
+                           flat[7].decode(), flat[9], flat[11].decode() if size == 12 else "")
+            except UnicodeDecodeError:
+                pass
+        it = iter(flat)
+        return cls.from_fields(eid, dict(zip(it, it, strict=False)))
+
     def fields(self) -> dict[str, str | bytes]:
         """The stream fields to append (``XADD``), in the order ``COMMIT`` writes them."""
         out: dict[str, str | bytes] = {"v": self.version, "t": self.type, "k": self.kind,
@@ -135,6 +152,9 @@ class RawEntry:
             out["u"] = self.user
         return out
 
+
+#: the names of an entry's fields, in the order ``COMMIT`` writes them (``RawEntry.fields``)
+_LAYOUT = [b"v", b"t", b"k", b"n", b"o"]
 
 #: version N → a function bringing a RawEntry of version N to version N + 1
 UPCASTERS: dict[int, Callable[[RawEntry], RawEntry]] = {}

@@ -22,7 +22,29 @@ from shared.store.logmark import NOT_READ, LogMark
 
 
 def _entries(raw: Any) -> list[RawEntry]:
-    return [RawEntry.from_fields(rid, fields) for rid, fields in raw or []]
+    """The entries of an ``XRANGE`` reply, or of one stream's in an ``XREAD`` reply, as the
+    wire gave them (each entry's fields a flat list, read on ``RedisEventLog.reads``) or as
+    redis-py parses them (a map)."""
+    return [RawEntry.from_flat(rid, fields) if type(fields) is list
+            else RawEntry.from_fields(rid, fields) for rid, fields in raw or []]
+
+
+def _stream(reply: Any) -> Any:
+    """The entries of the one stream of an ``XREAD`` reply, as RESP3 (a map of streams) or
+    RESP2 (a list of [stream, entries]) gives it: none when the read timed out."""
+    if not reply:
+        return []
+    return next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+
+
+def _as_read(response: Any, **_options: Any) -> Any:
+    return response
+
+
+#: the log's reads, answered as read: redis-py would make a map of each entry's fields
+#: (``pairs_to_dict``) for ``RawEntry.from_fields`` to pick its five fields from again, for
+#: every entry every reader reads
+_UNPARSED = ("XRANGE", "XREVRANGE", "XREAD")
 
 
 def _returned(entries: list[RawEntry], entry_id: str) -> bool:
@@ -43,11 +65,15 @@ class RedisEventLog:
         self.r = client
         self.keys = keys
         self.mark = mark
+        # a client of its own on the same connections, whose stream reads are not parsed
+        self.reads = redis.Redis(connection_pool=client.connection_pool)
+        for command in _UNPARSED:
+            self.reads.set_response_callback(command, _as_read)
 
     def after(self, position: str, count: int, until: str = "") -> Page:
         lower = "(" + position if position and position != NO_POSITION else "-"
         with redis_errors("read the log"):
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.reads.pipeline(transaction=False)
             pipe.xrange(self.keys.log, min=lower, max=until or "+", count=count)
             pipe.get(self.keys.log_snapshot_id)
             raw, start = pipe.execute()
@@ -55,7 +81,7 @@ class RedisEventLog:
 
     def before(self, position: str, count: int) -> Page:
         with redis_errors("read the log"):
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.reads.pipeline(transaction=False)
             pipe.xrevrange(self.keys.log, max="(" + position if position else "+", count=count)
             pipe.get(self.keys.log_snapshot_id)
             raw, start = pipe.execute()
@@ -83,7 +109,7 @@ class RedisEventLog:
         seen = known.seen
         anchor = anchored and (seen == NO_POSITION or codec.id_ge(seen, position))
         try:
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.reads.pipeline(transaction=False)
             self._queue_read(pipe, position, count, block_ms)
             known = mark.queue(pipe, self.keys, self.r, known=known,
                                at=position if anchor else None)
@@ -93,7 +119,7 @@ class RedisEventLog:
         except redis.RedisError as err:
             raise errors.UnavailableError(f"redis: {err}") from err
         resp = replies[0]
-        entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
+        entries = _entries(resp if block_ms is None else _stream(resp))
         raw_epoch = replies[1] if known.reads_epoch else NOT_READ
         if anchor:
             found = bool(replies[-1])
@@ -125,11 +151,11 @@ class RedisEventLog:
 
     def _follow_unmarked(self, position: str, count: int, block_ms: int | None) -> Page:
         with redis_errors("read the log"):
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.reads.pipeline(transaction=False)
             self._queue_read(pipe, position, count, block_ms)
             pipe.get(self.keys.log_snapshot_id)
             resp, trimmed_to = pipe.execute()
-        entries = _entries(resp if block_ms is None else (resp[0][1] if resp else []))
+        entries = _entries(resp if block_ms is None else _stream(resp))
         return Page(entries, text(trimmed_to) if trimmed_to is not None else "")
 
     def park(self, entry_id: str, record: Mapping[str, Any]) -> None:

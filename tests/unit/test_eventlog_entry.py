@@ -70,6 +70,25 @@ def test_an_entry_read_from_the_stream_decodes_as_its_stored_fields(
     assert raw.stored is fields
 
 
+@pytest.mark.parametrize("fields", [
+    _fields(), _fields(u=b"alice"), _fields(v=b"2"), _fields(v=b"\xff"), _fields(t=b"\xff"),
+    _fields(k=b"Pod\xff"), _fields(n=b"ns/p\xff"), _fields(u=b"\xff"), _fields(o=b"\x80"),
+    {k: v for k, v in _fields().items() if k != b"t"},
+    {b"o": _fields()[b"o"], **{k: v for k, v in _fields().items() if k != b"o"}},
+    {**_fields(), b"x": b"more"}, {**_fields(u=b"alice"), b"x": b"more"},
+])
+def test_an_entry_as_the_wire_gives_it_reads_as_its_field_map(
+        fields: dict[bytes, bytes]) -> None:
+    """``from_flat`` (the fields' names and values alternating, as the log's reads get them)
+    makes what ``from_fields`` makes of the same fields as a map, in any order, with fields
+    missing, added or not UTF-8, and the same decode (or refusal) follows."""
+    flat = [part for pair in fields.items() for part in pair]
+    raw = entry.RawEntry.from_flat(b"5-1", flat)
+    mapped = entry.RawEntry.from_fields(b"5-1", fields)
+    assert (raw, raw.exact) == (mapped, mapped.exact)
+    assert _outcome(entry.decode_as_stored, raw) == _outcome(entry.decode_as_stored, mapped)
+
+
 def test_every_write_mode_appends_the_entry_type_commit_gives_it() -> None:
     assert {m.value: t.value for m, t in entry.ENTRY_TYPE_OF.items()} == {
         "create": "ADDED", "ensure": "ADDED", "update": "MODIFIED", "delete": "DELETED",
