@@ -98,6 +98,7 @@ ABANDONED_CHECK_EVERY = 2.0  # seconds between looks for jobs whose lease was re
 # clear_abandoned)
 DRAIN_SECONDS = 0.5
 ABANDONED_LOOKS = 3  # looks at a job seen without its lease before it is taken as abandoned
+UNSUBSCRIBE_WAIT = 1.0  # seconds a shutdown waits for the command channel's thread to end
 TEST_SYNC_DELAY_ENV = "DAEMONBUS_TEST_SYNC_DELAY"
 
 
@@ -433,6 +434,26 @@ class ReconcilerWorker(SimpleWorker):  # type: ignore[misc]
             super().teardown()  # type: ignore[no-untyped-call]
         except common.REDIS_DOWN as err:
             self.log.warning("worker %s not unregistered (redis unavailable: %s)", self.name, err)
+
+    def unsubscribe(self) -> None:
+        """RQ's, in an order that cannot hold the shutdown up. RQ sends the UNSUBSCRIBE, then
+        stops the command channel's thread, and redis-py 8's ``stop`` waits for the thread to
+        end. A thread that handled the UNSUBSCRIBE's reply before the stop reached it (a busy
+        machine) went round once more and waited for a new subscription for RQ's sleep time,
+        60 s, all that time keeping the worker from ending. Here the thread is told to stop
+        first, so the reply ends its loop, and waited for ``UNSUBSCRIBE_WAIT`` at most."""
+        thread = self.pubsub_thread
+        if not thread:
+            return
+        self.log.info("Worker %s: unsubscribing from channel %s", self.name,
+                      self.pubsub_channel_name)
+        try:
+            thread.stop(timeout=0)  # redis-py 8: clear the thread's flag, do not wait
+        except TypeError:
+            thread.stop()  # earlier redis-py: it never waited
+        self.pubsub.unsubscribe()
+        thread.join(timeout=UNSUBSCRIBE_WAIT)
+        self.pubsub.close()
 
     def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, thread: Any) -> None:
         """The command channel's thread (``rq`` shutdown, stop-job) reconnects after any Redis

@@ -156,6 +156,25 @@ def test_a_job_drains_the_keys_handed_out_while_it_runs(stack: Stack) -> None:
     assert [reg.count for reg in _registries(stack)] == [0, 0, 0]
 
 
+def test_a_worker_ends_at_once_after_its_command_thread_went_round_unsubscribed(
+        stack: Stack) -> None:
+    """A busy machine could let the command channel's thread handle the UNSUBSCRIBE's reply
+    and go round once more before the stop reached it, into a wait for a new subscription of
+    RQ's sleep time (60 s), which redis-py 8's stop waited out: the worker's end took a minute
+    (it failed a CI run, the worker's registration expired meanwhile). Put the thread in that
+    wait, then end the worker: it ends within ``UNSUBSCRIBE_WAIT``, give or take."""
+    worker, _ = _in_process_worker(stack)
+    worker.subscribe()
+    thread = worker.pubsub_thread
+    worker.pubsub.unsubscribe()  # as RQ's order sends it; the thread reads the reply
+    wait_for(lambda: not worker.pubsub.subscribed, 10, what="the reply handled")
+    started = time.monotonic()
+    worker.unsubscribe()
+    assert time.monotonic() - started < rq_worker.UNSUBSCRIBE_WAIT + 5
+    assert worker.pubsub.connection is None  # closed: its connection back in the pool
+    assert thread.daemon  # the thread, still waiting, holds no process up
+
+
 def test_a_job_takes_no_key_after_its_drain_window(stack: Stack,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rq_worker, "DRAIN_SECONDS", 0.0)
