@@ -218,11 +218,15 @@ class Watcher:
 
     def handle(self, changes: list[Change]) -> bool:
         reaction = handlers.Reaction()
+        # the events counted once a batch: prometheus' labels() for each entry cost more
+        counted: dict[tuple[str, str], int] = {}
         for ch in changes:
             if ch.type == "DECISION":
                 continue
-            EVENTS.labels(ch.kind, ch.type).inc()
+            counted[ch.kind, ch.type] = counted.get((ch.kind, ch.type), 0) + 1
             handlers.react(reaction, self.dss, ch.kind, ch.type, ch.old, ch.new)
+        for (kind, etype), n in counted.items():
+            EVENTS.labels(kind, etype).inc(n)
         POSITION_LAG.set(len(changes))
         if time.monotonic() - self._cursor_written < CURSOR_EVERY:
             if reaction.empty():
