@@ -83,7 +83,7 @@ RQ_HOOKS: dict[str, tuple[str, ...]] = {
     "Job": ("func", "success_callback", "failure_callback", "stopped_callback",
             "send_webhooks", "dependent_ids"),
     "SimpleWorker": ("job_class", "work", "bootstrap", "register_birth", "teardown",
-                     "_pubsub_exception_handler", "execute_job", "heartbeat",
+                     "unsubscribe", "_pubsub_exception_handler", "execute_job", "heartbeat",
                      "prepare_execution", "prepare_job_execution", "handle_execution_ended", "handle_job_success",
                      "_enqueue_dependents_safely", "run_maintenance_tasks",
                      "dequeue_job_and_maintain_ttl"),

@@ -24,7 +24,7 @@ EXPECTED = {
         "work": "self burst logging_level date_format log_format max_jobs max_idle_time "
                 "with_scheduler dequeue_strategy",
         "bootstrap": "self logging_level date_format log_format",
-        "register_birth": "self", "teardown": "self",
+        "register_birth": "self", "teardown": "self", "unsubscribe": "self",
         "_pubsub_exception_handler": "self exc pubsub pubsub_thread",
         "execute_job": "self job queue", "heartbeat": "self timeout pipeline",
         "prepare_execution": "self job",
