@@ -23,10 +23,8 @@ from shared.store.logmark import NOT_READ, LogMark
 
 def _entries(raw: Any) -> list[RawEntry]:
     """The entries of an ``XRANGE`` reply, or of one stream's in an ``XREAD`` reply, as the
-    wire gave them (each entry's fields a flat list, read on ``RedisEventLog.reads``) or as
-    redis-py parses them (a map)."""
-    return [RawEntry.from_flat(rid, fields) if type(fields) is list
-            else RawEntry.from_fields(rid, fields) for rid, fields in raw or []]
+    wire gave them (each entry's fields a flat list: read on ``RedisEventLog.reads``)."""
+    return [RawEntry.from_flat(rid, fields) for rid, fields in raw or []]
 
 
 def _stream(reply: Any) -> Any:
@@ -179,7 +177,7 @@ class RedisEventLog:
     def at(self, entry_id: str) -> RawEntry | None:
         raw: Any
         with redis_errors("read the log"):
-            raw = self.r.xrange(self.keys.log, min=entry_id, max=entry_id, count=1)
+            raw = self.reads.xrange(self.keys.log, min=entry_id, max=entry_id, count=1)
         found = _entries(raw)
         return found[0] if found else None
 
