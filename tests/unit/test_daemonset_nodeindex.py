@@ -4,6 +4,7 @@ node and pod changes)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hypothesis import given, settings
@@ -320,6 +321,31 @@ def test_the_sorted_node_lists_are_sets_kept_in_name_order(ops: list[tuple[str, 
             assert names.names() == sorted(want)
         assert len(names) == len(want)
     assert names.names() == sorted(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "discard"]), st.integers(0, 300)),
+                    max_size=400))
+def test_the_unsteady_node_sets_are_sets(ops: list[tuple[str, int]]) -> None:
+    """The sets of unsteady nodes, which copy themselves into a smaller table on a discard:
+    after any adds and removals they hold what a set would."""
+    names = nodeindex._NodeSet()
+    want: set[str] = set()
+    for op, i in ops:
+        getattr(names, op)(f"n{i:03d}")
+        getattr(want, op)(f"n{i:03d}")
+        assert names == want
+
+
+def test_a_set_of_unsteady_nodes_shrinks_when_a_fan_out_settles() -> None:
+    """A set that held 50,000 nodes and holds three now takes the room of three, so walking
+    it (each per-node sync does) no longer visits 50,000 empty slots."""
+    names = nodeindex._NodeSet(f"node-{i:05d}" for i in range(50_000))
+    for i in range(3, 50_000):
+        names.discard(f"node-{i:05d}")
+    assert names == {"node-00000", "node-00001", "node-00002"}
+    assert sys.getsizeof(names) <= sys.getsizeof({"node-00000", "node-00001", "node-00002"}) \
+        + 16 * 64
 
 
 def test_the_burst_limits_nodes_are_counted_past_those_a_plan_visits_one_by_one() -> None:
