@@ -26,6 +26,10 @@ class Settings:
     stall_seconds: float = 120.0  # a process loop silent this long is hung (it restarts)
     expectations_timeout_seconds: float = 300.0  # client-go's ExpectationsTimeout
     list_catch_up_seconds: float = 3.0  # an API list waits this long for the watch cache
+    # kube-controller-manager's --min-resync-period (12 h): the watcher queues every
+    # DaemonSet for a full sync once a period, the period drawn at its start between this
+    # and twice this, as upstream's informers resync
+    min_resync_seconds: float = 43_200.0
     # page and batch sizes
     log_page: int = 5000  # entries read per page by export and compaction
     scan_page: int = 2000  # entries read per page by a backwards scan (why)

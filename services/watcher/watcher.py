@@ -8,7 +8,10 @@ watcher that lost its lease (paused while a stand-by took over) writes nothing a
 So a restarted or new watcher resumes exactly where the last written batch ended: entries
 between the cursor and the tip are replayed through the handlers with their previous state
 unknown (handlers then enqueue conservatively and never observe an expectation twice), and
-every DaemonSet is enqueued once, as an informer's initial list does.
+every DaemonSet is enqueued once, as an informer's initial list does. After that every
+DaemonSet is queued for a full sync again once each resync period (upstream's informer
+resync: kube-controller-manager draws it between ``--min-resync-period``, 12 h, and twice
+that; here ``min_resync_seconds``), so a sync lost for any reason is made up for within it.
 
 When the log goes backwards below what the watcher read (``shared.store.logmark``: a
 truncated append-only file, a restored or replaced Redis), the queue adds and expectation
@@ -20,6 +23,7 @@ the expectations of every DaemonSet, queues every DaemonSet and stores the curso
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 
@@ -76,8 +80,14 @@ def _pod_by_target_node(obj: dict) -> list[str]:  # type: ignore[type-arg]
 
 class Watcher:
     def __init__(self, store: Store, lease: LeaderLease,
-                 renew_every: float = LEASE_SECONDS / 4, cursor: Cursor | None = None) -> None:
+                 renew_every: float = LEASE_SECONDS / 4, cursor: Cursor | None = None,
+                 resync_every: float | None = None) -> None:
+        """``resync_every``: seconds between the full syncs of every DaemonSet (None:
+        drawn between ``min_resync_seconds`` and twice it)."""
         self.store = store
+        self.resync_every = resync_every if resync_every is not None else \
+            settings.current.min_resync_seconds * (1.0 + random.random())
+        self._resync_at = time.monotonic() + self.resync_every
         self.lease = lease
         self.renew_every = renew_every
         self.cache = Cache(store, KINDS, name="watcher", decisions=False,
@@ -200,10 +210,14 @@ class Watcher:
                 reaction.delete_expectations.update(self.cache.objects["DaemonSet"].keys())
             log.info("replayed log from %s to %s", cursor, tip)
         reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
+        self._resync_at = time.monotonic() + self.resync_every
         return self.apply(reaction, tip)
 
     def step(self, block_ms: int = 500) -> bool:
-        """Handle the next batch of log changes, if any; False when the lease was lost."""
+        """Handle the next batch of log changes, if any, or queue every DaemonSet when a
+        resync is due; False when the lease was lost."""
+        if time.monotonic() >= self._resync_at:
+            return self.resync()
         changes = self.cache.poll(count=5000, block_ms=block_ms)
         if self.store.mark.rewinds != self._rewinds:
             return self.start()  # the changes of a relist after a rewind: start afresh
@@ -215,6 +229,17 @@ class Watcher:
                 return self.apply(handlers.Reaction(), self.cache.position)
             return True
         return self.handle(changes)
+
+    def resync(self) -> bool:
+        """Queue every DaemonSet the cache holds for a full sync (upstream's informers
+        deliver each object again as an update, and the DaemonSet handler queues it); the
+        cursor stays where it is. False when the lease was lost."""
+        self._resync_at = time.monotonic() + self.resync_every
+        reaction = handlers.Reaction()
+        reaction.enqueue.update(self.cache.objects["DaemonSet"].keys())
+        log.info("resync: queueing all %d DaemonSets for a full sync (every %.0f s)",
+                 len(reaction.enqueue), self.resync_every)
+        return reaction.empty() or self.apply(reaction, None)
 
     def handle(self, changes: list[Change]) -> bool:
         reaction = handlers.Reaction()

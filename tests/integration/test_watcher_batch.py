@@ -337,6 +337,54 @@ def test_a_deposed_watcher_stands_by_at_its_next_batch(redis_url: str, keys: Key
     assert _leader_gauge() == 0
 
 
+def test_every_daemonset_is_queued_again_for_a_full_sync_each_resync_period(
+        redis_url: str, keys: Keys) -> None:
+    """Upstream's informer resync: with nothing new in the log, each DaemonSet is handed out
+    again, for a full sync, once a period; within the period nothing is queued."""
+    store = Store(connect(redis_url), keys)
+    lease = RedisLeaderLease(store.r, keys, "watcher", HOLDER)
+    assert lease.acquire()
+    watcher = Watcher(store, lease, renew_every=3600.0, resync_every=0.5)
+    store.create(new_node("node-1"))
+    store.apply(kit.daemonset("agent"))
+    store.apply(kit.daemonset("other"))
+    queue = RedisWorkQueue(store.r, keys)
+    assert watcher.start()
+    for _ in range(2):  # the start's own queueing, done
+        handed = queue.try_get("w")
+        assert handed is not None
+        queue.done(handed)
+    tip = store.log_tip()
+    steps_before = 0
+    while not queue.state().queue:
+        assert watcher.step(block_ms=20)
+        steps_before += 1
+        assert steps_before < 500, "no resync within 10 s"
+    assert steps_before > 1, "queued at once, not after the period"
+    assert sorted(queue.state().queue) == ["default/agent", "default/other"]
+    handed = queue.try_get("w")
+    assert handed is not None and handed.full and handed.nodes == ()
+    assert store.log_tip() == tip  # nothing written to the log for it
+
+    quiet = Watcher(store, lease, renew_every=3600.0, resync_every=3600.0)
+    assert quiet.start()
+    while (handed := queue.try_get("w")) is not None:
+        queue.done(handed)
+    for _ in range(10):
+        assert quiet.step(block_ms=20)
+    assert queue.state().queue == ()
+
+
+def test_the_resync_period_is_drawn_between_the_setting_and_twice_it(
+        redis_url: str, keys: Keys) -> None:
+    store = Store(connect(redis_url), keys)
+    lease = RedisLeaderLease(store.r, keys, "watcher", HOLDER)
+    periods = {Watcher(store, lease).resync_every for _ in range(5)}
+    least = watcher_module.settings.current.min_resync_seconds
+    assert all(least <= p < 2 * least for p in periods)
+    assert len(periods) > 1
+
+
 def test_start_after_compaction_drops_expectations_in_its_one_batch(
         redis_url: str, keys: Keys) -> None:
     watcher, store = _watcher(redis_url, keys)
