@@ -238,8 +238,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
         if resources is None:
             raise st.ApiError("NotFound", "the server could not find the requested resource")
         return respond(resources)
-    if gv == discovery.AUTHZ_GROUP_VERSION:
-        return await _access_review(request, parts)
+    if gv in discovery.REVIEWS:
+        return await _review(request, gv, parts)
     t = requests.parse_path(gv, parts)
     verb = requests.verb(request.method, t, request.query)
     request[VERB_KEY], request[RESOURCE_KEY] = verb, t.resource_name
@@ -359,28 +359,34 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
     return await state.run(handlers.delete_collection, store, t, q, opts, dry)
 
 
-async def _access_review(request: web.Request, parts: list[str]) -> web.Response:
-    """SelfSubjectAccessReview (may the caller do what it asks about? ``kubectl auth
-    can-i``) and SelfSubjectRulesReview (what may it do? ``kubectl auth can-i --list``),
-    both answered from the role table (``auth.RULES``)."""
-    reviews = {"selfsubjectaccessreviews": ("SelfSubjectAccessReview", _may),
-               "selfsubjectrulesreviews": ("SelfSubjectRulesReview", _rules)}
-    if len(parts) != 1 or parts[0] not in reviews:
+async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Response:
+    """The reviews any user may post about itself, answered from its token and the role
+    table (``auth.RULES``): SelfSubjectAccessReview (may the caller do what it asks about?
+    ``kubectl auth can-i``), SelfSubjectRulesReview (what may it do? ``kubectl auth can-i
+    --list``) and SelfSubjectReview (who is it? ``kubectl auth whoami``)."""
+    kinds = dict(discovery.REVIEWS[gv])
+    if len(parts) != 1 or parts[0] not in kinds:
         raise st.ApiError("NotFound", "the server could not find the requested resource")
     if request.method != "POST":
         raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
                           f"the requested resource ({request.method.lower()} {parts[0]})")
-    kind, answer = reviews[parts[0]]
+    kind = kinds[parts[0]]
     body = await _body(request)
     if not isinstance(body, dict) or body.get("kind", kind) != kind:
         raise st.bad_request(f"the body must be a {kind}")
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise st.bad_request(f"spec: Invalid value: the spec of a {kind} must be an object")
-    body["status"] = answer(_user(request), spec)
-    body.setdefault("apiVersion", discovery.AUTHZ_GROUP_VERSION)
-    body["kind"] = kind
+    body["status"] = _ANSWERS[kind](_user(request), spec)
+    body["apiVersion"], body["kind"] = gv, kind
     return respond(body, 201)
+
+
+def _whoami(user: auth.User, _spec: Obj) -> Obj:
+    """The caller as the authenticator saw it (upstream's token file users are in the group
+    every authenticated user is in), its role as an extra attribute."""
+    return {"userInfo": {"username": user.name, "groups": ["system:authenticated"],
+                         "extra": {"daemonbus.io/role": [user.role]}}}
 
 
 def _may(user: auth.User, spec: Obj) -> Obj:
@@ -416,12 +422,17 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
             by_group.setdefault(served.info.group, []).append(name)
         resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": names}
                            for group, names in sorted(by_group.items())]
-    resource_rules.append({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
-                           "resources": ["selfsubjectaccessreviews",
-                                         "selfsubjectrulesreviews"]})
+    for gv, reviews in discovery.REVIEWS.items():
+        resource_rules.append({"verbs": ["create"], "apiGroups": [gv.partition("/")[0]],
+                               "resources": [plural for plural, _kind in reviews]})
     urls = [{"verbs": ["*"], "nonResourceURLs": ["*"]}] if auth.may_get_url(user, "*") \
         else [{"verbs": ["get"], "nonResourceURLs": list(auth.DISCOVERY_URLS)}]
     return {"resourceRules": resource_rules, "nonResourceRules": urls, "incomplete": False}
+
+
+_ANSWERS: dict[str, Callable[[auth.User, Obj], Obj]] = {
+    "SelfSubjectAccessReview": _may, "SelfSubjectRulesReview": _rules,
+    "SelfSubjectReview": _whoami}
 
 
 # ---- the fleet view (/ui) -----------------------------------------------------------------

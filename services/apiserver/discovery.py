@@ -57,6 +57,12 @@ STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
 ACCESS_REVIEWS = (("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
                   ("selfsubjectrulesreviews", "SelfSubjectRulesReview"))
+AUTHN_GROUP_VERSION = "authentication.k8s.io/v1"
+SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
+"""The reviews every user may post (``kubectl auth can-i``, ``auth whoami``), by group
+version: (plural, kind)."""
+REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
+_GROUPS = ("apps", "authentication.k8s.io", "authorization.k8s.io")
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
 
@@ -83,11 +89,11 @@ def _group(name: str, version: str) -> Obj:
 
 def api_group_list() -> Obj:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group("apps", "v1"), _group("authorization.k8s.io", "v1")]}
+            "groups": [_group(name, "v1") for name in _GROUPS]}
 
 
 def api_group(name: str) -> Obj | None:
-    if name not in ("apps", "authorization.k8s.io"):
+    if name not in _GROUPS:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, "v1")}
 
@@ -112,10 +118,10 @@ def _api_resource(r: Resource) -> list[Obj]:
 
 def resource_list(group_version: str) -> Obj | None:
     """``APIResourceList`` of one group version, None when not served."""
-    if group_version == AUTHZ_GROUP_VERSION:
+    if group_version in REVIEWS:
         items: list[Obj] = [{"name": plural, "singularName": "", "namespaced": False,
                              "kind": kind, "verbs": ["create"]}
-                            for plural, kind in ACCESS_REVIEWS]
+                            for plural, kind in REVIEWS[group_version]]
     elif group_version in ("v1", "apps/v1"):
         items = [x for r in RESOURCES if r.info.api_version == group_version
                  for x in _api_resource(r)]

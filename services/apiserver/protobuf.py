@@ -1,6 +1,6 @@
 """Decoding the few request bodies kubectl sends as Kubernetes protobuf (its typed clients
 do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth can-i --list`` a
-SelfSubjectRulesReview, ``drain`` an Eviction) into the JSON
+SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an Eviction) into the JSON
 shape of the same object. Decides (pure). Answers always go out as JSON, which those
 clients accept.
 
@@ -97,6 +97,10 @@ def _rules_review(f: Fields) -> Obj:
     return {"metadata": _meta(_msg(f, 1)), "spec": _strings(_msg(f, 2), {1: "namespace"})}
 
 
+def _self_review(f: Fields) -> Obj:
+    return {"metadata": _meta(_msg(f, 1))}  # its status is the answer: not read
+
+
 def _eviction(f: Fields) -> Obj:
     out: Obj = {"metadata": _meta(_msg(f, 1))}
     if 2 in f:
@@ -120,6 +124,7 @@ def _eviction(f: Fields) -> Obj:
 DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "SelfSubjectAccessReview": _access_review,
     "SelfSubjectRulesReview": _rules_review,
+    "SelfSubjectReview": _self_review,
     "Eviction": _eviction,
 }
 

@@ -201,3 +201,16 @@ def test_kubectl_auth_can_i_list_shows_each_roles_rules(api: ApiServer) -> None:
     assert edit["selfsubjectrulesreviews.authorization.k8s.io"] == "[create]"
     res = api.kubectl("api-resources", "--api-group=authorization.k8s.io", "-o", "name").stdout
     assert "selfsubjectrulesreviews.authorization.k8s.io" in res.split()
+    assert view["selfsubjectreviews.authentication.k8s.io"] == "[create]"
+
+
+def test_kubectl_auth_whoami_names_the_tokens_user_and_role(api: ApiServer) -> None:
+    for user, role in (("admin", "admin"), ("editor", "edit"), ("viewer", "view")):
+        review = json.loads(api.kubectl("auth", "whoami", "-o", "json", user=user).stdout)
+        assert review["kind"] == "SelfSubjectReview"
+        assert review["status"]["userInfo"] == {
+            "username": user, "groups": ["system:authenticated"],
+            "extra": {"daemonbus.io/role": [role]}}
+    table = api.kubectl("auth", "whoami", user="viewer").stdout.splitlines()
+    assert table[0].split() == ["ATTRIBUTE", "VALUE"]
+    assert table[1].split() == ["Username", "viewer"]

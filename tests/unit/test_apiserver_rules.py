@@ -87,6 +87,10 @@ def test_protobuf_access_review_and_eviction_decode_to_their_json_shape() -> Non
     doc = protobuf.decode(body)
     assert doc["metadata"] == {"name": "p1", "namespace": "default"}
     assert doc["deleteOptions"] == {"gracePeriodSeconds": 0}
+    body = protobuf.MAGIC + _field(1, _field(1, b"authentication.k8s.io/v1") +
+                                   _field(2, b"SelfSubjectReview")) + _field(2, _field(1, b""))
+    assert protobuf.decode(body) == {"apiVersion": "authentication.k8s.io/v1",
+                                     "kind": "SelfSubjectReview", "metadata": {}}
     with pytest.raises(protobuf.ProtobufError):
         protobuf.decode(b"not protobuf")
 
