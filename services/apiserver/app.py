@@ -247,8 +247,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
         raise _forbidden(user, verb, t)
     if verb not in t.resource.verbs and t.sub is None:
-        raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
-                          f"the requested resource ({verb} {t.resource.info.plural})")
+        raise handlers.not_allowed(t, verb)
     fmt = requests.negotiate(request.headers.get("Accept"))
     store = state.store.as_writer(user.name)
     q = request.query

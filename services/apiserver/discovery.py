@@ -22,7 +22,6 @@ SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-daemonbus"
 
 WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
 ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
-BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
 @dataclass(frozen=True)
@@ -39,10 +38,8 @@ class Resource:
         return self.info.kind != "Namespace"
 
 
-NAMESPACE = kinds.KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",),
-                           namespaced=False)
 RESOURCES: tuple[Resource, ...] = (
-    Resource(NAMESPACE, verbs=("get", "list", "watch")),
+    Resource(kinds.NAMESPACE, verbs=("get", "list", "watch")),
     Resource(kinds.NODE),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),

@@ -36,6 +36,17 @@ PROPAGATION = {"Background": "background", "Foreground": "foreground", "Orphan":
 PATCH_RETRIES = store_client.CONFLICT_RETRIES
 
 
+def not_allowed(t: Target, verb: str) -> st.ApiError:
+    """The 405 of a verb ``t``'s resource does not serve; for Namespaces, which are only
+    read, why: daemonbus keeps no object for a namespace."""
+    if t.kind == "Namespace":
+        then = "it goes once the last object in it is deleted" if verb.startswith("delete") \
+            else "create objects in it directly"
+        return st.ApiError("MethodNotAllowed", f"{kinds.NO_NAMESPACE_OBJECT}; {then}")
+    return st.ApiError("MethodNotAllowed", f"the server does not allow this method on the "
+                       f"requested resource ({verb} {t.resource.info.plural})")
+
+
 def _list_kind(kind: str) -> str:
     return kind + "List"
 
@@ -261,9 +272,6 @@ def create(store: Store, t: Target, body: Obj, dry: bool,
 
 
 def _commit_create(store: Store, t: Target, obj: Obj, dry: bool) -> tuple[int, Obj]:
-    if t.kind == "Namespace":
-        raise st.ApiError("MethodNotAllowed", "namespaces need no object in daemonbus: a "
-                          "namespace exists once something is created in it")
     try:
         created = store.create(obj, dry=dry)
     except errors.StoreError as err:
@@ -433,8 +441,6 @@ def _propagation(t: Target, opts: Obj) -> str:
 
 
 def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
-    if t.kind == "Namespace":
-        raise st.ApiError("MethodNotAllowed", "namespaces cannot be deleted in daemonbus")
     propagation = _propagation(t, opts)
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (not isinstance(grace, int) or grace < 0):
@@ -483,7 +489,7 @@ def evict(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
 
 def namespaces_of(objects: Mapping[str, Mapping[str, Obj]]) -> set[str]:
     """Every namespace something lives in, and the four every cluster has."""
-    out = set(discovery.BUILTIN_NAMESPACES)
+    out = set(kinds.BUILTIN_NAMESPACES)
     for kind, objs in objects.items():
         info = kinds.by_kind(kind)
         if info is not None and info.namespaced:

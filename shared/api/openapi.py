@@ -48,7 +48,7 @@ def group_version_path(api_version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def group_versions(served: Iterable[kinds.KindInfo] = kinds.ALL) -> list[str]:
+def group_versions(served: Iterable[kinds.KindInfo] = kinds.SERVED) -> list[str]:
     """The apiVersions of the served kinds, each once, in order."""
     return list(dict.fromkeys(k.api_version for k in served))
 
@@ -68,7 +68,8 @@ def root(documents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 @functools.cache
-def documents(served: tuple[kinds.KindInfo, ...] = kinds.ALL) -> Mapping[str, Mapping[str, Any]]:
+def documents(served: tuple[kinds.KindInfo, ...] = kinds.SERVED
+              ) -> Mapping[str, Mapping[str, Any]]:
     """Every group-version document for the served kinds, keyed by
     :func:`group_version_path`. Built once per set of kinds; shared: read only."""
     return {group_version_path(gv): document(gv, [k for k in served if k.api_version == gv])
@@ -76,7 +77,7 @@ def documents(served: tuple[kinds.KindInfo, ...] = kinds.ALL) -> Mapping[str, Ma
 
 
 @functools.cache
-def index(served: tuple[kinds.KindInfo, ...] = kinds.ALL) -> Mapping[str, Any]:
+def index(served: tuple[kinds.KindInfo, ...] = kinds.SERVED) -> Mapping[str, Any]:
     """:func:`root` of :func:`documents`, built once per set of kinds (hashing the documents
     takes tens of milliseconds); shared: read only."""
     return root(documents(served))

@@ -92,6 +92,17 @@ ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT)
 #: the kinds the store keeps, by name (the log, the view, every cache)
 STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 
+#: Namespaces are served (read only) but not stored: a namespace exists while something lives
+#: in it, and the four every cluster has always
+NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False)
+BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+NO_NAMESPACE_OBJECT = ("namespaces need no object in daemonbus: a namespace exists while "
+                       "something is in it (and default, kube-system, kube-public and "
+                       "kube-node-lease always)")
+"""Why a Namespace cannot be written (the API server's 405, the CLI's refusal)."""
+#: what the API server serves: the stored kinds and Namespace
+SERVED: tuple[KindInfo, ...] = (NAMESPACE, *ALL)
+
 _BY_KIND = {k.kind: k for k in ALL}
 _BY_ALIAS = {alias: k for k in ALL for alias in k.aliases}
 

@@ -62,6 +62,28 @@ def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> Non
         assert got["metadata"]["generation"] == 1
 
 
+def test_kubectl_namespace_writes_say_why_and_objects_make_the_namespace(
+        api: ApiServer, tmp_path: Path) -> None:
+    made = api.kubectl("create", "namespace", "team-a", check=False)
+    assert made.returncode == 1
+    assert made.stderr.startswith("Error from server (MethodNotAllowed): namespaces need no "
+                                  "object in daemonbus")
+    assert "create objects in it directly" in made.stderr
+    gone = api.kubectl("delete", "namespace", "kube-system", check=False)
+    assert "it goes once the last object in it is deleted" in gone.stderr
+    doc = yaml.safe_load(FLUENTD.read_text())
+    doc["metadata"]["namespace"] = "team-b"
+    both = tmp_path / "team-b.yaml"
+    both.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}, doc]))
+    applied = api.kubectl("apply", "-f", str(both), check=False)
+    assert applied.returncode == 1  # the Namespace refused, the DaemonSet in it created
+    assert "namespaces need no object in daemonbus" in applied.stderr
+    assert applied.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
+    assert "namespace/team-b" in api.kubectl("get", "ns", "-o", "name").stdout.split()
+    assert "Namespace provides a scope for Names" in api.kubectl("explain", "ns").stdout
+
+
 def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     _ready_pods(stack, "kube-system", 3)

@@ -233,6 +233,21 @@ def test_apply_reads_multi_document_yaml_lists_and_json_from_stdin(
     assert as_json.stdout == "node/worker-1 unchanged\n"
 
 
+def test_apply_refuses_a_namespace_saying_why_and_applies_the_rest(
+        run: Run, store: store_client.Store, tmp_path: Path) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}
+
+    result = run("apply", "-f", write(tmp_path, "ns.yaml", namespace, fluentd()))
+
+    assert result.exit_code == 1
+    assert result.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
+    assert result.stderr == (
+        f'error: namespace "kube-system" from "{tmp_path / "ns.yaml"}": namespaces need no '
+        "object in daemonbus: a namespace exists while something is in it (and default, "
+        "kube-system, kube-public and kube-node-lease always); leave the Namespace out and "
+        "create objects in it directly\n")
+
+
 def test_apply_reports_an_unknown_kind_and_applies_the_rest(run: Run,
                                                             store: store_client.Store,
                                                             tmp_path: Path) -> None:
