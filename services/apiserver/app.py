@@ -71,7 +71,7 @@ class State:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
 
-    def namespaces(self) -> set[str]:
+    def namespaces(self) -> dict[str, str | None]:
         return handlers.namespaces_of(self.cache.objects)
 
 

@@ -81,6 +81,11 @@ def test_kubectl_namespace_writes_say_why_and_objects_make_the_namespace(
     assert "namespaces need no object in daemonbus" in applied.stderr
     assert applied.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
     assert "namespace/team-b" in api.kubectl("get", "ns", "-o", "name").stdout.split()
+    ds = api.json("get", "ds", "fluentd-elasticsearch", "-n", "team-b")
+    ns = api.json("get", "ns", "team-b")  # as old as the oldest thing in it
+    assert ns["metadata"]["creationTimestamp"] == ds["metadata"]["creationTimestamp"]
+    ages = [row.split()[-1] for row in api.kubectl("get", "ns", "--no-headers").stdout.splitlines()]
+    assert "<unknown>" not in ages
     assert "Namespace provides a scope for Names" in api.kubectl("explain", "ns").stdout
 
 
