@@ -2,7 +2,7 @@
 readiness).
 
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
-                                  [--client-procs 1] [--creates 2000] [--clients 8] [--no-tls]
+                                  [--client-procs 10] [--creates 2000] [--clients 8] [--no-tls]
                                   [--load-nice 10] [--max-unavailable 10%]
                                   [--ready-delay SECONDS]
                                   [--apiserver-from CHECKOUT] [--label TEXT]
@@ -28,7 +28,7 @@ recorded, and so are the floors and the rollout's time.
   before they are decoded. Every watcher must see every pod entry of the rollout, in order, each as the log's
   own event type (checked against the log); a stream the server ends is re-watched from the
   last resourceVersion, as client-go does. The watchers run in ``--client-procs`` client
-  processes (default one: one loop over non-blocking TLS sockets, each watch on a connection
+  processes (default ten, five watchers each: one loop over non-blocking TLS sockets, each watch on a connection
   of its own, its HTTP and chunked framing parsed by hand; every read is stamped before
   anything read in the same round is decoded, and each event is decoded in full but builds
   only what it checks; its garbage collector off, so the lag is the server's rather than a
@@ -208,7 +208,7 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
 
 # ---- WATCH -----------------------------------------------------------------------------------------
 #
-# The watchers run in client processes of their own (``--client-procs``, default one), not in
+# The watchers run in client processes of their own (``--client-procs``, default ten), not in
 # the driver's loop. Each process decodes every event its watchers receive (the whole JSON
 # line is parsed and its type, kind, namespace and resourceVersion checked, by msgspec: a
 # full parse that builds only the fields it is asked for, several times cheaper than building
@@ -218,7 +218,11 @@ async def measure_list(api: Api, n: int, repeats: int) -> Obj:
 # same two cores) were themselves the bottleneck, and their backlog counted as the server's
 # lag; so was an aiohttp client (a task woken per watcher and read, about 55-70 µs of CPU per
 # delivered event one at a time, against 32-35 µs for ``WatchStream``'s loop). The floor, a
-# direct tail of the log, is a process too.
+# direct tail of the log, is a process too. One client process for all 50 was the bottleneck
+# once rollouts got fast: at 1% it needs 4 s of CPU for the million events of a 5-6 s
+# rollout, on one core it shares, and its backlog read as a p99 lag of 1.1 s (10 processes:
+# 41-76 ms); at 25 or 50 processes the interpreters' own overhead (8-12 s of CPU) costs more
+# than the spreading gains. Fifty real watchers are fifty processes on machines of their own.
 # Each child gets its start position, then (on its pipe) the rollout's last pod entry id and
 # the (id, type) of every pod entry a watcher must see; it answers with what it measured.
 
@@ -803,8 +807,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--watchers", type=int, default=50)
-    ap.add_argument("--client-procs", type=int, default=1,
-                    help="processes the watchers are spread over")
+    ap.add_argument("--client-procs", type=int, default=10,
+                    help="processes the watchers are spread over (default 10: five watchers "
+                         "each)")
     ap.add_argument("--repeats", type=int, default=20, help="LIST repetitions per format")
     ap.add_argument("--creates", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
