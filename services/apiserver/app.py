@@ -363,13 +363,13 @@ async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Respon
     table (``auth.RULES``): SelfSubjectAccessReview (may the caller do what it asks about?
     ``kubectl auth can-i``), SelfSubjectRulesReview (what may it do? ``kubectl auth can-i
     --list``) and SelfSubjectReview (who is it? ``kubectl auth whoami``)."""
-    kinds = dict(discovery.REVIEWS[gv])
-    if len(parts) != 1 or parts[0] not in kinds:
+    by_plural = dict(discovery.REVIEWS[gv])
+    if len(parts) != 1 or parts[0] not in by_plural:
         raise st.ApiError("NotFound", "the server could not find the requested resource")
     if request.method != "POST":
         raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
                           f"the requested resource ({request.method.lower()} {parts[0]})")
-    kind = kinds[parts[0]]
+    kind = by_plural[parts[0]]
     body = await _body(request)
     if not isinstance(body, dict) or body.get("kind", kind) != kind:
         raise st.bad_request(f"the body must be a {kind}")
