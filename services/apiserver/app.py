@@ -72,7 +72,7 @@ class State:
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
 
     def namespaces(self) -> dict[str, str | None]:
-        return handlers.namespaces_of(self.cache.objects)
+        return self.cache.namespaces.current()
 
 
 def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -278,19 +278,18 @@ async def _list(state: State, store: Store, t: Target,
         continued = await _continued(state, t, q)
         if continued is not None:
             return continued
-    if t.resource.stored:
-        tip = "0-0" if q.get("resourceVersion") == "0" else \
-            await state.run(handlers.log_tip, store)
-        try:
-            caught_up = await state.cache.wait_for(tip, LIST_CATCH_UP_SECONDS)
-        except TimeoutError:
-            caught_up = False
-        if caught_up:
-            match = listing.matcher(t, q)
-            items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
-            items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
-            return state.cache.position, items
-    return await state.run(handlers.list_objects, store, t, q, state.namespaces)
+    tip = "0-0" if q.get("resourceVersion") == "0" else \
+        await state.run(handlers.log_tip, store)
+    try:
+        caught_up = await state.cache.wait_for(tip, LIST_CATCH_UP_SECONDS)
+    except TimeoutError:
+        caught_up = False
+    if caught_up or not t.resource.stored:  # Namespaces are the cache's alone
+        match = listing.matcher(t, q)
+        items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
+        items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
+        return state.cache.position, items
+    return await state.run(handlers.list_objects, store, t, q)
 
 
 async def _continued(state: State, t: Target,

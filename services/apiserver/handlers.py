@@ -16,14 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.apiserver import discovery, listing, requests
+from services.apiserver import discovery, listing, namespaces, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from shared.api import managedfields, schema
 from shared.api import patch as api_patch
 from shared.api import warnings as api_warnings
 from shared.model import kinds, meta
-from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
 from shared.store import errors
 
@@ -63,7 +62,7 @@ def get(store: Store, t: Target, cache_namespaces: Callable[[], Mapping[str, str
         found = cache_namespaces()
         if t.name not in found:
             raise st.not_found("Namespace", t.name)
-        return namespace_object(t.name, found[t.name])
+        return namespaces.namespace_object(t.name, found[t.name])
     try:
         obj = store.get(t.kind, t.key)
     except errors.StoreError as err:
@@ -79,24 +78,9 @@ def with_type(obj: Obj) -> Obj:
     return obj
 
 
-def namespace_object(name: str, created: str | None = None) -> Obj:
-    """The Namespace ``name`` as it is served (daemonbus keeps no object for one),
-    created at ``created`` (None: not known)."""
-    md: Obj = {"name": name, "uid": "", "resourceVersion": "0",
-               "labels": {"kubernetes.io/metadata.name": name}}
-    if created is not None:
-        md["creationTimestamp"] = created
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": md,
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
-
-
-def list_objects(store: Store, t: Target, query: Mapping[str, str],
-                 namespaces: Callable[[], Mapping[str, str | None]]) -> tuple[str, list[Obj]]:
+def list_objects(store: Store, t: Target, query: Mapping[str, str]) -> tuple[str, list[Obj]]:
     """The log position and the objects a list selects, sorted by namespace and name."""
     match = listing.matcher(t, query)
-    if t.kind == "Namespace":
-        items = [namespace_object(n, created) for n, created in sorted(namespaces().items())]
-        return "0-0", [o for o in items if match(o)]
     try:
         tip, objs = store.snapshot([t.kind])
     except errors.StoreError as err:
@@ -467,7 +451,7 @@ def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
 
 def delete_collection(store: Store, t: Target, query: Mapping[str, str], opts: Obj,
                       dry: bool) -> tuple[int, Obj]:
-    _tip, items = list_objects(store, t, query, dict)
+    _tip, items = list_objects(store, t, query)
     deleted = []
     for obj in items:
         one = Target(t.resource, meta.namespace(obj) or None, meta.name(obj), None)
@@ -491,28 +475,3 @@ def evict(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
     delete(store, pod, opts if isinstance(opts, dict) else {}, dry)
     return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                  "code": 201}
-
-
-def namespaces_of(objects: Mapping[str, Mapping[str, Obj]]) -> dict[str, str | None]:
-    """Every namespace something lives in, and the four every cluster has, each with when it
-    was created: when the oldest object in it was (the four: when the cluster's oldest
-    object was, as a cluster makes them first; None when there is none). Decides."""
-    out: dict[str, str | None] = {}
-    oldest: str | None = None
-    for kind, objs in objects.items():
-        info = kinds.by_kind(kind)
-        for key, obj in objs.items():
-            created = (obj.get("metadata") or {}).get("creationTimestamp")
-            if not isinstance(created, str):
-                created = None
-            elif oldest is None or created < oldest:  # RFC 3339 in UTC: text order is time's
-                oldest = created
-            if info is None or not info.namespaced:
-                continue
-            ns = ObjectKey.parse(key).namespace
-            was = out.get(ns)
-            if ns not in out or (created is not None and (was is None or created < was)):
-                out[ns] = created
-    for ns in kinds.BUILTIN_NAMESPACES:
-        out.setdefault(ns, oldest)
-    return out

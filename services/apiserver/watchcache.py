@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.apiserver.namespaces import Namespaces
 from shared import settings
 from shared.eventlog import fold
 from shared.model import meta
@@ -236,6 +237,7 @@ class WatchCache:
         self.kinds = kinds
         self.events: collections.deque[Event] = collections.deque(maxlen=window)
         self.view: fold.View[Obj] = fold.View(kinds)  # the objects, by the log's one fold
+        self.namespaces = Namespaces()  # what lives in each namespace, counted as it folds
         self.position = "0-0"  # the newest log id folded in
         self.last_change = time.monotonic()  # when the last change was fanned out
         self.oldest = "0-0"  # every event after this position is in ``events``
@@ -346,6 +348,7 @@ class WatchCache:
         for kind in self.kinds:
             for obj in objs.get(kind, []):
                 self.view.put(kind, meta.key(obj), obj)
+        self.namespaces.reset(objs)
         self.position = self.oldest = tip
         self.ready.set()
         self._wake()
@@ -358,11 +361,17 @@ class WatchCache:
             changed, prev = view.apply(entry.id, entry.type, entry.kind, entry.key, entry.obj)
             if not changed:
                 continue
-            if len(self.events) == self.events.maxlen:
-                self.oldest = self.events[0].id
-            ev = Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)
-            self.events.append(ev)
-            fresh.setdefault(ev.kind, []).append(ev)
+            new = [Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)]
+            made = self.namespaces.change(entry.id, entry.type, entry.kind, entry.key,
+                                          entry.obj, prev)
+            if made is not None:  # the first object in a namespace, or the last one gone
+                new.append(Event(entry.id, made[0], "Namespace", "/" + meta.name(made[1]),
+                                 made[1], None))
+            for ev in new:
+                if len(self.events) == self.events.maxlen:
+                    self.oldest = self.events[0].id
+                self.events.append(ev)
+                fresh.setdefault(ev.kind, []).append(ev)
         if fresh:
             self.last_change = time.monotonic()
             for feed in list(self.feeds.values()):
@@ -408,7 +417,10 @@ class WatchCache:
         return data
 
     def current(self, kind: str, match: Match) -> list[Obj]:
-        """The cached objects of ``kind`` that ``match`` selects, sorted by key."""
+        """The cached objects of ``kind`` that ``match`` selects, sorted by key (Namespaces:
+        those something lives in, and the four built-in ones)."""
+        if kind == "Namespace":
+            return [o for o in self.namespaces.objects() if match(o)]
         objs = self.objects.get(kind, {})
         return [objs[k] for k in sorted(objs) if match(objs[k])]
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from services.replay import why
+from shared.model import kinds
 from tests import testdata
 from tests.integration.apiserver_kit import TESTDATA, ApiServer
 from tests.integration.stack import Stack, wait_for
@@ -126,6 +127,38 @@ def test_kubectl_get_watch_sees_a_change_and_ends_at_its_timeout(api: ApiServer)
             proc.kill()
     assert proc.returncode is not None  # it ended by itself, at its timeout
     assert "daemonset.apps/fluentd-elasticsearch" in out.split()  # the label change
+
+
+def test_kubectl_get_namespaces_watch_sees_one_come_and_go_with_what_is_in_it(
+        api: ApiServer, stack: Stack, tmp_path: Path) -> None:
+    doc = yaml.safe_load(FLUENTD.read_text())
+    doc["metadata"]["namespace"] = "team-w"
+    manifest = tmp_path / "team-w.yaml"
+    manifest.write_text(yaml.safe_dump(doc))
+    proc = subprocess.Popen(
+        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "get", "ns", "-w",
+         "--output-watch-events", "--no-headers", "--request-timeout=60s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"HOME": str(api.home), "KUBECONFIG": str(api.kubeconfig())})
+    try:
+        assert proc.stdout is not None
+        listed = [proc.stdout.readline().split()[:2] for _ in range(4)]  # the list, then the watch
+        assert listed == [["ADDED", ns] for ns in sorted(kinds.BUILTIN_NAMESPACES)]
+        api.kubectl("apply", "-f", str(manifest))
+        assert proc.stdout.readline().split()[:3] == ["ADDED", "team-w", "Active"]
+        # gone once nothing is in it: the DaemonSet, its pods and revisions, its events
+        api.kubectl("delete", "ds", "fluentd-elasticsearch", "-n", "team-w")
+        wait_for(lambda: not stack.pods("team-w"), timeout=60, what="team-w's pods gone")
+        api.kubectl("delete", "events", "--all", "-n", "team-w")
+        wait_for(lambda: not [r for r in stack.store.list("ControllerRevision")
+                              if r["metadata"]["namespace"] == "team-w"],
+                 timeout=60, what="team-w's revisions gone")
+        assert proc.stdout.readline().split()[:2] == ["DELETED", "team-w"]
+    finally:
+        proc.kill()
+        proc.communicate()
+    gone = api.kubectl("get", "ns", "team-w", check=False)
+    assert 'namespaces "team-w" not found' in gone.stderr
 
 
 def test_writes_through_the_api_name_their_user_in_the_log(api: ApiServer,

@@ -6,10 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from services.apiserver import auth, handlers, listing, protobuf, requests, status
+from services.apiserver import auth, listing, protobuf, requests, status
 from services.apiserver.status import ApiError
 from services.apiserver.watchcache import Event, Feed, Watcher
-from shared.model import kinds
 from shared.store import errors
 
 TOKEN = "0123456789abcdef0123456789"
@@ -194,22 +193,3 @@ def test_the_view_at_a_position_undoes_the_events_after_it() -> None:
     assert (start, rv) == (("ns", "a"), "6-0")
     with pytest.raises(ApiError, match="continue key is not valid"):
         listing.decode_token(listing.token(("ns", "a"), "not-a-position"))
-
-
-def test_a_namespace_is_as_old_as_the_oldest_object_in_it_the_builtins_as_the_cluster() -> None:
-    def obj(created: str | None) -> dict[str, object]:
-        return {"metadata": {"creationTimestamp": created} if created else {}}
-
-    found = handlers.namespaces_of({
-        "Node": {"/n1": obj("2026-01-01T00:00:00Z")},
-        "Pod": {"team/p1": obj("2026-01-03T00:00:00Z"), "team/p2": obj("2026-01-02T00:00:00Z"),
-                "late/p3": obj(None)},
-        "DaemonSet": {"kube-system/ds": obj("2026-01-05T00:00:00Z")}})
-    assert found == {"team": "2026-01-02T00:00:00Z", "late": None,
-                     "kube-system": "2026-01-05T00:00:00Z", "default": "2026-01-01T00:00:00Z",
-                     "kube-public": "2026-01-01T00:00:00Z",
-                     "kube-node-lease": "2026-01-01T00:00:00Z"}
-    assert handlers.namespaces_of({}) == dict.fromkeys(kinds.BUILTIN_NAMESPACES)
-    served = handlers.namespace_object("team", found["team"])
-    assert served["metadata"]["creationTimestamp"] == "2026-01-02T00:00:00Z"
-    assert "creationTimestamp" not in handlers.namespace_object("late")["metadata"]

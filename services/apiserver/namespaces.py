@@ -1,0 +1,107 @@
+"""The namespaces the API server serves, kept from the objects in its watch cache. Decides.
+
+daemonbus keeps no object for a namespace (``shared.model.kinds.NAMESPACE``): one exists while
+something lives in it, and the four every cluster has always. ``Namespaces`` counts the
+objects in each as the watch cache folds the log, so a list of namespaces costs their number,
+not a pass over every object, and the change that puts the first object in a namespace (or
+takes the last one out) is the namespace's ADDED (DELETED) event, at that change's position,
+for ``kubectl get ns -w``. A namespace is as old as the object that made it exist; after a
+relist, which does not know that history, as the oldest object in it. The four built-in ones
+are as old as the cluster's oldest object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shared.model import kinds
+from shared.model.objkey import ObjectKey
+
+Obj = dict[str, Any]
+
+_NAMESPACED = frozenset(k.kind for k in kinds.ALL if k.namespaced)
+_BUILTIN = frozenset(kinds.BUILTIN_NAMESPACES)
+
+
+def namespace_object(name: str, created: str | None = None, rv: str = "0") -> Obj:
+    """The Namespace ``name`` as it is served, created at ``created`` (None: not known), at
+    resourceVersion ``rv``."""
+    md: Obj = {"name": name, "uid": "", "resourceVersion": rv,
+               "labels": {"kubernetes.io/metadata.name": name}}
+    if created is not None:
+        md["creationTimestamp"] = created
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": md,
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def _created(obj: Obj | None) -> str | None:
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    created = md.get("creationTimestamp") if isinstance(md, dict) else None
+    return created if isinstance(created, str) else None
+
+
+def _earlier(a: str | None, b: str | None) -> str | None:
+    """The earlier of two creation times (RFC 3339 in UTC: text order is time order)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)
+
+
+class Namespaces:
+    """The objects in each namespace, counted as a fold changes them."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, int] = {}
+        self.born: dict[str, str | None] = {}
+        self.cluster_born: str | None = None  # the oldest object's creation, of any kind
+
+    def reset(self, objects: Mapping[str, Iterable[Obj]]) -> None:
+        """Count the objects of a listing afresh (kind → its objects)."""
+        self.members.clear()
+        self.born.clear()
+        self.cluster_born = None
+        for kind, objs in objects.items():
+            for obj in objs:
+                created = _created(obj)
+                self.cluster_born = _earlier(self.cluster_born, created)
+                if kind in _NAMESPACED:
+                    ns = str((obj.get("metadata") or {}).get("namespace") or "")
+                    self.members[ns] = self.members.get(ns, 0) + 1
+                    self.born[ns] = _earlier(self.born[ns], created) if ns in self.born \
+                        else created
+
+    def change(self, eid: str, etype: str, kind: str, key: str, obj: Obj,
+               prev: Obj | None) -> tuple[str, Obj] | None:
+        """Count one folded change of the log entry ``eid`` (``prev``: the object before
+        it, None when it was not there); the Namespace event it makes (its type and the
+        Namespace at ``eid``), or None."""
+        if etype == "ADDED":
+            self.cluster_born = _earlier(self.cluster_born, _created(obj))
+        if kind not in _NAMESPACED:
+            return None
+        delta = (etype != "DELETED") - (prev is not None)
+        if not delta:
+            return None
+        ns = ObjectKey.parse(key).namespace
+        count = self.members.get(ns, 0) + delta
+        if count > 0:
+            self.members[ns] = count
+            if count > 1 or delta < 0:
+                return None
+            born = self.born[ns] = _created(obj)
+            return None if ns in _BUILTIN else ("ADDED", namespace_object(ns, born, eid))
+        self.members.pop(ns, None)
+        born = self.born.pop(ns, None)
+        return None if ns in _BUILTIN else ("DELETED", namespace_object(ns, born, eid))
+
+    def current(self) -> dict[str, str | None]:
+        """Every namespace something lives in, and the four built-in ones, with when each
+        was created."""
+        out = dict(self.born)
+        out.update(dict.fromkeys(kinds.BUILTIN_NAMESPACES, self.cluster_born))
+        return out
+
+    def objects(self) -> list[Obj]:
+        """The Namespaces as they are served, by name."""
+        return [namespace_object(ns, created) for ns, created in sorted(self.current().items())]
