@@ -256,6 +256,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
                                  lambda obj, _e: tables.render_one(t, obj, fmt, q),
                                  f"{fmt}:{q.get('includeObject', '')}")
     if verb == "get":
+        if not t.resource.stored:  # a Namespace, from the cache: as new as the log's tip
+            await _caught_up(state, store, q)
         obj = await state.run(handlers.get, store, t, state.namespaces)
         return respond(tables.render_one(t, obj, fmt, q))
     if verb == "list":
@@ -278,18 +280,24 @@ async def _list(state: State, store: Store, t: Target,
         continued = await _continued(state, t, q)
         if continued is not None:
             return continued
-    tip = "0-0" if q.get("resourceVersion") == "0" else \
-        await state.run(handlers.log_tip, store)
-    try:
-        caught_up = await state.cache.wait_for(tip, LIST_CATCH_UP_SECONDS)
-    except TimeoutError:
-        caught_up = False
+    caught_up = await _caught_up(state, store, q)
     if caught_up or not t.resource.stored:  # Namespaces are the cache's alone
         match = listing.matcher(t, q)
         items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
         items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
         return state.cache.position, items
     return await state.run(handlers.list_objects, store, t, q)
+
+
+async def _caught_up(state: State, store: Store, q: Mapping[str, str]) -> bool:
+    """Whether the watch cache has folded the log in through its tip read now (any position
+    for ``resourceVersion=0``) within ``LIST_CATCH_UP_SECONDS``."""
+    tip = "0-0" if q.get("resourceVersion") == "0" else \
+        await state.run(handlers.log_tip, store)
+    try:
+        return await state.cache.wait_for(tip, LIST_CATCH_UP_SECONDS)
+    except TimeoutError:
+        return False
 
 
 async def _continued(state: State, t: Target,
