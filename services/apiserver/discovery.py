@@ -35,7 +35,7 @@ class Resource:
 
     @property
     def stored(self) -> bool:
-        return self.info.kind != "Namespace"
+        return self.info.kind in kinds.STORED
 
 
 RESOURCES: tuple[Resource, ...] = (

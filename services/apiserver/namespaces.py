@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.model import kinds
+from shared.model import kinds, meta
 from shared.model.objkey import ObjectKey
 
 Obj = dict[str, Any]
@@ -33,12 +33,6 @@ def namespace_object(name: str, created: str | None = None, rv: str = "0") -> Ob
         md["creationTimestamp"] = created
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": md,
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
-
-
-def _created(obj: Obj | None) -> str | None:
-    md = obj.get("metadata") if isinstance(obj, dict) else None
-    created = md.get("creationTimestamp") if isinstance(md, dict) else None
-    return created if isinstance(created, str) else None
 
 
 def _earlier(a: str | None, b: str | None) -> str | None:
@@ -63,10 +57,10 @@ class Namespaces:
         self.cluster_born = None
         for kind, objs in objects.items():
             for obj in objs:
-                created = _created(obj)
+                created = meta.creation_timestamp(obj) or None
                 self.cluster_born = _earlier(self.cluster_born, created)
                 if kind in _NAMESPACED:
-                    ns = str((obj.get("metadata") or {}).get("namespace") or "")
+                    ns = meta.namespace(obj)
                     self.members[ns] = self.members.get(ns, 0) + 1
                     self.born[ns] = _earlier(self.born[ns], created) if ns in self.born \
                         else created
@@ -77,7 +71,7 @@ class Namespaces:
         it, None when it was not there); the Namespace event it makes (its type and the
         Namespace at ``eid``), or None."""
         if etype == "ADDED":
-            self.cluster_born = _earlier(self.cluster_born, _created(obj))
+            self.cluster_born = _earlier(self.cluster_born, meta.creation_timestamp(obj) or None)
         if kind not in _NAMESPACED:
             return None
         delta = (etype != "DELETED") - (prev is not None)
@@ -89,7 +83,7 @@ class Namespaces:
             self.members[ns] = count
             if count > 1 or delta < 0:
                 return None
-            born = self.born[ns] = _created(obj)
+            born = self.born[ns] = meta.creation_timestamp(obj) or None
             return None if ns in _BUILTIN else ("ADDED", namespace_object(ns, born, eid))
         self.members.pop(ns, None)
         born = self.born.pop(ns, None)
