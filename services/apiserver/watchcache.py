@@ -57,9 +57,10 @@ Encode = Callable[[str, Obj], bytes]  # (event type, object) → the event as th
 WINDOW = settings.current.watch_window  # recent events kept for watches that resume
 BUFFER = 10_000  # events waiting per watcher (shared bytes, not copies) before it is dropped
 ENCODED = 8_192  # encoded watch events kept, shared by every feed that sends them
-# a watcher writes at most about this much of its buffer at once: asyncio's transports (3.11)
-# move what a send left over to the front of their buffer, so a client slower than the server
-# made 1 MiB writes cost the server twice the CPU of 256 KiB ones (measured over TLS)
+# a watcher writes at most about this much at once, from its buffer or as the feed fans a batch
+# out (``Feed.fan_out``): asyncio's transports (3.11) move what a send left over to the front
+# of their buffer, so a client slower than the server made 1 MiB writes cost the server twice
+# the CPU of 256 KiB ones (measured over TLS), and batches of tens of megabytes four times
 WRITE_BYTES = 256 << 10
 READ_COUNT = 200  # entries per read of the log: the first of a large commit go out early
 BLOCK_MS = 1_000
@@ -114,7 +115,13 @@ class Feed:
         self.watchers: set[Watcher] = set()
 
     def fan_out(self, evs: list[Event]) -> None:
-        """Offer ``evs`` (this feed's kind, in log order) to every watcher of the feed."""
+        """Offer ``evs`` (this feed's kind, in log order) to every watcher of the feed, in
+        pieces of about ``WRITE_BYTES``: a watcher is never handed one write of a whole large
+        batch. After the server fell behind (a pause, a burst), a batch holds megabytes per
+        watcher, and every copy on the way to the socket (the chunk's framing, encryption,
+        the transport's buffer) of tens of megabytes cost four times the CPU per byte of the
+        same bytes in pieces that stay in the processor's cache: the server fell further
+        behind with every batch and did not catch up until the writes stopped."""
         run: list[tuple[tuple[int, int], bytes]] = []
         for ev in evs:
             etype = event_type(ev, self.match)
@@ -122,14 +129,24 @@ class Feed:
                 run.append((ev.pos, self.encode(etype, ev.obj)))
         if not run:
             return
-        first, last = run[0][0], run[-1][0]
+        watchers = list(self.watchers)
+        start, size = 0, 0
+        for i, (_pos, data) in enumerate(run, 1):
+            size += len(data)
+            if size >= WRITE_BYTES or i == len(run):
+                self._offer(watchers, run[start:i])
+                start, size = i, 0
+
+    @staticmethod
+    def _offer(watchers: list[Watcher], piece: list[tuple[tuple[int, int], bytes]]) -> None:
+        first, last = piece[0][0], piece[-1][0]
         joined = b""
-        for w in list(self.watchers):
+        for w in watchers:
             if w.after_pos < first:
-                joined = joined or b"".join(data for _pos, data in run)
-                w.push(joined, len(run))
+                joined = joined or b"".join(data for _pos, data in piece)
+                w.push(joined, len(piece))
             elif w.after_pos < last:  # a watch from a position the cache had not reached
-                part = [data for pos, data in run if pos > w.after_pos]
+                part = [data for pos, data in piece if pos > w.after_pos]
                 w.push(b"".join(part), len(part))
 
 

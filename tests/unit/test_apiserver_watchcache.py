@@ -222,3 +222,20 @@ def test_a_watcher_whose_connection_takes_nothing_is_dropped_at_its_limit() -> N
     cache.apply(second, second[-1].id)  # 5 events waiting would pass the limit of 4
     assert w.dropped.startswith("too slow") and not w.pending and w not in cache.watchers
     assert not conn.sent
+
+
+def test_a_large_batch_goes_to_each_watcher_in_pieces_in_log_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.apiserver import watchcache
+    cache = _cache(5)
+    event_size = len(_encode("MODIFIED", _pod("p0", "105-0")))
+    monkeypatch.setattr(watchcache, "WRITE_BYTES", 3 * event_size)
+    w = _subscribe(cache, cache.position)
+    w.send = conn = _Connection()
+    late = _subscribe(cache, "110-2")  # from a position inside the batch
+    late.send = late_conn = _Connection()
+    batch = _entries(5, 10)
+    cache.apply(batch, batch[-1].id)
+    assert [len(_rvs(data)) for data in conn.sent] == [3, 3, 3, 1]
+    assert [rv for data in conn.sent for rv in _rvs(data)] == [e.id for e in batch]
+    assert [rv for data in late_conn.sent for rv in _rvs(data)] == [e.id for e in batch[5:]]
