@@ -4,7 +4,7 @@ readiness).
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
                                   [--client-procs 10] [--creates 2000] [--clients 8] [--no-tls]
                                   [--load-nice 10] [--max-unavailable 10%]
-                                  [--ready-delay SECONDS]
+                                  [--ready-delay SECONDS] [--pause-apiserver SECONDS]
                                   [--apiserver-from CHECKOUT] [--label TEXT]
                                   [--profile DIR] [--keep-logs]
 
@@ -34,7 +34,9 @@ recorded, and so are the floors and the rollout's time.
   only what it checks; its garbage collector off, so the lag is the server's rather than a
   client's backlog; its CPU and how late its own loop woke are printed). Floor in the same
   run: a process tailing the log in Redis directly (XREAD), what any reader on this machine
-  sees.
+  sees. ``--pause-apiserver S`` stops the API server (SIGSTOP) for S seconds one second into
+  the rollout, as a long garbage collection, a swapped-out page or a busy host would: the lag
+  then shows whether it catches up with the rollout or stays behind until the rollout ends.
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
   same clients sending ``GET /version``, and the store's own create from as many threads.
 
@@ -52,6 +54,7 @@ import json
 import multiprocessing
 import os
 import selectors
+import signal
 import socket
 import ssl
 import sys
@@ -586,7 +589,7 @@ def tail_log(spec: Obj, conn: Connection) -> None:
     conn.send({"tails": [tail.report(expected)], "cpu_s": 0.0})
 
 
-async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
+async def measure_watch(api: Api, n: int, watchers: int, procs: int, pause: float = 0.0) -> Obj:
     c = api.c
     async with api.session() as s, \
             s.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"}) as r:
@@ -615,6 +618,13 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
     started = time.monotonic()
     ds = await asyncio.to_thread(bench_rollout.set_image, c, bench_rollout.NEW_IMAGE)
     generation = int(ds["metadata"]["generation"])
+    if pause:
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+        c.procs["apiserver"].send_signal(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(pause)
+        finally:
+            c.procs["apiserver"].send_signal(signal.SIGCONT)
     while True:
         _pods, st = await asyncio.to_thread(c.poll_counts)
         if benchkit.status_complete(st.get("status") or {}, n, generation, updated=True):
@@ -643,6 +653,7 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
     client_delay = stats([d for group in reports[1:] for d in group["loop_delay_ms"]])
     lags = [lag for t in tails for lag in t["lags"]]
     out = {"watchers": watchers, "client_procs": procs, "pod_events": len(expected),
+           "apiserver_paused_s": pause,
            "rollout_s": round(rollout_s, 2), "drained_s": round(drained_s, 2),
            "lag_ms": stats(lags), "floor_lag_ms": stats(floor["lags"]),
            "watchers_complete": sum(1 for t in tails if t["missing"] == 0
@@ -658,7 +669,8 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int) -> Obj:
            "client_loop_delay_ms": client_delay, "load_before": load_before, "load_after": loadavg()}
     print(f"  {watchers} watchers in {procs} client processes, {len(expected)} pod events of "
           f"the rollout (rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after "
-          f"set image)")
+          f"set image)" + (f"; the API server stopped for {pause:g} s one second in" if pause
+                           else ""))
     print(f"    commit → delivery lag: {fmt(out['lag_ms'])}")
     print(f"    floor (a process tailing the log in Redis): {fmt(out['floor_lag_ms'])}")
     print(f"    the watchers' client: its event loop woke late by {fmt(client_delay)}")
@@ -788,7 +800,8 @@ async def run(c: Cluster, args: argparse.Namespace) -> Obj:
     if "list" in args.only:
         result["list"] = await measure_list(api, args.nodes, args.repeats)
     if "watch" in args.only:
-        result["watch"] = await measure_watch(api, args.nodes, args.watchers, args.client_procs)
+        result["watch"] = await measure_watch(api, args.nodes, args.watchers, args.client_procs,
+                                             args.pause_apiserver)
     if "create" in args.only:
         result["create"] = await measure_create(api, args.creates, args.clients)
     return result
@@ -827,6 +840,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the simulated nodes' time from a pod's start to Ready (default 0: "
                          "at once); above the controller's own time per round it sets the "
                          "rollout's pace, so two heads roll at one rate")
+    ap.add_argument("--pause-apiserver", type=float, default=0.0, metavar="SECONDS",
+                    help="stop the API server for this long one second into the watched "
+                         "rollout (default 0: not at all), to see it catch up")
     ap.add_argument("--apiserver-from", type=Path, default=None, metavar="CHECKOUT",
                     help="run the API server from another checkout of daemonbus (the rest "
                          "from this one): the old and new API server side by side under one "
