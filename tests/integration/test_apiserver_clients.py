@@ -241,3 +241,21 @@ def test_dry_run_all_writes_nothing_on_every_verb(api: ApiServer) -> None:
     assert [i["metadata"]["name"] for i in listed["items"]] == ["kept"]
     code, listed = api.request("GET", f"/apis/apps/v1/namespaces/{ns}/daemonsets")
     assert listed["items"] == []
+
+
+def test_a_list_larger_than_one_write_arrives_whole_with_its_length(
+        api: ApiServer, core: k8s.CoreV1Api) -> None:
+    from services.apiserver import watchcache
+    size = watchcache.WRITE_BYTES // 2
+    for i in range(3):  # 1.5 pieces of the body's writes, and then some
+        code, _ = api.request("POST", "/api/v1/namespaces/biglist/events",
+                              _event(f"big-{i}", str(i) * size, "biglist"))
+        assert code == 201
+    listed = core.list_namespaced_event("biglist")
+    assert sorted(e.message for e in listed.items) == [str(i) * size for i in range(3)]
+    req = urllib.request.Request(f"https://127.0.0.1:{api.port}/api/v1/namespaces/biglist/events")
+    req.add_header("Authorization", f"Bearer {api.tokens['admin']}")
+    with urllib.request.urlopen(req, context=api.ssl_context(), timeout=30) as resp:
+        body = resp.read()
+        assert int(resp.headers["Content-Length"]) == len(body) > watchcache.WRITE_BYTES
+        assert len(json.loads(body)["items"]) == 3
