@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from services.apiserver import listing
+from services.apiserver import listing, watchcache
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
@@ -245,7 +245,6 @@ def test_dry_run_all_writes_nothing_on_every_verb(api: ApiServer) -> None:
 
 def test_a_list_larger_than_one_write_arrives_whole_with_its_length(
         api: ApiServer, core: k8s.CoreV1Api) -> None:
-    from services.apiserver import watchcache
     size = watchcache.WRITE_BYTES // 2
     for i in range(3):  # 1.5 pieces of the body's writes, and then some
         code, _ = api.request("POST", "/api/v1/namespaces/biglist/events",

@@ -10,6 +10,7 @@ from typing import Any, cast
 import orjson
 import pytest
 
+from services.apiserver import watchcache
 from services.apiserver.watchcache import ExpiredError, WatchCache, Watcher
 from shared.store import codec
 from shared.store.client import Store
@@ -226,7 +227,6 @@ def test_a_watcher_whose_connection_takes_nothing_is_dropped_at_its_limit() -> N
 
 def test_a_large_batch_goes_to_each_watcher_in_pieces_in_log_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.apiserver import watchcache
     cache = _cache(5)
     event_size = len(_encode("MODIFIED", _pod("p0", "105-0")))
     monkeypatch.setattr(watchcache, "WRITE_BYTES", 3 * event_size)
