@@ -102,6 +102,7 @@ def test_statuses_published_while_the_writer_pauses_after_a_write_make_one_write
         time.sleep(0.2)  # the input: two syncs' statuses 0.2 s apart, both within the gap
         publish(3)
         _until(lambda: ready() == 3)
+        _until(lambda: writer.written >= 2)  # counted after its commit, on the writer's thread
         assert writer.written == 2  # 2 was never written: 3 replaced it in the pause
     finally:
         stop.set()
