@@ -2,11 +2,12 @@
 readiness).
 
     python ops/bench_apiserver.py [--nodes 5000] [--watchers 50] [--repeats 20]
-                                  [--client-procs 10] [--creates 2000] [--clients 8] [--no-tls]
+                                  [--client-procs 10] [--apiservers 1] [--creates 2000]
+                                  [--clients 8] [--no-tls]
                                   [--load-nice 10] [--max-unavailable 10%]
                                   [--ready-delay SECONDS] [--pause-apiserver SECONDS]
                                   [--apiserver-from CHECKOUT] [--label TEXT]
-                                  [--profile DIR] [--keep-logs]
+                                  [--profile DIR] [--keep-logs] [--no-record] [--json-out FILE]
 
 Starts a private redis-server, the real controller processes and ``daemonbus run apiserver``
 (TLS with a generated CA and a bearer token, as ``daemonbus up`` runs it), rolls a DaemonSet
@@ -37,6 +38,8 @@ recorded, and so are the floors and the rollout's time.
   sees. ``--pause-apiserver S`` stops the API server (SIGSTOP) for S seconds one second into
   the rollout, as a long garbage collection, a swapped-out page or a busy host would: the lag
   then shows whether it catches up with the rollout or stays behind until the rollout ends.
+  ``--apiservers N`` runs N API servers on the one Redis and connects the client processes
+  to them in turn (each replica keeps its own tail of the log).
 * **CREATE** throughput: ``--clients`` concurrent clients POST ``--creates`` pods; floor: the
   same clients sending ``GET /version``, and the store's own create from as many threads.
 
@@ -107,48 +110,69 @@ def loadavg() -> float:
 # ---- the API server --------------------------------------------------------------------------
 
 class Api:
-    """``daemonbus run apiserver`` in the cluster, and how the driver reaches it."""
+    """``daemonbus run apiserver`` in the cluster (``replicas`` of it, each on a port of its
+    own, one token file and one CA), and how the driver reaches it."""
 
-    def __init__(self, c: Cluster, use_tls: bool, root: Path | None = None) -> None:
+    def __init__(self, c: Cluster, use_tls: bool, root: Path | None = None,
+                 replicas: int = 1) -> None:
         self.c = c
-        self.port = benchkit.free_port()
+        self.root = root
+        self.replicas = replicas
         self.token = auth.new_token()
-        token_file = c.tmp / "tokens"
-        auth.write_token_file(token_file, [(self.token, "bench", "admin")])
+        self.token_file = c.tmp / "tokens"
+        auth.write_token_file(self.token_file, [(self.token, "bench", "admin")])
         self.cert_dir = c.tmp / "pki"
-        args = ["apiserver", "--port", str(self.port), "--token-file", str(token_file),
-                "--cert-dir", str(self.cert_dir)]
-        if not use_tls:
-            args.append("--no-tls")
-        c.start("apiserver", *args, metrics=False, root=root)
-        self.base = f"{'https' if use_tls else 'http'}://127.0.0.1:{self.port}"
         self.use_tls = use_tls
+        self.names: list[str] = []
+        self.bases: list[str] = []
+        self._start()
+        self.base = self.bases[0]
         self.headers = {"Authorization": f"Bearer {self.token}"}
+
+    def _start(self) -> None:
+        """One more API server: ``apiserver``, then ``apiserver-2``, ``apiserver-3``..."""
+        port = benchkit.free_port()
+        name = "apiserver" if not self.names else f"apiserver-{len(self.names) + 1}"
+        args = ["apiserver", "--port", str(port), "--token-file", str(self.token_file),
+                "--cert-dir", str(self.cert_dir)]
+        if not self.use_tls:
+            args.append("--no-tls")
+        self.c.start(name, *args, metrics=False, root=self.root)
+        self.names.append(name)
+        self.bases.append(f"{'https' if self.use_tls else 'http'}://127.0.0.1:{port}")
 
     def ssl(self) -> ssl.SSLContext | bool:
         if not self.use_tls:
             return False
         return ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
 
-    def session(self, **kw: Any) -> aiohttp.ClientSession:
+    def session(self, base: str | None = None, **kw: Any) -> aiohttp.ClientSession:
         conn = aiohttp.TCPConnector(ssl=self.ssl(), limit=0)
-        return aiohttp.ClientSession(self.base, connector=conn, headers=self.headers,
+        return aiohttp.ClientSession(base or self.base, connector=conn, headers=self.headers,
                                      timeout=aiohttp.ClientTimeout(total=None), **kw)
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Every replica ready, started one after another: the first writes the CA and the
+        serving certificate, which the others then load."""
+        await self._wait_ready(0, timeout)
+        while len(self.names) < self.replicas:
+            self._start()
+            await self._wait_ready(len(self.names) - 1, timeout)
+
+    async def _wait_ready(self, i: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.c.check_alive()
             if not self.use_tls or (self.cert_dir / "ca.crt").exists():
                 try:
-                    async with self.session() as s, s.get("/readyz") as resp:
+                    async with self.session(self.bases[i]) as s, s.get("/readyz") as resp:
                         if resp.status == 200:
                             return
                 except (aiohttp.ClientError, OSError):
                     pass
             await asyncio.sleep(0.2)
-        raise RuntimeError("the API server did not become ready:\n" +
-                           self.c.log_tail("apiserver"))
+        raise RuntimeError(f"{self.names[i]} did not become ready:\n" +
+                           self.c.log_tail(self.names[i]))
 
 
 # ---- LIST ----------------------------------------------------------------------------------------
@@ -600,10 +624,13 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int, pause: floa
                  "redis": c.redis.url, "log": c.s.keys.log}
     children: list[tuple[Any, Connection]] = []
     sizes = [watchers // procs + (i < watchers % procs) for i in range(procs)]
-    for size in [0, *sizes]:  # 0: the floor
+    for i, size in enumerate([0, *sizes]):  # 0: the floor
         ours, theirs = mp.Pipe()
         target = tail_log if size == 0 else watch_group
-        child = mp.Process(target=target, args=({**spec, "watchers": size}, theirs),
+        # the client processes spread over the API servers in turn
+        base = api.bases[(i - 1) % len(api.bases)] if size else api.base
+        child = mp.Process(target=target, args=({**spec, "base": base, "watchers": size},
+                                                theirs),
                            daemon=True)
         child.start()
         children.append((child, ours))
@@ -620,11 +647,13 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int, pause: floa
     generation = int(ds["metadata"]["generation"])
     if pause:
         await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
-        c.procs["apiserver"].send_signal(signal.SIGSTOP)
+        for name in api.names:
+            c.procs[name].send_signal(signal.SIGSTOP)
         try:
             await asyncio.sleep(pause)
         finally:
-            c.procs["apiserver"].send_signal(signal.SIGCONT)
+            for name in api.names:
+                c.procs[name].send_signal(signal.SIGCONT)
     while True:
         _pods, st = await asyncio.to_thread(c.poll_counts)
         if benchkit.status_complete(st.get("status") or {}, n, generation, updated=True):
@@ -652,7 +681,8 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int, pause: floa
     client_cpu = round(sum(group["cpu_s"] for group in reports[1:]), 2)
     client_delay = stats([d for group in reports[1:] for d in group["loop_delay_ms"]])
     lags = [lag for t in tails for lag in t["lags"]]
-    out = {"watchers": watchers, "client_procs": procs, "pod_events": len(expected),
+    out = {"watchers": watchers, "client_procs": procs, "apiservers": len(api.names),
+           "pod_events": len(expected),
            "apiserver_paused_s": pause,
            "rollout_s": round(rollout_s, 2), "drained_s": round(drained_s, 2),
            "lag_ms": stats(lags), "floor_lag_ms": stats(floor["lags"]),
@@ -667,7 +697,9 @@ async def measure_watch(api: Api, n: int, watchers: int, procs: int, pause: floa
            "errors": sorted({e for t in tails for e in t["errors"]})[:5],
            "cpu_seconds": cpu, "client_cpu_seconds": client_cpu,
            "client_loop_delay_ms": client_delay, "load_before": load_before, "load_after": loadavg()}
-    print(f"  {watchers} watchers in {procs} client processes, {len(expected)} pod events of "
+    print(f"  {watchers} watchers in {procs} client processes"
+          + (f" on {len(api.names)} API servers" if len(api.names) > 1 else "")
+          + f", {len(expected)} pod events of "
           f"the rollout (rollout {rollout_s:.1f} s, all delivered {drained_s:.1f} s after "
           f"set image)" + (f"; the API server stopped for {pause:g} s one second in" if pause
                            else ""))
@@ -776,7 +808,9 @@ def write_summary() -> None:
             f"| {r.get('at')} | {r.get('nodes')} | {'yes' if r.get('tls') else 'no'} | "
             f"{pp(li.get('json_ms'))} | {pp(li.get('table_ms'))} | "
             f"{(li.get('driver_unpack_encode_ms') or li.get('driver_read_encode_ms') or {}).get('p50', '-')} ms | "
-            f"{wa.get('watchers', '-')} | {wa.get('client_procs', 1) if wa else '-'} | "
+            f"{wa.get('watchers', '-')}"
+            f"{' on ' + str(wa['apiservers']) + ' API servers' if wa.get('apiservers', 1) > 1 else ''} | "
+            f"{wa.get('client_procs', 1) if wa else '-'} | "
             f"{r.get('max_unavailable', '10%') if wa else '-'} | {pp(wa.get('lag_ms'))} | "
             f"{(wa.get('floor_lag_ms') or {}).get('p99', '-')} ms | "
             f"{wa.get('rollout_s', '-')} s | "
@@ -789,7 +823,7 @@ def write_summary() -> None:
 
 
 async def run(c: Cluster, args: argparse.Namespace) -> Obj:
-    api = Api(c, not args.no_tls, args.apiserver_from)
+    api = Api(c, not args.no_tls, args.apiserver_from, args.apiservers)
     await api.wait_ready()
     result: Obj = {"bench": "apiserver", "nodes": args.nodes, "tls": not args.no_tls,
                    "load_nice": args.load_nice, "max_unavailable": args.max_unavailable,
@@ -820,6 +854,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--watchers", type=int, default=50)
+    ap.add_argument("--apiservers", type=int, default=1, metavar="N",
+                    help="API server replicas on the one Redis (default 1); the watchers' "
+                         "client processes connect to them in turn (LIST and creates go to "
+                         "the first)")
     ap.add_argument("--client-procs", type=int, default=10,
                     help="processes the watchers are spread over (default 10: five watchers "
                          "each)")
@@ -852,6 +890,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="record py-spy profiles (raw collapsed stacks) of the LIST and WATCH "
                          "phases here")
     ap.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    ap.add_argument("--no-record", action="store_true",
+                    help="do not append to ops/results (tests)")
+    ap.add_argument("--json-out", type=Path, default=None,
+                    help="write the run's result here as JSON")
     args = ap.parse_args(argv)
     args.only = set(args.only.split(","))
     n = args.nodes
@@ -871,10 +913,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("interrupted; everything started was stopped", file=sys.stderr)
         return 130
-    benchkit.record(result)
-    write_summary()
-    print(f"results: {benchkit.JSONL.relative_to(benchkit.ROOT)}, "
-          f"{SUMMARY.relative_to(benchkit.ROOT)}")
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(result, indent=1, sort_keys=True))
+    if not args.no_record:
+        benchkit.record(result)
+        write_summary()
+        print(f"results: {benchkit.JSONL.relative_to(benchkit.ROOT)}, "
+              f"{SUMMARY.relative_to(benchkit.ROOT)}")
     return 0
 
 
