@@ -4,7 +4,6 @@ metrics endpoint on loopback (no Docker needed)."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 from collections.abc import Iterator
 
@@ -12,12 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from services.cli.main import cli
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from shared.store.server import free_port
 
 
 def _serve(text: str) -> Iterator[int]:
@@ -68,12 +62,12 @@ def test_health_reports_a_standby_watcher(redis_url: str, standby_metrics: int) 
 
 
 def test_health_fails_when_redis_does_not_answer() -> None:
-    code, out = _health(f"redis://127.0.0.1:{_free_port()}/0", "gc", "--timeout", "1")
+    code, out = _health(f"redis://127.0.0.1:{free_port()}/0", "gc", "--timeout", "1")
     assert code == 1 and out.startswith("gc: unhealthy (redis: ")
 
 
 def test_health_fails_when_the_process_does_not_answer(redis_url: str) -> None:
-    code, out = _health(redis_url, "reconciler", "--metrics-port", str(_free_port()),
+    code, out = _health(redis_url, "reconciler", "--metrics-port", str(free_port()),
                         "--timeout", "1")
     assert code == 1 and "redis ok, metrics: " in out
 

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from services.apiserver import auth, kubeconfig
+from shared.store.server import free_port
 from tests import testdata
-from tests.integration.controller_kit import free_port
 from tests.integration.stack import Stack, wait_for
 
 __all__ = ["ApiServer", "free_port", "kubectl_binary", "manifest", "running"]

@@ -4,7 +4,6 @@ real processes). Reads go straight to the store; nothing here waits except ``wai
 from __future__ import annotations
 
 import copy
-import socket
 import urllib.request
 from collections import defaultdict
 from typing import Any
@@ -15,6 +14,7 @@ from shared.model import meta
 from shared.store import codec
 from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
+from shared.store.server import free_port
 from shared.store.workqueue import RedisWorkQueue
 from tests.integration.stack import Stack, wait_for
 
@@ -149,12 +149,6 @@ def start(stack: Stack, *, workers: int = 1, nodes: int = 3,
     names = [f"node-{i:05d}" for i in range(1, nodes + 1)]
     wait_for(lambda: len(stack.store.list("Node")) >= nodes, what=f"{nodes} nodes registered")
     return names
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_with_metrics(stack: Stack, workers: int = 1,

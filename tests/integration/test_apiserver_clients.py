@@ -16,10 +16,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from services.apiserver import listing, watchcache
-from shared.store.server import RedisServer
+from shared.store.server import RedisServer, free_port
 from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import ApiServer
-from tests.integration.controller_kit import daemonset, free_port
+from tests.integration.controller_kit import daemonset
 
 
 @pytest.fixture(scope="module")

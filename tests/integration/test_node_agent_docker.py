@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import yaml
 from services.node_agent import dockerrt
 from shared.model import meta
 from shared.model.podutil import is_ready
+from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_node_agent_process import SERVER
@@ -95,9 +95,7 @@ def engine(stack: Stack, tmp_path: Path) -> Iterator[Engine]:
     d = Path(tempfile.mkdtemp(prefix="daemonbus-docker-"))
     (d / "marks").mkdir()
     (d / "server.py").write_text(SERVER)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     e = Engine(stack, client, d, tmp_path / "state", f"{stack.prefix}-d", f"127.0.{next(_ips)}.9",
                port)
     try:
@@ -217,9 +215,7 @@ def test_an_image_that_cannot_be_pulled_is_err_image_pull_then_image_pull_back_o
         engine: Engine) -> None:
     start(engine)
     # a registry on a closed loopback port: the pull fails at once, and asks nobody else
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_port()
     missing = f"127.0.0.1:{closed}/daemonbus-missing:v1"
     ds = daemonset(engine, "v1", image=missing)
     ds["spec"]["template"]["spec"]["initContainers"] = []

@@ -13,7 +13,6 @@ import os
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import yaml
 
 from shared.model import meta
 from shared.model.podutil import is_ready
+from shared.store.server import free_port
 from tests.integration.stack import Stack, wait_for
 
 # (the docker runtime's tests run it too, with a "seed" file in its working directory)
@@ -110,9 +110,7 @@ def machine(stack: Stack, tmp_path: Path) -> Iterator[Machine]:
     (d / "server.py").chmod(0o644)
     base = next(_ips)
     ips = {f"{stack.prefix}-a": f"127.0.{base}.2", f"{stack.prefix}-b": f"127.0.{base}.3"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     m = Machine(stack, d, tmp_path / "state", port, ips)
     try:
         yield m
