@@ -214,6 +214,16 @@ async def health(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+async def readiness(request: web.Request) -> web.Response:
+    """``/readyz``: ok once the watch cache holds its first list of the log (until then every
+    read and watch waits for it); before, 500, as upstream's readyz answers while its
+    caches sync. ``/livez`` and ``/healthz`` answer ok from the start."""
+    if request.app[STATE_KEY].cache.ready.is_set():
+        return web.Response(text="ok")
+    return web.Response(status=500, text="[-]watch-cache failed: the log is not listed yet\n"
+                                         "readyz check failed\n")
+
+
 async def api_root(request: web.Request) -> web.Response:
     return respond(discovery.api_versions(request.app[STATE_KEY].server_address))
 
@@ -503,8 +513,9 @@ def make_app(state: State) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY,
                           middlewares=[metrics_middleware, errors_middleware, auth_middleware])
     app[STATE_KEY] = state
-    for path in UNAUTHENTICATED_PATHS:
+    for path in UNAUTHENTICATED_PATHS - {"/readyz"}:
         app.router.add_get(path, health)
+    app.router.add_get("/readyz", readiness)
     app.router.add_get("/version", version)
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)

@@ -86,13 +86,16 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
         metrics_base_port=metrics_base_port, metrics_bind=metrics_bind, log_dir=log_dir, log_keep=log_keep,
         apiserver_port=apiserver_port,
     )
-    kubeconfig = _prepare_kubeconfig(apiserver_port) if apiserver_port else None
+    kubeconfig, ca = _prepare_kubeconfig(apiserver_port) if apiserver_port else (None, None)
 
     def ready(stack: Any) -> None:
         click.echo(f'\nexport DAEMONBUS_REDIS_URL="$(cat {config.recorded_url_file()})"'
                    "   # for other shells (already recorded for this user)"
                    if stack.redis else "")
-        if kubeconfig is not None:
+        if kubeconfig is not None and ca is not None:
+            _wait_for_apiserver(stack, apiserver_port, ca)
+            if stack.stopping.is_set():  # Ctrl-C while waiting
+                return
             click.echo(f"export KUBECONFIG={kubeconfig}   # then: kubectl get ds -A")
             from services.apiserver import server
 
@@ -104,9 +107,45 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
     supervisor.run(opts, echo=click.echo, ready=ready)
 
 
-def _prepare_kubeconfig(port: int) -> Path:
+APISERVER_READY_SECONDS = 60.0
+
+
+def _wait_for_apiserver(stack: Any, port: int, ca: Path,
+                        timeout: float = APISERVER_READY_SECONDS) -> None:
+    """Wait until the API server answers ``/readyz`` (its watch cache listed), so the
+    kubectl line printed next works at once; says so when it takes a while, and goes on
+    after ``timeout`` (the supervisor restarts an API server that exits). Acts."""
+    import ssl
+    import time
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(ca))
+    url = f"https://127.0.0.1:{port}/readyz"
+    started = time.monotonic()
+    said = False
+    while not stack.stopping.is_set():
+        try:
+            with urllib.request.urlopen(url, context=context, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass  # not listening yet, or not ready (500)
+        waited = time.monotonic() - started
+        if waited >= timeout:
+            click.echo(f"the API server at {url} is not ready after {timeout:.0f} s; "
+                       f"kubectl will fail until it is (see its log above)")
+            return
+        if not said and waited >= 1.0:
+            click.echo(f"waiting for the API server at https://127.0.0.1:{port} ...")
+            said = True
+        stack.stopping.wait(0.1)
+
+
+def _prepare_kubeconfig(port: int) -> tuple[Path, Path]:
     """The API server's token file and certificates (made before it starts, so the
-    kubeconfig can name them), the kubeconfig written, the server recorded. Acts."""
+    kubeconfig can name them), the kubeconfig written, the server recorded: the kubeconfig's
+    path and the CA's. Acts."""
     from services.apiserver import kubeconfig, server, tls
 
     directory = config.apiserver_dir()
@@ -116,7 +155,7 @@ def _prepare_kubeconfig(port: int) -> Path:
     kubeconfig.record_server(directory, url, ca)
     path = config.kubeconfig_path()
     kubeconfig.write(path, kubeconfig.for_user(url, tokens, ca))
-    return path
+    return path, ca
 
 
 @click.command("kubeconfig")

@@ -30,8 +30,17 @@ def test_up_writes_a_kubeconfig_that_kubectl_uses(tmp_path: Path) -> None:
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
     kubeconfig = home / "kubeconfig"
     try:
-        wait_for(lambda: f"export KUBECONFIG={kubeconfig}" in
-                 (tmp_path / "up.log").read_text(), timeout=30, what="the export line")
+        # the stack says it is up only once the API server answers: the first kubectl works
+        wait_for(lambda: "Ctrl-C stops everything." in (tmp_path / "up.log").read_text(),
+                 timeout=60, what="the stack up")
+        kube_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                    "KUBECONFIG": str(kubeconfig)}
+        first = subprocess.run([kubectl, "--cache-dir", str(tmp_path / "cache"), "get", "ds",
+                                "-A", "-o", "name"], capture_output=True, text=True,
+                               env=kube_env, timeout=30)
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.split() == ["daemonset.apps/fluentd-elasticsearch"]
+        assert f"export KUBECONFIG={kubeconfig}" in (tmp_path / "up.log").read_text()
         assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
         assert f"fleet view: https://127.0.0.1:{port}/ui" in (tmp_path / "up.log").read_text()
         cfg = yaml.safe_load(kubeconfig.read_text())
@@ -39,17 +48,6 @@ def test_up_writes_a_kubeconfig_that_kubectl_uses(tmp_path: Path) -> None:
         cluster = cfg["clusters"][0]["cluster"]
         assert cluster["server"] == f"https://127.0.0.1:{port}"
         assert cluster["certificate-authority-data"]
-        kube_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
-                    "KUBECONFIG": str(kubeconfig)}
-
-        def demo_listed() -> str:
-            res = subprocess.run([kubectl, "--cache-dir", str(tmp_path / "cache"), "get",
-                                  "ds", "-A", "-o", "name"], capture_output=True, text=True,
-                                 env=kube_env, timeout=30)
-            return res.stdout if res.returncode == 0 and res.stdout.strip() else ""
-
-        out = wait_for(demo_listed, timeout=60, what="kubectl get ds -A")
-        assert out.split() == ["daemonset.apps/fluentd-elasticsearch"]
         printed = CliRunner(env={"DAEMONBUS_HOME": str(home)}).invoke(cli, ["kubeconfig"])
         assert printed.exit_code == 0, printed.output
         assert yaml.safe_load(printed.output) == cfg
