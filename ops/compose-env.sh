@@ -7,8 +7,8 @@
 # tests render a cluster of their own).
 #
 # .env (top of the repo, mode 600, never committed) holds DAEMONBUS_REDIS_PASSWORD_<ROLE> for
-# the roles admin, health, cli, watcher, reconciler, status-writer, gc, node-agent and
-# node-admission;
+# the roles admin, health, cli, apiserver, watcher, reconciler, status-writer, gc, node-agent
+# and node-admission;
 # docker-compose reads it to build each service's DAEMONBUS_REDIS_URL. An existing .env is
 # kept (add a missing password by deleting its line). ops/redis/users.acl is generated from
 # ops/redis/users.acl.in with the SHA-256 of each password (no password in it) and the key
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 ENV_FILE=${DAEMONBUS_COMPOSE_ENV:-.env}
 TEMPLATE=ops/redis/users.acl.in
 ACL_FILE=${DAEMONBUS_ACL_FILE:-ops/redis/users.acl}
-ROLES="ADMIN HEALTH CLI WATCHER RECONCILER STATUS_WRITER GC NODE_AGENT NODE_ADMISSION"
+ROLES="ADMIN HEALTH CLI APISERVER WATCHER RECONCILER STATUS_WRITER GC NODE_AGENT NODE_ADMISSION"
 
 new_password() {
   # 32 random bytes as hex: URL-safe, so it goes into redis://user:password@host as it is.

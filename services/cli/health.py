@@ -30,7 +30,8 @@ from services.cli.errors import CliError
 from shared.store import client as store_client
 from shared.store import errors as store_errors
 
-ROLES = ("watcher", "reconciler", "status-writer", "gc", "node-agent", "node-admission")
+ROLES = ("watcher", "reconciler", "status-writer", "gc", "node-agent", "node-admission",
+         "apiserver")
 LEADER_METRIC = re.compile(r"^daemonbus_watcher_leader\s+([0-9.eE+-]+)\s*$", re.MULTILINE)
 
 

@@ -46,6 +46,7 @@ SLOW_SECONDS = 2.0
 SETTINGS = {
     "DAEMONBUS_IMAGE": IMAGE,
     "DAEMONBUS_REDIS_PUBLISH": "127.0.0.1:",  # any free port on loopback
+    "DAEMONBUS_APISERVER_PUBLISH": "127.0.0.1:",
     "DAEMONBUS_PREFIX": PREFIX,
     "DAEMONBUS_RECONCILERS": str(RECONCILERS),
     "DAEMONBUS_NODES": str(NODES),
@@ -59,7 +60,7 @@ SETTINGS = {
 # The machine containers (profile "machines"), each a real node agent's Node of this name.
 MACHINES = ["machine-1", "machine-2"]
 SERVICES = ["redis", "watcher", "watcher-standby", "reconciler", "status-writer", "gc",
-            "node-agent", "node-admission", *MACHINES]
+            "node-agent", "node-admission", "apiserver", *MACHINES]
 
 
 def run(cmd: list[str], *, check: bool = True, timeout: float = 180,

@@ -63,7 +63,8 @@ def test_reconciler_user_reaches_rq_keys_but_no_other_cluster(cluster: Cluster) 
 
 def test_each_role_connects_as_its_own_user(cluster: Cluster) -> None:
     admin = client(cluster, "admin")
-    roles = {"watcher", "reconciler", "status-writer", "gc", "node-agent", "node-admission"}
+    roles = {"watcher", "reconciler", "status-writer", "gc", "node-agent", "node-admission",
+             "apiserver"}
 
     def missing() -> set[str]:
         return roles - {c["user"] for c in admin.client_list()}
