@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -543,13 +544,22 @@ def make_app(state: State) -> web.Application:
     return app
 
 
+class ListenError(Exception):
+    """The API server cannot listen where it was asked to."""
+
+
 async def serve(state: State, host: str, port: int, tls: ssl.SSLContext | None,
                 stop: asyncio.Event) -> None:
     """Acts: serve until ``stop`` is set."""
     runner = web.AppRunner(make_app(state), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as err:  # the port taken (another API server?), or the address not ours
+        await runner.cleanup()
+        why = os.strerror(err.errno) if err.errno else str(err)
+        raise ListenError(f"cannot listen on {host}:{port}: {why}") from err
     log.info("apiserver serving on %s://%s:%d", "https" if tls else "http", host, port)
     try:
         await stop.wait()

@@ -32,7 +32,7 @@ POOL_THREADS = 16
 
 
 class ConfigError(Exception):
-    """The options would make an unsafe or impossible server; nothing was started."""
+    """The options would make an unsafe or impossible server: it does not serve."""
 
 
 @dataclass
@@ -112,6 +112,8 @@ async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext |
     collector = asyncio.create_task(full_collections(cache))
     try:
         await app.serve(state, opts.bind, opts.port, context, stop)
+    except app.ListenError as err:
+        raise ConfigError(str(err)) from err
     finally:
         collector.cancel()
         state.pool.shutdown(wait=False, cancel_futures=True)

@@ -114,7 +114,7 @@ def _wait_for_apiserver(stack: Any, port: int, ca: Path,
                         timeout: float = APISERVER_READY_SECONDS) -> None:
     """Wait until the API server answers ``/readyz`` (its watch cache listed), so the
     kubectl line printed next works at once; says so when it takes a while, and goes on
-    after ``timeout`` (the supervisor restarts an API server that exits). Acts."""
+    when it exits (the supervisor restarts it) or after ``timeout``. Acts."""
     import ssl
     import time
     import urllib.error
@@ -122,9 +122,16 @@ def _wait_for_apiserver(stack: Any, port: int, ca: Path,
 
     context = ssl.create_default_context(cafile=str(ca))
     url = f"https://127.0.0.1:{port}/readyz"
+    child = next((c for c in stack.children if c.name == "apiserver"), None)
     started = time.monotonic()
     said = False
     while not stack.stopping.is_set():
+        code = child.proc.poll() if child is not None and child.proc is not None else None
+        if code is not None:  # the supervisor restarts it once this returns
+            click.echo(f"the API server exited with {code} (its error above; another on port "
+                       f"{port}? `daemonbus up --apiserver-port N` picks another); kubectl "
+                       f"will fail until it serves")
+            return
         try:
             with urllib.request.urlopen(url, context=context, timeout=2) as resp:
                 if resp.status == 200:

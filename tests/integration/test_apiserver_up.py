@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,20 @@ def test_apiserver_refuses_a_token_file_with_an_unknown_role(tmp_path: Path) -> 
         cli, ["run", "apiserver", "--token-file", str(tokens)])
     assert res.exit_code != 0
     assert "unknown role 'root'" in res.output
+
+
+def test_apiserver_says_when_its_port_is_taken(tmp_path: Path, redis_url: str,
+                                               prefix: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "services.cli.main", "--redis-url",
+                              redis_url, "--prefix", prefix, "run", "apiserver", "--port",
+                              str(port)],
+                             env=dict(os.environ, DAEMONBUS_HOME=str(tmp_path),
+                                      PYTHONPATH=str(ROOT)),
+                             capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert res.returncode == 1
+    assert f"Error: cannot listen on 127.0.0.1:{port}: " in res.stderr
+    assert "Traceback" not in res.stderr
