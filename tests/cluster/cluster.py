@@ -155,10 +155,14 @@ class Cluster:
         """Redis's published address on the host (asked once: call ``redis_moved`` when
         Redis restarts, which publishes it on another free port)."""
         if self._address is None:
-            out = self.compose("port", "redis", "6379").strip().splitlines()
-            assert out, "redis publishes no port"
-            self._address = "127.0.0.1:" + out[-1].rsplit(":", 1)[1]
+            self._address = self.published("redis", 6379)
         return self._address
+
+    def published(self, service: str, port: int) -> str:
+        """The host address (``127.0.0.1:PORT``) ``service`` publishes its ``port`` on."""
+        out = self.compose("port", service, str(port)).strip().splitlines()
+        assert out, f"{service} publishes no port {port}"
+        return "127.0.0.1:" + out[-1].rsplit(":", 1)[1]
 
     def redis_moved(self) -> None:
         self._address = None

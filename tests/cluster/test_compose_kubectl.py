@@ -16,9 +16,7 @@ from tests.integration.stack import wait_for
 def test_kubectl_applies_and_reads_through_the_compose_api_server(cluster: Cluster,
                                                                    tmp_path: Path) -> None:
     kubectl = kubectl_binary()
-    out = cluster.compose("port", "apiserver", "6443").strip().splitlines()
-    assert out, "the API server publishes no port"
-    server = "https://127.0.0.1:" + out[-1].rsplit(":", 1)[1]
+    server = "https://" + cluster.published("apiserver", 6443)
     kubeconfig = tmp_path / "kubeconfig"
 
     def printed() -> str:  # the API server makes its CA and tokens at its first start
@@ -39,8 +37,8 @@ def test_kubectl_applies_and_reads_through_the_compose_api_server(cluster: Clust
     nodes = kube("get", "nodes", "-o", "name")
     assert nodes.returncode == 0, nodes.stderr
     assert "node/node-00001" in nodes.stdout.split()
-    applied = kube("apply", "-f", "-",
-                   stdin=yaml.safe_dump(daemonset("cluster-kubectl", "agent", image="agent:v1")))
+    manifest = yaml.safe_dump(daemonset("cluster-kubectl", "agent", image="agent:v1"))
+    applied = kube("apply", "-f", "-", stdin=manifest)
     assert applied.returncode == 0, applied.stderr
     assert applied.stdout.strip() == "daemonset.apps/agent created"
     wait_for(lambda: converged(cluster.store(), "cluster-kubectl/agent", "agent:v1"),
@@ -48,6 +46,5 @@ def test_kubectl_applies_and_reads_through_the_compose_api_server(cluster: Clust
     status = kube("rollout", "status", "ds/agent", "-n", "cluster-kubectl", "--timeout=60s")
     assert status.returncode == 0, status.stderr
     assert "successfully rolled out" in status.stdout
-    again = kube("apply", "-f", "-",
-                 stdin=yaml.safe_dump(daemonset("cluster-kubectl", "agent", image="agent:v1")))
+    again = kube("apply", "-f", "-", stdin=manifest)
     assert again.stdout.strip() == "daemonset.apps/agent unchanged", again.stderr
