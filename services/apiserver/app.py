@@ -247,6 +247,14 @@ async def openapi_doc(request: web.Request) -> web.Response:
     return respond(doc)
 
 
+async def openapi_v2(request: web.Request) -> web.Response:
+    """The OpenAPI v2 document, as protobuf when asked (kubectl asks for nothing else), else
+    as JSON."""
+    if openapi.wants_protobuf(request.headers.get("Accept", "")):
+        return web.Response(body=openapi.v2_protobuf(), content_type=openapi.V2_PROTOBUF)
+    return respond(openapi.v2_document())
+
+
 # ---- resources ----------------------------------------------------------------------------
 
 
@@ -521,6 +529,7 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)
     app.router.add_get("/apis/{group}", api_group)
+    app.router.add_get("/openapi/v2", openapi_v2)
     app.router.add_get("/openapi/v3", openapi_doc)
     app.router.add_get("/openapi/v3/{path:.*}", openapi_doc)
     app.router.add_get(fleet.PAGE, ui_file)

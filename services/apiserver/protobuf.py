@@ -1,4 +1,4 @@
-"""Decoding the few request bodies kubectl sends as Kubernetes protobuf (its typed clients
+"""The protobuf wire format: decoding the few request bodies kubectl sends as Kubernetes protobuf (its typed clients
 do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth can-i --list`` a
 SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an Eviction) into the JSON
 shape of the same object. Decides (pure). Answers always go out as JSON, which those
@@ -6,12 +6,15 @@ clients accept.
 
 The wire format: the magic ``k8s\\0``, then a ``runtime.Unknown`` message (1: typeMeta
 {1: apiVersion, 2: kind}, 2: raw, the object's own message). Only the fields the API server
-reads are decoded; unknown fields are skipped, as protobuf readers do.
+reads are decoded; unknown fields are skipped, as protobuf readers do. The writers at the
+end (``varint``, ``message``, ...) encode the one document served as protobuf, the OpenAPI
+v2 document (``services.apiserver.openapi``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterable
 from typing import Any
 
 MAGIC = b"k8s\x00"
@@ -143,3 +146,45 @@ def decode(body: bytes) -> Obj:
     raw = unknown.get(2)
     obj = decoder(fields(raw[-1]) if raw else {})
     return {"apiVersion": api_version, "kind": kind, **obj}
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    """``value`` (0 or more) as a protobuf varint."""
+    if value < 0:
+        raise ValueError("negative varint")
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def message(number: int, data: bytes) -> bytes:
+    """Field ``number`` holding ``data`` (an encoded message, or bytes) length-delimited."""
+    return varint(number << 3 | 2) + varint(len(data)) + data
+
+
+def text(number: int, value: str) -> bytes:
+    return message(number, value.encode("utf-8"))
+
+
+def texts(number: int, values: Iterable[str]) -> bytes:
+    """A repeated string field."""
+    return b"".join(text(number, v) for v in values)
+
+
+def boolean(number: int, value: bool) -> bytes:
+    return varint(number << 3) + b"\x01" if value else b""
+
+
+def integer(number: int, value: int) -> bytes:
+    """An int64 field (0 or more)."""
+    return varint(number << 3) + varint(value)
+
+
+def double(number: int, value: float) -> bytes:
+    return varint(number << 3 | 1) + struct.pack("<d", value)

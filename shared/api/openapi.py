@@ -1,5 +1,6 @@
-"""The OpenAPI v3 documents kubectl downloads: ``/openapi/v3`` (the index) and one document
-per group-version (``api/v1``, ``apis/apps/v1``). Pure: built from :mod:`shared.api.schema`.
+"""The OpenAPI documents kubectl downloads: ``/openapi/v3`` (the index) and one document
+per group-version (``api/v1``, ``apis/apps/v1``), and ``/openapi/v2``. Pure: built from
+:mod:`shared.api.schema`.
 
 kubectl reads them for ``explain`` (the components, found by ``x-kubernetes-group-version-kind``)
 and for ``apply`` / ``create`` / ``edit``: it sends ``fieldValidation=Strict`` and leaves
@@ -8,6 +9,14 @@ at the first PATCH operation it meets, so every one of them lists it). The compo
 upstream's definitions converted the way upstream publishes them: one ``type`` (no
 ``null``), ``$ref`` into ``#/components/schemas/``, a reference with siblings (a field's
 description) wrapped in ``allOf``, int-or-string as ``type: string, format: int-or-string``.
+
+kubectl reads the v2 document (:func:`swagger`) only where the v3 ones do not answer: to
+validate, before it sends them, objects whose kind's PATCH operation it cannot find, above
+all the items of a ``kind: List`` (what ``kubectl get -o yaml`` writes of several objects).
+Without it such an apply failed at once ("the server could not find the requested
+resource"). It carries the same definitions, referred to as ``#/definitions/``, a
+reference beside its siblings, as upstream's v2 document has them; no paths (the
+operations are the v3 documents'; kubectl reads none from v2).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from shared.api import schema
 from shared.model import kinds
 
 _COMPONENT_PREFIX = "#/components/schemas/"
+_DEFINITION_PREFIX = "#/definitions/"
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 # Types every group-version document carries (errors, deletes, patches, watch events).
 _COMMON = tuple(_META + n for n in ("Status", "DeleteOptions", "Patch", "WatchEvent",
@@ -86,10 +96,8 @@ def index(served: tuple[kinds.KindInfo, ...] = kinds.SERVED) -> Mapping[str, Any
 def document(api_version: str, served: Sequence[kinds.KindInfo]) -> dict[str, Any]:
     """The OpenAPI v3 document of one group-version: paths for each served kind's REST
     operations and the components for the kinds, their lists and what they refer to."""
-    roots = [schema.definition_name(k.api_version, n) for k in served
-             for n in (k.kind, k.kind + "List")]
     components = {name: _component(name, schema.definitions()[name])
-                  for name in sorted(schema.referenced([*roots, *_COMMON]))}
+                  for name in _referenced(served)}
     paths: dict[str, Any] = {}
     for info in served:
         paths.update(_paths(info, schema.definition_name(info.api_version, info.kind)))
@@ -99,22 +107,47 @@ def document(api_version: str, served: Sequence[kinds.KindInfo]) -> dict[str, An
             "components": {"schemas": components}}
 
 
+@functools.cache
+def swagger(served: tuple[kinds.KindInfo, ...] = kinds.SERVED) -> Mapping[str, Any]:
+    """The OpenAPI v2 document (``/openapi/v2``): the definitions of the served kinds, their
+    lists and what they refer to (see above). Built once per set of kinds; shared: read
+    only."""
+    return {"swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": schema.KUBERNETES_VERSION},
+            "paths": {},
+            "definitions": {name: _component(name, schema.definitions()[name],
+                                             _DEFINITION_PREFIX)
+                            for name in _referenced(served)}}
+
+
 # ---- components -----------------------------------------------------------------------
 
 
-def _component(name: str, definition: Mapping[str, Any]) -> Any:
+def _referenced(served: Iterable[kinds.KindInfo]) -> list[str]:
+    """The definitions of ``served``, their lists, the common types and every definition
+    they refer to, sorted."""
+    roots = [schema.definition_name(k.api_version, n) for k in served
+             for n in (k.kind, k.kind + "List")]
+    return sorted(schema.referenced([*roots, *_COMMON]))
+
+
+def _component(name: str, definition: Mapping[str, Any], prefix: str = _COMPONENT_PREFIX
+               ) -> Any:
+    """``definition`` as a document publishes it, referring to others as ``prefix``: a
+    v3 document's components (``#/components/schemas/``, a reference with siblings in
+    ``allOf``) or a v2 document's definitions (``#/definitions/``, beside them)."""
     if name in _SCALARS:
         return dict(_SCALARS[name])
-    out = _convert(definition)
+    out = _convert(definition, prefix)
     if "x-kubernetes-group-version-kind" in definition:
         for field in ("apiVersion", "kind"):  # kubernetes-validate adds enums upstream lacks
             out.get("properties", {}).get(field, {}).pop("enum", None)
     return out
 
 
-def _convert(node: Any) -> Any:
+def _convert(node: Any, prefix: str) -> Any:
     if isinstance(node, list):
-        return [_convert(v) for v in node]
+        return [_convert(v, prefix) for v in node]
     if not isinstance(node, Mapping):
         return node
     out: dict[str, Any] = {}
@@ -122,15 +155,15 @@ def _convert(node: Any) -> Any:
         if key == "type" and isinstance(value, list):
             value = next((t for t in value if t != "null"), "object")
         elif key == "$ref" and isinstance(value, str):
-            value = _COMPONENT_PREFIX + value.rpartition("/")[2]
+            value = prefix + value.rpartition("/")[2]
         elif key == "additionalProperties" and value is False:
             continue
         elif key in ("properties", "patternProperties"):
-            value = {k: _convert(v) for k, v in value.items()}
+            value = {k: _convert(v, prefix) for k, v in value.items()}
         else:
-            value = _convert(value)
+            value = _convert(value, prefix)
         out[key] = value
-    if "$ref" in out and len(out) > 1:
+    if prefix == _COMPONENT_PREFIX and "$ref" in out and len(out) > 1:
         out = {"allOf": [{"$ref": out.pop("$ref")}], **out}
     return out
 

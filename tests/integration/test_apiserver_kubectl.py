@@ -109,6 +109,40 @@ def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     assert 'Error from server (NotFound): daemonsets.apps "nope" not found' in missing.stderr
 
 
+def test_kubectl_apply_of_a_list_validates_its_items_with_the_v2_document(
+        api: ApiServer, tmp_path: Path) -> None:
+    """`kubectl get -o yaml` of a kind writes a List; kubectl validates the items of a List
+    itself, with the OpenAPI v2 document, before it applies them (with none served it
+    failed at once: "the server could not find the requested resource")."""
+    api.kubectl("apply", "-f", str(FLUENTD))
+    # settled first: the List carries its resourceVersion, and a status change after the
+    # get makes the apply a 409 Conflict, as with any API server
+    api.kubectl("wait", "--for=jsonpath={.status.numberAvailable}=3", "ds/fluentd-elasticsearch",
+                "-n", "kube-system", "--timeout=60s")
+    listed = tmp_path / "list.yaml"
+    listed.write_text(api.kubectl("get", "ds", "-n", "kube-system", "-o", "yaml").stdout)
+    assert yaml.safe_load(listed.read_text())["kind"] == "List"
+    again = api.kubectl("apply", "-f", str(listed))
+    assert again.stdout in ("daemonset.apps/fluentd-elasticsearch configured\n",
+                            "daemonset.apps/fluentd-elasticsearch unchanged\n")
+    before = api.json("get", "ds", "fluentd-elasticsearch", "-n", "kube-system")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(listed.read_text().replace("imagePullPolicy:", "imagePullPolicyy:"))
+    refused = api.kubectl("apply", "-f", str(bad), check=False)
+    assert refused.returncode == 1
+    assert 'unknown field "imagePullPolicyy" in io.k8s.api.core.v1.Container' \
+        in refused.stderr
+    after = api.json("get", "ds", "fluentd-elasticsearch", "-n", "kube-system")
+    # nothing written (its status may have moved meanwhile, as its pods start)
+    assert (after["metadata"]["generation"], after["metadata"]["annotations"]) == \
+        (before["metadata"]["generation"], before["metadata"]["annotations"])
+    swagger = json.loads(api.kubectl("get", "--raw", "/openapi/v2").stdout)
+    assert swagger["swagger"] == "2.0"
+    assert swagger["definitions"]["io.k8s.api.apps.v1.DaemonSet"][
+        "x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "DaemonSet",
+                                                "version": "v1"}]
+
+
 def test_kubectl_get_watch_sees_a_change_and_ends_at_its_timeout(api: ApiServer) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     proc = subprocess.Popen(
