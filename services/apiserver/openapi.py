@@ -2,14 +2,14 @@
 ``shared.api.openapi``'s, built once at first use from the schemas a maintained package
 ships. Decides.
 
-kubectl asks for the v2 document as protobuf only (``...spec.v2@v1.0+protobuf``, answered
-as ``V2_PROTOBUF``, as upstream answers: Go's media type parser refuses the "@"), the message
-``openapi.v2.Document`` of the gnostic models upstream's server encodes it with), and
-parses it whole: every definition a reference names must be there. ``v2_protobuf`` encodes
-the parts of it the document has (definitions: a schema's types, properties, items, map
-values, references, required fields, descriptions, formats and ``x-kubernetes-*``
-extensions, whose values go as YAML text, as upstream's do); a key it does not know is an
-error, never left out unseen.
+kubectl asks for the v2 document as protobuf only, the message ``openapi.v2.Document`` of
+the gnostic models upstream's server encodes it with (its Accept names
+``...spec.v2@v1.0+protobuf``; the answer's type is ``V2_PROTOBUF``, as upstream's: Go's
+media type parser refuses the "@"), and parses it whole: every definition a reference
+names must be there. ``v2_protobuf`` encodes the parts of it the document has
+(definitions: a schema's types, properties, items, map values, references, required
+fields, descriptions, formats and ``x-kubernetes-*`` extensions, whose values go as YAML
+text, as upstream's do); a key it does not know is an error, never left out unseen.
 """
 
 from __future__ import annotations
