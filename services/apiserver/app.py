@@ -229,6 +229,12 @@ async def api_root(request: web.Request) -> web.Response:
     return respond(discovery.api_versions(request.app[STATE_KEY].server_address))
 
 
+async def root(request: web.Request) -> web.Response:
+    fixed = {r.canonical for r in request.app.router.resources()
+             if "{" not in r.canonical and r.canonical != "/"}
+    return respond(discovery.root_paths(fixed))
+
+
 async def apis_root(_request: web.Request) -> web.Response:
     return respond(discovery.api_group_list())
 
@@ -525,6 +531,7 @@ def make_app(state: State) -> web.Application:
     for path in UNAUTHENTICATED_PATHS - {"/readyz"}:
         app.router.add_get(path, health)
     app.router.add_get("/readyz", readiness)
+    app.router.add_get("/", root)
     app.router.add_get("/version", version)
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)

@@ -9,6 +9,7 @@ these legacy documents, so only those are served.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,17 @@ def _group(name: str, version: str) -> Obj:
 def api_group_list() -> Obj:
     return {"kind": "APIGroupList", "apiVersion": "v1",
             "groups": [_group(name, "v1") for name in _GROUPS]}
+
+
+def root_paths(served: Iterable[str]) -> Obj:
+    """``GET /``: the paths the server serves (upstream's RootPaths, what ``kubectl get --raw
+    /`` prints): ``served`` (the fixed routes), the API's roots and each group and its
+    versions, sorted."""
+    paths = {*served, "/api", "/api/v1", "/apis", "/apis/"}
+    for group in api_group_list()["groups"]:
+        paths.add(f"/apis/{group['name']}")
+        paths.update(f"/apis/{v['groupVersion']}" for v in group["versions"])
+    return {"paths": sorted(paths)}
 
 
 def api_group(name: str) -> Obj | None:

@@ -46,6 +46,10 @@ def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
     assert rows["events"][1] == "ev" and rows["namespaces"][1] == "ns"
     cats = api.kubectl("api-resources", "--categories=all", "-o", "name").stdout.split()
     assert sorted(cats) == ["daemonsets.apps", "pods"]
+    paths = json.loads(api.kubectl("get", "--raw", "/").stdout)["paths"]
+    assert paths == sorted(paths)
+    assert {"/api/v1", "/apis/apps", "/apis/apps/v1", "/openapi/v2", "/openapi/v3",
+            "/version", "/healthz"} <= set(paths)
 
 
 def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> None:
@@ -136,6 +140,10 @@ def test_kubectl_apply_of_a_list_validates_its_items_with_the_v2_document(
     # nothing written (its status may have moved meanwhile, as its pods start)
     assert (after["metadata"]["generation"], after["metadata"]["annotations"]) == \
         (before["metadata"]["generation"], before["metadata"]["annotations"])
+    explained = api.kubectl("explain", "ds.spec.updateStrategy",
+                            "--output=plaintext-openapiv2").stdout  # the v2 definitions
+    assert "RESOURCE: updateStrategy <Object>" in explained
+    assert "rollingUpdate\t<Object>" in explained
     swagger = json.loads(api.kubectl("get", "--raw", "/openapi/v2").stdout)
     assert swagger["swagger"] == "2.0"
     assert swagger["definitions"]["io.k8s.api.apps.v1.DaemonSet"][
