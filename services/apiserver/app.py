@@ -137,8 +137,7 @@ async def errors_middleware(request: web.Request,
     except web.HTTPException as err:
         if err.status in (404, 405):  # no route: a Status too, as upstream answers
             reason = "NotFound" if err.status == 404 else "MethodNotAllowed"
-            return respond(st.status(reason, "the server could not find the requested "
-                                     "resource", err.status), err.status)
+            return respond(st.status(reason, st.NO_SUCH_PATH, err.status, {}), err.status)
         raise
     except Exception as err:  # the one place errors become a 500 Status
         log.exception("internal error on %s %s", request.method, request.path)
@@ -242,14 +241,14 @@ async def apis_root(_request: web.Request) -> web.Response:
 async def api_group(request: web.Request) -> web.Response:
     doc = discovery.api_group(request.match_info["group"])
     if doc is None:
-        raise st.ApiError("NotFound", "the server could not find the requested resource")
+        raise st.no_such_path()
     return respond(doc)
 
 
 async def openapi_doc(request: web.Request) -> web.Response:
     doc = openapi.document(request.match_info.get("path", ""))
     if doc is None:
-        raise st.ApiError("NotFound", "the server could not find the requested resource")
+        raise st.no_such_path()
     return respond(doc)
 
 
@@ -279,7 +278,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if not parts:
         resources = discovery.resource_list(gv)
         if resources is None:
-            raise st.ApiError("NotFound", "the server could not find the requested resource")
+            raise st.no_such_path()
         return respond(resources)
     if gv in discovery.REVIEWS:
         return await _review(request, gv, parts)
@@ -415,7 +414,7 @@ async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Respon
     --list``) and SelfSubjectReview (who is it? ``kubectl auth whoami``)."""
     by_plural = dict(discovery.REVIEWS[gv])
     if len(parts) != 1 or parts[0] not in by_plural:
-        raise st.ApiError("NotFound", "the server could not find the requested resource")
+        raise st.no_such_path()
     if request.method != "POST":
         raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
                           f"the requested resource ({request.method.lower()} {parts[0]})")
@@ -490,7 +489,7 @@ _ANSWERS: dict[str, Callable[[auth.User, Obj], Obj]] = {
 async def ui_file(request: web.Request) -> web.Response:
     found = fleet.static_file(request.match_info.get("name", "index.html"))
     if found is None:
-        raise st.ApiError("NotFound", "the server could not find the requested resource")
+        raise st.no_such_path()
     body, ctype = found
     return web.Response(body=body, content_type=ctype, headers=fleet.PAGE_HEADERS)
 
@@ -518,7 +517,7 @@ async def ui_api(request: web.Request) -> web.Response:
         return respond(await state.run(fleet.action_plan, store, q))
     if what == "progress":
         return respond(await state.run(fleet.progress_answer, store, q))
-    raise st.ApiError("NotFound", "the server could not find the requested resource")
+    raise st.no_such_path()
 
 
 # ---- the application --------------------------------------------------------------------

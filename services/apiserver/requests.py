@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.apiserver import discovery
-from services.apiserver.status import ApiError, bad_request
+from services.apiserver.status import ApiError, bad_request, no_such_path
 
 Obj = dict[str, Any]
 
@@ -51,19 +51,19 @@ def parse_path(group_version: str, parts: list[str]) -> Target:
     if len(parts) >= 3 and parts[0] == "namespaces":
         namespace, parts = parts[1], parts[2:]
     if not parts or len(parts) > 3:
-        raise ApiError("NotFound", "the server could not find the requested resource")
+        raise no_such_path()
     r = discovery.resource(group_version, parts[0])
     if r is None or (namespace is not None and not r.info.namespaced):
-        raise ApiError("NotFound", "the server could not find the requested resource")
+        raise no_such_path()
     name = parts[1] if len(parts) > 1 else None
     sub = parts[2] if len(parts) > 2 else None
     if sub is not None and sub not in {s for s, _, _ in r.subresources}:
-        raise ApiError("NotFound", "the server could not find the requested resource")
+        raise no_such_path()
     if r.info.namespaced and name is not None and namespace is None:
-        raise ApiError("NotFound", "the server could not find the requested resource")
+        raise no_such_path()
     for value in (namespace, name):
         if value is not None and (len(value) > 253 or not NAME_RE.match(value)):
-            raise ApiError("NotFound", "the server could not find the requested resource")
+            raise no_such_path()
     return Target(r, namespace, name, sub)
 
 

@@ -47,11 +47,23 @@ class ApiError(Exception):
 
 
 def status(reason: str, message: str, code: int, details: Obj | None = None) -> Obj:
+    """A failure's Status; ``details`` (even empty) when given."""
     out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": message, "reason": reason, "code": code}
-    if details:
+    if details is not None:
         out["details"] = details
     return out
+
+
+NO_SUCH_PATH = "the server could not find the requested resource"
+
+
+def no_such_path() -> ApiError:
+    """The 404 of a path the server does not serve (an unknown resource or subresource).
+    Its details are there and empty, as a client sees upstream's: kubectl tells a missing
+    subresource from a missing object by them (``kubectl debug``, finding no
+    ``ephemeralcontainers``, read them unchecked and crashed when they were left out)."""
+    return ApiError("NotFound", NO_SUCH_PATH, {})
 
 
 def success(name: str, kind: str, uid: str = "") -> Obj:

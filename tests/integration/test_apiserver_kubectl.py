@@ -151,6 +151,25 @@ def test_kubectl_apply_of_a_list_validates_its_items_with_the_v2_document(
                                                 "version": "v1"}]
 
 
+def test_kubectl_debug_says_ephemeral_containers_are_not_served(api: ApiServer,
+                                                                 stack: Stack) -> None:
+    """A path the server does not serve is a 404 Status with empty details, as upstream's
+    reads to a client: kubectl debug reads them to tell a missing subresource from a
+    missing pod (it crashed on a Status without them)."""
+    api.kubectl("apply", "-f", str(FLUENTD))
+    _ready_pods(stack, "kube-system", 1)
+    pod = api.kubectl("get", "pods", "-n", "kube-system", "-o", "name").stdout.split()[0]
+    out = api.kubectl("debug", "-n", "kube-system", pod, "--image=busybox",
+                      "--profile=general", check=False)
+    assert out.returncode == 1, out.stderr
+    assert "panic" not in out.stderr
+    assert out.stderr.strip().endswith(
+        'ephemeral containers are disabled for this cluster (error from server: "the server '
+        'could not find the requested resource")')
+    code, body = api.request("GET", "/api/v1/namespaces/kube-system/pods/x/nothing")
+    assert (code, body["reason"], body["details"]) == (404, "NotFound", {})
+
+
 def test_kubectl_get_watch_sees_a_change_and_ends_at_its_timeout(api: ApiServer) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     proc = subprocess.Popen(
