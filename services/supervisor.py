@@ -64,6 +64,10 @@ class StackOptions:
     apiserver_port: int = 0  # 0: no API server
 
 
+APISERVER = "apiserver"
+"""The API server's child's name (``up`` waits for it to serve before its ready lines)."""
+
+
 def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "services.cli.main", *args]
 
@@ -92,8 +96,8 @@ def children(opts: StackOptions) -> list[Child]:
         agent += ["--never-ready", g]
     out.append(Child("node-agent", _cmd(*agent, *metrics(2 + opts.workers))))
     if opts.apiserver_port:
-        out.append(Child("apiserver", _cmd("run", "apiserver", "--port",
-                                           str(opts.apiserver_port))))
+        out.append(Child(APISERVER, _cmd("run", "apiserver", "--port",
+                                         str(opts.apiserver_port))))
     return out
 
 

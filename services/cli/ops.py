@@ -120,9 +120,11 @@ def _wait_for_apiserver(stack: Any, port: int, ca: Path,
     import urllib.error
     import urllib.request
 
+    from services import supervisor
+
     context = ssl.create_default_context(cafile=str(ca))
     url = f"https://127.0.0.1:{port}/readyz"
-    child = next((c for c in stack.children if c.name == "apiserver"), None)
+    child = next((c for c in stack.children if c.name == supervisor.APISERVER), None)
     started = time.monotonic()
     said = False
     while not stack.stopping.is_set():
