@@ -28,6 +28,7 @@ from services.apiserver import (
     discovery,
     fleet,
     handlers,
+    health,
     listing,
     openapi,
     podlog,
@@ -54,7 +55,7 @@ T = TypeVar("T")
 
 LIST_CATCH_UP_SECONDS = settings.current.list_catch_up_seconds  # then a list reads Redis
 MAX_BODY = decode.MAX_DOCUMENT_BYTES  # upstream's limit on a request body (3 MiB)
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+UNAUTHENTICATED_PATHS = frozenset(f"/{endpoint}" for endpoint in health.ENDPOINTS)
 USER_KEY = "daemonbus.user"  # the request's authenticated auth.User
 VERB_KEY = "daemonbus.verb"  # and its verb and resource, for the metrics
 RESOURCE_KEY = "daemonbus.resource"
@@ -210,18 +211,15 @@ async def version(_request: web.Request) -> web.Response:
     return respond(discovery.SERVER_VERSION)
 
 
-async def health(_request: web.Request) -> web.Response:
-    return web.Response(text="ok")
+def _cache(request: web.Request) -> WatchCache:
+    return request.app[STATE_KEY].cache
 
 
-async def readiness(request: web.Request) -> web.Response:
-    """``/readyz``: ok once the watch cache holds its first list of the log (until then every
-    read and watch waits for it); before, 500, as upstream's readyz answers while its
-    caches sync. ``/livez`` and ``/healthz`` answer ok from the start."""
-    if request.app[STATE_KEY].cache.ready.is_set():
-        return web.Response(text="ok")
-    return web.Response(status=500, text="[-]watch-cache failed: the log is not listed yet\n"
-                                         "readyz check failed\n")
+async def metrics(_request: web.Request) -> web.Response:
+    """``/metrics``: this server's Prometheus metrics, as ``kubectl get --raw /metrics``
+    reads upstream's."""
+    return web.Response(body=prometheus_client.generate_latest(),
+                        headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
 
 
 async def api_root(request: web.Request) -> web.Response:
@@ -527,9 +525,11 @@ def make_app(state: State) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY,
                           middlewares=[metrics_middleware, errors_middleware, auth_middleware])
     app[STATE_KEY] = state
-    for path in UNAUTHENTICATED_PATHS - {"/readyz"}:
-        app.router.add_get(path, health)
-    app.router.add_get("/readyz", readiness)
+    for endpoint in health.ENDPOINTS:
+        app.router.add_get(f"/{endpoint}", health.handler(endpoint, _cache))
+        for name in health.ENDPOINTS[endpoint]:
+            app.router.add_get(f"/{endpoint}/{name}", health.check_handler(name, _cache))
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/", root)
     app.router.add_get("/version", version)
     app.router.add_get("/api", api_root)

@@ -22,9 +22,11 @@ READ_VERBS = frozenset({"get", "list", "watch"})
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "events",
                                  "controllerrevisions"})
-DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
-                  "/openapi/*", "/readyz", "/version", "/version/")
-"""What every user may ``get`` outside the resources (upstream's ``system:discovery``)."""
+DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
+                  "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
+                  "/version", "/version/")
+"""What every user may ``get`` outside the resources (upstream's ``system:discovery``, with
+its health checks and ``/metrics``)."""
 
 
 class TokenFileError(ValueError):

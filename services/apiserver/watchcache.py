@@ -265,6 +265,7 @@ class WatchCache:
         self.encoded: collections.OrderedDict[tuple[str, ...], bytes] = \
             collections.OrderedDict()
         self.ready = asyncio.Event()
+        self.unavailable: str | None = None  # why the tail's last read failed, if it did
         self._progress: list[asyncio.Future[None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -314,10 +315,12 @@ class WatchCache:
                                          decisions=False)
                 assert reader is not None
                 batch = reader.read(count=READ_COUNT, block_ms=BLOCK_MS)
+                self.unavailable = None
                 if stale():
                     continue
                 self._post("apply", batch, reader.position)
             except errors.UnavailableError as err:
+                self.unavailable = str(err)
                 log.warning("watch cache: %s; retrying", err)
                 self._stop.wait(1.0)
             except RuntimeError:  # the event loop closed under us: the server is stopping

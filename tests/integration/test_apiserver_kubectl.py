@@ -49,7 +49,23 @@ def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
     paths = json.loads(api.kubectl("get", "--raw", "/").stdout)["paths"]
     assert paths == sorted(paths)
     assert {"/api/v1", "/apis/apps", "/apis/apps/v1", "/openapi/v2", "/openapi/v3",
-            "/version", "/healthz"} <= set(paths)
+            "/version", "/healthz", "/readyz/watch-cache", "/metrics"} <= set(paths)
+
+
+def test_kubectl_reads_the_health_checks_and_metrics(api: ApiServer) -> None:
+    assert api.kubectl("get", "--raw", "/readyz").stdout == "ok"
+    verbose = api.kubectl("get", "--raw", "/readyz?verbose").stdout
+    assert verbose == "[+]ping ok\n[+]log ok\n[+]watch-cache ok\nreadyz check passed\n"
+    assert api.kubectl("get", "--raw", "/livez?verbose&exclude=ping").stdout == \
+        "[+]ping excluded: ok\nlivez check passed\n"
+    assert api.kubectl("get", "--raw", "/readyz/watch-cache").stdout == "ok"
+    api.kubectl("get", "pods", "-A")
+    metrics = api.kubectl("get", "--raw", "/metrics").stdout
+    listed = [line for line in metrics.splitlines()
+              if line.startswith("apiserver_request_total{") and 'resource="pods"' in line]
+    assert listed and all(float(line.split()[-1]) >= 1 for line in listed), metrics[:2000]
+    gone = api.kubectl("get", "--raw", "/readyz/etcd", check=False)
+    assert gone.returncode == 1 and "(NotFound)" in gone.stderr
 
 
 def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> None:
