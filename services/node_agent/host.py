@@ -18,10 +18,6 @@ from services.node_agent import lifecycle
 
 Obj = dict[str, Any]
 
-# kubelet's default --max-pods
-MAX_PODS = 110
-KUBELET_VERSION = "v1.30.0-daemonbus"
-
 # platform.machine() → GOARCH, as kubernetes.io/arch is spelled
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
          "armv7l": "arm", "armv6l": "arm", "i386": "386", "i686": "386", "ppc64le": "ppc64le",
@@ -62,7 +58,7 @@ def resources() -> Obj:
     """status.capacity as kubelet reports it: cpu cores, memory in Ki, pods."""
     return {"cpu": str(psutil.cpu_count() or 1),
             "memory": f"{psutil.virtual_memory().total // 1024}Ki",
-            "pods": str(MAX_PODS)}
+            "pods": str(lifecycle.MAX_PODS)}
 
 
 def _read(path: str) -> str:
@@ -82,7 +78,7 @@ def node_info(runtime_version: str = "process://daemonbus") -> Obj:
             "bootID": _read("/proc/sys/kernel/random/boot_id"),
             "kernelVersion": uname.release, "osImage": f"{uname.system} {uname.release}",
             "containerRuntimeVersion": runtime_version,
-            "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+            "kubeletVersion": lifecycle.KUBELET_VERSION, "kubeProxyVersion": "",
             "operatingSystem": os_name(), "architecture": arch()}
 
 

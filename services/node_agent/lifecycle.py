@@ -250,6 +250,14 @@ def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
     return new
 
 
+MAX_PODS = 110  # kubelet's default --max-pods
+KUBELET_VERSION = "v1.30.0-daemonbus"
+SIMULATED_CAPACITY = {"cpu": "4", "ephemeral-storage": "104857600Ki", "memory": "16777216Ki",
+                      "pods": str(MAX_PODS)}
+"""What a simulated node reports it has (4 cores, 16 GiB, 100 GiB of disk), as a kubelet
+reports its machine's: kubectl describe node shows each pod's requests as a share of it."""
+
+
 def new_node(name: str, labels: dict[str, str] | None = None,
              taints: list[Obj] | None = None) -> Obj:
     """A Node object as a kubelet registers it."""
@@ -266,8 +274,10 @@ def new_node(name: str, labels: dict[str, str] | None = None,
             # without them): a simulated node has no machine, boot or kernel to name
             "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
                          "osImage": "", "containerRuntimeVersion": "simulated://daemonbus",
-                         "kubeletVersion": "v1.30.0-daemonbus", "kubeProxyVersion": "",
+                         "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
                          "operatingSystem": "linux", "architecture": "amd64"},
+            "capacity": dict(SIMULATED_CAPACITY),
+            "allocatable": dict(SIMULATED_CAPACITY),
             "addresses": [{"type": "InternalIP", "address": node_ip(name)},
                           {"type": "Hostname", "address": name}],
         },

@@ -146,6 +146,12 @@ def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
     node = api.kubectl("describe", "node", "node-00001").stdout
     assert re.search(r"^Name:\s+node-00001$", node, re.M)
     assert "v-desc" in node  # its non-terminated pods
+    # a simulated node reports capacity as a kubelet does: a pod's requests read as a share
+    # of it (without, kubectl divided by zero: "0 (-9223372036854775808%)")
+    assert re.search(r"^Capacity:\n  cpu:\s+4\n  ephemeral-storage:\s+100Gi\n"
+                     r"  memory:\s+16Gi\n  pods:\s+110$", node, re.M), node
+    row = next(line for line in node.splitlines() if "v-desc" in line)
+    assert row.split()[2:10] == ["0", "(0%)"] * 4, row
 
 
 def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
