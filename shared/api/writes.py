@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from shared.model import validation as model_validation
 Obj = dict[str, Any]
 
 TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 MAX_OBJECT_BYTES = 1536 * 1024
@@ -426,11 +428,33 @@ def final_delete(old: Obj) -> Write:
 
 def apply_manifest(given: Any) -> Obj:
     """A manifest as apply takes it: plain JSON data, shaped, a DaemonSet's
-    templateGeneration decoded (a bad value is refused on update too)."""
+    templateGeneration decoded (a bad value is refused on update too), and annotated with
+    itself as ``kubectl apply`` annotates what it applies (:func:`last_applied`), so that a
+    later ``kubectl apply`` of the same file finds it unchanged and merges an edited one
+    three ways."""
     obj = shape(encoding.plain(given))
     if obj.get("kind") == "DaemonSet":
         requested_template_generation(obj)
+    md = obj["metadata"]
+    annotations = {k: v for k, v in (md.get("annotations") or {}).items()
+                   if k != LAST_APPLIED_ANNOTATION}
+    md["annotations"] = annotations
+    applied = last_applied(obj)
+    md["annotations"] = {**annotations, LAST_APPLIED_ANNOTATION: applied}
     return obj
+
+
+_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                             "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def last_applied(manifest: Obj) -> str:
+    """The ``kubectl.kubernetes.io/last-applied-configuration`` of ``manifest`` (without
+    that annotation; an empty ``annotations`` stays), byte for byte as kubectl writes it:
+    Go's JSON encoder, keys sorted, no spaces, ``<``, ``>`` and ``&`` escaped, a newline at
+    the end. Decides."""
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.translate(_GO_ESCAPES) + "\n"
 
 
 def apply_merge(manifest: Obj, current: Obj) -> Obj:

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from services.cli import context
+from services.cli.main import cli
 from services.replay import why
 from shared.model import kinds
 from tests import testdata
@@ -81,6 +84,27 @@ def test_kubectl_apply_every_testdata_manifest_creates_it(api: ApiServer) -> Non
         assert got["spec"]["template"]["spec"]["containers"][0]["image"] == \
             doc["spec"]["template"]["spec"]["containers"][0]["image"]
         assert got["metadata"]["generation"] == 1
+
+
+def test_kubectl_apply_after_daemonbus_apply_finds_each_manifest_unchanged(
+        api: ApiServer) -> None:
+    # daemonbus apply annotates what it applies as kubectl apply does, byte for byte: kubectl
+    # neither warns of a missing annotation nor writes anything, and an edit merges three ways
+    for f in testdata.manifests():
+        done = CliRunner().invoke(cli, ["--redis-url", api.stack.redis_url, "--prefix",
+                                        api.stack.prefix, "apply", "-f", str(f)],
+                                  obj=context.CliEnv(), catch_exceptions=False)
+        assert done.exit_code == 0 and " created" in done.stdout, done.output
+        out = api.kubectl("apply", "-f", str(f), check=False)
+        assert re.findall(r"^daemonset\.apps/\S+ unchanged$", out.stdout, re.M), out.stdout
+        assert "last-applied-configuration" not in out.stderr, out.stderr
+    edited = yaml.safe_load(FLUENTD.read_text())
+    edited["spec"]["template"]["spec"]["containers"][0].pop("resources")
+    ns, name = edited["metadata"]["namespace"], edited["metadata"]["name"]
+    out = api.kubectl("apply", "-f", "-", input=yaml.safe_dump(edited)).stdout
+    assert out.strip() == f"daemonset.apps/{name} configured"
+    got = api.json("get", "ds", name, "-n", ns)
+    assert "resources" not in got["spec"]["template"]["spec"]["containers"][0]  # removed
 
 
 def test_kubectl_namespace_writes_say_why_and_objects_make_the_namespace(

@@ -102,7 +102,7 @@ def test_each_write_is_marked_with_how_far_it_is_trusted(validations: list[str])
 ])
 def test_apply_merges_the_manifest_over_the_stored_object_validating_it_once(
         validations: list[str], manifest: Obj, verb: str, generation: int) -> None:
-    current = stored(daemonset())
+    current = stored(writes.apply_manifest(daemonset()))  # applied before
     current["status"] = {"numberReady": 3}
     validations.clear()
     got, write = writes.apply(writes.apply_manifest(manifest), current, NOW)
@@ -117,6 +117,27 @@ def test_apply_merges_the_manifest_over_the_stored_object_validating_it_once(
     assert meta.labels(write.obj) == meta.labels(manifest)
     assert meta.annotations(write.obj)[writes.TEMPLATE_GENERATION_ANNOTATION] == \
         str(generation)
+
+
+def test_apply_annotates_the_manifest_as_kubectl_apply_does() -> None:
+    manifest = dict(daemonset(), metadata={
+        "name": "agent", "annotations": {"note": "a <b> & c", writes.LAST_APPLIED_ANNOTATION: "x"}})
+    got = meta.annotations(writes.apply_manifest(manifest))
+    assert got["note"] == "a <b> & c"
+    applied = got[writes.LAST_APPLIED_ANNOTATION]
+    # Go's encoder: sorted keys, no spaces, HTML characters escaped, a newline at the end;
+    # the annotation itself left out (not nested)
+    assert applied.startswith('{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":'
+                              '{"annotations":{"note":"a \\u003cb\\u003e \\u0026 c"},'
+                              '"name":"agent"},"spec":')
+    assert applied.endswith("}\n") and applied.count(writes.LAST_APPLIED_ANNOTATION) == 0
+    plain = writes.apply_manifest(dict(daemonset(), metadata={"name": "agent"}))
+    assert '"metadata":{"annotations":{},"name":"agent"}' in \
+        meta.annotations(plain)[writes.LAST_APPLIED_ANNOTATION]
+    # an object created without it (by kubectl create, or before) gets it on the next apply
+    verb, write = writes.apply(writes.apply_manifest(daemonset()), stored(daemonset()), NOW)
+    assert verb == "configured" and write is not None
+    assert writes.LAST_APPLIED_ANNOTATION in meta.annotations(write.obj)
 
 
 def test_apply_of_an_absent_object_creates_it() -> None:
