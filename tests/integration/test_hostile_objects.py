@@ -140,6 +140,10 @@ def test_hostile_objects_are_parked_and_the_cluster_converges(stack: Stack) -> N
     _result, victim = stack.store.apply(_ds("victim"))
     wait_for(lambda: _converged(stack, "default/victim", "img:1", nodes), timeout=60,
              what="victim converged")
+    # gc is not on the victim's path: on a loaded machine it may list the view only after
+    # the hostile writes below, and never meet them in the log. It says so after its list.
+    wait_for(lambda: "node lifecycle controller active" in (stack.log_dir / "gc.log").read_text(),
+             timeout=60, what="gc listed")
 
     written: dict[str, tuple[str, str, str]] = {}  # entry id -> (kind, key, field)
     for i, (kind, field, value) in enumerate(HOSTILE):
