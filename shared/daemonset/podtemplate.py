@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from shared.daemonset import dsutil, placement
-from shared.model import meta
+from shared.model import defaults, meta
 from shared.model.nodeaffinity import node_name_selector
 
 Obj = dict[str, Any]
@@ -57,7 +57,8 @@ def clone(value: Any) -> Any:
 
 def create_pod_template(ds: Obj, hash: str) -> Obj:
     """``CreatePodTemplate``: a copy of the DaemonSet's pod template with the default daemon
-    tolerations, ``pod-template-generation`` (from the parseable generation annotation) and
+    tolerations, the defaults the API server gives a pod and not a template
+    (``defaults.default_pod_only``), ``pod-template-generation`` (from the parseable generation annotation) and
     ``controller-revision-hash`` (when ``hash`` is non-empty) labels."""
     tmpl: Obj = clone(dsutil.template(ds))
     md = tmpl.get("metadata")
@@ -67,6 +68,7 @@ def create_pod_template(ds: Obj, hash: str) -> Obj:
     if not isinstance(spec, dict):
         spec = tmpl["spec"] = {}
     spec["tolerations"] = placement.daemon_tolerations(spec)
+    defaults.default_pod_only(spec)
     labels = md.get("labels")
     if not isinstance(labels, dict):
         labels = md["labels"] = {}

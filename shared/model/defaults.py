@@ -70,10 +70,97 @@ def _absent(d: dict[Any, Any], key: str) -> bool:
     return v is None or (isinstance(v, str) and v == "")
 
 
+def _zero(d: dict[Any, Any], key: str) -> bool:
+    """Absent, null or 0: what Go decodes to an int's zero value."""
+    v = d.get(key)
+    return v is None or (type(v) is int and v == 0)
+
+
+def _dicts(value: Any) -> list[dict[Any, Any]]:
+    """The maps of a list (a field of the wrong type: none, left for validation)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _field(d: dict[Any, Any], *path: str) -> dict[Any, Any] | None:
+    """The map at ``path`` under ``d``, None when a step is absent or not a map."""
+    for key in path:
+        d = d.get(key)  # type: ignore[assignment]
+        if not isinstance(d, dict):
+            return None
+    return d
+
+
+def _default_http_get(action: dict[Any, Any] | None) -> None:
+    """``SetDefaults_HTTPGetAction``: path ``/``, scheme ``HTTP``."""
+    if action is not None:
+        if _absent(action, "path"):
+            action["path"] = "/"
+        if _absent(action, "scheme"):
+            action["scheme"] = "HTTP"
+
+
+def _default_probe(probe: dict[Any, Any] | None) -> None:
+    """``SetDefaults_Probe``: timeout 1 s, period 10 s, success threshold 1, failure
+    threshold 3 (each when 0 or absent), and its HTTP GET's defaults."""
+    if probe is None:
+        return
+    for key, value in PROBE_DEFAULTS.items():
+        if _zero(probe, key):
+            probe[key] = value
+    _default_http_get(_field(probe, "httpGet"))
+
+
+PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
+                  "failureThreshold": 3}
+VOLUME_DEFAULT_MODE = 0o644  # Secret, ConfigMap, DownwardAPI and Projected volumes' mode
+TOKEN_EXPIRATION_SECONDS = 3600  # a projected service account token's
+
+
+def _default_field_ref(selector: dict[Any, Any] | None) -> None:
+    """``SetDefaults_ObjectFieldSelector``: apiVersion ``v1``."""
+    if selector is not None and _absent(selector, "apiVersion"):
+        selector["apiVersion"] = "v1"
+
+
+def _default_volume(volume: dict[Any, Any]) -> None:
+    """``SetDefaults_Volume`` (no source: an emptyDir) and its sources' defaulters: a
+    hostPath's type ``""``, the file mode 0644 of secret, configMap, downwardAPI and
+    projected volumes, a downward API item's field apiVersion, a projected token's
+    expiration of an hour, an ephemeral claim's volumeMode ``Filesystem``."""
+    if all(v is None for k, v in volume.items() if k != "name"):
+        volume["emptyDir"] = {}
+        return
+    host_path = _field(volume, "hostPath")
+    if host_path is not None and host_path.get("type") is None:
+        host_path["type"] = ""
+    for source in ("secret", "configMap", "downwardAPI", "projected"):
+        found = _field(volume, source)
+        if found is not None and found.get("defaultMode") is None:
+            found["defaultMode"] = VOLUME_DEFAULT_MODE
+    for item in _dicts((_field(volume, "downwardAPI") or {}).get("items")):
+        _default_field_ref(_field(item, "fieldRef"))
+    for projection in _dicts((_field(volume, "projected") or {}).get("sources")):
+        for item in _dicts((_field(projection, "downwardAPI") or {}).get("items")):
+            _default_field_ref(_field(item, "fieldRef"))
+        token = _field(projection, "serviceAccountToken")
+        if token is not None and token.get("expirationSeconds") is None:
+            token["expirationSeconds"] = TOKEN_EXPIRATION_SECONDS
+    claim = _field(volume, "ephemeral", "volumeClaimTemplate", "spec")
+    if claim is not None and claim.get("volumeMode") is None:
+        claim["volumeMode"] = "Filesystem"
+
+
 def _default_container(ctr: Any) -> None:
-    """``SetDefaults_Container`` (+ ``SetDefaults_ContainerPort``), in place."""
+    """``SetDefaults_Container`` (+ ``SetDefaults_ContainerPort``), its probes' and
+    lifecycle hooks' defaulters and its environment's field selectors, in place."""
     if not isinstance(ctr, dict):
         return
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(_field(ctr, probe))
+    for hook in ("postStart", "preStop"):
+        _default_http_get(_field(ctr, "lifecycle", hook, "httpGet"))
+    for env in _dicts(ctr.get("env")):
+        _default_field_ref(_field(env, "valueFrom", "fieldRef"))
     if _absent(ctr, "imagePullPolicy"):
         image = ctr.get("image")
         tag = image_tag(image) if isinstance(image, str) else ""
@@ -102,10 +189,17 @@ def _default_pod_spec(spec: Any) -> None:
         spec["terminationGracePeriodSeconds"] = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
     if _absent(spec, "schedulerName"):
         spec["schedulerName"] = DEFAULT_SCHEDULER
+    # the v1 conversion (Convert_v1_PodSpec_To_core_PodSpec and back): ``serviceAccount`` is
+    # a deprecated alias of ``serviceAccountName``, which wins; both read back as the name
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if isinstance(account, str) and account:
+        spec["serviceAccountName"] = spec["serviceAccount"] = account
     for field in ("initContainers", "containers"):
         containers = spec.get(field)
         for ctr in containers if isinstance(containers, list) else []:
             _default_container(ctr)
+    for volume in _dicts(spec.get("volumes")):
+        _default_volume(volume)
 
 
 def _default_namespace(obj: Obj) -> None:
@@ -161,9 +255,32 @@ def default_daemonset(obj: Any) -> Any:
     return out
 
 
+def default_pod_only(spec: Obj) -> None:
+    """What ``SetDefaults_Pod`` adds to a pod's (defaulted) spec, and not to a template's:
+    requests copied from limits where unset, hostPort = containerPort with hostNetwork,
+    ``enableServiceLinks`` true; in place. The DaemonSet controller applies it once to the
+    template its pods are made from (as the API server does to each pod it creates)."""
+    host_network = spec.get("hostNetwork") is True
+    for field in ("initContainers", "containers"):
+        for ctr in _dicts(spec.get(field)):
+            resources = ctr.get("resources")
+            if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+                if resources.get("requests") is None:
+                    resources["requests"] = {}
+                requests = resources["requests"]
+                if isinstance(requests, dict):
+                    for name, quantity in resources["limits"].items():
+                        requests.setdefault(name, copy.deepcopy(quantity))
+            for port in _dicts(ctr.get("ports")) if host_network else []:
+                if not port.get("hostPort") and port.get("containerPort") is not None:
+                    port["hostPort"] = port["containerPort"]
+    if spec.get("enableServiceLinks") is None:
+        spec["enableServiceLinks"] = True
+
+
 def default_pod(obj: Any) -> Any:
-    """``SetDefaults_Pod``: the pod-spec defaults, requests copied from limits where unset,
-    hostPort = containerPort with hostNetwork; plus ``status.phase`` Pending. Decides only."""
+    """``SetDefaults_Pod``: the pod-spec defaults and :func:`default_pod_only`; plus
+    ``status.phase`` Pending. Decides only."""
     out = copy.deepcopy(obj)
     if not isinstance(out, dict):
         return out
@@ -173,25 +290,7 @@ def default_pod(obj: Any) -> Any:
     spec = out["spec"]
     if isinstance(spec, dict):
         _default_pod_spec(spec)
-        host_network = spec.get("hostNetwork") is True
-        for field in ("initContainers", "containers"):
-            containers = spec.get(field)
-            for ctr in containers if isinstance(containers, list) else []:
-                if not isinstance(ctr, dict):
-                    continue
-                resources = ctr.get("resources")
-                if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
-                    if resources.get("requests") is None:
-                        resources["requests"] = {}
-                    requests = resources["requests"]
-                    if isinstance(requests, dict):
-                        for name, quantity in resources["limits"].items():
-                            requests.setdefault(name, copy.deepcopy(quantity))
-                ports = ctr.get("ports")
-                for port in ports if isinstance(ports, list) and host_network else []:
-                    if isinstance(port, dict) and not port.get("hostPort"):
-                        if port.get("containerPort") is not None:
-                            port["hostPort"] = port["containerPort"]
+        default_pod_only(spec)
     if out.get("status") is None:
         out["status"] = {}
     status = out["status"]

@@ -229,3 +229,92 @@ def test_defaulters_accept_malformed_input(value: Any) -> None:
     ):
         out = fn(value)
         assert fn(out) == out
+
+
+def test_probes_hooks_field_selectors_and_volumes_get_core_v1_defaults() -> None:
+    ds = minimal_ds()
+    tspec = ds["spec"]["template"]["spec"]
+    tspec["containers"][0].update({
+        "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
+        "readinessProbe": {"httpGet": {"port": 8080}, "failureThreshold": 0},
+        "startupProbe": {"tcpSocket": {"port": 1}, "timeoutSeconds": 7},
+        "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/quit"}}},
+        "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "PLAIN", "value": "x"}],
+    })
+    tspec["volumes"] = [
+        {"name": "scratch"},
+        {"name": "root", "hostPath": {"path": "/"}},
+        {"name": "sock", "hostPath": {"path": "/run/x.sock", "type": "Socket"}},
+        {"name": "conf", "configMap": {"name": "c"}},
+        {"name": "certs", "secret": {"secretName": "s", "defaultMode": 0o400}},
+        {"name": "info", "downwardAPI": {"items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+        {"name": "token", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "t"}},
+            {"downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}},
+    ]
+    out = defaults.default_daemonset(ds)
+    ctr = out["spec"]["template"]["spec"]["containers"][0]
+    assert ctr["livenessProbe"] == {"exec": {"command": ["true"]}, "periodSeconds": 5,
+                                    "timeoutSeconds": 1, "successThreshold": 1,
+                                    "failureThreshold": 3}
+    assert ctr["readinessProbe"] == {"httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"},
+                                     "timeoutSeconds": 1, "periodSeconds": 10,
+                                     "successThreshold": 1, "failureThreshold": 3}
+    assert ctr["startupProbe"]["timeoutSeconds"] == 7
+    assert ctr["lifecycle"]["preStop"]["httpGet"] == {"port": 80, "path": "/quit",
+                                                      "scheme": "HTTP"}
+    assert ctr["env"][0]["valueFrom"]["fieldRef"] == {"fieldPath": "spec.nodeName",
+                                                      "apiVersion": "v1"}
+    assert ctr["env"][1] == {"name": "PLAIN", "value": "x"}
+    vols = {v["name"]: v for v in out["spec"]["template"]["spec"]["volumes"]}
+    assert vols["scratch"] == {"name": "scratch", "emptyDir": {}}
+    assert vols["root"]["hostPath"] == {"path": "/", "type": ""}
+    assert vols["sock"]["hostPath"]["type"] == "Socket"
+    assert vols["conf"]["configMap"]["defaultMode"] == 420
+    assert vols["certs"]["secret"]["defaultMode"] == 0o400
+    assert vols["info"]["downwardAPI"]["defaultMode"] == 420
+    assert vols["info"]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+    projected = vols["token"]["projected"]
+    assert projected["defaultMode"] == 420
+    assert projected["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3600
+    assert projected["sources"][1]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+    assert defaults.default_daemonset(out) == out
+    # a template is not a pod: no enableServiceLinks, no requests from limits
+    assert "enableServiceLinks" not in out["spec"]["template"]["spec"]
+
+
+def test_pod_only_defaults_reach_the_daemon_pods_not_the_template() -> None:
+    from shared.daemonset import podtemplate
+
+    ds = defaults.default_daemonset(minimal_ds())
+    ds["spec"]["template"]["spec"]["hostNetwork"] = True
+    ds["spec"]["template"]["spec"]["containers"][0].update({
+        "ports": [{"containerPort": 9100, "protocol": "TCP"}],
+        "resources": {"limits": {"memory": "200Mi"}}})
+    before = copy.deepcopy(ds)
+    spec = podtemplate.create_pod_template(ds, "h")["spec"]
+    assert ds == before
+    assert spec["enableServiceLinks"] is True
+    assert spec["containers"][0]["ports"][0]["hostPort"] == 9100
+    assert spec["containers"][0]["resources"]["requests"] == {"memory": "200Mi"}
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"enableServiceLinks": False}}
+    assert defaults.default_pod(pod)["spec"]["enableServiceLinks"] is False
+
+
+@pytest.mark.parametrize(("given", "name"), [
+    ({"serviceAccountName": "agent"}, "agent"),
+    ({"serviceAccount": "old"}, "old"),  # the deprecated alias alone
+    ({"serviceAccountName": "new", "serviceAccount": "old"}, "new"),  # the name wins
+])
+def test_service_account_reads_back_under_both_names(given: dict[str, str], name: str) -> None:
+    ds = minimal_ds()
+    ds["spec"]["template"]["spec"].update(given)
+    spec = defaults.default_daemonset(ds)["spec"]["template"]["spec"]
+    assert (spec["serviceAccountName"], spec["serviceAccount"]) == (name, name)
+
+
+def test_no_service_account_stays_unset() -> None:
+    spec = defaults.default_daemonset(minimal_ds())["spec"]["template"]["spec"]
+    assert "serviceAccountName" not in spec and "serviceAccount" not in spec
