@@ -154,6 +154,27 @@ def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
     assert row.split()[2:10] == ["0", "(0%)"] * 4, row
 
 
+def test_a_real_manifest_reads_back_with_upstreams_defaults(api: ApiServer) -> None:
+    # calico-node: exec probes with some fields set, hostPath volumes without a type, a
+    # secret volume, a service account, hostNetwork
+    path = apiserver_kit.TESTDATA / "calico-node.yaml"
+    assert "created" in api.kubectl("apply", "-f", str(path)).stdout
+    pods = _running(api, "kube-system", "calico-node")
+    got = api.json("get", "ds", "calico-node", "-n", "kube-system")
+    tspec = got["spec"]["template"]["spec"]
+    assert tspec["serviceAccount"] == tspec["serviceAccountName"] == "calico-node"
+    assert {v["name"]: v["hostPath"].get("type") for v in tspec["volumes"]
+            if "hostPath" in v}["lib-modules"] == ""
+    assert "enableServiceLinks" not in tspec  # a pod's default, not a template's
+    pod = api.kubectl("describe", "pod", meta.name(pods[0]), "-n", "kube-system").stdout
+    assert re.search(r"^\s+Liveness:\s+exec \[.*\] delay=10s timeout=10s period=10s "
+                     r"#success=1 #failure=6$", pod, re.M), pod
+    assert re.search(r"^\s+Readiness:\s+exec \[.*\] delay=0s timeout=10s period=10s "
+                     r"#success=1 #failure=3$", pod, re.M), pod
+    assert pods[0]["spec"]["enableServiceLinks"] is True
+    assert "unchanged" in api.kubectl("apply", "-f", str(path)).stdout
+
+
 def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
     _apply(api, daemonset("edited", "v-edit"))
     editor = tmp_path / "editor.sh"
