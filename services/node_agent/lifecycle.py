@@ -252,7 +252,7 @@ def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
 
 MAX_PODS = 110  # kubelet's default --max-pods
 KUBELET_VERSION = "v1.30.0-daemonbus"
-SIMULATED_CAPACITY = {"cpu": "4", "ephemeral-storage": "104857600Ki", "memory": "16777216Ki",
+SIMULATED_CAPACITY = {"cpu": "4", "ephemeral-storage": "100Gi", "memory": "16Gi",
                       "pods": str(MAX_PODS)}
 """What a simulated node reports it has (4 cores, 16 GiB, 100 GiB of disk), as a kubelet
 reports its machine's: kubectl describe node shows each pod's requests as a share of it."""

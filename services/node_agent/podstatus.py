@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shared.model import meta
+from shared.model import quantity as model_quantity
 
 Obj = dict[str, Any]
 
@@ -198,21 +199,13 @@ def argv(container: Obj, env: dict[str, str], need_command: bool = True) -> list
 
 # ---- resources --------------------------------------------------------------------------
 
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-           "P": 1e15, "E": 1e18}
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|([a-zA-Z]*))")
-
-
 def quantity(value: object) -> float:
     """A resource.Quantity ("128Mi", "0.5", "250m", "1e3") as a number; ConfigError if it is
     not one."""
-    m = _QUANTITY.fullmatch(str(value).strip())
-    if not m or (m.group(3) or "") not in _SUFFIX:
-        raise ConfigError(f"quantities must match the regular expression "
-                          f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
-    number = float(m.group(1) + (m.group(2) or ""))
-    return number * _SUFFIX[m.group(3) or ""]
+    try:
+        return float(model_quantity.parse(value).value)
+    except ValueError as err:
+        raise ConfigError(f"{err}: {value!r}") from err
 
 
 def _limit(container: Obj, name: str) -> float | None:

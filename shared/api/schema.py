@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,64 @@ def _walk(value: Any, schema: Schema, path: str, out: dict[str, None]) -> None:
         if isinstance(items, Mapping):
             for i, item in enumerate(value):
                 _walk(item, items, f"{path}[{i}]", out)
+
+
+# ---- quantities ------------------------------------------------------------------------
+
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+
+def rewrite_quantities(value: Any, definition: str,
+                       rewrite: Callable[[Any, bool], Any]) -> None:
+    """Replace each ``resource.Quantity`` in ``value`` (an object of the named definition)
+    with ``rewrite(quantity, in_list)``, in place; ``in_list``: a value of a resource list
+    (a map of quantities such as ``limits``) rather than a single field (``sizeLimit``).
+    Only the fields whose schema can hold a quantity are walked. A value of the wrong type
+    is left for validation. What ``rewrite`` raises comes through."""
+    _rewrite(value, definitions()[definition], rewrite)
+
+
+def _rewrite(value: Any, schema: Schema, rewrite: Callable[[Any, bool], Any]) -> None:
+    schema = resolve(schema)
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            field = props.get(key) if props is not None else extra
+            if not isinstance(field, Mapping) or item is None or not _holds_quantity(field):
+                continue
+            if ref_name(field) == QUANTITY:
+                value[key] = rewrite(item, props is None)
+            else:
+                _rewrite(item, field, rewrite)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, Mapping) and _holds_quantity(items):
+            for item in value:
+                _rewrite(item, items, rewrite)
+
+
+_HOLDS: dict[int, bool] = {}
+
+
+def _holds_quantity(schema: Schema, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether a value of ``schema`` can contain a quantity (memoized per schema node: the
+    definitions are loaded once and never change)."""
+    key = id(schema)
+    if key in _HOLDS:
+        return _HOLDS[key]
+    if key in seen:  # a recursive definition: whatever else it holds decides
+        return False
+    if ref_name(schema) == QUANTITY:
+        _HOLDS[key] = True
+        return True
+    inner = seen | {key}
+    target = resolve(schema)
+    parts = [*(target.get("properties") or {}).values(), target.get("additionalProperties"),
+             target.get("items")]
+    found = any(isinstance(p, Mapping) and _holds_quantity(p, inner) for p in parts)
+    _HOLDS[key] = found
+    return found
 
 
 # ---- strategic merge patch metadata ---------------------------------------------------

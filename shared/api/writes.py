@@ -15,17 +15,19 @@ has only its status (and a pod's binding) new, and only those are validated.
 from __future__ import annotations
 
 import copy
+import decimal
 import enum
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from shared.api import schema
 from shared.daemonset import status as ds_status
 from shared.eventlog import wire as encoding
 from shared.eventlog.entry import WriteMode
 from shared.model import defaults as model_defaults
-from shared.model import errors, kinds, meta, syntax
+from shared.model import errors, kinds, meta, quantity, syntax
 from shared.model import validation as model_validation
 
 Obj = dict[str, Any]
@@ -160,6 +162,33 @@ def shape(obj: Any) -> Obj:
     return obj
 
 
+def canonical_quantities(obj: Obj) -> None:
+    """Every resource quantity of ``obj`` (by its kind's schema: container resources, a
+    node's capacity, volume size limits, ...) in its canonical text, in place, as the API
+    server decodes and writes them back (``0.5`` → ``500m``, ``1024Mi`` → ``1Gi``); the
+    values of resource lists rounded up to milli units first (``SetDefaults_ResourceList``).
+    One that does not parse fails the decode: BadRequestError, with upstream's message."""
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    info = kinds.by_kind(str(kind))
+    if info is None:
+        return
+    version = api_version if isinstance(api_version, str) else info.api_version
+
+    def rewrite(value: Any, in_list: bool) -> str:
+        try:
+            return quantity.canonical_milli(value) if in_list else quantity.canonical(value)
+        except ValueError as err:
+            raise errors.BadRequestError(
+                f'{kind} in version "{schema.split_api_version(version)[1]}" cannot be '
+                f"handled as a {kind}: {err}") from err
+
+    try:
+        definition = schema.definition_name(version, str(kind))
+    except schema.UnknownKindError:
+        return
+    schema.rewrite_quantities(obj, definition, rewrite)
+
+
 def requested_template_generation(obj: Obj) -> int:
     """The templateGeneration a DaemonSet carries in (``Convert_v1_DaemonSet_To_apps_DaemonSet``,
     pkg/apis/apps/v1/conversion.go): its ``deprecated.daemonset.template.generation``
@@ -202,6 +231,7 @@ def prepare_create(given: Any, now: float) -> Obj:
     info = kinds.by_kind(str(obj.get("kind")))
     if info is not None:
         obj.setdefault("apiVersion", info.api_version)
+    canonical_quantities(obj)
     obj = model_defaults.default(with_namespace(obj))
     assert isinstance(obj, dict)
     check(obj)
@@ -242,6 +272,7 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
     new = copy.deepcopy(encoding.plain(new))
     if new.get("kind") == "DaemonSet":
         requested_template_generation(new)  # decoded (and refused if bad), then ignored
+    canonical_quantities(new)
     new = model_defaults.default(new)
     md, omd = new.setdefault("metadata", {}), old["metadata"]
     for f in ("uid", "creationTimestamp", "namespace", "name"):
@@ -451,10 +482,33 @@ _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
 def last_applied(manifest: Obj) -> str:
     """The ``kubectl.kubernetes.io/last-applied-configuration`` of ``manifest`` (without
     that annotation; an empty ``annotations`` stays), byte for byte as kubectl writes it:
-    Go's JSON encoder, keys sorted, no spaces, ``<``, ``>`` and ``&`` escaped, a newline at
-    the end. Decides."""
-    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.translate(_GO_ESCAPES) + "\n"
+    Go's JSON encoder, keys sorted, no spaces, ``<``, ``>`` and ``&`` escaped, numbers as Go
+    writes a float64, a newline at the end. Decides."""
+    return _go_json(manifest).translate(_GO_ESCAPES) + "\n"
+
+
+def _go_json(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_go_json(v)}"
+                              for k, v in sorted(value.items())) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_go_json(v) for v in value) + "]"
+    if isinstance(value, float):
+        return go_float(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def go_float(x: float) -> str:
+    """A float as Go's ``encoding/json`` writes it: the shortest digits that read back as
+    it, in plain notation from 1e-6 up to 1e21 (``1.0`` is ``1``), else as ``1e-7``,
+    ``1.5e+21``. Decides."""
+    a = abs(x)
+    if a != 0 and (a < 1e-6 or a >= 1e21):
+        text = repr(x)  # Python writes these in exponent form too, with two digits at least
+        mantissa, _, exponent = text.partition("e")
+        sign, digits = exponent[0], exponent[1:].lstrip("0")
+        return f"{mantissa}e{sign}{digits}"
+    return format(decimal.Decimal(repr(x)).normalize(), "f")
 
 
 def apply_merge(manifest: Obj, current: Obj) -> Obj:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from shared.model import fielderr, memo, metavalidation, schedvalidation, syntax, typed
+from shared.model import fielderr, memo, metavalidation, quantity, schedvalidation, syntax, typed
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
@@ -202,15 +202,79 @@ def _validate_volume_mounts(value: Any, path: str, volumes: set[str], errs: list
         typed.as_str(mnt.get("subPath"), C(mpath, "subPath"), errs)
 
 
+_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+_HUGEPAGES = "hugepages-"
+
+
+def _native(name: str) -> bool:
+    """``IsNativeResource``: no domain, or one in kubernetes.io."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _extended(name: str) -> bool:
+    """``IsExtendedResourceName``: a qualified name with a domain outside kubernetes.io."""
+    return not _native(name) and not name.startswith("requests.") and \
+        not syntax.is_qualified_name(name) and not syntax.is_qualified_name("requests." + name)
+
+
+def _resource_name(name: str, path: str, errs: list[str]) -> None:
+    """``validateContainerResourceName``."""
+    if "/" not in name:
+        if name not in _CONTAINER_RESOURCES and not name.startswith(_HUGEPAGES):
+            errs.append(fielderr.invalid(path, name, "must be a standard resource for containers"))
+    elif not _native(name) and not _extended(name):
+        errs.append(fielderr.invalid(path, name, "doesn't follow extended resource name standard"))
+
+
+def _resource_value(name: str, amount: quantity.Quantity, path: str, errs: list[str]) -> None:
+    """``ValidateResourceQuantityValue``: not negative; a whole number of an extended
+    resource."""
+    if amount.value < 0:
+        errs.append(fielderr.invalid(path, amount.canonical(), "must be greater than or equal to 0"))
+    if _extended(name) and amount.value != amount.value.to_integral_value():
+        errs.append(fielderr.invalid(path, amount.canonical(), "must be an integer"))
+
+
 def _validate_resources(value: Any, path: str, errs: list[str]) -> None:
+    """``ValidateContainerResourceRequirements``: each resource a container may ask for,
+    never a negative amount, and a request within its limit (equal to it for resources that
+    cannot be overcommitted: extended resources and huge pages)."""
     res = typed.as_map(value, path, errs)
     if res is None:
         return
+    parsed: dict[str, dict[Any, quantity.Quantity]] = {}
     for part in ("limits", "requests"):
         quantities = typed.as_map(res.get(part), C(path, part), errs) or {}
+        amounts = parsed[part] = {}
         for name, q in quantities.items():
+            at = fielderr.key(C(path, part), name)
             if not (isinstance(q, str) or (typed.is_int(q)) or isinstance(q, float)):
-                errs.append(fielderr.type_error(fielderr.key(C(path, part), name), q, "quantity"))
+                errs.append(fielderr.type_error(at, q, "quantity"))
+                continue
+            try:
+                amounts[name] = amount = quantity.parse(q)
+            except ValueError as err:
+                errs.append(fielderr.invalid(at, q, str(err)))
+                continue
+            _resource_name(str(name), at, errs)
+            _resource_value(str(name), amount, at, errs)
+    names = set(map(str, parsed["limits"])) | set(map(str, parsed["requests"]))
+    for name, amount in parsed["requests"].items():
+        limit = parsed["limits"].get(name)
+        overcommit = _native(str(name)) and not str(name).startswith(_HUGEPAGES)
+        if limit is None:
+            if not overcommit:
+                errs.append(fielderr.required(C(path, "limits"), "Limit must be set for non "
+                                                                 "overcommitable resources"))
+        elif not overcommit and amount.value != limit.value:
+            errs.append(fielderr.invalid(C(path, "requests"), amount.canonical(),
+                                         f"must be equal to {name} limit of {limit.canonical()}"))
+        elif amount.value > limit.value:
+            errs.append(fielderr.invalid(
+                C(path, "requests"), amount.canonical(),
+                f"must be less than or equal to {name} limit of {limit.canonical()}"))
+    if any(n.startswith(_HUGEPAGES) for n in names) and not names & {"cpu", "memory"}:
+        errs.append(fielderr.forbidden(path, "HugePages require cpu or memory"))
 
 
 def _validate_container_common(

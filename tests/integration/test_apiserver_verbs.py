@@ -175,6 +175,33 @@ def test_a_real_manifest_reads_back_with_upstreams_defaults(api: ApiServer) -> N
     assert "unchanged" in api.kubectl("apply", "-f", str(path)).stdout
 
 
+def test_quantities_are_read_back_canonical_and_a_bad_one_is_refused(api: ApiServer) -> None:
+    bad = daemonset("bad-q", "v-quantity")
+    bad["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "lots"}}
+    res = api.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert res.returncode == 1
+    assert ('DaemonSet in version "v1" cannot be handled as a DaemonSet: quantities must '
+            "match the regular expression") in res.stderr, res.stderr
+    assert api.stack.store.try_get("DaemonSet", "v-quantity/bad-q") is None
+    over = daemonset("over-q", "v-quantity")
+    over["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": "1"}, "requests": {"cpu": "2"}}
+    res = api.kubectl("apply", "-f", "-", input=json.dumps(over), check=False)
+    assert res.returncode == 1 and ("spec.template.spec.containers[0].resources.requests: "
+                                    'Invalid value: "2": must be less than or equal to cpu '
+                                    "limit of 1") in res.stderr, res.stderr
+    good = daemonset("good-q", "v-quantity")
+    good["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": 0.5, "memory": "1024Mi"}}
+    _apply(api, good)
+    got = api.json("get", "ds", "good-q", "-n", "v-quantity")
+    assert got["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "500m", "memory": "1Gi"}}
+    pod = _running(api, "v-quantity", "good-q")[0]  # requests from limits, on the pods only
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m",
+                                                                     "memory": "1Gi"}
+
+
 def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
     _apply(api, daemonset("edited", "v-edit"))
     editor = tmp_path / "editor.sh"

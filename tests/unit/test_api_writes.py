@@ -200,3 +200,15 @@ def test_delete_follows_finalizers_propagation_and_grace(
     if mode == "update":  # deleting it again: already terminating
         again = dict(write.obj)
         assert writes.delete(again, NOW + 5, propagation, grace) is None
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (1.0, "1"), (0.5, "0.5"), (-2.0, "-2"), (1e20, "100000000000000000000"),
+    (1e21, "1e+21"), (1.5e21, "1.5e+21"), (1e-6, "0.000001"), (1e-7, "1e-7"),
+    (1.5e-10, "1.5e-10"), (0.00001, "0.00001"), (0.0, "0"),
+])
+def test_last_applied_writes_numbers_as_go_does(value: float, text: str) -> None:
+    assert writes.go_float(value) == text
+    manifest = {"kind": "X", "metadata": {"name": "x"}, "spec": {"n": value, "i": 3}}
+    assert writes.last_applied(manifest) == \
+        f'{{"kind":"X","metadata":{{"name":"x"}},"spec":{{"i":3,"n":{text}}}}}\n'
