@@ -19,7 +19,7 @@ from typing import Any
 from services.apiserver import discovery, listing, namespaces, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
-from shared.api import managedfields, schema
+from shared.api import managedfields, schema, writes
 from shared.api import patch as api_patch
 from shared.api import warnings as api_warnings
 from shared.model import kinds, meta
@@ -274,6 +274,7 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
     obj = _settle_identity(t, body, creating=False)
     (fields or FieldCheck()).check(obj)
     try:
+        obj = writes.decoded(obj)
         _track(store, t, store.get(t.kind, t.key), obj, who or Manager())
         if t.sub == "status":
             out = store.update_status(obj, dry=dry)
@@ -308,6 +309,10 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
         check.check(new)
         if not pinned:
             new["metadata"]["resourceVersion"] = meta.resource_version(current)
+        try:
+            new = writes.decoded(new)
+        except errors.StoreError as err:
+            raise st.from_store(err) from err
         if new == current:
             return 200, with_type(current)
         _track(store, t, current, new, who)
@@ -352,6 +357,10 @@ def server_side_apply(store: Store, t: Target, body: Any, dry: bool, fields: Fie
     asked_rv = meta.resource_version(config)
     config = _settle_identity(t, config, creating=False)
     fields.check(config)
+    try:
+        writes.canonical_quantities(config)  # as the configuration is read into its type
+    except errors.StoreError as err:
+        raise st.from_store(err) from err
     for _ in range(PATCH_RETRIES):
         try:
             current: Obj | None = store.get(t.kind, t.key)

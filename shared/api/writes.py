@@ -189,6 +189,17 @@ def canonical_quantities(obj: Obj) -> None:
     schema.rewrite_quantities(obj, definition, rewrite)
 
 
+def decoded(obj: Obj) -> Obj:
+    """``obj`` as the API server holds a request's object once decoded: its quantities in
+    their canonical text (in place) and its defaults set (a defaulted copy is returned).
+    What a field manager compares a write with, and what tells a write that changes nothing.
+    BadRequestError as :func:`canonical_quantities`."""
+    canonical_quantities(obj)
+    out = model_defaults.default(obj)
+    assert isinstance(out, dict)
+    return out
+
+
 def requested_template_generation(obj: Obj) -> int:
     """The templateGeneration a DaemonSet carries in (``Convert_v1_DaemonSet_To_apps_DaemonSet``,
     pkg/apis/apps/v1/conversion.go): its ``deprecated.daemonset.template.generation``
@@ -208,6 +219,21 @@ def requested_template_generation(obj: Obj) -> int:
 def same(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` encode alike (as stored: key order and number types count)."""
     return encoding.pack(a) == encoding.pack(b)
+
+
+def no_op(new: Obj, old: Obj) -> bool:
+    """Whether an update of ``old`` (as stored) to ``new`` (as prepared) changes nothing but
+    the times of its field managers' entries: upstream's storage then writes nothing (no
+    new resourceVersion, no watch event) and answers with the object as it is."""
+    def bare(obj: Obj) -> Obj:
+        md = dict(obj.get("metadata") or {})
+        md.pop("resourceVersion", None)
+        entries = md.get("managedFields")
+        if isinstance(entries, list):
+            md["managedFields"] = [{k: v for k, v in e.items() if k != "time"}
+                                   if isinstance(e, dict) else e for e in entries]
+        return {**obj, "metadata": md}
+    return bare(new) == bare(old)
 
 
 # ---- create --------------------------------------------------------------------------------
@@ -288,7 +314,7 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
     md["resourceVersion"] = omd.get("resourceVersion")
     generation = int(omd.get("generation") or 1)
     if "spec" in old or "spec" in new:
-        if not same(new.get("spec"), old.get("spec")):
+        if new.get("spec") != old.get("spec"):  # by value, as upstream (not key order)
             generation += 1
     md["generation"] = generation
     if new.get("kind") == "DaemonSet":
@@ -299,8 +325,7 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
             tg = int(old_tg)
         except ValueError:
             tg = 1
-        if not same((new.get("spec") or {}).get("template"),
-                    (old.get("spec") or {}).get("template")):
+        if (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template"):
             tg += 1
         ann[TEMPLATE_GENERATION_ANNOTATION] = str(tg)
     check(new, old)
@@ -545,7 +570,7 @@ def apply(manifest: Obj, current: Obj | None, now: float) -> tuple[str, Write | 
         return "created", create(manifest, now)
     new = apply_merge(manifest, current)
     prepared = prepare_update(new, current)
-    if same(prepared, current):
+    if no_op(prepared, current):
         return "unchanged", None
     return "configured", _updated(prepared, meta.resource_version(current), current)
 

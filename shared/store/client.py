@@ -375,6 +375,9 @@ class Store:
         """Commit ``write`` (``current``: the object as read, None if absent) and return its
         object with the new resourceVersion; with ``dry`` commit nothing and return what
         ``writes.dry_run`` says."""
+        if write.mode == WriteMode.UPDATE and current is not None \
+                and writes.no_op(write.obj, current):
+            return copy.deepcopy(current)
         if dry:
             return writes.dry_run(write, current)
         res = self.commit([Op.of(write)])[0]

@@ -202,6 +202,33 @@ def test_quantities_are_read_back_canonical_and_a_bad_one_is_refused(api: ApiSer
                                                                      "memory": "1Gi"}
 
 
+def test_a_write_that_changes_nothing_writes_nothing(api: ApiServer) -> None:
+    # as upstream's storage: no new resourceVersion (a log position), no watch event, when
+    # the object as defaulted and decoded (quantities in their canonical text) is the same
+    ds = daemonset("same", "v-noop")
+    ds["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": 0.5}}
+    _apply(api, ds)
+    _running(api, "v-noop", "same")
+
+    def rv() -> str:
+        return str(api.json("get", "ds", "same", "-n", "v-noop")["metadata"]["resourceVersion"])
+
+    before = rv()
+    # the containers as the manifest has them: without their defaults, in another key order
+    containers = [dict(reversed(list(c.items())))
+                  for c in ds["spec"]["template"]["spec"]["containers"]]
+    patch = {"spec": {"template": {"spec": {"containers": containers}}}}
+    out = api.kubectl("patch", "ds", "same", "-n", "v-noop", "--type=merge", "-p",
+                      json.dumps(patch)).stdout
+    assert out.strip() == "daemonset.apps/same patched (no change)"
+    assert rv() == before
+    api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
+    applied = rv()
+    api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
+    assert rv() == applied
+    assert api.json("get", "ds", "same", "-n", "v-noop")["metadata"]["generation"] == 1
+
+
 def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
     _apply(api, daemonset("edited", "v-edit"))
     editor = tmp_path / "editor.sh"

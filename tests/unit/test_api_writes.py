@@ -212,3 +212,26 @@ def test_last_applied_writes_numbers_as_go_does(value: float, text: str) -> None
     manifest = {"kind": "X", "metadata": {"name": "x"}, "spec": {"n": value, "i": 3}}
     assert writes.last_applied(manifest) == \
         f'{{"kind":"X","metadata":{{"name":"x"}},"spec":{{"i":3,"n":{text}}}}}\n'
+
+
+def test_an_update_that_changes_nothing_is_a_no_op_and_key_order_is_no_change() -> None:
+    current = stored(writes.apply_manifest(daemonset()))
+    reordered = copy.deepcopy(current)
+    ctr = reordered["spec"]["template"]["spec"]["containers"][0]
+    reordered["spec"]["template"]["spec"]["containers"][0] = dict(reversed(list(ctr.items())))
+    new = writes.prepare_update(reordered, current)
+    assert new["metadata"]["generation"] == current["metadata"]["generation"]
+    assert writes.no_op(new, current)
+    # field managers' times alone are no change either; their fields are
+    managed = [{"manager": "m", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
+    before = {**current, "metadata": {**current["metadata"], "managedFields": managed}}
+    later = copy.deepcopy(before)
+    later["metadata"]["managedFields"][0]["time"] = "2026-01-02T00:00:00Z"
+    later["metadata"]["resourceVersion"] = "9-0"
+    assert writes.no_op(later, before)
+    later["metadata"]["managedFields"][0]["fieldsV1"] = {"f:spec": {}}
+    assert not writes.no_op(later, before)
+    changed = copy.deepcopy(current)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:9"
+    assert not writes.no_op(writes.prepare_update(changed, current), current)
