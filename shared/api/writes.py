@@ -18,6 +18,7 @@ import copy
 import decimal
 import enum
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -492,8 +493,10 @@ def apply_manifest(given: Any) -> Obj:
     if obj.get("kind") == "DaemonSet":
         requested_template_generation(obj)
     md = obj["metadata"]
-    annotations = {k: v for k, v in (md.get("annotations") or {}).items()
-                   if k != LAST_APPLIED_ANNOTATION}
+    given = md.get("annotations")
+    if given is not None and not isinstance(given, dict):
+        return obj  # refused by the validation, with its path
+    annotations = {k: v for k, v in (given or {}).items() if k != LAST_APPLIED_ANNOTATION}
     md["annotations"] = annotations
     applied = last_applied(obj)
     md["annotations"] = {**annotations, LAST_APPLIED_ANNOTATION: applied}
@@ -508,7 +511,8 @@ def last_applied(manifest: Obj) -> str:
     """The ``kubectl.kubernetes.io/last-applied-configuration`` of ``manifest`` (without
     that annotation; an empty ``annotations`` stays), byte for byte as kubectl writes it:
     Go's JSON encoder, keys sorted, no spaces, ``<``, ``>`` and ``&`` escaped, numbers as Go
-    writes a float64, a newline at the end. Decides."""
+    writes a float64, a newline at the end. Decides; BadRequestError for a number JSON
+    has no text for (infinite, not a number)."""
     return _go_json(manifest).translate(_GO_ESCAPES) + "\n"
 
 
@@ -527,6 +531,9 @@ def go_float(x: float) -> str:
     """A float as Go's ``encoding/json`` writes it: the shortest digits that read back as
     it, in plain notation from 1e-6 up to 1e21 (``1.0`` is ``1``), else as ``1e-7``,
     ``1.5e+21``. Decides."""
+    if not math.isfinite(x):  # what kubectl's YAML to JSON conversion says of it
+        raise errors.BadRequestError(f"json: unsupported value: {x:+}".replace("inf", "Inf")
+                                     .replace("+nan", "NaN"))
     a = abs(x)
     if a != 0 and (a < 1e-6 or a >= 1e21):
         text = repr(x)  # Python writes these in exponent form too, with two digits at least
