@@ -29,6 +29,7 @@ from services.apiserver import (
     fleet,
     handlers,
     health,
+    leases,
     listing,
     openapi,
     podlog,
@@ -44,7 +45,7 @@ from services.apiserver.watchcache import WatchCache
 from shared import settings
 from shared.api import decode
 from shared.api import patch as api_patch
-from shared.model import meta
+from shared.model import kinds, meta
 from shared.store import codec
 from shared.store.client import Store
 
@@ -295,6 +296,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
         return await watch.serve(request, t, state.cache,
                                  lambda obj, _e: tables.render_one(t, obj, fmt, q),
                                  f"{fmt}:{q.get('includeObject', '')}")
+    if t.kind == kinds.LEASE.kind:  # get and list: read from the leases' keys
+        return await _leases(request, state, store, t, fmt)
     if verb == "get":
         if not t.resource.stored:  # a Namespace, from the cache: as new as the log's tip
             await _caught_up(state, store, q)
@@ -308,6 +311,24 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     headers = {"Warning": ", ".join('299 - "' + w.replace('"', '\\"') + '"'
                                     for w in fields.warnings)} if fields.warnings else None
     return respond(doc, code, headers)
+
+
+async def _leases(request: web.Request, state: State, store: Store, t: Target,
+                  fmt: str) -> web.StreamResponse:
+    """A node's Lease, or the Leases a list selects (``services.apiserver.leases``): the
+    nodes from the watch cache, their renew times read from Redis now."""
+    q = request.query
+    node_objs = state.cache.objects.get("Node", {})
+    nodes = leases.nodes_for(t.namespace, t.name, lambda name: node_objs.get(f"/{name}"),
+                             lambda: list(node_objs.values()))
+    found = await state.run(leases.read, store, nodes)
+    if t.name is not None:
+        if not found:
+            raise st.not_found(t.kind, t.name)
+        return respond(tables.render_one(t, found[0], fmt, q))
+    match = listing.matcher(t, q)
+    items = [o for o in found if match(o)]
+    return respond(tables.render_list(t, state.cache.position, items, fmt, q))
 
 
 async def _list(state: State, store: Store, t: Target,

@@ -3,7 +3,8 @@
 
 The served kinds are the store's (``shared.model.kinds``) plus Namespace, which daemonbus
 keeps no object for: a namespace exists when something lives in it (or it is one of the four
-every cluster has), as the architecture says. kubectl falls back from aggregated discovery to
+every cluster has), as the architecture says; and Lease, the node leases read from their
+keys (``services.apiserver.leases``). kubectl falls back from aggregated discovery to
 these legacy documents, so only those are served.
 """
 
@@ -50,6 +51,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.DAEMONSET, categories=("all",),
              subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
     Resource(kinds.CONTROLLER_REVISION),
+    Resource(kinds.LEASE, verbs=("get", "list")),
 )
 STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
@@ -60,7 +62,7 @@ SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
 """The reviews every user may post (``kubectl auth can-i``, ``auth whoami``), by group
 version: (plural, kind)."""
 REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
-_GROUPS = ("apps", "authentication.k8s.io", "authorization.k8s.io")
+_GROUPS = ("apps", "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io")
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
 
@@ -131,10 +133,10 @@ def resource_list(group_version: str) -> Obj | None:
         items: list[Obj] = [{"name": plural, "singularName": "", "namespaced": False,
                              "kind": kind, "verbs": ["create"]}
                             for plural, kind in REVIEWS[group_version]]
-    elif group_version in ("v1", "apps/v1"):
+    else:
         items = [x for r in RESOURCES if r.info.api_version == group_version
                  for x in _api_resource(r)]
-    else:
-        return None
+        if not items:
+            return None
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
             "resources": items}

@@ -79,7 +79,7 @@ def success(name: str, kind: str, uid: str = "") -> Obj:
 
 def _resource_name(kind: str) -> tuple[str, str, str]:
     """(``daemonsets.apps``, group, plural) of a kind."""
-    info = kinds.by_kind(kind) or (kinds.NAMESPACE if kind == "Namespace" else None)
+    info = next((k for k in kinds.SERVED if k.kind == kind), None)
     if info is None:
         return kind.lower() + "s", "", kind.lower() + "s"
     plural = f"{info.plural}.{info.group}" if info.group else info.plural

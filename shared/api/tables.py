@@ -463,9 +463,21 @@ EVENT = Printer((
 ), _event)
 
 
+# Lease --------------------------------------------------------------------------------------
+
+
+def _lease(lease: Obj, now: float) -> list[Cell]:
+    return [meta.name(lease), _str(_map(lease.get("spec")).get("holderIdentity")) or NONE,
+            age(meta.creation_timestamp(lease), now)]
+
+
+LEASE = Printer((_NAME, Column("Holder", doc=("io.k8s.api.coordination.v1.LeaseSpec",
+                                              "holderIdentity")), _AGE), _lease)
+
+
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
-    "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT,
+    "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
 }
 
 

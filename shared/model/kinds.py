@@ -100,8 +100,13 @@ NO_NAMESPACE_OBJECT = ("namespaces need no object in daemonbus: a namespace exis
                        "something is in it (and default, kube-system, kube-public and "
                        "kube-node-lease always)")
 """Why a Namespace cannot be written (the API server's 405, the CLI's refusal)."""
-#: what the API server serves: the stored kinds and Namespace
-SERVED: tuple[KindInfo, ...] = (NAMESPACE, *ALL)
+#: Node leases are served (read only) but not kept in the log: each node's agent renews one
+#: Redis key with its renew time (shared.store.nodelease); the API server shows it as the
+#: Lease kubelet keeps in kube-node-lease
+LEASE = KindInfo("Lease", "coordination.k8s.io/v1", "leases", "lease", (), namespaced=True)
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+#: what the API server serves: the stored kinds, Namespace and Lease
+SERVED: tuple[KindInfo, ...] = (NAMESPACE, *ALL, LEASE)
 
 _BY_KIND = {k.kind: k for k in ALL}
 _BY_ALIAS = {alias: k for k in ALL for alias in k.aliases}

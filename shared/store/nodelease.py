@@ -4,7 +4,8 @@
 (``shared.model.nodelifecycle.NodeLease``, versioned; a value it cannot read counts as no
 lease) with a TTL of the lease duration; renewing writes no log entry, so thousands of nodes heartbeat every few seconds
 without growing the log. The node lifecycle controller (in gc) reads them and notes when a
-value changed (``shared.model.nodelifecycle``).
+value changed (``shared.model.nodelifecycle``); the API server shows them as Leases
+(``services.apiserver.leases``).
 
 One key per node, not one hash, so the ACL can grant an agent exactly its nodes' keys
 (``~{prefix}:nodelease:<node>``; the simulator of every node gets the pattern ``*``).

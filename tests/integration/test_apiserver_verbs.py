@@ -146,6 +146,9 @@ def test_describe_daemonset_pod_and_node(api: ApiServer) -> None:
     node = api.kubectl("describe", "node", "node-00001").stdout
     assert re.search(r"^Name:\s+node-00001$", node, re.M)
     assert "v-desc" in node  # its non-terminated pods
+    # its Lease, from the key its agent renews (kubectl said it failed to get one)
+    assert re.search(r"^Lease:\n  HolderIdentity:\s+node-00001\n  AcquireTime:\s+<unset>\n"
+                     r"  RenewTime:\s+\S", node, re.M), node
     # a simulated node reports capacity as a kubelet does: a pod's requests read as a share
     # of it (without, kubectl divided by zero: "0 (-9223372036854775808%)")
     assert re.search(r"^Capacity:\n  cpu:\s+4\n  ephemeral-storage:\s+100Gi\n"
@@ -227,6 +230,28 @@ def test_a_write_that_changes_nothing_writes_nothing(api: ApiServer) -> None:
     api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
     assert rv() == applied
     assert api.json("get", "ds", "same", "-n", "v-noop")["metadata"]["generation"] == 1
+
+
+def test_node_leases_are_read_through_kubectl(api: ApiServer) -> None:
+    names = api.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "name").stdout.split()
+    assert names == [f"lease.coordination.k8s.io/node-0000{i}" for i in (1, 2, 3)]
+    lease = api.json("get", "lease", "node-00002", "-n", "kube-node-lease")
+    node = api.json("get", "node", "node-00002")
+    assert lease["spec"]["holderIdentity"] == "node-00002"
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", lease["spec"]["renewTime"])
+    table = api.kubectl("get", "leases", "-A").stdout.splitlines()
+    assert table[0].split() == ["NAMESPACE", "NAME", "HOLDER", "AGE"]
+    assert api.kubectl("get", "leases", "-n", "default").stderr.strip() == \
+        "No resources found in default namespace."
+    missing = api.kubectl("get", "lease", "nope", "-n", "kube-node-lease", check=False)
+    assert missing.returncode == 1 and 'leases.coordination.k8s.io "nope" not found' in \
+        missing.stderr
+    refused = api.kubectl("delete", "lease", "node-00001", "-n", "kube-node-lease",
+                          check=False)
+    assert refused.returncode == 1 and "(MethodNotAllowed)" in refused.stderr
+    explained = api.kubectl("explain", "lease.spec.holderIdentity").stdout
+    assert "GROUP:      coordination.k8s.io" in explained
 
 
 def test_edit_with_an_editor_script_changes_the_object(api: ApiServer, tmp_path: Path) -> None:
