@@ -498,7 +498,11 @@ def apply_manifest(given: Any) -> Obj:
         return obj  # refused by the validation, with its path
     annotations = {k: v for k, v in (given or {}).items() if k != LAST_APPLIED_ANNOTATION}
     md["annotations"] = annotations
-    applied = last_applied(obj)
+    try:
+        applied = last_applied(obj)
+    except errors.BadRequestError:  # a number JSON has no text for: the validation refuses
+        md["annotations"] = given  # it where it is, with its path
+        return obj
     md["annotations"] = {**annotations, LAST_APPLIED_ANNOTATION: applied}
     return obj
 

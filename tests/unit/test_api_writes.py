@@ -237,10 +237,12 @@ def test_an_update_that_changes_nothing_is_a_no_op_and_key_order_is_no_change() 
     assert not writes.no_op(writes.prepare_update(changed, current), current)
 
 
-def test_apply_of_what_json_cannot_write_or_annotations_not_a_map_is_refused_cleanly() -> None:
-    manifest = dict(daemonset(), spec={**daemonset()["spec"], "minReadySeconds": float("inf")})
+def test_apply_of_what_json_cannot_write_or_annotations_not_a_map_is_refused_by_validation() -> None:
     with pytest.raises(errors.BadRequestError, match=r"json: unsupported value: \+Inf"):
-        writes.apply_manifest(manifest)
+        writes.last_applied({"n": float("inf")})
+    manifest = dict(daemonset(), spec={**daemonset()["spec"], "minReadySeconds": float("inf")})
+    with pytest.raises(errors.InvalidError, match=r"spec\.minReadySeconds"):
+        writes.apply(writes.apply_manifest(manifest), None, NOW)
     listed = writes.apply_manifest(dict(daemonset(), metadata={"name": "agent",
                                                                "annotations": ["a"]}))
     assert listed["metadata"]["annotations"] == ["a"]  # left for the validation to refuse
