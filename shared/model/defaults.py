@@ -110,6 +110,8 @@ def _default_probe(probe: dict[Any, Any] | None) -> None:
     _default_http_get(_field(probe, "httpGet"))
 
 
+SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+"""The priority classes every cluster has, and their values."""
 PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
                   "failureThreshold": 3}
 VOLUME_DEFAULT_MODE = 0o644  # Secret, ConfigMap, DownwardAPI and Projected volumes' mode
@@ -258,7 +260,8 @@ def default_daemonset(obj: Any) -> Any:
 def default_pod_only(spec: Obj) -> None:
     """What ``SetDefaults_Pod`` adds to a pod's (defaulted) spec, and not to a template's:
     requests copied from limits where unset, hostPort = containerPort with hostNetwork,
-    ``enableServiceLinks`` true; in place. The DaemonSet controller applies it once to the
+    ``enableServiceLinks`` true; and the priority the Priority admission plugin gives it; in
+    place. The DaemonSet controller applies it once to the
     template its pods are made from (as the API server does to each pod it creates)."""
     host_network = spec.get("hostNetwork") is True
     for field in ("initContainers", "containers"):
@@ -276,6 +279,15 @@ def default_pod_only(spec: Obj) -> None:
                     port["hostPort"] = port["containerPort"]
     if spec.get("enableServiceLinks") is None:
         spec["enableServiceLinks"] = True
+    # the Priority admission plugin: a built-in class's value, 0 without a class (no class is
+    # the global default); a class of its own is not known here (no PriorityClass is served)
+    if spec.get("priority") is None:
+        name = spec.get("priorityClassName")
+        priority = SYSTEM_PRIORITIES.get(name) if name else 0
+        if priority is not None:
+            spec["priority"] = priority
+    if spec.get("priority") is not None and spec.get("preemptionPolicy") is None:
+        spec["preemptionPolicy"] = "PreemptLowerPriority"
 
 
 def default_pod(obj: Any) -> Any:

@@ -175,6 +175,8 @@ def test_a_real_manifest_reads_back_with_upstreams_defaults(api: ApiServer) -> N
     assert re.search(r"^\s+Readiness:\s+exec \[.*\] delay=0s timeout=10s period=10s "
                      r"#success=1 #failure=3$", pod, re.M), pod
     assert pods[0]["spec"]["enableServiceLinks"] is True
+    assert re.search(r"^Priority:\s+2000001000$", pod, re.M), pod  # the admission plugin's
+    assert "priority" not in tspec
     assert "unchanged" in api.kubectl("apply", "-f", str(path)).stdout
 
 

@@ -318,3 +318,20 @@ def test_service_account_reads_back_under_both_names(given: dict[str, str], name
 def test_no_service_account_stays_unset() -> None:
     spec = defaults.default_daemonset(minimal_ds())["spec"]["template"]["spec"]
     assert "serviceAccountName" not in spec and "serviceAccount" not in spec
+
+
+@pytest.mark.parametrize(("class_name", "priority"), [
+    ("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000),
+    (None, 0), ("team-high", None),
+])
+def test_a_pod_gets_its_priority_as_the_admission_plugin_gives_it(
+        class_name: str | None, priority: int | None) -> None:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x:1"}]}
+    if class_name:
+        spec["priorityClassName"] = class_name
+    out = defaults.default_pod({"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})["spec"]
+    assert out.get("priority") == priority
+    assert out.get("preemptionPolicy") == (None if priority is None else "PreemptLowerPriority")
+    ds = minimal_ds()
+    ds["spec"]["template"]["spec"].update(spec)
+    assert "priority" not in defaults.default_daemonset(ds)["spec"]["template"]["spec"]
