@@ -261,8 +261,8 @@ def default_pod_only(spec: Obj) -> None:
     """What ``SetDefaults_Pod`` adds to a pod's (defaulted) spec, and not to a template's:
     requests copied from limits where unset, hostPort = containerPort with hostNetwork,
     ``enableServiceLinks`` true; and the priority the Priority admission plugin gives it; in
-    place. The DaemonSet controller applies it once to the
-    template its pods are made from (as the API server does to each pod it creates)."""
+    place. The DaemonSet controller applies it once to the template its pods are made from
+    (as the API server does to each pod it creates)."""
     host_network = spec.get("hostNetwork") is True
     for field in ("initContainers", "containers"):
         for ctr in _dicts(spec.get(field)):
@@ -281,8 +281,8 @@ def default_pod_only(spec: Obj) -> None:
         spec["enableServiceLinks"] = True
     # the Priority admission plugin: a built-in class's value, 0 without a class (no class is
     # the global default); a class of its own is not known here (no PriorityClass is served)
-    if spec.get("priority") is None:
-        name = spec.get("priorityClassName")
+    name = spec.get("priorityClassName")
+    if spec.get("priority") is None and (not name or isinstance(name, str)):
         priority = SYSTEM_PRIORITIES.get(name) if name else 0
         if priority is not None:
             spec["priority"] = priority

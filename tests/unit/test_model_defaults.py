@@ -335,3 +335,15 @@ def test_a_pod_gets_its_priority_as_the_admission_plugin_gives_it(
     ds = minimal_ds()
     ds["spec"]["template"]["spec"].update(spec)
     assert "priority" not in defaults.default_daemonset(ds)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("bad", [["a"], {"a": 1}, 5, True])
+def test_pod_defaults_leave_ill_typed_fields_to_the_validation(bad: Any) -> None:
+    def b() -> Any:
+        return copy.deepcopy(bad)
+    spec = {"priorityClassName": b(), "serviceAccountName": b(), "volumes": [b(), {"name": "v"}],
+            "containers": [{"name": "c", "livenessProbe": b(), "env": [b()],
+                            "lifecycle": {"preStop": b()}, "resources": {"limits": b()}}]}
+    out = defaults.default_pod({"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    assert out["spec"]["priorityClassName"] == bad and "priority" not in out["spec"]
+    assert out["spec"]["volumes"] == [bad, {"name": "v", "emptyDir": {}}]
