@@ -44,6 +44,7 @@ class Quantity:
     value: decimal.Decimal
     format: str
     text: str | None = None
+    scale: int = 0  # the power of ten of its last written digit (upstream's int64 scale)
 
     def canonical(self) -> str:
         """The text the API server writes for it (``CanonicalizeBytes``, or the text as
@@ -76,12 +77,10 @@ class Quantity:
     def round_up_milli(self) -> Quantity:
         """``RoundUp(Milli)``: the value rounded away from zero to thousandths; the text kept
         when nothing finer was written."""
-        exp = self.value.as_tuple().exponent
-        assert isinstance(exp, int)
-        if exp >= -3:
+        if self.scale >= -3:
             return self
         rounded = self.value.quantize(_MILLI, rounding=decimal.ROUND_UP, context=_CONTEXT)
-        return Quantity(rounded, self.format)
+        return Quantity(rounded, self.format, scale=-3)
 
 
 def parse(value: Any) -> Quantity:
@@ -109,9 +108,11 @@ def parse(value: Any) -> Quantity:
     exact = amount.quantize(_NANO, rounding=decimal.ROUND_UP, context=_CONTEXT)
     if exact != amount:  # finer than nano: rounded up, as upstream rounds
         amount = exact
+    scale = -len(fraction) + (0 if fmt == BINARY else exponent)
     if abs(amount) > _MAX:
-        return Quantity(_MAX.copy_sign(amount), fmt)
-    return Quantity(amount, fmt, text if _kept(fmt, exponent, whole, fraction) else None)
+        return Quantity(_MAX.copy_sign(amount), fmt, scale=0)
+    kept = text if _kept(fmt, exponent, whole, fraction) else None
+    return Quantity(amount, fmt, kept, scale)
 
 
 def _kept(fmt: str, exponent: int, whole: str, fraction: str) -> bool:

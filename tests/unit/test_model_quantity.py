@@ -98,3 +98,8 @@ def test_requests_within_limits_are_valid() -> None:
                                           "example.com/gpu": 1}}), 0.0).obj
     assert obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == \
         {"cpu": "2", "memory": "1Gi", "example.com/gpu": "1"}
+
+
+def test_milli_rounding_keeps_the_text_written_at_milli_scale_or_coarser() -> None:
+    assert quantity.canonical_milli("+100m") == "+100m"  # upstream keeps the text it kept
+    assert quantity.canonical_milli("1e-4") == "1e-3" and quantity.canonical("1e-4") == "100e-6"
