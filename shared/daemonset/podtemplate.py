@@ -58,8 +58,9 @@ def clone(value: Any) -> Any:
 def create_pod_template(ds: Obj, hash: str) -> Obj:
     """``CreatePodTemplate``: a copy of the DaemonSet's pod template with the default daemon
     tolerations, the defaults the API server gives a pod and not a template
-    (``defaults.default_pod_only``), ``pod-template-generation`` (from the parseable generation annotation) and
-    ``controller-revision-hash`` (when ``hash`` is non-empty) labels."""
+    (``defaults.default_pod_only``), and the ``pod-template-generation`` (from the parseable
+    generation annotation) and ``controller-revision-hash`` (when ``hash`` is non-empty)
+    labels."""
     tmpl: Obj = clone(dsutil.template(ds))
     md = tmpl.get("metadata")
     if not isinstance(md, dict):
