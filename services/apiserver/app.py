@@ -318,9 +318,7 @@ async def _leases(request: web.Request, state: State, store: Store, t: Target,
     """A node's Lease, or the Leases a list selects (``services.apiserver.leases``): the
     nodes from the watch cache, their renew times read from Redis now."""
     q = request.query
-    node_objs = state.cache.objects.get("Node", {})
-    nodes = leases.nodes_for(t.namespace, t.name, lambda name: node_objs.get(f"/{name}"),
-                             lambda: list(node_objs.values()))
+    nodes = leases.nodes_for(t.namespace, t.name, state.cache.objects.get("Node", {}))
     found = await state.run(leases.read, store, nodes)
     if t.name is not None:
         if not found:

@@ -14,7 +14,7 @@ duration an agent renews for is its own setting and not in the key, so
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,13 +70,13 @@ def read(store: Store, nodes: Sequence[Obj]) -> list[Obj]:
             if (ms := _renewed(raw)) is not None]
 
 
-def nodes_for(namespace: str | None, name: str | None,
-              node: Callable[[str], Obj | None], every: Callable[[], list[Obj]]) -> list[Obj]:
-    """The nodes whose leases a request in ``namespace`` (None: all) names: the one named
-    ``name``, or all of them by name. Decides."""
+def nodes_for(namespace: str | None, name: str | None, nodes: Mapping[str, Obj]) -> list[Obj]:
+    """The nodes (of ``nodes``, by their keys ``/<name>``) whose leases a request in
+    ``namespace`` (None: all) names: the one named ``name``, or all of them by name.
+    Decides."""
     if namespace not in (None, kinds.NODE_LEASE_NAMESPACE):
         return []
     if name is not None:
-        found = node(name)
+        found = nodes.get(f"/{name}")
         return [] if found is None else [found]
-    return sorted(every(), key=meta.name)
+    return sorted(nodes.values(), key=meta.name)

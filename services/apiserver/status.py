@@ -79,9 +79,10 @@ def success(name: str, kind: str, uid: str = "") -> Obj:
 
 def _resource_name(kind: str) -> tuple[str, str, str]:
     """(``daemonsets.apps``, group, plural) of a kind."""
-    info = next((k for k in kinds.SERVED if k.kind == kind), None)
-    if info is None:
+    r = discovery.by_kind(kind)
+    if r is None:
         return kind.lower() + "s", "", kind.lower() + "s"
+    info = r.info
     plural = f"{info.plural}.{info.group}" if info.group else info.plural
     return plural, info.group, info.plural
 

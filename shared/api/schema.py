@@ -136,8 +136,14 @@ def strict_decoding_message(paths: Sequence[str], kind: str | None = None,
     be handled as a DaemonSet: strict decoding error: unknown field "spec.x"``)."""
     text = "strict decoding error: " + ", ".join(unknown_field_message(p) for p in paths)
     if kind:
-        return f'{kind} in version "{version}" cannot be handled as a {kind}: {text}'
+        return undecodable_message(kind, str(version), text)
     return text
+
+
+def undecodable_message(kind: str, version: str, detail: str) -> str:
+    """Upstream's wording for a body its decoder refuses (``DaemonSet in version "v1"
+    cannot be handled as a DaemonSet: <detail>``); ``version`` without its group."""
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
 
 
 FIELD_VALIDATIONS = ("Ignore", "Warn", "Strict")

@@ -157,9 +157,7 @@ def shape(obj: Any) -> Obj:
             try:
                 syntax.parse_rfc3339(value)
             except ValueError as err:
-                raise errors.BadRequestError(
-                    f'{kind} in version "v1" cannot be handled as a {kind}: {err}'
-                ) from err
+                raise _undecodable(obj, err) from err
     return obj
 
 
@@ -179,9 +177,7 @@ def canonical_quantities(obj: Obj) -> None:
         try:
             return quantity.canonical_milli(value) if in_list else quantity.canonical(value)
         except ValueError as err:
-            raise errors.BadRequestError(
-                f'{kind} in version "{schema.split_api_version(version)[1]}" cannot be '
-                f"handled as a {kind}: {err}") from err
+            raise _undecodable(obj, err, version) from err
 
     try:
         definition = schema.definition_name(version, str(kind))
@@ -212,9 +208,13 @@ def requested_template_generation(obj: Obj) -> int:
     try:
         return syntax.parse_int64(str(raw))
     except ValueError as err:
-        raise errors.BadRequestError(
-            f'{obj.get("kind")} in version "v1" cannot be handled as a {obj.get("kind")}: {err}'
-        ) from err
+        raise _undecodable(obj, err) from err
+
+
+def _undecodable(obj: Obj, err: Exception, api_version: str = "v1") -> errors.BadRequestError:
+    """The decode failure of ``obj`` (upstream's 400 for a body it cannot read)."""
+    return errors.BadRequestError(schema.undecodable_message(
+        str(obj.get("kind")), schema.split_api_version(api_version)[1], str(err)))
 
 
 def same(a: Any, b: Any) -> bool:
@@ -258,9 +258,7 @@ def prepare_create(given: Any, now: float) -> Obj:
     info = kinds.by_kind(str(obj.get("kind")))
     if info is not None:
         obj.setdefault("apiVersion", info.api_version)
-    canonical_quantities(obj)
-    obj = model_defaults.default(with_namespace(obj))
-    assert isinstance(obj, dict)
+    obj = decoded(with_namespace(obj))
     check(obj)
     md = obj["metadata"]
     for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -299,8 +297,7 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
     new = copy.deepcopy(encoding.plain(new))
     if new.get("kind") == "DaemonSet":
         requested_template_generation(new)  # decoded (and refused if bad), then ignored
-    canonical_quantities(new)
-    new = model_defaults.default(new)
+    new = decoded(new)
     md, omd = new.setdefault("metadata", {}), old["metadata"]
     for f in ("uid", "creationTimestamp", "namespace", "name"):
         if f in omd:

@@ -95,7 +95,8 @@ STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 #: Namespaces are served (read only) but not stored: a namespace exists while something lives
 #: in it, and the four every cluster has always
 NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False)
-BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+BUILTIN_NAMESPACES = ("default", NODE_LEASE_NAMESPACE, "kube-public", "kube-system")
 NO_NAMESPACE_OBJECT = ("namespaces need no object in daemonbus: a namespace exists while "
                        "something is in it (and default, kube-system, kube-public and "
                        "kube-node-lease always)")
@@ -104,7 +105,6 @@ NO_NAMESPACE_OBJECT = ("namespaces need no object in daemonbus: a namespace exis
 #: Redis key with its renew time (shared.store.nodelease); the API server shows it as the
 #: Lease kubelet keeps in kube-node-lease
 LEASE = KindInfo("Lease", "coordination.k8s.io/v1", "leases", "lease", (), namespaced=True)
-NODE_LEASE_NAMESPACE = "kube-node-lease"
 #: what the API server serves: the stored kinds, Namespace and Lease
 SERVED: tuple[KindInfo, ...] = (NAMESPACE, *ALL, LEASE)
 

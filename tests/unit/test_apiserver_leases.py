@@ -29,10 +29,10 @@ def test_unreadable_renew_times_are_no_lease() -> None:
 
 
 def test_a_request_names_the_nodes_of_kube_node_lease_only() -> None:
-    nodes = {"b": {"metadata": {"name": "b"}}, "a": {"metadata": {"name": "a"}}}
+    nodes = {"/b": {"metadata": {"name": "b"}}, "/a": {"metadata": {"name": "a"}}}
 
     def pick(ns: str | None, name: str | None) -> list[str]:
-        found = leases.nodes_for(ns, name, nodes.get, lambda: list(nodes.values()))
+        found = leases.nodes_for(ns, name, nodes)
         return [n["metadata"]["name"] for n in found]
     assert pick(None, None) == ["a", "b"] and pick("kube-node-lease", None) == ["a", "b"]
     assert pick("kube-node-lease", "b") == ["b"] and pick("kube-node-lease", "c") == []
