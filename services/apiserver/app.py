@@ -46,7 +46,7 @@ from shared import settings
 from shared.api import decode
 from shared.api import patch as api_patch
 from shared.model import kinds, meta
-from shared.store import codec
+from shared.store import codec, errors
 from shared.store.client import Store
 
 log = logging.getLogger(__name__)
@@ -75,8 +75,17 @@ class State:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
 
-    def namespaces(self) -> dict[str, str | None]:
-        return self.cache.namespaces.current()
+    def namespace(self, name: str) -> Obj | None:
+        """The Namespace ``name`` as served (None: there is none)."""
+        return self.cache.namespaces.served(name)
+
+    def implicit(self, t: Target) -> Obj | None:
+        """For a namespace without an object, the Namespace ``t`` names as served (its
+        writes create the object); else None."""
+        if t.kind != kinds.NAMESPACE.kind or t.name is None \
+                or t.name in self.cache.namespaces.stored:
+            return None
+        return self.namespace(t.name)
 
 
 def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -299,9 +308,9 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if t.kind == kinds.LEASE.kind:  # get and list: read from the leases' keys
         return await _leases(request, state, store, t, fmt)
     if verb == "get":
-        if not t.resource.stored:  # a Namespace, from the cache: as new as the log's tip
+        if t.kind == kinds.NAMESPACE.kind:  # from the cache: as new as the log's tip
             await _caught_up(state, store, q)
-        obj = await state.run(handlers.get, store, t, state.namespaces)
+        obj = await state.run(handlers.get, store, t, state.namespace)
         return respond(tables.render_one(t, obj, fmt, q))
     if verb == "list":
         tip, items = await _list(state, store, t, q)
@@ -335,12 +344,12 @@ async def _list(state: State, store: Store, t: Target,
     now, and once the cache has folded the log in through it, the cache's objects are the
     view at its position (no bulk read of Redis per list). ``resourceVersion=0`` (any)
     takes the cache as it is. A cache that does not catch up in time: the view in Redis."""
-    if t.resource.stored and q.get("continue"):
+    if t.kind != kinds.NAMESPACE.kind and q.get("continue"):
         continued = await _continued(state, t, q)
         if continued is not None:
             return continued
     caught_up = await _caught_up(state, store, q)
-    if caught_up or not t.resource.stored:  # Namespaces are the cache's alone
+    if caught_up or t.kind == kinds.NAMESPACE.kind:  # Namespaces are the cache's alone
         match = listing.matcher(t, q)
         items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
         items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
@@ -406,8 +415,11 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
         except api_patch.PatchError as err:
             raise handlers.patch_error(err) from err
         fields.duplicated(decoded.duplicates)
+        if api_patch.media_type(request.content_type) == api_patch.APPLY_PATCH \
+                and t.key not in state.cache.objects.get(t.kind, {}):
+            _admit_new(state, t, t.name)  # a server-side apply that may create it
         return await state.run(handlers.patch, store, t, decoded.value, request.content_type,
-                               requests.dry_run(q), fields, who)
+                               requests.dry_run(q), fields, who, state.implicit(t))
     body = await _body(request, fields)
     dry = requests.dry_run(q, body if isinstance(body, dict) else None)
     if verb == "create":
@@ -415,13 +427,35 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
             return await state.run(handlers.evict, store, t, body, dry)
         if t.name is not None:
             raise st.ApiError("MethodNotAllowed", "POST is not supported on an object")
+        md = body.get("metadata") if isinstance(body, dict) else None
+        name = str(md.get("name") or "") if isinstance(md, dict) else ""
+        if t.kind == kinds.NAMESPACE.kind and name and state.namespace(name) is not None:
+            # one without an object exists all the same
+            raise st.from_store(errors.AlreadyExistsError(t.kind, "/" + name))
+        _admit_new(state, t, name)
         return await state.run(handlers.create, store, t, body, dry, fields, who)
     if verb == "update":
-        return await state.run(handlers.update, store, t, body, dry, fields, who)
+        return await state.run(handlers.update, store, t, body, dry, fields, who,
+                               state.implicit(t))
     opts = handlers.delete_options(q, body if isinstance(body, dict) else None)
     if verb == "delete":
-        return await state.run(handlers.delete, store, t, opts, dry)
+        return await state.run(handlers.delete, store, t, opts, dry, state.implicit(t))
     return await state.run(handlers.delete_collection, store, t, q, opts, dry)
+
+
+def _admit_new(state: State, t: Target, name: str | None) -> None:
+    """Upstream's NamespaceLifecycle admission: nothing new in a namespace being deleted
+    (403), decided from the watch cache as upstream's from its informer; what slips in
+    meanwhile the namespace's deletion deletes too."""
+    if not t.resource.info.namespaced or not t.namespace:
+        return
+    ns = state.namespace(t.namespace)
+    if ns is None or not meta.is_being_deleted(ns):
+        return
+    raise st.forbidden(t.kind, name or "", f"unable to create new content in namespace "
+                       f"{t.namespace} because it is being terminated",
+                       [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                         "message": f"namespace {t.namespace} is being terminated"}])
 
 
 async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Response:

@@ -1,10 +1,9 @@
 """What the API server serves, as Kubernetes discovery documents (``/api``, ``/apis``,
 ``/api/v1``, ``/apis/<group>/<version>``, ``/version``). Pure: documents from constants.
 
-The served kinds are the store's (``shared.model.kinds``) plus Namespace, which daemonbus
-keeps no object for: a namespace exists when something lives in it (or it is one of the four
-every cluster has), as the architecture says; and Lease, the node leases read from their
-keys (``services.apiserver.leases``). kubectl falls back from aggregated discovery to
+The served kinds are the store's (``shared.model.kinds``; Namespaces as
+``shared.api.namespaces`` serves them, with or without an object) and Lease, the
+node leases read from their keys (``services.apiserver.leases``). kubectl falls back from aggregated discovery to
 these legacy documents, so only those are served.
 """
 
@@ -28,7 +27,7 @@ ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
 
 @dataclass(frozen=True)
 class Resource:
-    """One served resource: the store's kind (or Namespace), its discovery facts."""
+    """One served resource: the store's kind (or Lease), its discovery facts."""
 
     info: kinds.KindInfo
     categories: tuple[str, ...] = ()
@@ -41,7 +40,8 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
-    Resource(kinds.NAMESPACE, verbs=("get", "list", "watch")),
+    Resource(kinds.NAMESPACE, verbs=("create", "delete", "get", "list", "patch", "update",
+                                     "watch")),
     Resource(kinds.NODE),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),

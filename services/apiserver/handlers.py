@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.apiserver import discovery, listing, namespaces, requests
+from services.apiserver import discovery, listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
 from shared.api import managedfields, schema, writes
 from shared.api import patch as api_patch
 from shared.api import warnings as api_warnings
-from shared.model import kinds, meta
+from shared.model import meta
 from shared.store import client as store_client
 from shared.store import errors
 
@@ -36,12 +36,7 @@ PATCH_RETRIES = store_client.CONFLICT_RETRIES
 
 
 def not_allowed(t: Target, verb: str) -> st.ApiError:
-    """The 405 of a verb ``t``'s resource does not serve; for Namespaces, which are only
-    read, why: daemonbus keeps no object for a namespace."""
-    if t.kind == "Namespace":
-        then = "it goes once the last object in it is deleted" if verb.startswith("delete") \
-            else "create objects in it directly"
-        return st.ApiError("MethodNotAllowed", f"{kinds.NO_NAMESPACE_OBJECT}; {then}")
+    """The 405 of a verb ``t``'s resource does not serve."""
     return st.ApiError("MethodNotAllowed", f"the server does not allow this method on the "
                        f"requested resource ({verb} {t.resource.info.plural})")
 
@@ -55,14 +50,14 @@ def api_version_of(kind: str) -> str:
     return r.info.api_version if r else "v1"
 
 
-def get(store: Store, t: Target, cache_namespaces: Callable[[], Mapping[str, str | None]]
-        ) -> Obj:
+def get(store: Store, t: Target, served_namespace: Callable[[str], Obj | None]) -> Obj:
+    """The object ``t`` names (a Namespace as the watch cache serves it)."""
     if t.kind == "Namespace":
         assert t.name is not None
-        found = cache_namespaces()
-        if t.name not in found:
+        found = served_namespace(t.name)
+        if found is None:
             raise st.not_found("Namespace", t.name)
-        return namespaces.namespace_object(t.name, found[t.name])
+        return with_type(copy.deepcopy(found))
     try:
         obj = store.get(t.kind, t.key)
     except errors.StoreError as err:
@@ -269,13 +264,31 @@ def _commit_create(store: Store, t: Target, obj: Obj, dry: bool) -> tuple[int, O
     return 201, with_type(created)
 
 
+def _current(store: Store, t: Target, implicit: Obj | None) -> tuple[Obj, bool]:
+    """The object ``t`` names as stored, and False; for a namespace without an object (as
+    served: ``implicit``), that, and True: the write creates its object. Raises
+    StoreError."""
+    try:
+        return store.get(t.kind, t.key), False
+    except errors.NotFoundError:
+        if implicit is None:
+            raise
+        return copy.deepcopy(implicit), True
+
+
 def update(store: Store, t: Target, body: Obj, dry: bool,
-           fields: FieldCheck | None = None, who: Manager | None = None) -> tuple[int, Obj]:
+           fields: FieldCheck | None = None, who: Manager | None = None,
+           implicit: Obj | None = None) -> tuple[int, Obj]:
+    """PUT; ``implicit``: the namespace ``t`` names as served when it has no object."""
     obj = _settle_identity(t, body, creating=False)
     (fields or FieldCheck()).check(obj)
     try:
         obj = writes.decoded(obj)
-        _track(store, t, store.get(t.kind, t.key), obj, who or Manager())
+        current, creating = _current(store, t, implicit)
+        _track(store, t, current, obj, who or Manager())
+        if creating:
+            meta.metadata(obj).pop("resourceVersion", None)
+            return 200, _commit_create(store, t, obj, dry)[1]
         if t.sub == "status":
             out = store.update_status(obj, dry=dry)
         else:
@@ -287,10 +300,11 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
 
 def patch(store: Store, t: Target, body: Any, content_type: str,
           dry: bool, fields: FieldCheck | None = None,
-          who: Manager | None = None) -> tuple[int, Obj]:
+          who: Manager | None = None, implicit: Obj | None = None) -> tuple[int, Obj]:
     """Apply a JSON, merge or strategic merge patch (``shared.api.patch``) to the current
     object and update it, retrying on a conflict unless the patch pins a resourceVersion;
-    a server-side apply goes to :func:`server_side_apply`."""
+    a server-side apply goes to :func:`server_side_apply`. ``implicit``: the namespace
+    ``t`` names as served when it has no object (patched, it is created)."""
     who = who or Manager()
     if api_patch.media_type(content_type) == api_patch.APPLY_PATCH:
         return server_side_apply(store, t, body, dry, fields or FieldCheck(), who)
@@ -298,7 +312,7 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
     decoded = len(check.warnings)  # the body's own (duplicate keys); each try adds its
     for _ in range(PATCH_RETRIES):
         try:
-            current = store.get(t.kind, t.key)
+            current, creating = _current(store, t, implicit)
         except errors.StoreError as err:
             raise st.from_store(err) from err
         new = _patched(current, body, content_type, t.kind)
@@ -313,9 +327,17 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
             new = writes.decoded(new)
         except errors.StoreError as err:
             raise st.from_store(err) from err
-        if new == current:
+        if new == current and not creating:
             return 200, with_type(current)
         _track(store, t, current, new, who)
+        if creating:
+            new["metadata"].pop("resourceVersion", None)
+            try:
+                return 200, with_type(store.create(new, dry=dry))
+            except errors.AlreadyExistsError:
+                continue  # made meanwhile: patch it as stored
+            except errors.StoreError as err:
+                raise st.from_store(err) from err
         out = _commit_update(store, t, new, pinned, dry)
         if out is not None:
             return 200, with_type(out)
@@ -439,7 +461,10 @@ def _propagation(t: Target, opts: Obj) -> str:
     return PROPAGATION[str(policy)]
 
 
-def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
+def delete(store: Store, t: Target, opts: Obj, dry: bool,
+           implicit: Obj | None = None) -> tuple[int, Obj]:
+    """DELETE; ``implicit``: the namespace ``t`` names as served when it has no object
+    (its object is created, then deleted: what is in it is deleted first)."""
     propagation = _propagation(t, opts)
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (not isinstance(grace, int) or grace < 0):
@@ -450,7 +475,8 @@ def delete(store: Store, t: Target, opts: Obj, dry: bool) -> tuple[int, Obj]:
     try:
         left = store.delete(t.kind, t.key, propagation=propagation,
                             uid=pre.get("uid") or None, grace_seconds=grace,
-                            resource_version=pre.get("resourceVersion") or None, dry=dry)
+                            resource_version=pre.get("resourceVersion") or None, dry=dry,
+                            implicit=implicit)
     except errors.StoreError as err:
         raise st.from_store(err) from err
     if left is None:

@@ -1,7 +1,7 @@
 """The protobuf wire format: decoding the few request bodies kubectl sends as Kubernetes
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
-Eviction) into the JSON shape of the same object. Decides (pure). Answers go out as JSON,
+Eviction, ``create namespace`` a Namespace) into the JSON shape of the same object. Decides (pure). Answers go out as JSON,
 which those clients accept (but for the OpenAPI v2 document, below).
 
 The wire format: the magic ``k8s\\0``, then a ``runtime.Unknown`` message (1: typeMeta
@@ -80,8 +80,25 @@ def _strings(f: Fields, names: dict[int, str]) -> Obj:
     return {name: s for n, name in names.items() if (s := _str(f, n)) is not None}
 
 
+def _string_map(f: Fields, n: int) -> Obj | None:
+    """A ``map<string, string>`` field: repeated entries {1: key, 2: value}."""
+    if n not in f:
+        return None
+    out: Obj = {}
+    for raw in f[n]:
+        entry = fields(raw) if isinstance(raw, bytes) else {}
+        out[_str(entry, 1) or ""] = _str(entry, 2) or ""
+    return out
+
+
 def _meta(f: Fields) -> Obj:
-    return _strings(f, {1: "name", 2: "generateName", 3: "namespace", 5: "uid"})
+    # every string field is on the wire, the empty ones too: those are unset
+    out = {k: v for k, v in _strings(f, {1: "name", 2: "generateName", 3: "namespace",
+                                         5: "uid"}).items() if v}
+    for n, name in ((11, "labels"), (12, "annotations")):
+        if (found := _string_map(f, n)) is not None:
+            out[name] = found
+    return out
 
 
 def _access_review(f: Fields) -> Obj:
@@ -124,7 +141,16 @@ def _eviction(f: Fields) -> Obj:
     return out
 
 
+def _namespace(f: Fields) -> Obj:
+    out: Obj = {"metadata": _meta(_msg(f, 1))}
+    finalizers = _msg(f, 2).get(1)
+    if finalizers:
+        out["spec"] = {"finalizers": [v.decode("utf-8", "replace") for v in finalizers]}
+    return out  # its status is the server's: not read
+
+
 DECODERS: dict[str, Callable[[Fields], Obj]] = {
+    "Namespace": _namespace,
     "SelfSubjectAccessReview": _access_review,
     "SelfSubjectRulesReview": _rules_review,
     "SelfSubjectReview": _self_review,

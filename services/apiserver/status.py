@@ -104,6 +104,15 @@ def not_found(kind: str, name: str) -> ApiError:
                     {"name": name, "group": group, "kind": res})
 
 
+def forbidden(kind: str, name: str, why: str, causes: list[Obj] | None = None) -> ApiError:
+    """A 403 an admission rule answers: ``<resource> "<name>" is forbidden: <why>``."""
+    plural, group, res = _resource_name(kind)
+    details: Obj = {"name": name, "group": group, "kind": res}
+    if causes:
+        details["causes"] = causes
+    return ApiError("Forbidden", f'{plural} "{name}" is forbidden: {why}', details)
+
+
 def from_store(err: errors.StoreError) -> ApiError:
     """The Status of a store error, as upstream's registry would answer."""
     kind = str(getattr(err, "kind", ""))

@@ -40,8 +40,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.apiserver.namespaces import Namespaces
 from shared import settings
+from shared.api.namespaces import Namespaces
 from shared.eventlog import fold
 from shared.model import meta
 from shared.store import adapters, codec, errors
@@ -381,12 +381,14 @@ class WatchCache:
             changed, prev = view.apply(entry.id, entry.type, entry.kind, entry.key, entry.obj)
             if not changed:
                 continue
-            new = [Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)]
+            # a Namespace's own entry is its event as served (namespaces.Namespaces.change)
+            new = [] if entry.kind == "Namespace" else \
+                [Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)]
             made = self.namespaces.change(entry.id, entry.type, entry.kind, entry.key,
                                           entry.obj, prev)
-            if made is not None:  # the first object in a namespace, or the last one gone
+            if made is not None:  # a namespace that begins or ends to exist, or changes
                 new.append(Event(entry.id, made[0], "Namespace", "/" + meta.name(made[1]),
-                                 made[1], None))
+                                 made[1], made[2]))
             for ev in new:
                 if len(self.events) == self.events.maxlen:
                     self.oldest = self.events[0].id

@@ -37,10 +37,6 @@ def _check_document(doc: manifests.Document, namespace: str | None) -> tuple[kin
         raise CliError(f'error: error validating "{doc.source}": error validating data: {text}')
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(md, dict)
-    if (obj["apiVersion"], obj["kind"]) == (kinds.NAMESPACE.api_version, kinds.NAMESPACE.kind):
-        raise CliError(f"error: namespace {_quote(str(md.get('name', '')))} from "
-                       f"{_quote(doc.source)}: {kinds.NO_NAMESPACE_OBJECT}; leave the Namespace "
-                       f"out and create objects in it directly")
     try:
         info = kinds.lookup(str(obj["apiVersion"]), str(obj["kind"]))
     except kinds.NoKindMatchError as err:

@@ -17,6 +17,7 @@ import click
 
 from services import config
 from services.cli import errors, resources
+from shared.api import namespaces
 from shared.model import kinds, labels, meta
 from shared.store import client as store_client
 from shared.store import errors as store_errors
@@ -77,8 +78,18 @@ def list_matching(env: CliEnv, info: kinds.KindInfo, namespace: str | None,
                   selector: labels.Selector | None) -> list[Obj]:
     """Objects of a kind in ``namespace`` (every namespace when None, and always for
     cluster-scoped kinds) whose labels match ``selector`` (all when None)."""
-    objs = env.store.list(info.kind, namespace if info.namespaced else None)
+    if info.kind == kinds.NAMESPACE.kind:
+        objs = served_namespaces(env).objects()
+    else:
+        objs = env.store.list(info.kind, namespace if info.namespaced else None)
     return objs if selector is None else [o for o in objs if selector.matches(meta.labels(o))]
+
+
+def served_namespaces(env: CliEnv) -> namespaces.Namespaces:
+    """The namespaces as the API server serves them: those with an object, those something
+    lives in and the four every cluster has (one read of every object)."""
+    _tip, objs = env.store.snapshot(list(kinds.STORED))
+    return namespaces.served(objs)
 
 
 def store_error_message(err: store_errors.StoreError) -> str:

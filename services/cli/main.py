@@ -32,13 +32,14 @@ from services.cli import (
 )
 from services.cli import rollout as rollout_cmd
 from services.cli.errors import CliError
+from shared.api import namespaces
 from shared.model import kinds, labels, meta
 from shared.store import errors as store_errors
 
 Obj = dict[str, Any]
 
 RESOURCE_HELP = ("Resource types: daemonsets (ds), pods (po), nodes (no), controllerrevisions, "
-                 "events (ev); also TYPE/NAME.")
+                 "events (ev), namespaces (ns); also TYPE/NAME.")
 
 
 @click.group(cls=context.Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,7 +83,9 @@ def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: 
             objs = printers.sort_objects(t.info.kind, context.list_matching(
                 env, t.info, None if all_namespaces else namespace, selector))
         else:
-            obj = env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, namespace))
+            obj = context.served_namespaces(env).served(t.name) \
+                if t.info.kind == kinds.NAMESPACE.kind else \
+                env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, namespace))
             if obj is None:
                 problems.append(errors.not_found(resources.qualified_plural(t.info), t.name))
             objs = [obj] if obj is not None else []
@@ -299,10 +302,15 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
         for obj in objs:
             try:
                 left = env.store.delete(info.kind, meta.key(obj), propagation=propagation,
-                                        grace_seconds=None if grace_period < 0 else grace_period)
+                                        grace_seconds=None if grace_period < 0 else grace_period,
+                                        implicit=None if info.kind != kinds.NAMESPACE.kind
+                                        or namespaces.has_object(obj) else obj)
             except store_errors.NotFoundError as err:
                 if not ignore_not_found:
                     problems.append(context.store_error_message(err))
+                continue
+            except store_errors.UndeletableError as err:
+                problems.append(context.store_error_message(err))
                 continue
             verb = "force deleted" if force and grace_period == 0 else "deleted"
             click.echo(f'{info.qualified_name} "{meta.name(obj)}" {verb}')

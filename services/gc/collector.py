@@ -12,6 +12,9 @@ roles, for the kinds daemonbus keeps). Decisions are in ``decide``; this module 
   backoff entries (``shared.store.residue``) — this collector is their one home; and the
   backoff entries that expired (not advanced for twice the maximum delay) of any DaemonSet.
 * **Event TTL**: Events older than ``event_ttl`` seconds are deleted.
+* **Namespace deletion** (upstream's namespace controller): a Namespace being deleted has
+  everything in it deleted (its DaemonSets first, then their pods, revisions and Events; pods
+  gracefully, as their node agents finish them), and once nothing is left the Namespace goes.
 * **NoExecute taint eviction** (Kubernetes' taint manager, ``pkg/controller/tainteviction``):
   a pod bound to a node with a NoExecute taint it does not tolerate is evicted at once, one
   that tolerates it for ``tolerationSeconds`` when that time has run out (unless the taint
@@ -54,6 +57,7 @@ from services import common
 from services.gc import decide
 from services.gc.nodelifecycle import NodeLifecycle
 from shared import settings
+from shared.api import writes
 from shared.eventlog.entry import CommitResult, EntryType
 from shared.model import events as model_events
 from shared.model import meta, tainteviction
@@ -91,7 +95,8 @@ class Collector:
         self.max_rate = max_deletes_per_second
         # no decision records: handle acts on objects alone (a DaemonSet's record names
         # every node without a pod while it fans out, megabytes at 50,000 nodes)
-        self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event"],
+        self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event",
+                                   "Namespace"],
                            name="gc", decisions=False, indexes={
                                "owner-pods": ("Pod", decide.owner_uids),
                                "owner-revisions": ("ControllerRevision", decide.owner_uids),
@@ -155,7 +160,12 @@ class Collector:
         gone_nodes: set[str] = set()
         pods: list[Obj] = []
         tainting: set[str] = set()  # nodes whose NoExecute evictions may have changed
+        emptying: set[str] = set()  # namespaces being deleted whose content changed
         for ch in changes:
+            if ch.kind == "Namespace" or ch.kind in decide.NAMESPACED_KINDS:
+                ns = meta.name(ch.new) if ch.kind == "Namespace" else meta.namespace(ch.new)
+                if self._terminating(ns):
+                    emptying.add(ns)
             if ch.type != EntryType.DECISION and ch.type != EntryType.DELETED:
                 if ch.kind == "Node":
                     tainting.add(meta.name(ch.new))
@@ -190,6 +200,8 @@ class Collector:
             self.evict_at.pop(name, None)
         if tainting:
             self._taint_evictions(tainting)
+        if emptying:
+            self._empty_namespaces(emptying)
 
     def full_pass(self) -> None:
         """Everything from state: finish owners being deleted, collect dependents of gone
@@ -206,6 +218,8 @@ class Collector:
         self._sweep_residue()
         self._expire_backoff()
         self._expire_events()
+        self._empty_namespaces({meta.name(ns) for ns in self.cache.objects["Namespace"].values()
+                                if meta.is_being_deleted(ns)})
 
     # ---- owners and dependents ----------------------------------------------------------------
 
@@ -284,6 +298,35 @@ class Collector:
             pass
         except errors.CorruptEntryError as err:
             log.error("finalizer %s of DaemonSet %s not removed: %s", finalizer, key, err)
+
+    # ---- namespaces ---------------------------------------------------------------------------
+
+    def _terminating(self, name: str) -> bool:
+        ns = self.cache.get("Namespace", "/" + name)
+        return ns is not None and meta.is_being_deleted(ns)
+
+    def _empty_namespaces(self, names: Iterable[str]) -> None:
+        """Acts: one step of the deletion of each namespace being deleted in ``names``: what
+        is in it deleted, or when nothing is, the Namespace itself."""
+        members: dict[str, list[Obj]] = {name: [] for name in names if self._terminating(name)}
+        if not members:
+            return
+        for kind in decide.NAMESPACED_KINDS:
+            for obj in self.cache.objects[kind].values():
+                found = members.get(meta.namespace(obj))
+                if found is not None:
+                    found.append(obj)
+        for name, objs in sorted(members.items()):
+            doomed, empty = decide.namespace_step(objs)
+            if not empty:
+                self._delete(doomed, "namespace-deleted")
+                continue
+            ns = self.cache.get("Namespace", "/" + name)
+            assert ns is not None
+            res = self._commit([Op.of(writes.final_delete(ns))], throttle=False)[0]
+            if res.ok:
+                COLLECTED.labels("Namespace", "emptied").inc()
+                log.info("namespace %s is empty: deleted", name)
 
     # ---- pod GC and Events ----------------------------------------------------------------------
 

@@ -86,3 +86,21 @@ def expired_events(events: Iterable[Obj], cutoff: float) -> list[Obj]:
         if (seen or 0) < cutoff:
             out.append(e)
     return out
+
+
+#: what a namespace holds, in the order its deletion deletes them (upstream's namespace
+#: controller deletes every kind at once; the DaemonSets first here, so that none makes a
+#: pod again while its pods go)
+NAMESPACED_KINDS = ("DaemonSet", "Pod", "ControllerRevision", "Event")
+
+
+def namespace_step(members: Iterable[Obj]) -> tuple[list[Obj], bool]:
+    """One step of the deletion of a namespace holding ``members``: what to delete now
+    (nothing already being deleted), and whether the namespace may go (it is empty)."""
+    left = list(members)
+    if not left:
+        return [], True
+    dss = [o for o in left if o.get("kind") == OWNER_KIND]
+    now = dss if any(not meta.is_being_deleted(o) for o in dss) else left
+    return [o for o in now if not meta.is_being_deleted(o)], False
+

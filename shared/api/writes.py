@@ -273,6 +273,14 @@ def prepare_create(given: Any, now: float) -> Obj:
             "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
             "numberMisscheduled": 0, "numberReady": 0,
         }
+    elif obj.get("kind") == "Namespace":
+        # PrepareForCreate (pkg/registry/core/namespace/strategy.go): Active, and the
+        # finalizer that keeps it until everything in it is deleted
+        spec = obj["spec"] = obj.get("spec") or {}
+        fins = spec.get("finalizers") or []
+        if model_validation.NAMESPACE_FINALIZER not in fins:
+            spec["finalizers"] = [*fins, model_validation.NAMESPACE_FINALIZER]
+        obj["status"] = {"phase": "Active"}
     return obj
 
 
@@ -326,6 +334,9 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
         if (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template"):
             tg += 1
         ann[TEMPLATE_GENERATION_ANNOTATION] = str(tg)
+    elif new.get("kind") == "Namespace":  # its finalizers and phase are the server's
+        new["spec"] = copy.deepcopy(old.get("spec") or {})
+        new["status"] = copy.deepcopy(old.get("status") or {})
     check(new, old)
     return new
 
@@ -425,6 +436,14 @@ def check_delete_preconditions(current: Obj, uid: str | None,
         )
 
 
+def check_deletable(kind: str, key: str) -> None:
+    """UndeletableError for what no one may delete: a namespace every cluster has
+    (upstream's NamespaceLifecycle keeps default, kube-system and kube-public; daemonbus'
+    node leases are not objects, so kube-node-lease stays too)."""
+    if kind == kinds.NAMESPACE.kind and key.lstrip("/") in kinds.BUILTIN_NAMESPACES:
+        raise errors.UndeletableError(kind, key, "this namespace may not be deleted")
+
+
 def delete(current: Obj, now: float, propagation: str = "background",
            grace_seconds: int | None = None) -> Write | None:
     """The write that deletes ``current`` (as read) the way the API server does.
@@ -461,6 +480,13 @@ def delete(current: Obj, now: float, propagation: str = "background",
         elif fins:  # no grace left: removing the last finalizer then removes the pod
             md["deletionGracePeriodSeconds"] = 0
     rv = meta.resource_version(current)
+    if kind == "Namespace" and (new.get("spec") or {}).get("finalizers"):
+        # its content is deleted first (services.gc), then its finalizer and itself
+        if md.get("deletionTimestamp"):
+            return None
+        md["deletionTimestamp"] = meta.format_time(now)
+        new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+        return Write(WriteMode.UPDATE, new, Trust.USER, rv)
     if fins or graceful:
         if fins:
             md["finalizers"] = fins

@@ -325,6 +325,30 @@ def default_node(obj: Any) -> Any:
     return out
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def default_namespace(obj: Any) -> Any:
+    """``SetDefaults_Namespace`` and ``SetDefaults_NamespaceStatus``: the label
+    ``kubernetes.io/metadata.name`` is the namespace's name (always: it cannot be changed),
+    ``status.phase`` Active. Decides only."""
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    md = out.get("metadata")
+    name = md.get("name") if isinstance(md, dict) else None
+    if isinstance(name, str) and name:
+        assert isinstance(md, dict)
+        if md.get("labels") is None:
+            md["labels"] = {}
+        if isinstance(md["labels"], dict):
+            md["labels"][NAMESPACE_NAME_LABEL] = name
+    status = out.get("status")
+    if isinstance(status, dict) and not status.get("phase"):
+        status["phase"] = "Active"
+    return out
+
+
 def default(obj: Any) -> Any:
     """Default any stored object by its kind (a deep copy; unknown kinds are only copied).
     Decides only."""
@@ -335,6 +359,8 @@ def default(obj: Any) -> Any:
         return default_pod(obj)
     if kind == kinds.NODE.kind:
         return default_node(obj)
+    if kind == kinds.NAMESPACE.kind:
+        return default_namespace(obj)
     out = copy.deepcopy(obj)
     if isinstance(out, dict) and kind in (kinds.CONTROLLER_REVISION.kind, kinds.EVENT.kind):
         _default_namespace(out)

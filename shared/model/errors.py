@@ -77,6 +77,16 @@ class ForbiddenError(StoreError):
                          f"make this write: {why}")
 
 
+class UndeletableError(ForbiddenError):
+    """A delete the API server refuses whoever asks (upstream's admission): a namespace
+    every cluster has."""
+
+    def __init__(self, kind: str, key: str, why: str) -> None:
+        self.kind, self.key, self.role, self.why = kind, key, "", why
+        StoreError.__init__(self, f'{kind.lower()}s "{ObjectKey.parse(key).name}" is '
+                            f"forbidden: {why}")
+
+
 class UnavailableError(StoreError):
     """Redis could not be reached or answered with an error; a retry may help."""
 

@@ -1,4 +1,4 @@
-"""The five kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
+"""The six kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
 
 ``resolve`` maps what a user types after ``kubectl get`` (``ds``, ``daemonsets.apps``,
 ``Pods``, ``daemonsets.v1.apps``) to a :class:`KindInfo`, like kubectl's RESTMapper with its
@@ -87,26 +87,24 @@ CONTROLLER_REVISION = KindInfo(
     namespaced=True,
 )
 EVENT = KindInfo("Event", "v1", "events", "event", ("ev",), namespaced=True)
+#: A namespace needs no object: one exists while something lives in it, and the four every
+#: cluster has always (``BUILTIN_NAMESPACES``). One may have an object all the same (``kubectl
+#: create namespace``, a Namespace in a manifest), for its labels and annotations and for its
+#: deletion, which deletes everything in it (``services.gc``)
+NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False)
 
-ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT)
+ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE)
 #: the kinds the store keeps, by name (the log, the view, every cache)
 STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 
-#: Namespaces are served (read only) but not stored: a namespace exists while something lives
-#: in it, and the four every cluster has always
-NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False)
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 BUILTIN_NAMESPACES = ("default", NODE_LEASE_NAMESPACE, "kube-public", "kube-system")
-NO_NAMESPACE_OBJECT = ("namespaces need no object in daemonbus: a namespace exists while "
-                       "something is in it (and default, kube-system, kube-public and "
-                       "kube-node-lease always)")
-"""Why a Namespace cannot be written (the API server's 405, the CLI's refusal)."""
 #: Node leases are served (read only) but not kept in the log: each node's agent renews one
 #: Redis key with its renew time (shared.store.nodelease); the API server shows it as the
 #: Lease kubelet keeps in kube-node-lease
 LEASE = KindInfo("Lease", "coordination.k8s.io/v1", "leases", "lease", (), namespaced=True)
-#: what the API server serves: the stored kinds, Namespace and Lease
-SERVED: tuple[KindInfo, ...] = (NAMESPACE, *ALL, LEASE)
+#: what the API server serves: the stored kinds and Lease
+SERVED: tuple[KindInfo, ...] = (*ALL, LEASE)
 
 _BY_KIND = {k.kind: k for k in ALL}
 _BY_ALIAS = {alias: k for k in ALL for alias in k.aliases}

@@ -527,12 +527,44 @@ def validate_event(obj: Any, old: Any = None) -> list[str]:
     return errs
 
 
+NAMESPACE_FINALIZER = "kubernetes"  # a Namespace's spec finalizer: its content is not gone yet
+NAMESPACE_PHASES = ("Active", "Terminating")
+
+
+def validate_namespace(obj: Any, old: Any = None) -> list[str]:
+    """``ValidateNamespace``: metadata named as a DNS label, ``spec.finalizers`` qualified
+    names (an unqualified one must be ``kubernetes``), ``status.phase`` one of its two.
+    Decides only."""
+    if not isinstance(obj, dict):
+        return _not_an_object(obj)
+    errs: list[str] = []
+    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs,
+                                        namespaced=False, name_fn=syntax.name_is_dns_label)
+    spec = typed.as_map(obj.get("spec"), "spec", errs) or {}
+    path = C("spec", "finalizers")
+    for f in typed.as_str_list(spec.get("finalizers"), path, errs) or []:
+        problems = syntax.is_qualified_name(f)
+        if not problems and "/" not in f and f != NAMESPACE_FINALIZER:
+            problems = ["name is neither a standard finalizer name nor is it fully qualified"]
+        errs.extend(fielderr.invalid(path, f, m) for m in problems)
+    status = typed.as_map(obj.get("status"), "status", errs) or {}
+    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
+    if phase and phase not in NAMESPACE_PHASES:
+        errs.append(fielderr.not_supported(C("status", "phase"), phase, NAMESPACE_PHASES))
+    if isinstance(old, dict):
+        metavalidation.validate_object_meta_update(
+            obj.get("metadata"), old.get("metadata"), "metadata", errs
+        )
+    return errs
+
+
 _VALIDATORS = {
     kinds.DAEMONSET.kind: validate_daemonset,
     kinds.POD.kind: validate_pod,
     kinds.NODE.kind: validate_node,
     kinds.CONTROLLER_REVISION.kind: validate_controller_revision,
     kinds.EVENT.kind: validate_event,
+    kinds.NAMESPACE.kind: validate_namespace,
 }
 
 

@@ -432,15 +432,28 @@ class Store:
         resource_version: str | None = None,
         dry: bool = False,
         now: float | None = None,
+        implicit: Obj | None = None,
     ) -> Obj | None:
         """Delete an object (``writes.delete``, at ``now`` or this store's clock); ``uid`` and
         ``resource_version`` are preconditions. Returns the object as left in the store, or
-        None when it is gone."""
+        None when it is gone. ``implicit``: a namespace without an object, as served
+        (``shared.api.namespaces``): its object is made, then deleted (what is in it goes
+        first)."""
+        writes.check_deletable(kind, key)
+        at = self.clock() if now is None else now
+        if implicit is not None and self.try_get(kind, key) is None:
+            if dry:
+                made = writes.prepare_create(implicit, at)
+                write = writes.delete(made, at, propagation, grace_seconds)
+                return write.obj if write is not None else made
+            try:
+                self.create(copy.deepcopy(implicit))
+            except errors.AlreadyExistsError:
+                pass  # made meanwhile: delete it as stored
         for _ in range(CONFLICT_RETRIES):
             current = self.get(kind, key)
             writes.check_delete_preconditions(current, uid, resource_version)
-            write = writes.delete(current, self.clock() if now is None else now, propagation,
-                                  grace_seconds)
+            write = writes.delete(current, at, propagation, grace_seconds)
             if write is None:
                 return current
             try:

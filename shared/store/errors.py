@@ -17,6 +17,7 @@ from shared.model.errors import (
     StoreError,
     TooLargeError,
     UnavailableError,
+    UndeletableError,
 )
 
 # redis-py's errors: any failed call (``TransportError``), and those of a Redis that is away
@@ -24,7 +25,19 @@ from shared.model.errors import (
 TransportError = redis.RedisError
 TransportDown: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 
-__all__ = ["AlreadyExistsError", "BadRequestError", "ConflictError", "CorruptEntryError",
-           "ForbiddenError", "InvalidError", "MalformedObjectError", "NotFoundError",
-           "StoreError", "TooLargeError", "TransportDown", "TransportError",
-           "UnavailableError"]
+__all__ = [
+    "AlreadyExistsError",
+    "BadRequestError",
+    "ConflictError",
+    "CorruptEntryError",
+    "ForbiddenError",
+    "InvalidError",
+    "MalformedObjectError",
+    "NotFoundError",
+    "StoreError",
+    "TooLargeError",
+    "TransportDown",
+    "TransportError",
+    "UnavailableError",
+    "UndeletableError",
+]

@@ -86,7 +86,7 @@ local function may_write(key)
 end
 
 local KINDS = {Node = true, Pod = true, DaemonSet = true, ControllerRevision = true,
-               Event = true}
+               Event = true, Namespace = true}
 local ROLES = {admin = true, reconciler = true, ["status-writer"] = true, gc = true,
                ["node-agent"] = true}
 local bound = tag ~= nil and ROLES[role] and may_write("daemonbus-role:" .. tag .. ":" .. role)
@@ -136,6 +136,11 @@ end
 local function spec(o) return (type(o.spec) == "table" and o.spec) or {} end
 local function status(o) return (type(o.status) == "table" and o.status) or {} end
 local function deleting(o) return o.metadata.deletionTimestamp ~= nil end
+-- whether the namespace `ns` has an object being deleted (its content goes first)
+local function terminating(ns)
+  local o = decode(redis.call("HGET", tag .. ":obj:Namespace", "/" .. ns))
+  return o ~= nil and deleting(o)
+end
 -- the node a daemon pod is aimed at: metadata.name In [node] of its required node affinity
 local function target(pod)
   local ok, terms = pcall(function()
@@ -303,6 +308,9 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     return "the status-writer writes only DaemonSet .status"
   elseif role == "gc" then
     if mode == "delete" and kind == "DaemonSet" and deleting(old) then return nil end
+    -- the namespace controller: what is in a namespace being deleted, then the namespace
+    if mode == "delete" and kind == "DaemonSet" and terminating(ns) then return nil end
+    if mode == "delete" and kind == "Namespace" and deleting(old) then return nil end
     if mode == "update" and dependent and same_but(old, new, NONE, DELETION) then return nil end
     -- a taint eviction: the DisruptionTarget condition and the graceful delete in one write
     if mode == "update" and kind == "Pod" and deleting(new)
@@ -319,8 +327,8 @@ local function refused_by(mode, kind, field, pair, exists, payload)
         and same_but(status(old), status(new), CONDITIONS, NONE) then
       return nil
     end
-    return "the garbage collector only deletes dependents, evicts pods, finishes deletions "
-      .. "and sets node conditions and taints"
+    return "the garbage collector only deletes dependents, evicts pods, finishes deletions, "
+      .. "empties namespaces being deleted and sets node conditions and taints"
   elseif role == "node-agent" then
     if kind == "Event" then
       -- kubelet's events (image pulls): new ones, about a pod, from one of its nodes

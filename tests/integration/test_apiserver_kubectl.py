@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from services.cli import context
 from services.cli.main import cli
 from services.replay import why
-from shared.model import kinds
+from shared.model import kinds, meta
 from tests import testdata
 from tests.integration.apiserver_kit import TESTDATA, ApiServer
 from tests.integration.stack import Stack, wait_for
@@ -107,31 +107,76 @@ def test_kubectl_apply_after_daemonbus_apply_finds_each_manifest_unchanged(
     assert "resources" not in got["spec"]["template"]["spec"]["containers"][0]  # removed
 
 
-def test_kubectl_namespace_writes_say_why_and_objects_make_the_namespace(
+def test_kubectl_namespaces_are_made_labelled_and_deleted_with_everything_in_them(
         api: ApiServer, tmp_path: Path) -> None:
-    made = api.kubectl("create", "namespace", "team-a", check=False)
-    assert made.returncode == 1
-    assert made.stderr.startswith("Error from server (MethodNotAllowed): namespaces need no "
-                                  "object in daemonbus")
-    assert "create objects in it directly" in made.stderr
-    gone = api.kubectl("delete", "namespace", "kube-system", check=False)
-    assert "it goes once the last object in it is deleted" in gone.stderr
+    assert api.kubectl("create", "namespace", "team-a").stdout == "namespace/team-a created\n"
+    ns = api.json("get", "ns", "team-a")
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
+    assert ns["spec"] == {"finalizers": ["kubernetes"]} and ns["status"] == {"phase": "Active"}
+    assert "generateName" not in ns["metadata"]  # not the protobuf body's empty string
+    for name in ("team-a", "kube-system"):
+        again = api.kubectl("create", "namespace", name, check=False)
+        assert again.stderr == (f'Error from server (AlreadyExists): namespaces "{name}" '
+                                "already exists\n")
+    assert api.kubectl("label", "ns", "team-a", "owner=me").stdout == \
+        "namespace/team-a labeled\n"
+    assert api.kubectl("get", "ns", "-l", "owner=me", "-o", "name").stdout == \
+        "namespace/team-a\n"
+
+    # a Namespace in a manifest with what goes in it
     doc = yaml.safe_load(FLUENTD.read_text())
     doc["metadata"]["namespace"] = "team-b"
-    both = tmp_path / "team-b.yaml"
-    both.write_text(yaml.safe_dump_all([
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}, doc]))
-    applied = api.kubectl("apply", "-f", str(both), check=False)
-    assert applied.returncode == 1  # the Namespace refused, the DaemonSet in it created
-    assert "namespaces need no object in daemonbus" in applied.stderr
-    assert applied.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
-    assert "namespace/team-b" in api.kubectl("get", "ns", "-o", "name").stdout.split()
-    ds = api.json("get", "ds", "fluentd-elasticsearch", "-n", "team-b")
-    ns = api.json("get", "ns", "team-b")  # as old as the oldest thing in it
+    bundle = tmp_path / "team-b.yaml"
+    bundle.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": "team-b", "labels": {"team": "b"}}}, doc]))
+    assert api.kubectl("apply", "-f", str(bundle)).stdout == (
+        "namespace/team-b created\ndaemonset.apps/fluentd-elasticsearch created\n")
+    assert api.kubectl("apply", "-f", str(bundle)).stdout == (
+        "namespace/team-b unchanged\ndaemonset.apps/fluentd-elasticsearch unchanged\n")
+    _ready_pods(api.stack, "team-b", 3)
+
+    # a namespace without an object: made by what is in it, as old as the oldest thing in it
+    doc["metadata"]["namespace"] = "team-c"
+    api.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    ds = api.json("get", "ds", "fluentd-elasticsearch", "-n", "team-c")
+    ns = api.json("get", "ns", "team-c")
     assert ns["metadata"]["creationTimestamp"] == ds["metadata"]["creationTimestamp"]
     ages = [row.split()[-1] for row in api.kubectl("get", "ns", "--no-headers").stdout.splitlines()]
     assert "<unknown>" not in ages
     assert "Namespace provides a scope for Names" in api.kubectl("explain", "ns").stdout
+
+    # deleting one deletes what is in it first; a finalizer holds it in Terminating, and
+    # nothing new may be created in it meanwhile
+    held = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "held", "namespace": "team-b",
+                         "finalizers": ["example.com/hold"]},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    api.kubectl("apply", "-f", "-", input=json.dumps(held))
+    out = api.kubectl("delete", "ns", "team-b", "--wait=false").stdout
+    assert out == 'namespace "team-b" deleted\n'
+    wait_for(lambda: api.stack.store.list("DaemonSet", "team-b") == [] and
+             [meta.name(p) for p in api.stack.pods("team-b")] == ["held"],
+             timeout=60, what="team-b emptied but for the held pod")
+    assert api.json("get", "ns", "team-b")["status"]["phase"] == "Terminating"
+    refused = api.kubectl("run", "late", "-n", "team-b", "--image=busybox", check=False)
+    assert refused.stderr == ('Error from server (Forbidden): pods "late" is forbidden: unable '
+                              "to create new content in namespace team-b because it is being "
+                              "terminated\n")
+    api.kubectl("patch", "pod", "held", "-n", "team-b", "--type=json",
+                "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    api.kubectl("wait", "--for=delete", "namespace/team-b", "--timeout=60s")
+    assert api.stack.store.list("ControllerRevision", "team-b") == []
+    assert api.stack.pods("team-b") == []
+
+    # one without an object is deleted the same way; the built-in ones are not
+    assert api.kubectl("delete", "ns", "team-c").stdout == 'namespace "team-c" deleted\n'
+    assert api.stack.store.list("DaemonSet", "team-c") == []
+    gone = api.kubectl("get", "ns", "team-c", check=False)
+    assert gone.stderr == 'Error from server (NotFound): namespaces "team-c" not found\n'
+    kept = api.kubectl("delete", "ns", "kube-system", check=False)
+    assert kept.stderr == ('Error from server (Forbidden): namespaces "kube-system" is '
+                           "forbidden: this namespace may not be deleted\n")
 
 
 def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:

@@ -390,3 +390,31 @@ def test_every_write_through_the_api_names_its_user_in_the_log(api: ApiServer) -
         assert by_id[rv].user == user, verb
     deletes = [(e.kind, e.user) for e in by_id.values() if e.type == "DELETED"]
     assert ("DaemonSet", "editor") in deletes and ("Event", "admin") in deletes
+
+
+def test_namespaces_through_the_python_client(apps: client.AppsV1Api,
+                                              core: client.CoreV1Api) -> None:
+    made = core.create_namespace(client.V1Namespace(
+        metadata=client.V1ObjectMeta(name="py-ns", labels={"team": "py"})))
+    assert made.status.phase == "Active" and made.spec.finalizers == ["kubernetes"]
+    names = [n.metadata.name for n in core.list_namespace(label_selector="team=py").items]
+    assert names == ["py-ns"]
+    apps.create_namespaced_daemon_set("py-ns", daemonset("py", "py-ns"))
+    w = watch.Watch()
+    seen = []
+    core.delete_namespace("py-ns")
+    for ev in w.stream(core.list_namespace, field_selector="metadata.name=py-ns",
+                       timeout_seconds=60):
+        seen.append((ev["type"], ev["object"].status.phase))
+        if ev["type"] == "DELETED":
+            w.stop()
+    assert seen[0] == ("ADDED", "Terminating") and seen[-1][0] == "DELETED"
+    assert apps.list_namespaced_daemon_set("py-ns").items == []
+    with pytest.raises(ApiException) as err:
+        core.read_namespace("py-ns")
+    assert err.value.status == 404
+    with pytest.raises(ApiException) as err:
+        core.delete_namespace("kube-public")
+    assert err.value.status == 403
+    assert json.loads(err.value.body)["message"] == (
+        'namespaces "kube-public" is forbidden: this namespace may not be deleted')

@@ -294,6 +294,24 @@ def test_gc_deletes_dependents_and_finishes_deletions_only(world: World,
     assert world.admin.try_get("DaemonSet", "default/agent") is None
 
 
+def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    gc = world.store(roles.GC)
+    ds = world.get("DaemonSet", "default/agent")
+    world.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    ns = world.get("Namespace", "/default")
+    refused(world, roles.GC, [gc.final_delete_op(ns)], caplog)  # not being deleted
+    refused(world, roles.GC, [gc.final_delete_op(ds)], caplog)  # nor is its namespace
+    # (default cannot be deleted through the API; its object can be marked in the store)
+    ns["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    world.admin.commit([world.admin.raw_update_op(ns, meta.resource_version(ns))])
+    assert gc.commit([gc.final_delete_op(ds)])[0].ok  # in a namespace being deleted
+    node = world.get("Node", "/node-a")
+    refused(world, roles.GC, [gc.final_delete_op(node)], caplog)  # not in any namespace
+    assert gc.commit([gc.final_delete_op(world.get("Namespace", "/default"))])[0].ok
+    assert world.admin.try_get("Namespace", "/default") is None
+
+
 def test_gc_sets_node_conditions_and_taints_only(world: World,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """The node lifecycle controller's writes: a Node's conditions and taints, nothing else

@@ -233,19 +233,32 @@ def test_apply_reads_multi_document_yaml_lists_and_json_from_stdin(
     assert as_json.stdout == "node/worker-1 unchanged\n"
 
 
-def test_apply_refuses_a_namespace_saying_why_and_applies_the_rest(
+def test_apply_makes_a_namespace_and_delete_deletes_it_once_empty(
         run: Run, store: store_client.Store, tmp_path: Path) -> None:
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "team-x", "labels": {"team": "x"}}}
+    ds = fluentd()
+    ds["metadata"]["namespace"] = "team-x"
 
-    result = run("apply", "-f", write(tmp_path, "ns.yaml", namespace, fluentd()))
+    result = run("apply", "-f", write(tmp_path, "ns.yaml", namespace, ds))
 
-    assert result.exit_code == 1
-    assert result.stdout == "daemonset.apps/fluentd-elasticsearch created\n"
-    assert result.stderr == (
-        f'error: namespace "kube-system" from "{tmp_path / "ns.yaml"}": namespaces need no '
-        "object in daemonbus: a namespace exists while something is in it (and default, "
-        "kube-system, kube-public and kube-node-lease always); leave the Namespace out and "
-        "create objects in it directly\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ("namespace/team-x created\n"
+                             "daemonset.apps/fluentd-elasticsearch created\n")
+    got = store.get("Namespace", "/team-x")
+    assert got["metadata"]["labels"] == {"team": "x", "kubernetes.io/metadata.name": "team-x"}
+    listed = run("get", "ns", "--no-headers")
+    assert [row.split()[:2] for row in listed.stdout.splitlines()] == [
+        ["default", "Active"], ["kube-node-lease", "Active"], ["kube-public", "Active"],
+        ["kube-system", "Active"], ["team-x", "Active"]]
+    deleted = run("delete", "ns", "team-x")
+    assert deleted.stdout == 'namespace "team-x" deleted\n'
+    # no garbage collector runs here: the namespace waits, Terminating, for its content to go
+    assert store.get("Namespace", "/team-x")["status"]["phase"] == "Terminating"
+    kept = run("delete", "ns", "default")
+    assert kept.exit_code == 1
+    assert kept.stderr == ('Error from server (Forbidden): namespaces "default" is forbidden: '
+                           "this namespace may not be deleted\n")
 
 
 def test_apply_reports_an_unknown_kind_and_applies_the_rest(run: Run,

@@ -248,3 +248,49 @@ def test_apply_of_what_json_cannot_write_or_annotations_not_a_map_is_refused_by_
     assert listed["metadata"]["annotations"] == ["a"]  # left for the validation to refuse
     with pytest.raises(errors.InvalidError, match=r"metadata\.annotations"):
         writes.apply(listed, None, NOW)
+
+
+def test_a_namespace_is_created_active_with_its_finalizer_and_name_label() -> None:
+    made = writes.prepare_create({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "team", "namespace": "x",
+                                               "labels": {"kubernetes.io/metadata.name": "y"}},
+                                  "spec": {"finalizers": ["example.com/x"]},
+                                  "status": {"phase": "Terminating"}}, NOW)
+    assert "namespace" not in made["metadata"]
+    assert made["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team"}
+    assert made["spec"] == {"finalizers": ["example.com/x", "kubernetes"]}
+    assert made["status"] == {"phase": "Active"}
+    # an update keeps its finalizers and phase (those are the server's) and its label
+    changed = copy.deepcopy(made)
+    changed["metadata"]["labels"] = {"team": "a"}
+    changed["spec"], changed["status"] = {"finalizers": []}, {"phase": "Terminating"}
+    updated = writes.prepare_update(changed, made)
+    assert updated["spec"] == made["spec"] and updated["status"] == {"phase": "Active"}
+    assert updated["metadata"]["labels"] == {"team": "a", "kubernetes.io/metadata.name": "team"}
+    # deleting it marks it Terminating; its content goes first
+    write = writes.delete(dict(made, metadata=dict(made["metadata"], resourceVersion="5-0")),
+                          NOW)
+    assert write is not None and write.mode.value == "update"
+    assert write.obj["status"] == {"phase": "Terminating"}
+    assert write.obj["metadata"]["deletionTimestamp"]
+    assert writes.delete(write.obj, NOW) is None  # already terminating
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public", "kube-node-lease"])
+def test_the_namespaces_every_cluster_has_cannot_be_deleted(name: str) -> None:
+    with pytest.raises(errors.UndeletableError) as err:
+        writes.check_deletable("Namespace", "/" + name)
+    assert str(err.value) == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+    writes.check_deletable("Namespace", "/team")
+    writes.check_deletable("Pod", "default/kube-system")
+
+
+def test_a_namespace_name_is_a_dns_label_and_its_finalizers_qualified() -> None:
+    bad = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"},
+           "spec": {"finalizers": ["custom"]}, "status": {"phase": "Gone"}}
+    problems = model_validation.validate(bad)
+    assert problems == [
+        'metadata.name: Invalid value: "a.b": must not contain dots',  # a label, as upstream
+        'spec.finalizers: Invalid value: "custom": name is neither a standard finalizer name '
+        "nor is it fully qualified",
+        'status.phase: Unsupported value: "Gone": supported values: "Active", "Terminating"']

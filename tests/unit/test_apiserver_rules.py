@@ -95,6 +95,16 @@ def test_protobuf_access_review_and_eviction_decode_to_their_json_shape() -> Non
         protobuf.decode(b"not protobuf")
 
 
+def test_protobuf_namespace_decodes_its_name_labels_and_finalizers_not_empty_strings() -> None:
+    md = _field(1, b"team") + _field(2, b"") + _field(3, b"") + \
+        _field(11, _field(1, b"owner") + _field(2, b"me"))
+    body = protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Namespace")) + \
+        _field(2, _field(1, md) + _field(2, _field(1, b"kubernetes")) + _field(3, b""))
+    assert protobuf.decode(body) == {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": "team", "labels": {"owner": "me"}},
+                                     "spec": {"finalizers": ["kubernetes"]}}
+
+
 def _ev(etype: str, labels: dict[str, str], prev: dict[str, str] | None,
         eid: str = "5-0") -> Event:
     obj = {"kind": "Pod", "metadata": {"name": "p", "labels": labels}}

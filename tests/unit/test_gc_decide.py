@@ -89,3 +89,20 @@ def test_events_expire_by_last_timestamp_else_creation() -> None:
     new = {"kind": "Event", "metadata": {"name": "n", "creationTimestamp": "2024-01-01T02:00:00Z"}}
     cutoff = 1704067200.0 + 3600  # 2024-01-01T01:00:00Z
     assert decide.expired_events([old, new], cutoff) == [old]
+
+
+def _member(kind: str, name: str, deleting: bool = False) -> Obj:
+    md: Obj = {"name": name, "namespace": "team"}
+    if deleting:
+        md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"kind": kind, "metadata": md}
+
+
+def test_a_namespace_being_deleted_loses_its_daemonsets_first_then_the_rest_then_itself() -> None:
+    ds, pod, rev = _member("DaemonSet", "a"), _member("Pod", "a-1"), \
+        _member("ControllerRevision", "a-r")
+    assert decide.namespace_step([pod, ds, rev]) == ([ds], False)
+    going = _member("DaemonSet", "a", deleting=True)
+    assert decide.namespace_step([pod, going, rev]) == ([pod, rev], False)
+    assert decide.namespace_step([_member("Pod", "a-1", deleting=True)]) == ([], False)
+    assert decide.namespace_step([]) == ([], True)

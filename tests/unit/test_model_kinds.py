@@ -60,8 +60,8 @@ def test_kind_info_fields() -> None:
     assert kinds.resolve("po").qualified_name == "pod"
 
 
-def test_node_is_the_only_cluster_scoped_kind() -> None:
-    assert [k.kind for k in kinds.ALL if not k.namespaced] == ["Node"]
+def test_node_and_namespace_are_the_cluster_scoped_kinds() -> None:
+    assert [k.kind for k in kinds.ALL if not k.namespaced] == ["Node", "Namespace"]
 
 
 def test_api_versions() -> None:
@@ -71,6 +71,7 @@ def test_api_versions() -> None:
         "DaemonSet": "apps/v1",
         "ControllerRevision": "apps/v1",
         "Event": "v1",
+        "Namespace": "v1",
     }
 
 

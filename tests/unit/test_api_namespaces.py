@@ -1,6 +1,7 @@
 """The namespaces the API server serves, counted from what lives in them: the first object in
 a namespace is its ADDED event, the last one gone its DELETED; the four built-in ones are
-always there, as old as the cluster; a watch of namespaces gets those events."""
+always there, as old as the cluster; one with an object is served as stored, its own changes
+its events; a watch of namespaces gets those events."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any, cast
 
 import orjson
 
-from services.apiserver.namespaces import Namespaces, namespace_object
 from services.apiserver.watchcache import WatchCache
+from shared.api.namespaces import Namespaces, namespace_object
 from shared.model import kinds
 from shared.store import codec
 from shared.store.client import Store
@@ -32,14 +33,14 @@ def test_the_first_object_in_a_namespace_adds_it_and_the_last_one_gone_deletes_i
     ns.reset({"Node": [{"kind": "Node", "metadata": {"name": "n1", "creationTimestamp": T1}}]})
     pod = _obj("Pod", "team", "p1", T2)
     assert ns.change("5-0", "ADDED", "Pod", "team/p1", pod, None) == (
-        "ADDED", namespace_object("team", T2, "5-0"))
+        "ADDED", namespace_object("team", T2, "5-0"), None)
     ds = _obj("DaemonSet", "team", "ds", T3)
     assert ns.change("6-0", "ADDED", "DaemonSet", "team/ds", ds, None) is None
     assert ns.change("7-0", "MODIFIED", "Pod", "team/p1", pod, pod) is None
     assert ns.current()["team"] == T2  # as old as what made it exist
     assert ns.change("8-0", "DELETED", "Pod", "team/p1", pod, pod) is None
     assert ns.change("9-0", "DELETED", "DaemonSet", "team/ds", ds, ds) == (
-        "DELETED", namespace_object("team", T2, "9-0"))
+        "DELETED", namespace_object("team", T2, "9-0"), None)
     assert "team" not in ns.current()
     # built-in ones make no events and are as old as the cluster's oldest object
     assert ns.change("10-0", "ADDED", "Pod", "kube-system/p", _obj("Pod", "kube-system", "p", T3),
@@ -81,3 +82,42 @@ def test_a_watch_of_namespaces_gets_one_as_something_first_lives_in_it() -> None
     resumed = cache.subscribe("Namespace", lambda _o: True, encode, "101-0")
     assert [(etype, obj["metadata"]["name"]) for etype, obj in resumed.backlog] == [
         ("DELETED", "team")]
+
+
+def _namespace(name: str, created: str, **md: Any) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": "u-" + name, "creationTimestamp": created, **md},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def test_a_namespace_with_an_object_is_served_as_stored_and_outlives_its_content() -> None:
+    ns = Namespaces()
+    ns.reset({"Namespace": [_namespace("team", T1)]})
+    assert ns.served("team") == _namespace("team", T1)
+    assert ns.current()["team"] == T1
+    pod = _obj("Pod", "team", "p1", T2)
+    assert ns.change("5-0", "ADDED", "Pod", "team/p1", pod, None) is None  # no new namespace
+    assert ns.change("6-0", "DELETED", "Pod", "team/p1", pod, pod) is None
+    assert ns.served("team") == _namespace("team", T1)  # still there: it has its object
+    labelled = _namespace("team", T1, labels={"a": "b"})
+    assert ns.change("7-0", "MODIFIED", "Namespace", "/team", labelled,
+                     _namespace("team", T1)) == ("MODIFIED", labelled, _namespace("team", T1))
+    assert ns.change("8-0", "DELETED", "Namespace", "/team", labelled, labelled) == (
+        "DELETED", labelled, labelled)
+    assert ns.served("team") is None
+
+
+def test_an_object_made_for_a_namespace_without_one_modifies_it() -> None:
+    ns = Namespaces()
+    pod = _obj("Pod", "team", "p1", T2)
+    ns.reset({"Pod": [pod]})
+    before = ns.served("team", "5-0")
+    assert before == namespace_object("team", T2, "5-0")
+    made = _namespace("team", T3)
+    assert ns.change("5-0", "ADDED", "Namespace", "/team", made, None) == (
+        "MODIFIED", made, before)
+    # its object deleted while something still lives in it: served without one again
+    assert ns.change("6-0", "DELETED", "Namespace", "/team", made, made) == (
+        "MODIFIED", namespace_object("team", T2, "6-0"), made)
+    assert ns.change("7-0", "ADDED", "Namespace", "/kube-system", _namespace("kube-system", T3),
+                     None)[0] == "MODIFIED"  # a built-in one always exists
