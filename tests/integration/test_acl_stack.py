@@ -71,6 +71,16 @@ def test_the_stack_runs_a_daemonsets_life_under_the_acl_without_one_noperm(
     cli.delete("DaemonSet", "default/agent")
     wait_for(lambda: not cli.list("Pod", "default"), timeout=60,
              what="the pods collected after their DaemonSet")
+    # a namespace deleted: gc deletes its DaemonSet, the pods go, then gc deletes it
+    cli.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    in_team = copy.deepcopy(DS)
+    in_team["metadata"]["namespace"] = "team"
+    cli.create(in_team)
+    wait_for(lambda: len(cli.list("Pod", "team")) == 3, timeout=60, what="3 pods in team")
+    cli.delete("Namespace", "/team")
+    wait_for(lambda: cli.try_get("Namespace", "/team") is None, timeout=60,
+             what="the namespace emptied, then deleted")
+    assert cli.list("DaemonSet", "team") == [] and cli.list("Pod", "team") == []
     assert _acl_log(acl) == []
 
 
