@@ -256,12 +256,13 @@ def create(store: Store, t: Target, body: Obj, dry: bool,
     return _commit_create(store, t, obj, dry)
 
 
-def _commit_create(store: Store, t: Target, obj: Obj, dry: bool) -> tuple[int, Obj]:
+def _commit_create(store: Store, t: Target, obj: Obj, dry: bool,
+                   created: str | None = None) -> tuple[int, Obj]:
     try:
-        created = store.create(obj, dry=dry)
+        out = store.create(obj, dry=dry, created=created)
     except errors.StoreError as err:
         raise st.from_store(err) from err
-    return 201, with_type(created)
+    return 201, with_type(out)
 
 
 def _current(store: Store, t: Target, implicit: Obj | None) -> tuple[Obj, bool]:
@@ -288,7 +289,8 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
         _track(store, t, current, obj, who or Manager())
         if creating:
             meta.metadata(obj).pop("resourceVersion", None)
-            return 200, _commit_create(store, t, obj, dry)[1]
+            return 200, _commit_create(store, t, obj, dry,
+                                       meta.creation_timestamp(current))[1]
         if t.sub == "status":
             out = store.update_status(obj, dry=dry)
         else:
@@ -333,7 +335,8 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
         if creating:
             new["metadata"].pop("resourceVersion", None)
             try:
-                return 200, with_type(store.create(new, dry=dry))
+                return 200, with_type(store.create(new, dry=dry,
+                                                   created=meta.creation_timestamp(current)))
             except errors.AlreadyExistsError:
                 continue  # made meanwhile: patch it as stored
             except errors.StoreError as err:

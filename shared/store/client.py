@@ -388,8 +388,12 @@ class Store:
         obj["metadata"]["resourceVersion"] = res.value
         return obj
 
-    def create(self, obj: Obj, dry: bool = False) -> Obj:
+    def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
+        """Create ``obj``; ``created``: the creation time it keeps (a namespace without an
+        object given one is as old as it was), else now."""
         write = writes.create(obj, self.clock())
+        if created:
+            write.obj["metadata"]["creationTimestamp"] = created
         return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
 
     def update(self, obj: Obj, dry: bool = False) -> Obj:
@@ -444,10 +448,12 @@ class Store:
         if implicit is not None and self.try_get(kind, key) is None:
             if dry:
                 made = writes.prepare_create(implicit, at)
+                made["metadata"]["creationTimestamp"] = meta.creation_timestamp(implicit) or \
+                    made["metadata"]["creationTimestamp"]
                 write = writes.delete(made, at, propagation, grace_seconds)
                 return write.obj if write is not None else made
             try:
-                self.create(copy.deepcopy(implicit))
+                self.create(copy.deepcopy(implicit), created=meta.creation_timestamp(implicit))
             except errors.AlreadyExistsError:
                 pass  # made meanwhile: delete it as stored
         for _ in range(CONFLICT_RETRIES):

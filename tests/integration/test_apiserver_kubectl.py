@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,6 +146,12 @@ def test_kubectl_namespaces_are_made_labelled_and_deleted_with_everything_in_the
     ages = [row.split()[-1] for row in api.kubectl("get", "ns", "--no-headers").stdout.splitlines()]
     assert "<unknown>" not in ages
     assert "Namespace provides a scope for Names" in api.kubectl("explain", "ns").stdout
+    born = meta.parse_time(ns["metadata"]["creationTimestamp"]) or 0.0
+    wait_for(lambda: time.time() > born + 2, what="a creation time that is not now")
+    api.kubectl("label", "ns", "team-c", "team=c")  # gives it its object, as old as it was
+    labelled = api.json("get", "ns", "team-c")
+    assert labelled["metadata"]["uid"] and labelled["metadata"]["labels"]["team"] == "c"
+    assert labelled["metadata"]["creationTimestamp"] == ns["metadata"]["creationTimestamp"]
 
     # deleting one deletes what is in it first; a finalizer holds it in Terminating, and
     # nothing new may be created in it meanwhile
