@@ -96,11 +96,14 @@ NAMESPACED_KINDS = ("DaemonSet", "Pod", "ControllerRevision", "Event")
 
 def namespace_step(members: Iterable[Obj]) -> tuple[list[Obj], bool]:
     """One step of the deletion of a namespace holding ``members``: what to delete now
-    (nothing already being deleted), and whether the namespace may go (it is empty)."""
+    (nothing already being deleted), and whether the namespace may go (it is empty). The
+    DaemonSets go first; what they own goes by their cascade (the collector's own), what
+    nothing owns then."""
     left = list(members)
     if not left:
         return [], True
     dss = [o for o in left if o.get("kind") == OWNER_KIND]
-    now = dss if any(not meta.is_being_deleted(o) for o in dss) else left
+    now = dss if any(not meta.is_being_deleted(o) for o in dss) else \
+        [o for o in left if not owner_uids(o)]
     return [o for o in now if not meta.is_being_deleted(o)], False
 

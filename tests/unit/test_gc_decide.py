@@ -104,5 +104,10 @@ def test_a_namespace_being_deleted_loses_its_daemonsets_first_then_the_rest_then
     assert decide.namespace_step([pod, ds, rev]) == ([ds], False)
     going = _member("DaemonSet", "a", deleting=True)
     assert decide.namespace_step([pod, going, rev]) == ([pod, rev], False)
+    owned = dict(pod, metadata=dict(pod["metadata"], ownerReferences=[ref("u1")]))
+    event = _member("Event", "a.1")
+    # what a DaemonSet owns goes by its cascade
+    assert decide.namespace_step([owned, going, event]) == ([event], False)
+    assert decide.namespace_step([owned]) == ([], False)
     assert decide.namespace_step([_member("Pod", "a-1", deleting=True)]) == ([], False)
     assert decide.namespace_step([]) == ([], True)
