@@ -296,7 +296,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     user = _user(request)
     if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
         raise _forbidden(user, verb, t)
-    if verb not in t.resource.verbs and t.sub is None:
+    if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs):
         raise handlers.not_allowed(t, verb)
     fmt = requests.negotiate(request.headers.get("Accept"))
     store = state.store.as_writer(user.name)

@@ -41,7 +41,9 @@ class Resource:
 
 RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.NAMESPACE, verbs=("create", "delete", "get", "list", "patch", "update",
-                                     "watch")),
+                                     "watch"),
+             subresources=(("finalize", "Namespace", ("update",)),
+                           ("status", "Namespace", ("get", "patch", "update")))),
     Resource(kinds.NODE),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),

@@ -291,6 +291,9 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
             meta.metadata(obj).pop("resourceVersion", None)
             return 200, _commit_create(store, t, obj, dry,
                                        meta.creation_timestamp(current))[1]
+        if t.sub == "finalize":
+            left = store.finalize(obj, dry=dry)
+            return 200, with_type(left if left is not None else obj)
         if t.sub == "status":
             out = store.update_status(obj, dry=dry)
         else:

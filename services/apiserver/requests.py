@@ -39,6 +39,12 @@ class Target:
         return f"{self.namespace or ''}/{self.name or ''}"
 
     @property
+    def sub_verbs(self) -> tuple[str, ...]:
+        """The verbs its subresource serves (none without one)."""
+        return next((verbs for sub, _kind, verbs in self.resource.subresources
+                     if sub == self.sub), ())
+
+    @property
     def resource_name(self) -> str:
         """``daemonsets`` or ``daemonsets/status``: the name RBAC checks."""
         plural = self.resource.info.plural
@@ -48,7 +54,11 @@ class Target:
 def parse_path(group_version: str, parts: list[str]) -> Target:
     """The target of ``/api(s)/<group_version>/<parts…>``; raises ApiError NotFound."""
     namespace: str | None = None
-    if len(parts) >= 3 and parts[0] == "namespaces":
+    own = discovery.resource(group_version, "namespaces")
+    if len(parts) == 3 and parts[0] == "namespaces" and own is not None \
+            and parts[2] in {s for s, _, _ in own.subresources}:
+        pass  # a namespace's own subresource (``/namespaces/<name>/finalize``)
+    elif len(parts) >= 3 and parts[0] == "namespaces":
         namespace, parts = parts[1], parts[2:]
     if not parts or len(parts) > 3:
         raise no_such_path()

@@ -352,9 +352,34 @@ def _updated(new: Obj, expected: str, old: Obj) -> Write:
     deletes it, unless a grace period is still running (a terminating pod: its node agent
     removes it)."""
     grace_left = int(meta.metadata(old).get("deletionGracePeriodSeconds") or 0) > 0
-    if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left:
+    if meta.is_being_deleted(new) and not meta.finalizers(new) and not grace_left \
+            and not namespace_finalizers(new):
         return Write(WriteMode.DELETE, new, Trust.USER, expected)
     return Write(WriteMode.UPDATE, new, Trust.USER, expected)
+
+
+def namespace_finalizers(obj: Obj) -> list[str]:
+    """A Namespace's ``spec.finalizers`` (what keeps it until its content is gone); none for
+    any other kind."""
+    if obj.get("kind") != kinds.NAMESPACE.kind:
+        return []
+    fins = (obj.get("spec") or {}).get("finalizers")
+    return list(fins) if isinstance(fins, list) else []
+
+
+def finalize_update(obj: Obj, old: Obj) -> Write:
+    """A Namespace's ``/finalize`` subresource: ``old`` with ``obj``'s ``spec.finalizers``
+    (upstream's finalize strategy); a namespace being deleted that is left with none is
+    deleted (what is in it is no longer waited for)."""
+    check_version(obj, old)
+    new = copy.deepcopy(old)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    new["spec"] = {**(new.get("spec") or {}), "finalizers": copy.deepcopy(spec.get("finalizers"))}
+    if new["spec"]["finalizers"] is None:
+        del new["spec"]["finalizers"]
+    check(new, old)
+    return _updated(new, meta.resource_version(old), old)
 
 
 def update(obj: Obj, old: Obj) -> Write:
@@ -378,6 +403,8 @@ def status_update(obj: Obj, old: Obj) -> Write:
                                                               old.get("status") or {})
         if problems:
             raise errors.InvalidError(kind, meta.name(old), problems)
+    elif kind == "Namespace":
+        check(new, old)
     return Write(WriteMode.UPDATE, new, Trust.STATUS, meta.resource_version(old))
 
 

@@ -410,6 +410,14 @@ class Store:
         old = current if current is not None else self.get(str(obj.get("kind")), meta.key(obj))
         return self._write(writes.status_update(obj, old), old, dry)
 
+    def finalize(self, obj: Obj, dry: bool = False) -> Obj | None:
+        """A Namespace's ``/finalize`` subresource (``writes.finalize_update``): the object
+        as left, or None when that deleted it."""
+        old = self.get(str(obj.get("kind")), meta.key(obj))
+        write = writes.finalize_update(obj, old)
+        out = self._write(write, old, dry)
+        return None if write.mode == WriteMode.DELETE and not dry else out
+
     def mutate(self, kind: str, key: str, fn: Callable[[Obj], Obj | None],
                status: bool = False) -> Obj | None:
         """Read-modify-write with Conflict retries. ``fn`` returns the new object, or None

@@ -108,6 +108,34 @@ def test_kubectl_apply_after_daemonbus_apply_finds_each_manifest_unchanged(
     assert "resources" not in got["spec"]["template"]["spec"]["containers"][0]  # removed
 
 
+def test_a_namespace_held_in_terminating_is_labelled_and_finalized_by_hand(
+        api: ApiServer) -> None:
+    api.kubectl("create", "namespace", "stuck")
+    held = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "held", "namespace": "stuck",
+                         "finalizers": ["example.com/hold"]},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    api.kubectl("apply", "-f", "-", input=json.dumps(held))
+    api.kubectl("delete", "namespace", "stuck", "--wait=false")
+    wait_for(lambda: meta.is_being_deleted(api.stack.store.get("Pod", "stuck/held")),
+             what="the held pod being deleted")
+    # a label on a namespace being deleted is only a label
+    api.kubectl("label", "namespace", "stuck", "owner=me")
+    ns = api.json("get", "ns", "stuck")
+    assert ns["status"]["phase"] == "Terminating" and ns["metadata"]["labels"]["owner"] == "me"
+    # the remedy of a namespace stuck Terminating: its finalizers removed through /finalize
+    refused = api.kubectl("get", "--raw", "/api/v1/namespaces/stuck/finalize", check=False)
+    assert refused.stderr.startswith("Error from server (MethodNotAllowed)")
+    ns["spec"]["finalizers"] = []
+    api.kubectl("replace", "--raw", "/api/v1/namespaces/stuck/finalize", "-f", "-",
+                input=json.dumps(ns))
+    assert api.stack.store.try_get("Namespace", "/stuck") is None
+    # what it held is still there (as upstream leaves it), so the namespace is, without an object
+    assert api.json("get", "ns", "stuck")["metadata"]["uid"] == ""
+    status = json.loads(api.kubectl("get", "--raw", "/api/v1/namespaces/default/status").stdout)
+    assert status["status"] == {"phase": "Active"}
+
+
 def test_kubectl_namespaces_are_made_labelled_and_deleted_with_everything_in_them(
         api: ApiServer, tmp_path: Path) -> None:
     assert api.kubectl("create", "namespace", "team-a").stdout == "namespace/team-a created\n"

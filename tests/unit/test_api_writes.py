@@ -294,3 +294,23 @@ def test_a_namespace_name_is_a_dns_label_and_its_finalizers_qualified() -> None:
         'spec.finalizers: Invalid value: "custom": name is neither a standard finalizer name '
         "nor is it fully qualified",
         'status.phase: Unsupported value: "Gone": supported values: "Active", "Terminating"']
+
+
+def test_a_namespace_being_deleted_goes_when_finalize_leaves_it_no_finalizer() -> None:
+    made = writes.prepare_create({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "team"}}, NOW)
+    made["metadata"]["resourceVersion"] = "5-0"
+    marked = writes.delete(made, NOW)
+    assert marked is not None
+    going = dict(marked.obj, metadata=dict(marked.obj["metadata"], resourceVersion="6-0"))
+    labelled = copy.deepcopy(going)
+    labelled["metadata"]["labels"]["a"] = "b"
+    assert writes.update(labelled, going).mode.value == "update"  # still waits for its content
+    kept = writes.finalize_update({**going, "spec": {"finalizers": ["example.com/x"]}}, going)
+    assert kept.mode.value == "update" and kept.obj["spec"] == {"finalizers": ["example.com/x"]}
+    assert kept.obj["status"] == {"phase": "Terminating"}
+    assert writes.finalize_update({**going, "spec": {"finalizers": []}}, going).mode.value \
+        == "delete"
+    with pytest.raises(errors.ConflictError):
+        writes.finalize_update(dict(going, metadata=dict(going["metadata"],
+                                                         resourceVersion="1-0")), going)
