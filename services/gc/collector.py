@@ -318,11 +318,17 @@ class Collector:
                     found.append(obj)
         for name, objs in sorted(members.items()):
             doomed, empty = decide.namespace_step(objs)
-            if not empty:
-                self._delete(doomed, "namespace-deleted")
-                continue
             ns = self.cache.get("Namespace", "/" + name)
             assert ns is not None
+            if not empty:
+                self._delete(doomed, "namespace-deleted")
+                status = ns.get("status") or {}
+                conditions = decide.namespace_conditions(
+                    objs, status.get("conditions"), meta.format_time(self.clock()))
+                if conditions is not None:  # what is left, for kubectl describe namespace
+                    self._commit([self.store.status_op(
+                        {"status": {**status, "conditions": conditions}}, ns)], throttle=False)
+                continue
             res = self._commit([Op.of(writes.final_delete(ns))], throttle=False)[0]
             if res.ok:
                 COLLECTED.labels("Namespace", "emptied").inc()

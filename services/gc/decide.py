@@ -6,11 +6,12 @@ by uid (a DaemonSet re-created under the same name is another owner).
 
 from __future__ import annotations
 
+import collections
 import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from shared.model import meta
+from shared.model import kinds, meta
 
 Obj = dict[str, Any]
 DEPENDENT_KINDS = ("Pod", "ControllerRevision")
@@ -106,4 +107,61 @@ def namespace_step(members: Iterable[Obj]) -> tuple[list[Obj], bool]:
     now = dss if any(not meta.is_being_deleted(o) for o in dss) else \
         [o for o in left if not owner_uids(o)]
     return [o for o in now if not meta.is_being_deleted(o)], False
+
+
+#: the conditions of a namespace being deleted (upstream's namespace deleter keeps these five),
+#: each with its reason and message while nothing is wrong
+NAMESPACE_CONDITIONS = {
+    "NamespaceDeletionDiscoveryFailure": ("ResourcesDiscovered",
+                                          "All resources successfully discovered"),
+    "NamespaceDeletionGroupVersionParsingFailure": ("ParsedGroupVersions",
+                                                    "All legacy kube types successfully parsed"),
+    "NamespaceDeletionContentFailure": ("ContentDeleted", "All content successfully deleted, "
+                                        "may be waiting on finalization"),
+    "NamespaceContentRemaining": ("ContentRemoved", "All content successfully removed"),
+    "NamespaceFinalizersRemaining": ("ContentRemoved", "All content successfully removed"),
+}
+
+
+def _resource(obj: Obj) -> str:
+    """How upstream names a kind in these conditions: ``pods.``, ``daemonsets.apps``."""
+    info = kinds.by_kind(str(obj.get("kind")))
+    return f"{info.plural}.{info.group}" if info else str(obj.get("kind"))
+
+
+def namespace_conditions(members: Iterable[Obj], old: Any, now: str) -> list[Obj] | None:
+    """The status conditions of a namespace being deleted that still holds ``members``, as
+    upstream's namespace deleter reports them (what remains, by resource and by finalizer),
+    over its conditions ``old``; a condition's lastTransitionTime moves only when its status
+    does. None: they are as they were."""
+    left = list(members)
+    resources = collections.Counter(_resource(o) for o in left)
+    finalizers = collections.Counter(f for o in left for f in meta.finalizers(o))
+    failing: dict[str, tuple[str, str]] = {}
+    if resources:
+        failing["NamespaceContentRemaining"] = ("SomeResourcesRemain", (
+            "Some resources are remaining: " + ", ".join(sorted(
+                f"{r} has {n} resource instances" for r, n in resources.items()))))
+    if finalizers:
+        failing["NamespaceFinalizersRemaining"] = ("SomeFinalizerRemain", (
+            "Some finalizers are remaining: " + ", ".join(sorted(
+                f"{f} in {n} resource instances" for f, n in finalizers.items()))))
+    before = {c.get("type"): c for c in old if isinstance(c, dict)} \
+        if isinstance(old, list) else {}
+    out: list[Obj] = [c for t, c in before.items() if t not in NAMESPACE_CONDITIONS]
+    changed = False
+    for ctype, ok in NAMESPACE_CONDITIONS.items():
+        status = "True" if ctype in failing else "False"
+        reason, message = failing.get(ctype, ok)
+        prev = before.get(ctype)
+        if prev is not None and (prev.get("status"), prev.get("reason"), prev.get("message")) \
+                == (status, reason, message):
+            out.append(prev)
+            continue
+        changed = True
+        since = prev.get("lastTransitionTime") if prev is not None and \
+            prev.get("status") == status else now
+        out.append({"type": ctype, "status": status, "lastTransitionTime": since,
+                    "reason": reason, "message": message})
+    return out if changed else None
 

@@ -412,6 +412,8 @@ def validate_status(kind: str, status: Any, old_status: Any = None) -> list[str]
         _validate_pod_status(status, errs)
     elif kind == "DaemonSet":
         errs = validate_daemonset_status(status, old_status or {})
+    elif kind == "Namespace":
+        _validate_namespace_status(status, errs)
     else:
         errs.append(f"status: Invalid value: {kind} has no status subresource")
     return errs
@@ -531,6 +533,19 @@ NAMESPACE_FINALIZER = "kubernetes"  # a Namespace's spec finalizer: its content 
 NAMESPACE_PHASES = ("Active", "Terminating")
 
 
+def _validate_namespace_status(value: Any, errs: list[str]) -> None:
+    status = typed.as_map(value, "status", errs) or {}
+    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
+    if phase and phase not in NAMESPACE_PHASES:
+        errs.append(fielderr.not_supported(C("status", "phase"), phase, NAMESPACE_PHASES))
+    for i, cond in enumerate(typed.as_list(status.get("conditions"), C("status", "conditions"),
+                                           errs) or []):
+        path = fielderr.index(C("status", "conditions"), i)
+        cond = typed.as_map(cond, path, errs) or {}
+        for f in ("type", "status", "reason", "message", "lastTransitionTime"):
+            typed.as_str(cond.get(f), C(path, f), errs)
+
+
 def validate_namespace(obj: Any, old: Any = None) -> list[str]:
     """``ValidateNamespace``: metadata named as a DNS label, ``spec.finalizers`` qualified
     names (an unqualified one must be ``kubernetes``), ``status.phase`` one of its two.
@@ -547,10 +562,7 @@ def validate_namespace(obj: Any, old: Any = None) -> list[str]:
         if not problems and "/" not in f and f != NAMESPACE_FINALIZER:
             problems = ["name is neither a standard finalizer name nor is it fully qualified"]
         errs.extend(fielderr.invalid(path, f, m) for m in problems)
-    status = typed.as_map(obj.get("status"), "status", errs) or {}
-    phase = typed.as_str(status.get("phase"), C("status", "phase"), errs)
-    if phase and phase not in NAMESPACE_PHASES:
-        errs.append(fielderr.not_supported(C("status", "phase"), phase, NAMESPACE_PHASES))
+    _validate_namespace_status(obj.get("status"), errs)
     if isinstance(old, dict):
         metavalidation.validate_object_meta_update(
             obj.get("metadata"), old.get("metadata"), "metadata", errs

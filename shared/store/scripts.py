@@ -311,6 +311,10 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     -- the namespace controller: what is in a namespace being deleted, then the namespace
     if mode == "delete" and kind == "DaemonSet" and terminating(ns) then return nil end
     if mode == "delete" and kind == "Namespace" and deleting(old) then return nil end
+    if mode == "update" and kind == "Namespace" and deleting(old)
+        and same_but(old, new, STATUS, NONE) then
+      return nil  -- its conditions: what is left in it
+    end
     if mode == "update" and dependent and same_but(old, new, NONE, DELETION) then return nil end
     -- a taint eviction: the DisruptionTarget condition and the graceful delete in one write
     if mode == "update" and kind == "Pod" and deleting(new)

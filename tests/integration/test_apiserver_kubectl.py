@@ -119,6 +119,16 @@ def test_a_namespace_held_in_terminating_is_labelled_and_finalized_by_hand(
     api.kubectl("delete", "namespace", "stuck", "--wait=false")
     wait_for(lambda: meta.is_being_deleted(api.stack.store.get("Pod", "stuck/held")),
              what="the held pod being deleted")
+    # what holds it, as upstream's namespace controller reports it
+    wait_for(lambda: "NamespaceFinalizersRemaining" in api.kubectl("describe", "ns",
+                                                                   "stuck").stdout,
+             what="the namespace's conditions")
+    described = api.kubectl("describe", "ns", "stuck").stdout
+    assert re.search(r"NamespaceContentRemaining +True .* SomeResourcesRemain +Some resources "
+                     r"are remaining: pods\. has 1 resource instances", described), described
+    assert re.search(r"NamespaceFinalizersRemaining +True .* SomeFinalizerRemain +Some "
+                     r"finalizers are remaining: example\.com/hold in 1 resource instances",
+                     described), described
     # a label on a namespace being deleted is only a label
     api.kubectl("label", "namespace", "stuck", "owner=me")
     ns = api.json("get", "ns", "stuck")

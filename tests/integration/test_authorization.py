@@ -306,6 +306,14 @@ def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
     ns["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     world.admin.commit([world.admin.raw_update_op(ns, meta.resource_version(ns))])
     assert gc.commit([gc.final_delete_op(ds)])[0].ok  # in a namespace being deleted
+    ns = world.get("Namespace", "/default")
+    told = {"status": {**ns["status"], "conditions": [{"type": "NamespaceContentRemaining",
+                                                        "status": "True"}]}}
+    assert gc.commit([gc.status_op(told, ns)])[0].ok  # its conditions
+    ns = world.get("Namespace", "/default")
+    relabelled = copy.deepcopy(ns)
+    relabelled["metadata"]["labels"]["x"] = "y"
+    refused(world, roles.GC, [gc.raw_update_op(relabelled, meta.resource_version(ns))], caplog)
     node = world.get("Node", "/node-a")
     refused(world, roles.GC, [gc.final_delete_op(node)], caplog)  # not in any namespace
     assert gc.commit([gc.final_delete_op(world.get("Namespace", "/default"))])[0].ok

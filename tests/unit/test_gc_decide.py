@@ -7,6 +7,7 @@ from typing import Any
 from services.gc import decide
 
 Obj = dict[str, Any]
+T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 
 
 def ref(uid: str, kind: str = "DaemonSet", block: bool = True) -> Obj:
@@ -111,3 +112,31 @@ def test_a_namespace_being_deleted_loses_its_daemonsets_first_then_the_rest_then
     assert decide.namespace_step([owned]) == ([], False)
     assert decide.namespace_step([_member("Pod", "a-1", deleting=True)]) == ([], False)
     assert decide.namespace_step([]) == ([], True)
+
+
+def test_a_namespace_being_deleted_reports_what_is_left_as_upstreams_conditions() -> None:
+    held = _member("Pod", "a-1", deleting=True)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    first = decide.namespace_conditions([held, _member("Event", "e")], None, T1)
+    assert first is not None
+    by_type = {c["type"]: c for c in first}
+    assert list(by_type) == list(decide.NAMESPACE_CONDITIONS)
+    assert by_type["NamespaceContentRemaining"] == {
+        "type": "NamespaceContentRemaining", "status": "True", "lastTransitionTime": T1,
+        "reason": "SomeResourcesRemain",
+        "message": "Some resources are remaining: events. has 1 resource instances, "
+                   "pods. has 1 resource instances"}
+    assert by_type["NamespaceFinalizersRemaining"]["message"] == \
+        "Some finalizers are remaining: example.com/hold in 1 resource instances"
+    assert by_type["NamespaceDeletionContentFailure"]["status"] == "False"
+    assert decide.namespace_conditions([held, _member("Event", "e")], first, T2) is None
+    # the event gone: the message changes, the time does not (the status is the same)
+    second = decide.namespace_conditions([held], first, T2)
+    assert second is not None
+    remaining = {c["type"]: c for c in second}["NamespaceContentRemaining"]
+    assert remaining["message"] == "Some resources are remaining: pods. has 1 resource instances"
+    assert remaining["lastTransitionTime"] == T1
+    done = {c["type"]: c for c in decide.namespace_conditions([], second, T2) or []}
+    assert done["NamespaceContentRemaining"] == {
+        "type": "NamespaceContentRemaining", "status": "False", "lastTransitionTime": T2,
+        "reason": "ContentRemoved", "message": "All content successfully removed"}
