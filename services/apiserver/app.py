@@ -81,8 +81,8 @@ class State:
 
     def implicit(self, t: Target) -> Obj | None:
         """For a namespace without an object, the Namespace ``t`` names as served (its
-        writes create the object); else None."""
-        if t.kind != kinds.NAMESPACE.kind or t.name is None \
+        writes create the object; not those of its subresources); else None."""
+        if t.kind != kinds.NAMESPACE.kind or t.name is None or t.sub is not None \
                 or t.name in self.cache.namespaces.stored:
             return None
         return self.namespace(t.name)

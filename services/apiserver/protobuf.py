@@ -1,8 +1,9 @@
 """The protobuf wire format: decoding the few request bodies kubectl sends as Kubernetes
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
-Eviction, ``create namespace`` a Namespace) into the JSON shape of the same object. Decides (pure). Answers go out as JSON,
-which those clients accept (but for the OpenAPI v2 document, below).
+Eviction, ``create namespace`` a Namespace) into the JSON shape of the same object.
+Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
+document, below).
 
 The wire format: the magic ``k8s\\0``, then a ``runtime.Unknown`` message (1: typeMeta
 {1: apiVersion, 2: kind}, 2: raw, the object's own message). Only the fields the API server

@@ -386,7 +386,7 @@ class WatchCache:
                 [Event(entry.id, entry.type, entry.kind, entry.key, entry.obj, prev)]
             made = self.namespaces.change(entry.id, entry.type, entry.kind, entry.key,
                                           entry.obj, prev)
-            if made is not None:  # a namespace that begins or ends to exist, or changes
+            if made is not None:  # a namespace that comes to exist, changes or ends
                 new.append(Event(entry.id, made[0], "Namespace", "/" + meta.name(made[1]),
                                  made[1], made[2]))
             for ev in new:

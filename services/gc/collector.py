@@ -161,10 +161,11 @@ class Collector:
         pods: list[Obj] = []
         tainting: set[str] = set()  # nodes whose NoExecute evictions may have changed
         emptying: set[str] = set()  # namespaces being deleted whose content changed
+        terminating = self._terminating()  # (a few namespaces: no cost per change without)
         for ch in changes:
-            if ch.kind == "Namespace" or ch.kind in decide.NAMESPACED_KINDS:
+            if terminating and (ch.kind == "Namespace" or ch.kind in decide.NAMESPACED_KINDS):
                 ns = meta.name(ch.new) if ch.kind == "Namespace" else meta.namespace(ch.new)
-                if self._terminating(ns):
+                if ns in terminating:
                     emptying.add(ns)
             if ch.type != EntryType.DECISION and ch.type != EntryType.DELETED:
                 if ch.kind == "Node":
@@ -218,8 +219,7 @@ class Collector:
         self._sweep_residue()
         self._expire_backoff()
         self._expire_events()
-        self._empty_namespaces({meta.name(ns) for ns in self.cache.objects["Namespace"].values()
-                                if meta.is_being_deleted(ns)})
+        self._empty_namespaces(self._terminating())
 
     # ---- owners and dependents ----------------------------------------------------------------
 
@@ -301,14 +301,15 @@ class Collector:
 
     # ---- namespaces ---------------------------------------------------------------------------
 
-    def _terminating(self, name: str) -> bool:
-        ns = self.cache.get("Namespace", "/" + name)
-        return ns is not None and meta.is_being_deleted(ns)
+    def _terminating(self) -> set[str]:
+        """The namespaces being deleted."""
+        return {meta.name(ns) for ns in self.cache.objects["Namespace"].values()
+                if meta.is_being_deleted(ns)}
 
-    def _empty_namespaces(self, names: Iterable[str]) -> None:
+    def _empty_namespaces(self, names: set[str]) -> None:
         """Acts: one step of the deletion of each namespace being deleted in ``names``: what
         is in it deleted, or when nothing is, the Namespace itself."""
-        members: dict[str, list[Obj]] = {name: [] for name in names if self._terminating(name)}
+        members: dict[str, list[Obj]] = {name: [] for name in names}
         if not members:
             return
         for kind in decide.NAMESPACED_KINDS:

@@ -164,4 +164,3 @@ def namespace_conditions(members: Iterable[Obj], old: Any, now: str) -> list[Obj
         out.append({"type": ctype, "status": status, "lastTransitionTime": since,
                     "reason": reason, "message": message})
     return out if changed else None
-

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.model import kinds, meta
+from shared.model import defaults, kinds, meta, validation
 from shared.model.objkey import ObjectKey
 
 Obj = dict[str, Any]
@@ -29,11 +29,12 @@ def namespace_object(name: str, created: str | None = None, rv: str = "0") -> Ob
     """The Namespace ``name`` as it is served, created at ``created`` (None: not known), at
     resourceVersion ``rv``."""
     md: Obj = {"name": name, "uid": "", "resourceVersion": rv,
-               "labels": {"kubernetes.io/metadata.name": name}}
+               "labels": {defaults.NAMESPACE_NAME_LABEL: name}}
     if created is not None:
         md["creationTimestamp"] = created
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": md,
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+            "spec": {"finalizers": [validation.NAMESPACE_FINALIZER]},
+            "status": {"phase": "Active"}}
 
 
 def has_object(namespace: Obj) -> bool:

@@ -250,9 +250,11 @@ def stamp(obj: Obj, now: float) -> Obj:
     return obj
 
 
-def prepare_create(given: Any, now: float) -> Obj:
+def prepare_create(given: Any, now: float, created: str | None = None) -> Obj:
     """A user's new object (a copy): shaped, its namespace and defaults set, validated, its
-    server-set metadata dropped and stamped (PrepareForCreate)."""
+    server-set metadata dropped and stamped (PrepareForCreate); ``created``: the creation
+    time it keeps instead of now (a namespace without an object given one is as old as it
+    was)."""
     obj = shape(copy.deepcopy(encoding.plain(given)))
     requested_tg = requested_template_generation(obj) if obj["kind"] == "DaemonSet" else 0
     info = kinds.by_kind(str(obj.get("kind")))
@@ -264,6 +266,8 @@ def prepare_create(given: Any, now: float) -> Obj:
     for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
         md.pop(f, None)
     stamp(obj, now)
+    if created:
+        md["creationTimestamp"] = created
     if obj.get("kind") == "DaemonSet":
         # PrepareForCreate (pkg/registry/apps/daemonset/strategy.go): the requested
         # templateGeneration, raised to 1 when lower; written back as FormatInt
@@ -284,9 +288,10 @@ def prepare_create(given: Any, now: float) -> Obj:
     return obj
 
 
-def create(obj: Any, now: float, ensure: bool = False) -> Write:
-    """A user's create (``ensure``: if absent)."""
-    return Write(WriteMode.ENSURE if ensure else WriteMode.CREATE, prepare_create(obj, now), Trust.USER)
+def create(obj: Any, now: float, ensure: bool = False, created: str | None = None) -> Write:
+    """A user's create (``ensure``: if absent; ``created``: as :func:`prepare_create`)."""
+    return Write(WriteMode.ENSURE if ensure else WriteMode.CREATE,
+                 prepare_create(obj, now, created), Trust.USER)
 
 
 def controller_create(obj: Obj, ensure: bool = False) -> Write:
@@ -507,7 +512,7 @@ def delete(current: Obj, now: float, propagation: str = "background",
         elif fins:  # no grace left: removing the last finalizer then removes the pod
             md["deletionGracePeriodSeconds"] = 0
     rv = meta.resource_version(current)
-    if kind == "Namespace" and (new.get("spec") or {}).get("finalizers"):
+    if namespace_finalizers(new):
         # its content is deleted first (services.gc), then its finalizer and itself
         if md.get("deletionTimestamp"):
             return None

@@ -391,9 +391,7 @@ class Store:
     def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
         """Create ``obj``; ``created``: the creation time it keeps (a namespace without an
         object given one is as old as it was), else now."""
-        write = writes.create(obj, self.clock())
-        if created:
-            write.obj["metadata"]["creationTimestamp"] = created
+        write = writes.create(obj, self.clock(), created=created)
         return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
 
     def update(self, obj: Obj, dry: bool = False) -> Obj:
@@ -455,9 +453,7 @@ class Store:
         at = self.clock() if now is None else now
         if implicit is not None and self.try_get(kind, key) is None:
             if dry:
-                made = writes.prepare_create(implicit, at)
-                made["metadata"]["creationTimestamp"] = meta.creation_timestamp(implicit) or \
-                    made["metadata"]["creationTimestamp"]
+                made = writes.prepare_create(implicit, at, meta.creation_timestamp(implicit))
                 write = writes.delete(made, at, propagation, grace_seconds)
                 return write.obj if write is not None else made
             try:
