@@ -415,9 +415,6 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
         except api_patch.PatchError as err:
             raise handlers.patch_error(err) from err
         fields.duplicated(decoded.duplicates)
-        if api_patch.media_type(request.content_type) == api_patch.APPLY_PATCH \
-                and t.key not in state.cache.objects.get(t.kind, {}):
-            _admit_new(state, t, t.name)  # a server-side apply that may create it
         return await state.run(handlers.patch, store, t, decoded.value, request.content_type,
                                requests.dry_run(q), fields, who, state.implicit(t))
     body = await _body(request, fields)
@@ -432,7 +429,6 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
         if t.kind == kinds.NAMESPACE.kind and name and state.namespace(name) is not None:
             # one without an object exists all the same
             raise st.from_store(errors.AlreadyExistsError(t.kind, "/" + name))
-        _admit_new(state, t, name)
         return await state.run(handlers.create, store, t, body, dry, fields, who)
     if verb == "update":
         return await state.run(handlers.update, store, t, body, dry, fields, who,
@@ -441,21 +437,6 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
     if verb == "delete":
         return await state.run(handlers.delete, store, t, opts, dry, state.implicit(t))
     return await state.run(handlers.delete_collection, store, t, q, opts, dry)
-
-
-def _admit_new(state: State, t: Target, name: str | None) -> None:
-    """Upstream's NamespaceLifecycle admission: nothing new in a namespace being deleted
-    (403), decided from the watch cache as upstream's from its informer; what slips in
-    meanwhile the namespace's deletion deletes too."""
-    if not t.resource.info.namespaced or not t.namespace:
-        return
-    ns = state.namespace(t.namespace)
-    if ns is None or not meta.is_being_deleted(ns):
-        return
-    raise st.forbidden(t.kind, name or "", f"unable to create new content in namespace "
-                       f"{t.namespace} because it is being terminated",
-                       [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                         "message": f"namespace {t.namespace} is being terminated"}])
 
 
 async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Response:

@@ -143,6 +143,10 @@ def from_store(err: errors.StoreError) -> ApiError:
                         {"name": name, "group": group, "kind": res})
     if isinstance(err, errors.BadRequestError):
         return bad_request(str(err))
+    if isinstance(err, errors.NamespaceTerminatingError):
+        return forbidden(kind, name, err.why, [{
+            "reason": "NamespaceTerminating", "field": "metadata.namespace",
+            "message": f"namespace {err.namespace} is being terminated"}])
     if isinstance(err, errors.ForbiddenError):
         return ApiError("Forbidden", str(err), {"name": name, "group": group, "kind": res})
     # a stored object that does not decode or has the wrong shape (MalformedObjectError):

@@ -3,7 +3,7 @@ whether a retry can help (``retryable``). Pure."""
 
 from __future__ import annotations
 
-from shared.model import fielderr
+from shared.model import fielderr, kinds
 from shared.model.objkey import ObjectKey
 
 
@@ -77,14 +77,34 @@ class ForbiddenError(StoreError):
                          f"make this write: {why}")
 
 
+def _resource(kind: str) -> str:
+    """How the API names a kind's objects in a message: ``daemonsets.apps``, ``pods``."""
+    info = kinds.by_kind(kind)
+    if info is None:
+        return kind.lower() + "s"
+    return f"{info.plural}.{info.group}" if info.group else info.plural
+
+
 class UndeletableError(ForbiddenError):
     """A delete the API server refuses whoever asks (upstream's admission): a namespace
     every cluster has."""
 
     def __init__(self, kind: str, key: str, why: str) -> None:
         self.kind, self.key, self.role, self.why = kind, key, "", why
-        StoreError.__init__(self, f'{kind.lower()}s "{ObjectKey.parse(key).name}" is '
+        StoreError.__init__(self, f'{_resource(kind)} "{ObjectKey.parse(key).name}" is '
                             f"forbidden: {why}")
+
+
+class NamespaceTerminatingError(ForbiddenError):
+    """A create in a namespace being deleted (upstream's NamespaceLifecycle admission):
+    nothing new goes into it."""
+
+    def __init__(self, kind: str, key: str, namespace: str) -> None:
+        self.kind, self.key, self.role, self.namespace = kind, key, "", namespace
+        self.why = (f"unable to create new content in namespace {namespace} because it is "
+                    "being terminated")
+        StoreError.__init__(self, f'{_resource(kind)} "{ObjectKey.parse(key).name}" is '
+                            f"forbidden: {self.why}")
 
 
 class UnavailableError(StoreError):

@@ -24,7 +24,7 @@ import redis
 
 from shared.api import writes
 from shared.eventlog.entry import CommitResult, WriteMode
-from shared.model import meta
+from shared.model import kinds, meta
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
 from shared.store.logmark import NOT_READ, ConnectCount, LogMark
@@ -378,6 +378,8 @@ class Store:
         if write.mode == WriteMode.UPDATE and current is not None \
                 and writes.no_op(write.obj, current):
             return copy.deepcopy(current)
+        if write.mode in (WriteMode.CREATE, WriteMode.ENSURE):
+            self._admit(write)
         if dry:
             return writes.dry_run(write, current)
         res = self.commit([Op.of(write)])[0]
@@ -387,6 +389,17 @@ class Store:
         obj = copy.deepcopy(write.obj) if self.own.enabled else write.obj
         obj["metadata"]["resourceVersion"] = res.value
         return obj
+
+    def _admit(self, write: writes.Write) -> None:
+        """Upstream's NamespaceLifecycle admission of a user's create: nothing new in a
+        namespace being deleted (NamespaceTerminatingError). What slips in meanwhile (a
+        create racing the delete) its deletion deletes too."""
+        ns = meta.namespace(write.obj)
+        if not ns:
+            return
+        holder = self.try_get(kinds.NAMESPACE.kind, "/" + ns)
+        if holder is not None and meta.is_being_deleted(holder):
+            raise errors.NamespaceTerminatingError(write.kind, write.key, ns)
 
     def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
         """Create ``obj``; ``created``: the creation time it keeps (a namespace without an

@@ -255,6 +255,14 @@ def test_apply_makes_a_namespace_and_delete_deletes_it_once_empty(
     assert deleted.stdout == 'namespace "team-x" deleted\n'
     # no garbage collector runs here: the namespace waits, Terminating, for its content to go
     assert store.get("Namespace", "/team-x")["status"]["phase"] == "Terminating"
+    other = fluentd()
+    other["metadata"].update(namespace="team-x", name="late")
+    late = run("apply", "-f", write(tmp_path, "late.yaml", other))
+    assert late.exit_code == 1
+    assert late.stderr == (f'Error from server (Forbidden): error when creating '
+                           f'"{tmp_path / "late.yaml"}": daemonsets.apps "late" is forbidden: '
+                           "unable to create new content in namespace team-x because it is "
+                           "being terminated\n")
     kept = run("delete", "ns", "default")
     assert kept.exit_code == 1
     assert kept.stderr == ('Error from server (Forbidden): namespaces "default" is forbidden: '
