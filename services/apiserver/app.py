@@ -177,7 +177,7 @@ def _user(request: web.Request) -> auth.User:
 
 def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
     info = t.resource.info
-    plural = f"{info.plural}.{info.group}" if info.group else info.plural
+    plural = info.qualified_plural
     what = f'{plural} "{t.name}"' if t.name else plural
     where = f' in the namespace "{t.namespace}"' if t.namespace else ""
     res = t.resource_name

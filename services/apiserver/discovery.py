@@ -2,9 +2,9 @@
 ``/api/v1``, ``/apis/<group>/<version>``, ``/version``). Pure: documents from constants.
 
 The served kinds are the store's (``shared.model.kinds``; Namespaces as
-``shared.api.namespaces`` serves them, with or without an object) and Lease, the
-node leases read from their keys (``services.apiserver.leases``). kubectl falls back from aggregated discovery to
-these legacy documents, so only those are served.
+``shared.api.namespaces`` serves them, with or without an object) and Lease, the node
+leases read from their keys (``services.apiserver.leases``). kubectl falls back from
+aggregated discovery to these legacy documents, so only those are served.
 """
 
 from __future__ import annotations

@@ -83,8 +83,7 @@ def _resource_name(kind: str) -> tuple[str, str, str]:
     if r is None:
         return kind.lower() + "s", "", kind.lower() + "s"
     info = r.info
-    plural = f"{info.plural}.{info.group}" if info.group else info.plural
-    return plural, info.group, info.plural
+    return info.qualified_plural, info.group, info.plural
 
 
 def cause(text: str) -> Obj:

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from services import config
-from services.cli import errors, resources
+from services.cli import errors
 from shared.api import namespaces
 from shared.model import kinds, labels, meta
 from shared.store import client as store_client
@@ -95,7 +95,7 @@ def served_namespaces(env: CliEnv) -> namespaces.Namespaces:
 def store_error_message(err: store_errors.StoreError) -> str:
     """kubectl's message for a store error, naming the resource (``daemonsets.apps``)."""
     info = kinds.by_kind(getattr(err, "kind", ""))
-    return errors.server_message(err, resources.qualified_plural(info) if info else None)
+    return errors.server_message(err, info.qualified_plural if info else None)
 
 
 GLOBAL_OPTIONS = (

@@ -87,7 +87,7 @@ def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: 
                 if t.info.kind == kinds.NAMESPACE.kind else \
                 env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, namespace))
             if obj is None:
-                problems.append(errors.not_found(resources.qualified_plural(t.info), t.name))
+                problems.append(errors.not_found(t.info.qualified_plural, t.name))
             objs = [obj] if obj is not None else []
         if groups and groups[-1][0] == t.info:
             groups[-1][1].extend(objs)
@@ -317,7 +317,7 @@ def delete(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
             deleted += 1
             if left is not None:
                 awaited.append(waiting.Awaited(info.kind, meta.key(left), meta.uid(left),
-                                               f"{resources.qualified_plural(info)}/"
+                                               f"{info.qualified_plural}/"
                                                f"{meta.name(left)}"))
     if not deleted and not problems and not any(t.name for t in targets):
         click.echo(_no_resources(ns, False, [i for i, _ in groups]), err=True)

@@ -21,11 +21,6 @@ def resolve(name: str) -> kinds.KindInfo:
         raise CliError(str(err)) from err
 
 
-def qualified_plural(info: kinds.KindInfo) -> str:
-    """``daemonsets.apps`` / ``nodes``: how API errors name the resource."""
-    return f"{info.plural}.{info.group}" if info.group else info.plural
-
-
 def ref(info: kinds.KindInfo, name: str) -> str:
     """``daemonset.apps/x``: how ``-o name`` and apply name an object."""
     return f"{info.qualified_name}/{name}"

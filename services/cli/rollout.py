@@ -45,7 +45,7 @@ def _targets(env: context.CliEnv, args: tuple[str, ...] | list[str], namespace: 
         if t.name is not None:
             obj = env.store.try_get(t.info.kind, resources.store_key(t.info, t.name, ns))
             if obj is None:
-                raise CliError(errors.not_found(resources.qualified_plural(t.info), t.name))
+                raise CliError(errors.not_found(t.info.qualified_plural, t.name))
             out.append((t.info, obj))
             continue
         sel = resources.parse_selector(selector)
@@ -283,7 +283,7 @@ def restart_cmd(env: context.CliEnv, args: tuple[str, ...], namespace: str | Non
     for info, obj in _targets(env, args, namespace, "rollout restart", selector, all_=True):
         name = meta.name(obj)
         if info.kind != "DaemonSet":
-            problems.append(f'error: {resources.qualified_plural(info)} "{name}" restarting '
+            problems.append(f'error: {info.qualified_plural} "{name}" restarting '
                             "is not supported")
             continue
         changed = _update(env, info, obj,
@@ -312,7 +312,7 @@ def _annotate(env: context.CliEnv, args: tuple[str, ...], namespace: str | None,
     problems: list[str] = []
     for info, obj in _targets(env, args, namespace, f"rollout {verb}", all_=True):
         if info.kind != "DaemonSet":
-            problems.append(f'error: {resources.qualified_plural(info)} "{meta.name(obj)}" '
+            problems.append(f'error: {info.qualified_plural} "{meta.name(obj)}" '
                             f"{noun} is not supported")
             continue
         changed = _update(env, info, obj, edit)

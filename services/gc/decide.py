@@ -124,7 +124,8 @@ NAMESPACE_CONDITIONS = {
 
 
 def _resource(obj: Obj) -> str:
-    """How upstream names a kind in these conditions: ``pods.``, ``daemonsets.apps``."""
+    """How upstream names a kind in these conditions: ``pods.``, ``daemonsets.apps`` (its
+    resource and group joined by a dot even when the group is the core one's, empty)."""
     info = kinds.by_kind(str(obj.get("kind")))
     return f"{info.plural}.{info.group}" if info else str(obj.get("kind"))
 

@@ -80,9 +80,7 @@ class ForbiddenError(StoreError):
 def _resource(kind: str) -> str:
     """How the API names a kind's objects in a message: ``daemonsets.apps``, ``pods``."""
     info = kinds.by_kind(kind)
-    if info is None:
-        return kind.lower() + "s"
-    return f"{info.plural}.{info.group}" if info.group else info.plural
+    return info.qualified_plural if info is not None else kind.lower() + "s"
 
 
 class UndeletableError(ForbiddenError):

@@ -60,6 +60,11 @@ class KindInfo:
         return f"{self.singular}.{self.group}" if self.group else self.singular
 
     @property
+    def qualified_plural(self) -> str:
+        """How API errors name the resource: ``daemonsets.apps``, ``pods``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Every unqualified name kubectl accepts: plural, singular, short names."""
         return (self.plural, self.singular, *self.short_names)
