@@ -105,6 +105,16 @@ def event_type(ev: Event, match: Match) -> str:
     return "DELETED" if before else ""
 
 
+def event_object(ev: Event, etype: str) -> Obj:
+    """The object a watcher gets with ``ev`` seen as ``etype``: one that left its selection
+    is DELETED with its content before the change, at the change's resourceVersion (as
+    upstream's cacher: the watcher never saw the new content)."""
+    if etype == "DELETED" and ev.type != "DELETED" and ev.prev is not None:
+        return {**ev.prev, "metadata": {**(ev.prev.get("metadata") or {}),
+                                        "resourceVersion": ev.id}}
+    return ev.obj
+
+
 class Feed:
     """The watchers of one kind, selection and rendering: an event is matched and encoded
     once for all of them, and the run of events of one batch joined once into the bytes
@@ -126,7 +136,7 @@ class Feed:
         for ev in evs:
             etype = event_type(ev, self.match)
             if etype:
-                run.append((ev.pos, self.encode(etype, ev.obj)))
+                run.append((ev.pos, self.encode(etype, event_object(ev, etype))))
         if not run:
             return
         watchers = list(self.watchers)
@@ -466,7 +476,7 @@ class WatchCache:
             if ev.kind == kind:
                 etype = event_type(ev, feed.match)
                 if etype:
-                    w.backlog.append((etype, ev.obj))
+                    w.backlog.append((etype, event_object(ev, etype)))
         feed.watchers.add(w)
         self.feeds[feed.key] = feed
         self.watchers.add(w)

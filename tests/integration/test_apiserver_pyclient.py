@@ -418,3 +418,25 @@ def test_namespaces_through_the_python_client(apps: client.AppsV1Api,
     assert err.value.status == 403
     assert json.loads(err.value.body)["message"] == (
         'namespaces "kube-public" is forbidden: this namespace may not be deleted')
+
+
+def test_an_object_leaving_a_watchs_selection_is_deleted_as_the_watcher_last_saw_it(
+        apps: client.AppsV1Api) -> None:
+    ds = daemonset("leaver", "py-sel")
+    ds["metadata"]["labels"] = {"tier": "a"}
+    apps.create_namespaced_daemon_set("py-sel", ds)
+    w = watch.Watch()
+    seen: list[tuple[str, str, str]] = []
+    relabelled = ""
+    for ev in w.stream(apps.list_namespaced_daemon_set, "py-sel", label_selector="tier=a",
+                       timeout_seconds=60):
+        md = ev["object"].metadata
+        seen.append((ev["type"], md.labels.get("tier"), md.resource_version))
+        if ev["type"] == "ADDED":
+            relabelled = apps.patch_namespaced_daemon_set(
+                "leaver", "py-sel", {"metadata": {"labels": {"tier": "b"}}}
+            ).metadata.resource_version
+        if ev["type"] == "DELETED":
+            w.stop()
+    # as upstream's cacher: the content the watcher saw, at the change's resourceVersion
+    assert seen[-1] == ("DELETED", "a", relabelled)

@@ -121,3 +121,25 @@ def test_an_object_made_for_a_namespace_without_one_modifies_it() -> None:
         "MODIFIED", namespace_object("team", T2, "6-0"), made)
     assert ns.change("7-0", "ADDED", "Namespace", "/kube-system", _namespace("kube-system", T3),
                      None)[0] == "MODIFIED"  # a built-in one always exists
+
+
+def test_a_watch_of_namespaces_gets_one_event_per_change_of_a_namespace_object() -> None:
+    cache = WatchCache(cast(Store, None), ("Pod", "Namespace"), window=50)
+    cache._reset("100-0", {})
+
+    def encode(etype: str, obj: Obj) -> bytes:
+        return orjson.dumps({"type": etype, "object": obj}) + b"\n"
+
+    w = cache.subscribe("Namespace", lambda o: o["metadata"].get("labels", {}).get("team") == "a",
+                        encode, "100-0")
+    made = _namespace("team", T1, labels={"team": "a"})
+    relabelled = _namespace("team", T1, labels={"team": "b"})
+    cache.apply([codec.Entry("101-0", "ADDED", "Namespace", "/team", made),
+                 codec.Entry("102-0", "ADDED", "Pod", "team/p1", _obj("Pod", "team", "p1", T2)),
+                 codec.Entry("103-0", "MODIFIED", "Namespace", "/team", relabelled)], "103-0")
+    got = [orjson.loads(line) for line in w.take().splitlines()]
+    # its object's events alone (the pod in it makes none); leaving the selection: DELETED,
+    # with what the watcher saw last, at the change's position (as upstream's cacher)
+    assert [(e["type"], e["object"]["metadata"]["labels"]["team"],
+             e["object"]["metadata"].get("resourceVersion")) for e in got] == [
+        ("ADDED", "a", None), ("DELETED", "a", "103-0")]
