@@ -43,7 +43,7 @@ from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
 from shared import settings
-from shared.api import decode
+from shared.api import decode, namespaces
 from shared.api import patch as api_patch
 from shared.model import kinds, meta
 from shared.store import codec, errors
@@ -82,10 +82,10 @@ class State:
     def implicit(self, t: Target) -> Obj | None:
         """For a namespace without an object, the Namespace ``t`` names as served (its
         writes create the object; not those of its subresources); else None."""
-        if t.kind != kinds.NAMESPACE.kind or t.name is None or t.sub is not None \
-                or t.name in self.cache.namespaces.stored:
+        if t.kind != kinds.NAMESPACE.kind or t.name is None or t.sub is not None:
             return None
-        return self.namespace(t.name)
+        served = self.namespace(t.name)
+        return None if served is None or namespaces.has_object(served) else served
 
 
 def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
