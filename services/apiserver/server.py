@@ -24,11 +24,18 @@ from pathlib import Path
 from services import common, config
 from services.apiserver import app, auth, discovery, tls
 from services.apiserver.watchcache import WatchCache
+from shared.model import kinds
+from shared.store import errors as store_errors
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 6443
 POOL_THREADS = 16
+#: who the log names for the API server's own writes (upstream's loopback client's name)
+SYSTEM_USER = "system:apiserver"
+#: how often the API server looks for a built-in namespace without its object (upstream's
+#: system namespaces controller: every minute)
+SYSTEM_NAMESPACES_EVERY = 60.0
 
 
 class ConfigError(Exception):
@@ -110,13 +117,49 @@ async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext |
     log.info("apiserver %s://%s:%d (%d users)", scheme, opts.bind, opts.port,
              len(tokens.users))
     collector = asyncio.create_task(full_collections(cache))
+    keeper = asyncio.create_task(keep_system_namespaces(state))
     try:
         await app.serve(state, opts.bind, opts.port, context, stop)
     except app.ListenError as err:
         raise ConfigError(str(err)) from err
     finally:
         collector.cancel()
+        keeper.cancel()
         state.pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def keep_system_namespaces(state: app.State,
+                                 every: float = SYSTEM_NAMESPACES_EVERY) -> None:
+    """Acts: as upstream's API servers do, give each namespace every cluster has
+    (``kinds.BUILTIN_NAMESPACES``) its Namespace object when it has none, once the watch
+    cache is ready and every ``every`` seconds after, so each has a uid and a
+    resourceVersion of the log's (tools take kube-system's uid for the cluster's id). It
+    keeps the creation time the namespace had without one. Replicas race harmlessly: the
+    second create of one is AlreadyExists."""
+    await state.cache.ready.wait()
+    while True:
+        missing = [name for name in kinds.BUILTIN_NAMESPACES
+                   if name not in state.cache.namespaces.stored]
+        try:
+            for name in missing:
+                await state.run(create_system_namespace, state, name)
+        except Exception as err:  # Redis away, say: the next round tries again
+            log.warning("cannot create the built-in namespaces' objects yet: %s", err)
+        await asyncio.sleep(every)
+
+
+def create_system_namespace(state: app.State, name: str) -> None:
+    """Acts: create the Namespace ``name`` as the API server, as old as it is served (None
+    when it is already stored)."""
+    served = state.namespace(name) or {}
+    created = served.get("metadata", {}).get("creationTimestamp")
+    try:
+        state.store.as_writer(SYSTEM_USER).create(
+            {"apiVersion": "v1", "kind": kinds.NAMESPACE.kind, "metadata": {"name": name}},
+            created=created)
+    except store_errors.AlreadyExistsError:
+        return
+    log.info("created the Namespace object of %s", name)
 
 
 async def full_collections(cache: WatchCache) -> None:

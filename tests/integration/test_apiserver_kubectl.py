@@ -224,6 +224,24 @@ def test_kubectl_namespaces_are_made_labelled_and_deleted_with_everything_in_the
                            "forbidden: this namespace may not be deleted\n")
 
 
+def test_the_built_in_namespaces_get_their_objects_from_the_api_server(api: ApiServer,
+                                                                      stack: Stack) -> None:
+    """As upstream's API servers do: each of the four has a uid and a resourceVersion (tools
+    take kube-system's uid for the cluster's id), as old as it was without its object."""
+    wait_for(lambda: all(stack.store.try_get("Namespace", f"/{name}") is not None
+                         for name in kinds.BUILTIN_NAMESPACES), what="the four Namespaces")
+    oldest = min(meta.creation_timestamp(n) for n in stack.store.list("Node"))
+    for name in kinds.BUILTIN_NAMESPACES:
+        ns = api.json("get", "ns", name)
+        assert ns["metadata"]["uid"] == meta.uid(stack.store.get("Namespace", f"/{name}"))
+        assert ns["metadata"]["resourceVersion"] not in ("", "0")
+        assert ns["metadata"]["creationTimestamp"] == oldest
+        assert ns["status"] == {"phase": "Active"}
+        lines = why.why_changes(stack.store, "Namespace", f"/{name}")
+        assert any("ADDED" in line and "by user system:apiserver" in line
+                   for line in lines), lines
+
+
 def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     _ready_pods(stack, "kube-system", 3)
