@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import platform
+import re
 import socket
 from typing import Any
 
@@ -69,6 +70,24 @@ def _read(path: str) -> str:
         return ""
 
 
+_PRETTY_NAME = re.compile(r'^PRETTY_NAME="?([^"\n]+)"?', re.MULTILINE)
+
+
+def os_image(os_release: str = "/etc/os-release") -> str:
+    """status.nodeInfo.osImage, as kubelet's (cadvisor's) on Linux: the ``PRETTY_NAME`` of
+    the os-release file ("Debian GNU/Linux 12 (bookworm)"), else "Linux"; elsewhere the
+    system and its release."""
+    if platform.system() != "Linux":
+        uname = platform.uname()
+        return f"{uname.system} {uname.release}"
+    try:
+        with open(os_release, encoding="utf-8", errors="replace") as f:
+            found = _PRETTY_NAME.search(f.read())
+    except OSError:
+        found = None
+    return found.group(1) if found else "Linux"
+
+
 def node_info(runtime_version: str = "process://daemonbus") -> Obj:
     """status.nodeInfo: kubelet reads the same files (machine-id, DMI product UUID, the
     kernel's boot id); a field the host does not have is empty."""
@@ -76,7 +95,7 @@ def node_info(runtime_version: str = "process://daemonbus") -> Obj:
     return {"machineID": _read("/etc/machine-id"),
             "systemUUID": _read("/sys/class/dmi/id/product_uuid").lower(),
             "bootID": _read("/proc/sys/kernel/random/boot_id"),
-            "kernelVersion": uname.release, "osImage": f"{uname.system} {uname.release}",
+            "kernelVersion": uname.release, "osImage": os_image(),
             "containerRuntimeVersion": runtime_version,
             "kubeletVersion": lifecycle.KUBELET_VERSION, "kubeProxyVersion": "",
             "operatingSystem": os_name(), "architecture": arch()}
