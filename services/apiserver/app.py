@@ -43,7 +43,7 @@ from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
 from shared import settings
-from shared.api import decode, namespaces
+from shared.api import decode, namespaces, served
 from shared.api import patch as api_patch
 from shared.model import kinds, meta
 from shared.store import codec, errors
@@ -84,8 +84,8 @@ class State:
         writes create the object; not those of its subresources); else None."""
         if t.kind != kinds.NAMESPACE.kind or t.name is None or t.sub is not None:
             return None
-        served = self.namespace(t.name)
-        return None if served is None or namespaces.has_object(served) else served
+        ns = self.namespace(t.name)
+        return None if ns is None or namespaces.has_object(ns) else ns
 
 
 def respond(doc: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -473,11 +473,11 @@ def _may(user: auth.User, spec: Obj) -> Obj:
     attrs = spec.get("resourceAttributes")
     if isinstance(attrs, dict):
         resource = str(attrs.get("resource") or "")
-        served = discovery.resource(
+        found = discovery.resource(
             f"{attrs['group']}/v1" if attrs.get("group") else "v1", resource)
         if attrs.get("subresource"):
             resource += "/" + str(attrs["subresource"])
-        namespaced = served.info.namespaced if served else bool(attrs.get("namespace"))
+        namespaced = found.info.namespaced if found else bool(attrs.get("namespace"))
         allowed = auth.authorize(user, str(attrs.get("verb") or ""), resource, namespaced)
     else:
         allowed = auth.may_get_url(user, str((spec.get("nonResourceAttributes") or {})
@@ -497,9 +497,9 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
             continue
         by_group: dict[str, list[str]] = {}
         for name in sorted(rule.resources):
-            served = next(r for r in discovery.RESOURCES
-                          if r.info.plural == name.split("/", 1)[0])
-            by_group.setdefault(served.info.group, []).append(name)
+            resource = next(r for r in served.RESOURCES
+                            if r.info.plural == name.split("/", 1)[0])
+            by_group.setdefault(resource.info.group, []).append(name)
         resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": names}
                            for group, names in sorted(by_group.items())]
     for gv, reviews in discovery.REVIEWS.items():

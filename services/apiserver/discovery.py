@@ -10,10 +10,9 @@ aggregated discovery to these legacy documents, so only those are served.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from shared.model import kinds
+from shared.api.served import RESOURCES, Resource
 
 Obj = dict[str, Any]
 
@@ -21,41 +20,6 @@ SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-daemonbus"
                   "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
                   "goVersion": "python", "compiler": "daemonbus", "platform": "linux/amd64"}
 
-WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
-ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One served resource: the store's kind (or Lease), its discovery facts."""
-
-    info: kinds.KindInfo
-    categories: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = ALL_VERBS
-    subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # name, kind, verbs
-
-    @property
-    def stored(self) -> bool:
-        return self.info.kind in kinds.STORED
-
-
-RESOURCES: tuple[Resource, ...] = (
-    Resource(kinds.NAMESPACE, verbs=("create", "delete", "get", "list", "patch", "update",
-                                     "watch"),
-             subresources=(("finalize", "Namespace", ("update",)),
-                           ("status", "Namespace", ("get", "patch", "update")))),
-    Resource(kinds.NODE),
-    Resource(kinds.POD, categories=("all",),
-             subresources=(("eviction", "Eviction", ("create",)),
-                           ("log", "Pod", ("get",)),
-                           ("status", "Pod", ("get", "patch", "update")))),
-    Resource(kinds.EVENT),
-    Resource(kinds.DAEMONSET, categories=("all",),
-             subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
-    Resource(kinds.CONTROLLER_REVISION),
-    Resource(kinds.LEASE, verbs=("get", "list")),
-)
-STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
 ACCESS_REVIEWS = (("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
                   ("selfsubjectrulesreviews", "SelfSubjectRulesReview"))
@@ -72,10 +36,6 @@ _BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
 def resource(group_version: str, plural: str) -> Resource | None:
     """The served resource at ``/api(s)/<group_version>/…/<plural>``."""
     return _BY_PATH.get((group_version, plural))
-
-
-def by_kind(kind: str) -> Resource | None:
-    return next((r for r in RESOURCES if r.info.kind == kind), None)
 
 
 def api_versions(server_address: str) -> Obj:

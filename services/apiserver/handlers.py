@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.apiserver import discovery, listing, requests
+from services.apiserver import listing, requests
 from services.apiserver import status as st
 from services.apiserver.requests import Target
-from shared.api import managedfields, schema, writes
+from shared.api import managedfields, schema, served, writes
 from shared.api import patch as api_patch
 from shared.api import warnings as api_warnings
 from shared.model import meta
@@ -46,7 +46,7 @@ def _list_kind(kind: str) -> str:
 
 
 def api_version_of(kind: str) -> str:
-    r = discovery.by_kind(kind)
+    r = served.by_kind(kind)
     return r.info.api_version if r else "v1"
 
 

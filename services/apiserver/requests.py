@@ -11,6 +11,7 @@ from typing import Any
 
 from services.apiserver import discovery
 from services.apiserver.status import ApiError, bad_request, no_such_path
+from shared.api import served
 
 Obj = dict[str, Any]
 
@@ -25,7 +26,7 @@ class Target:
     """What a resource path names: a collection (``name`` None) or one object, optionally
     one of its subresources; ``namespace`` None for cluster-scoped kinds or all namespaces."""
 
-    resource: discovery.Resource
+    resource: served.Resource
     namespace: str | None
     name: str | None
     sub: str | None

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services import common, config
-from services.apiserver import app, auth, discovery, tls
+from services.apiserver import app, auth, tls
 from services.apiserver.watchcache import WatchCache
+from shared.api import served
 from shared.model import kinds
 from shared.store import errors as store_errors
 
@@ -109,7 +110,7 @@ async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext |
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    cache = WatchCache(store, discovery.STORED_KINDS)
+    cache = WatchCache(store, served.STORED_KINDS)
     scheme = "https" if context else "http"
     state = app.State(store=store, cache=cache, tokens=tokens,
                       pool=ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="store"),
@@ -151,8 +152,8 @@ async def keep_system_namespaces(state: app.State,
 def create_system_namespace(state: app.State, name: str) -> None:
     """Acts: create the Namespace ``name`` as the API server, as old as it is served (None
     when it is already stored)."""
-    served = state.namespace(name) or {}
-    created = served.get("metadata", {}).get("creationTimestamp")
+    ns = state.namespace(name) or {}
+    created = ns.get("metadata", {}).get("creationTimestamp")
     try:
         state.store.as_writer(SYSTEM_USER).create(
             {"apiVersion": "v1", "kind": kinds.NAMESPACE.kind, "metadata": {"name": name}},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.apiserver import discovery
+from shared.api import served
 from shared.model import kinds
 from shared.model.objkey import ObjectKey
 from shared.store import errors
@@ -68,7 +68,7 @@ def no_such_path() -> ApiError:
 
 def success(name: str, kind: str, uid: str = "") -> Obj:
     """The Status a delete answers with once the object is gone."""
-    r = discovery.by_kind(kind)
+    r = served.by_kind(kind)
     details: Obj = {"name": name, "group": r.info.group if r else "", "kind": r.info.plural
                     if r else kind.lower()}
     if uid:
@@ -79,7 +79,7 @@ def success(name: str, kind: str, uid: str = "") -> Obj:
 
 def _resource_name(kind: str) -> tuple[str, str, str]:
     """(``daemonsets.apps``, group, plural) of a kind."""
-    r = discovery.by_kind(kind)
+    r = served.by_kind(kind)
     if r is None:
         return kind.lower() + "s", "", kind.lower() + "s"
     info = r.info

@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from shared.api import schema
+from shared.api import schema, served
 from shared.model import kinds
 
 _COMPONENT_PREFIX = "#/components/schemas/"
@@ -48,8 +48,6 @@ _SCALARS: Mapping[str, Mapping[str, Any]] = {
 JSON_TYPES = ("application/json", "application/yaml")
 PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json",
                "application/merge-patch+json", "application/strategic-merge-patch+json")
-STATUS_SUBRESOURCE = frozenset({"DaemonSet", "Pod", "Node", "Namespace"})
-"""Kinds whose documents carry a ``/status`` path (as upstream's do)."""
 
 
 def group_version_path(api_version: str) -> str:
@@ -250,7 +248,23 @@ def _operation(action: str, verb: str, info: kinds.KindInfo, op_name: str, descr
     return op
 
 
+# the operations of a path (its HTTP methods) by the verb each serves
+_ITEM_VERBS = {"get": "get", "put": "update", "patch": "patch", "delete": "delete"}
+_COLLECTION_VERBS = {"get": "list", "post": "create", "delete": "deletecollection"}
+
+
+def _served(path: Mapping[str, Any], by_method: Mapping[str, str],
+            verbs: Sequence[str]) -> dict[str, Any]:
+    """``path`` with the operations of the verbs not served left out."""
+    return {k: v for k, v in path.items() if k not in by_method or by_method[k] in verbs}
+
+
 def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
+    """The paths of a served kind and of its subresources, with an operation for each verb
+    it serves (``shared.api.served``, as discovery lists them); a subresource other than
+    ``status`` and ``finalize`` has none (the eviction and log of pods)."""
+    resource = served.by_kind(info.kind)
+    verbs = resource.verbs if resource else ()
     group, version = schema.split_api_version(info.api_version)
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     list_def = schema.definition_name(info.api_version, info.kind + "List")
@@ -283,7 +297,7 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
         }
 
     paths: dict[str, Any] = {
-        collection: {
+        collection: _served({
             "get": _operation("list", "list", info, f"{scoped}{kind}",
                               f"list or watch objects of kind {kind}", list_def, ["200"], _LIST),
             "post": _operation("post", "create", info, f"{scoped}{kind}", f"create a {kind}",
@@ -292,16 +306,25 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
                                  f"Collection{scoped}{kind}", f"delete collection of {kind}",
                                  status, ["200"], [*_DELETE, *_LIST], delete_body),
             "parameters": [*scope, _PRETTY],
-        },
-        f"{collection}/{{name}}": {
+        }, _COLLECTION_VERBS, verbs),
+        f"{collection}/{{name}}": _served({
             **one("", "the"),
             "delete": _operation("delete", "delete", info, f"{scoped}{kind}", f"delete a {kind}",
                                  status, ["200", "202"], _DELETE, delete_body),
-        },
+        }, _ITEM_VERBS, verbs),
     }
-    if info.kind in STATUS_SUBRESOURCE:
-        paths[f"{collection}/{{name}}/status"] = one("Status", "status")
-    if info.namespaced:
+    for sub, _kind, sub_verbs in resource.subresources if resource else ():
+        if sub == "status":
+            paths[f"{collection}/{{name}}/status"] = _served(one("Status", "status"),
+                                                             _ITEM_VERBS, sub_verbs)
+        elif sub == "finalize":
+            paths[f"{collection}/{{name}}/finalize"] = {
+                "put": _operation("put", "replace", info, f"{scoped}{kind}Finalize",
+                                  f"replace finalize of the specified {kind}", definition,
+                                  ["200", "201"], writes, write_body),
+                "parameters": [name, *scope, _PRETTY],
+            }
+    if info.namespaced and "list" in verbs:
         paths[f"{base}/{info.plural}"] = {
             "get": _operation("list", "list", info, f"{kind}ForAllNamespaces",
                               f"list or watch objects of kind {kind}", list_def, ["200"], _LIST),

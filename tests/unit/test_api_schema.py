@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.api import openapi, schema
+from shared.api import openapi, schema, served
 from shared.model import kinds
 from tests import testdata
 
@@ -213,7 +213,8 @@ def test_every_patch_and_write_operation_declares_field_validation() -> None:
             if method == "patch":
                 assert set(op["requestBody"]["content"]) == set(openapi.PATCH_TYPES)
                 seen.add(op["x-kubernetes-group-version-kind"]["kind"])
-    assert seen == {k.kind for k in kinds.SERVED}
+    assert seen == {r.info.kind for r in served.RESOURCES if "patch" in r.verbs}
+    assert "Lease" not in seen  # read only
 
 
 def test_paths_follow_upstreams_layout() -> None:
@@ -229,13 +230,29 @@ def test_paths_follow_upstreams_layout() -> None:
     assert collection["delete"]["x-kubernetes-action"] == "deletecollection"
     core = openapi.documents()["api/v1"]["paths"]
     assert core["/api/v1/nodes/{name}"]["get"]["operationId"] == "readCoreV1Node"
-    assert "/api/v1/nodes/{name}/status" in core
+    assert "/api/v1/nodes/{name}/status" not in core  # not served (discovery lists none)
     assert "/api/v1/namespaces/{namespace}/events/{name}/status" not in core
+
+
+def test_the_paths_have_the_operations_discovery_lists() -> None:
+    """Of each served resource and subresource the operations its verbs serve, no more
+    (``shared.api.served``: discovery's)."""
+    core = openapi.documents()["api/v1"]["paths"]
+    assert set(core["/api/v1/namespaces"]) == {"get", "post", "parameters"}  # no collection delete
+    assert set(core["/api/v1/namespaces/{name}/finalize"]) == {"put", "parameters"}
+    assert core["/api/v1/namespaces/{name}/finalize"]["put"]["operationId"] == \
+        "replaceCoreV1NamespaceFinalize"
+    assert set(core["/api/v1/namespaces/{name}/status"]) == {"get", "put", "patch",
+                                                              "parameters"}
+    leases = openapi.documents()["apis/coordination.k8s.io/v1"]["paths"]
+    assert {path: set(ops) - {"parameters"} for path, ops in leases.items()} == {
+        "/apis/coordination.k8s.io/v1/leases": {"get"},
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases": {"get"},
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}": {"get"}}
     assert [p["name"] for p in core["/api/v1/nodes/{name}"]["parameters"]] == ["name", "pretty"]
 
 
 def test_namespaces_are_documented_as_upstream_documents_them() -> None:
-    # every operation, as upstream's document has them (the server refuses the writes, 405):
     # kubectl reads a kind's patch operation to learn that the server validates fields, and
     # without one it falls back to OpenAPI v2 and fails before it sends anything
     core = openapi.documents()["api/v1"]

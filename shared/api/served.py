@@ -1,0 +1,58 @@
+"""What the API server serves of each kind: its verbs, its categories and its subresources,
+as discovery lists them (``services.apiserver.discovery``) and the OpenAPI documents have
+paths for them (``shared.api.openapi``). Pure: constants.
+
+The served kinds are the store's (``shared.model.kinds``; Namespaces as
+``shared.api.namespaces`` serves them, with or without an object) and Lease, the node
+leases read from their keys (read only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.model import kinds
+
+WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
+ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource: the store's kind (or Lease), its discovery facts."""
+
+    info: kinds.KindInfo
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # name, kind, verbs
+
+    @property
+    def stored(self) -> bool:
+        return self.info.kind in kinds.STORED
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource(kinds.NAMESPACE, verbs=("create", "delete", "get", "list", "patch", "update",
+                                     "watch"),
+             subresources=(("finalize", "Namespace", ("update",)),
+                           ("status", "Namespace", ("get", "patch", "update")))),
+    Resource(kinds.NODE),
+    Resource(kinds.POD, categories=("all",),
+             subresources=(("eviction", "Eviction", ("create",)),
+                           ("log", "Pod", ("get",)),
+                           ("status", "Pod", ("get", "patch", "update")))),
+    Resource(kinds.EVENT),
+    Resource(kinds.DAEMONSET, categories=("all",),
+             subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
+    Resource(kinds.CONTROLLER_REVISION),
+    Resource(kinds.LEASE, verbs=("get", "list")),
+)
+STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
+
+
+_BY_KIND = {r.info.kind: r for r in RESOURCES}
+
+
+def by_kind(kind: str) -> Resource | None:
+    """The served resource of ``kind``, None when it is not served."""
+    return _BY_KIND.get(kind)
