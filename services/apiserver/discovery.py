@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from shared.api import served
 from shared.api.served import RESOURCES, Resource
 
 Obj = dict[str, Any]
 
-SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-daemonbus",
+SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": served.VERSION,
                   "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
                   "goVersion": "python", "compiler": "daemonbus", "platform": "linux/amd64"}
 

@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.api import served
 from shared.model import meta
 
 Obj = dict[str, Any]
@@ -251,7 +252,7 @@ def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
 
 
 MAX_PODS = 110  # kubelet's default --max-pods
-KUBELET_VERSION = "v1.30.0-daemonbus"
+KUBELET_VERSION = served.VERSION
 SIMULATED_CAPACITY = {"cpu": "4", "ephemeral-storage": "100Gi", "memory": "16Gi",
                       "pods": str(MAX_PODS)}
 """What a simulated node reports it has (4 cores, 16 GiB, 100 GiB of disk), as a kubelet

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from shared.model import kinds
 
+#: the Kubernetes version whose API is served: the API server's (``/version``) and every
+#: node agent's kubelet version
+VERSION = "v1.32.0-daemonbus"
+
 WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
 ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
 

@@ -332,8 +332,8 @@ def test_get_nodes_shows_status_roles_and_version(run: Run, cluster: None) -> No
     result = run("get", "nodes", "--no-headers")
 
     assert result.stdout.splitlines() == [
-        "cp-1     NotReady   control-plane   3m2s   v1.30.0-daemonbus",
-        "node-1   NotReady   <none>          3m2s   v1.30.0-daemonbus",
+        "cp-1     NotReady   control-plane   3m2s   v1.32.0-daemonbus",
+        "node-1   NotReady   <none>          3m2s   v1.32.0-daemonbus",
     ]
 
 
@@ -504,7 +504,7 @@ def test_node_add_registers_nodes_like_a_kubelet(run: Run, store: store_client.S
                                        "effect": "NoSchedule"}]
     ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "False"
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0-daemonbus"
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0-daemonbus"
 
 
 def test_node_add_count_is_one_commit_numbered_on(run: Run, store: store_client.Store,
