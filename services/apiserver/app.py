@@ -302,6 +302,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     store = state.store.as_writer(user.name)
     q = request.query
     if verb == "watch":
+        if not q.get("resourceVersion"):  # "most recent": a consistent read, as a list's
+            await _caught_up(state, store, q)
         return await watch.serve(request, t, state.cache,
                                  lambda obj, _e: tables.render_one(t, obj, fmt, q),
                                  f"{fmt}:{q.get('includeObject', '')}")

@@ -2,7 +2,9 @@
 the process's watch cache. Acts (writes to the client).
 
 ``resourceVersion`` semantics as upstream: unset or ``"0"`` starts with a synthetic ADDED
-for every selected object, then the changes after the cache's position; a position starts
+for every selected object, then the changes after the cache's position (unset: "the most
+recent", consistent, so the caller has first let the cache fold the log in through its tip,
+as for a list; ``"0"``: any, the cache as it is); a position starts
 right after it (a position older than the cache's window gets an in-stream ERROR event
 with a 410 Expired Status); ``sendInitialEvents=true`` (with ``allowWatchBookmarks`` and
 ``resourceVersionMatch=NotOlderThan``) sends the ADDEDs then a BOOKMARK annotated
