@@ -4,7 +4,6 @@ the list options. Pure: values from the path, the method, the query and headers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,6 @@ Obj = dict[str, Any]
 # kubectl and client-go ask for these
 TABLE_VERSIONS = ("v1",)
 JSON = "application/json"
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -73,9 +71,17 @@ def parse_path(group_version: str, parts: list[str]) -> Target:
     if r.info.namespaced and name is not None and namespace is None:
         raise no_such_path()
     for value in (namespace, name):
-        if value is not None and (len(value) > 253 or not NAME_RE.match(value)):
+        if value is not None and not valid_segment(value):
             raise no_such_path()
     return Target(r, namespace, name, sub)
+
+
+def valid_segment(value: str) -> bool:
+    """Whether a name or namespace in a path is one upstream's router takes
+    (``IsValidPathSegmentName``): not "." or "..", no "/" or "%". Any other is looked up as
+    it is, so ``kubectl get pod Web`` is ``pods "Web" not found`` (no object has such a
+    name: a create validates it) and a list in ``-n Bad_NS`` is empty."""
+    return value not in (".", "..") and "/" not in value and "%" not in value
 
 
 def verb(method: str, target: Target, query: Mapping[str, str]) -> str:

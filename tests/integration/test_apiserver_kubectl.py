@@ -242,6 +242,23 @@ def test_the_built_in_namespaces_get_their_objects_from_the_api_server(api: ApiS
                    for line in lines), lines
 
 
+def test_names_no_object_can_have_are_looked_up_as_upstreams_are(api: ApiServer) -> None:
+    """Not "the server could not find the requested resource" (as if the kind were not
+    served): the object is not found, a list is empty, a create is invalid."""
+    api.kubectl("apply", "-f", str(FLUENTD))
+    for verb in ("get", "delete"):
+        got = api.kubectl(verb, "ds", "Fluentd-Elasticsearch", "-n", "kube-system", check=False)
+        assert got.stderr == ('Error from server (NotFound): daemonsets.apps '
+                              '"Fluentd-Elasticsearch" not found\n')
+    listed = api.kubectl("get", "pods", "-n", "Bad_NS")
+    assert listed.stderr == "No resources found in Bad_NS namespace.\n"
+    made = api.kubectl("run", "x", "--image=busybox", "-n", "Bad_NS", check=False)
+    assert made.stderr.startswith('The Pod "x" is invalid: metadata.namespace: Invalid value: '
+                                  '"Bad_NS": a lowercase RFC 1123 label must consist of')
+    assert api.kubectl("get", "ns", "Bad_NS", check=False).stderr == \
+        'Error from server (NotFound): namespaces "Bad_NS" not found\n'
+
+
 def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     _ready_pods(stack, "kube-system", 3)
