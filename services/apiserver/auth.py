@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services import config
+from shared.api import served
 
 ROLES = ("admin", "edit", "view")
-READ_VERBS = frozenset({"get", "list", "watch"})
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "events",
                                  "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
@@ -102,8 +101,9 @@ class Rule:
 
 RULES: dict[str, tuple[Rule, ...]] = {
     "admin": (Rule(None, None),),
-    "edit": (Rule(READ_VERBS, None), Rule(WRITE_VERBS, NAMESPACED_WRITABLE, True)),
-    "view": (Rule(READ_VERBS, None),),
+    "edit": (Rule(served.READ_VERBS, None),
+             Rule(served.WRITE_VERBS, NAMESPACED_WRITABLE, True)),
+    "view": (Rule(served.READ_VERBS, None),),
 }
 """The one role table: ``authorize`` (every request, SelfSubjectAccessReview) and
 SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""

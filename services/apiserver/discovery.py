@@ -1,9 +1,8 @@
 """What the API server serves, as Kubernetes discovery documents (``/api``, ``/apis``,
 ``/api/v1``, ``/apis/<group>/<version>``, ``/version``). Pure: documents from constants.
 
-The served kinds are the store's (``shared.model.kinds``; Namespaces as
-``shared.api.namespaces`` serves them, with or without an object) and Lease, the node
-leases read from their keys (``services.apiserver.leases``). kubectl falls back from
+What is served of each kind (its verbs, categories and subresources) is
+``shared.api.served``'s, which the OpenAPI documents follow too. kubectl falls back from
 aggregated discovery to these legacy documents, so only those are served.
 """
 
@@ -13,11 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.api import served
-from shared.api.served import RESOURCES, Resource
 
 Obj = dict[str, Any]
 
-SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": served.VERSION,
+_MAJOR, _MINOR = served.VERSION.removeprefix("v").split(".")[:2]
+SERVER_VERSION = {"major": _MAJOR, "minor": _MINOR, "gitVersion": served.VERSION,
                   "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
                   "goVersion": "python", "compiler": "daemonbus", "platform": "linux/amd64"}
 
@@ -31,10 +30,10 @@ version: (plural, kind)."""
 REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
 _GROUPS = ("apps", "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io")
 
-_BY_PATH = {(r.info.api_version, r.info.plural): r for r in RESOURCES}
+_BY_PATH = {(r.info.api_version, r.info.plural): r for r in served.RESOURCES}
 
 
-def resource(group_version: str, plural: str) -> Resource | None:
+def resource(group_version: str, plural: str) -> served.Resource | None:
     """The served resource at ``/api(s)/<group_version>/…/<plural>``."""
     return _BY_PATH.get((group_version, plural))
 
@@ -72,7 +71,7 @@ def api_group(name: str) -> Obj | None:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, "v1")}
 
 
-def _api_resource(r: Resource) -> list[Obj]:
+def _api_resource(r: served.Resource) -> list[Obj]:
     info = r.info
     out: Obj = {"name": info.plural, "singularName": info.singular,
                 "namespaced": info.namespaced, "kind": info.kind, "verbs": list(r.verbs)}
@@ -97,7 +96,7 @@ def resource_list(group_version: str) -> Obj | None:
                              "kind": kind, "verbs": ["create"]}
                             for plural, kind in REVIEWS[group_version]]
     else:
-        items = [x for r in RESOURCES if r.info.api_version == group_version
+        items = [x for r in served.RESOURCES if r.info.api_version == group_version
                  for x in _api_resource(r)]
         if not items:
             return None

@@ -150,8 +150,8 @@ async def keep_system_namespaces(state: app.State,
 
 
 def create_system_namespace(state: app.State, name: str) -> None:
-    """Acts: create the Namespace ``name`` as the API server, as old as it is served (None
-    when it is already stored)."""
+    """Acts: create the Namespace ``name`` as the API server, as old as it is served (no
+    write when another replica stored it first)."""
     ns = state.namespace(name) or {}
     created = ns.get("metadata", {}).get("creationTimestamp")
     try:

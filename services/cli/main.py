@@ -78,15 +78,15 @@ def _fetch(env: context.CliEnv, targets: Sequence[resources.Target], namespace: 
     messages of the named ones that do not exist."""
     groups: list[tuple[kinds.KindInfo, list[Obj]]] = []
     problems: list[str] = []
-    served: namespaces.Namespaces | None = None  # read once, for the first namespace named
+    listed: namespaces.Namespaces | None = None  # read once, for the first namespace named
     for t in targets:
         if t.name is None:
             objs = printers.sort_objects(t.info.kind, context.list_matching(
                 env, t.info, None if all_namespaces else namespace, selector))
         else:
             if t.info.kind == kinds.NAMESPACE.kind:
-                served = served or context.served_namespaces(env)
-                obj = served.served(t.name)
+                listed = listed or context.served_namespaces(env)
+                obj = listed.served(t.name)
             else:
                 obj = env.store.try_get(t.info.kind,
                                         resources.store_key(t.info, t.name, namespace))

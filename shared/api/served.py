@@ -17,8 +17,10 @@ from shared.model import kinds
 #: node agent's kubelet version
 VERSION = "v1.32.0-daemonbus"
 
-WRITE_VERBS = ("create", "delete", "deletecollection", "patch", "update")
-ALL_VERBS = (*WRITE_VERBS, "get", "list", "watch")
+WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch", "update"})
+READ_VERBS = frozenset({"get", "list", "watch"})
+ALL_VERBS = ("create", "delete", "deletecollection", "patch", "update", "get", "list", "watch")
+"""A resource's verbs, in the order discovery lists them (upstream's)."""
 
 
 @dataclass(frozen=True)
