@@ -237,8 +237,8 @@ async def api_root(request: web.Request) -> web.Response:
 
 
 async def root(request: web.Request) -> web.Response:
-    fixed = {r.canonical for r in request.app.router.resources()
-             if "{" not in r.canonical and r.canonical != "/"}
+    fixed = {r.canonical for r in request.app.router.resources()  # not "/version/"
+             if "{" not in r.canonical and not r.canonical.endswith("/")}
     return respond(discovery.root_paths(fixed))
 
 
@@ -568,6 +568,7 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", root)
     app.router.add_get("/version", version)
+    app.router.add_get("/version/", version)  # the Python client's VersionApi asks for it
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)
     app.router.add_get("/apis/{group}", api_group)

@@ -85,6 +85,19 @@ def _log_ids(api: ApiServer, kind: str, ns: str, after: str, through: str) -> li
 # ---- DaemonSets -------------------------------------------------------------------------------
 
 
+def test_the_version_and_names_no_object_can_have(api: ApiServer,
+                                                 core: client.CoreV1Api) -> None:
+    """The client's VersionApi reads ``/version/`` (its trailing slash: a 404 before);
+    a name no object can have is NotFound, a list in such a namespace empty."""
+    info = client.VersionApi(_client(api)).get_code()
+    assert (info.major, info.minor, info.git_version) == ("1", "32", "v1.32.0-daemonbus")
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod("Nope", "default")
+    assert err.value.status == 404
+    assert json.loads(err.value.body)["message"] == 'pods "Nope" not found'
+    assert core.list_namespaced_pod("Bad_NS").items == []
+
+
 def test_create_list_read_and_strategic_patch_of_a_daemonset(apps: client.AppsV1Api,
                                                              core: client.CoreV1Api) -> None:
     ns = "py-ds"
