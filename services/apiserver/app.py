@@ -571,6 +571,7 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/version/", version)  # the Python client's VersionApi asks for it
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)
+    app.router.add_get("/apis/", apis_root)  # the Python client's ApisApi asks for it
     app.router.add_get("/apis/{group}", api_group)
     app.router.add_get("/openapi/v2", openapi_v2)
     app.router.add_get("/openapi/v3", openapi_doc)

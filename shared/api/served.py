@@ -42,7 +42,7 @@ RESOURCES: tuple[Resource, ...] = (
                                      "watch"),
              subresources=(("finalize", "Namespace", ("update",)),
                            ("status", "Namespace", ("get", "patch", "update")))),
-    Resource(kinds.NODE),
+    Resource(kinds.NODE, subresources=(("status", "Node", ("get", "patch", "update")),)),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),
                            ("log", "Pod", ("get",)),

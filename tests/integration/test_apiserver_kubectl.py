@@ -259,6 +259,23 @@ def test_names_no_object_can_have_are_looked_up_as_upstreams_are(api: ApiServer)
         'Error from server (NotFound): namespaces "Bad_NS" not found\n'
 
 
+def test_kubectl_advertises_an_extended_resource_through_the_node_status(
+        api: ApiServer, stack: Stack) -> None:
+    """Upstream's "advertise extended resources for a node": a patch of the node's status
+    subresource, which an editor may not make."""
+    patch = '[{"op": "add", "path": "/status/capacity/example.com~1dongle", "value": "4"}]'
+    refused = api.kubectl("patch", "node", "node-00001", "--subresource=status", "--type=json",
+                          "-p", patch, user="editor", check=False)
+    assert "cannot patch resource \"nodes/status\"" in refused.stderr
+    assert api.kubectl("patch", "node", "node-00001", "--subresource=status", "--type=json",
+                       "-p", patch).stdout == "node/node-00001 patched\n"
+    assert stack.store.get("Node", "/node-00001")["status"]["capacity"]["example.com/dongle"] \
+        == "4"
+    assert "example.com/dongle:  4" in api.kubectl("describe", "node", "node-00001").stdout
+    got = json.loads(api.kubectl("get", "--raw", "/api/v1/nodes/node-00001/status").stdout)
+    assert got["status"]["capacity"]["example.com/dongle"] == "4"
+
+
 def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
     _ready_pods(stack, "kube-system", 3)

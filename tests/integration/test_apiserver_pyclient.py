@@ -87,10 +87,15 @@ def _log_ids(api: ApiServer, kind: str, ns: str, after: str, through: str) -> li
 
 def test_the_version_and_names_no_object_can_have(api: ApiServer,
                                                  core: client.CoreV1Api) -> None:
-    """The client's VersionApi reads ``/version/`` (its trailing slash: a 404 before);
+    """The client's VersionApi reads ``/version/`` and its ApisApi ``/apis/`` (their
+    trailing slashes: 404s before), a node's status is its ``/status`` (not served before);
     a name no object can have is NotFound, a list in such a namespace empty."""
     info = client.VersionApi(_client(api)).get_code()
     assert (info.major, info.minor, info.git_version) == ("1", "32", "v1.32.0-daemonbus")
+    groups = client.ApisApi(_client(api)).get_api_versions().groups  # GET /apis/
+    assert "apps" in [g.name for g in groups]
+    node = core.list_node().items[0].metadata.name
+    assert core.read_node_status(node).status.node_info.kubelet_version == "v1.32.0-daemonbus"
     with pytest.raises(ApiException) as err:
         core.read_namespaced_pod("Nope", "default")
     assert err.value.status == 404
