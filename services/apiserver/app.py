@@ -568,11 +568,14 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", root)
     app.router.add_get("/version", version)
-    app.router.add_get("/version/", version)  # the Python client's VersionApi asks for it
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)
-    app.router.add_get("/apis/", apis_root)  # the Python client's ApisApi asks for it
     app.router.add_get("/apis/{group}", api_group)
+    # and with the trailing slash the Python client's VersionApi, CoreApi, ApisApi and
+    # <Group>Api ask with, as upstream's paths have it
+    for path, handler in (("/version/", version), ("/api/", api_root), ("/apis/", apis_root),
+                          ("/apis/{group}/", api_group)):
+        app.router.add_get(path, handler)
     app.router.add_get("/openapi/v2", openapi_v2)
     app.router.add_get("/openapi/v3", openapi_doc)
     app.router.add_get("/openapi/v3/{path:.*}", openapi_doc)

@@ -87,13 +87,17 @@ def _log_ids(api: ApiServer, kind: str, ns: str, after: str, through: str) -> li
 
 def test_the_version_and_names_no_object_can_have(api: ApiServer,
                                                  core: client.CoreV1Api) -> None:
-    """The client's VersionApi reads ``/version/`` and its ApisApi ``/apis/`` (their
-    trailing slashes: 404s before), a node's status is its ``/status`` (not served before);
+    """The client's VersionApi reads ``/version/``, its CoreApi ``/api/``, its ApisApi
+    ``/apis/``, its AppsApi ``/apis/apps/`` (their trailing slashes: 404s before), a node's
+    status is its ``/status`` (not served before);
     a name no object can have is NotFound, a list in such a namespace empty."""
     info = client.VersionApi(_client(api)).get_code()
     assert (info.major, info.minor, info.git_version) == ("1", "32", "v1.32.0-daemonbus")
     groups = client.ApisApi(_client(api)).get_api_versions().groups  # GET /apis/
     assert "apps" in [g.name for g in groups]
+    assert client.CoreApi(_client(api)).get_api_versions().versions == ["v1"]  # GET /api/
+    assert client.AppsApi(_client(api)).get_api_group().preferred_version.group_version == \
+        "apps/v1"  # GET /apis/apps/
     node = core.list_node().items[0].metadata.name
     assert core.read_node_status(node).status.node_info.kubelet_version == "v1.32.0-daemonbus"
     with pytest.raises(ApiException) as err:
