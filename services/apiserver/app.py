@@ -165,6 +165,10 @@ async def auth_middleware(request: web.Request,
     user = state.tokens.authenticate(request.headers.get("Authorization"))
     if user is None:
         raise st.ApiError("Unauthorized", "Unauthorized")
+    try:
+        user = auth.impersonate(user, request.headers, state.tokens.users.values())
+    except auth.ImpersonationError as err:
+        raise st.ApiError("Forbidden", str(err)) from err
     request[USER_KEY] = user
     return await handler(request)
 
@@ -466,9 +470,10 @@ async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Respon
 
 def _whoami(user: auth.User, _spec: Obj) -> Obj:
     """The caller as the authenticator saw it (upstream's token file users are in the group
-    every authenticated user is in), its role as an extra attribute."""
+    every authenticated user is in), its role as an extra attribute (none: an impersonated
+    user the token file does not name)."""
     return {"userInfo": {"username": user.name, "groups": ["system:authenticated"],
-                         "extra": {"daemonbus.io/role": [user.role]}}}
+                         "extra": {"daemonbus.io/role": [user.role]} if user.role else {}}}
 
 
 def _may(user: auth.User, spec: Obj) -> Obj:
@@ -484,7 +489,8 @@ def _may(user: auth.User, spec: Obj) -> Obj:
     else:
         allowed = auth.may_get_url(user, str((spec.get("nonResourceAttributes") or {})
                                              .get("verb") or "get"))
-    return {"allowed": allowed, "reason": f"user {user.name} has role {user.role}"}
+    return {"allowed": allowed, "reason": f"user {user.name} has role {user.role}"
+            if user.role else f"user {user.name} has no role"}
 
 
 def _rules(user: auth.User, _spec: Obj) -> Obj:
@@ -492,7 +498,7 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
     grant and API group, the access reviews every user may post, and the non-resource
     URLs."""
     resource_rules: list[Obj] = []
-    for rule in auth.RULES[user.role]:
+    for rule in auth.RULES.get(user.role, ()):
         verbs = ["*"] if rule.verbs is None else sorted(rule.verbs)
         if rule.resources is None:
             resource_rules.append({"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]})

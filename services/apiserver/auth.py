@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,8 +113,43 @@ SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""
 def authorize(user: User, verb: str, resource: str, namespaced: bool) -> bool:
     """Whether ``user`` may ``verb`` on ``resource`` (``daemonsets``, ``daemonsets/status``,
     ``pods/eviction``; ``*`` for any: only a rule for every verb or resource grants it).
-    Decides."""
-    return any(rule.allows(verb, resource, namespaced) for rule in RULES[user.role])
+    A user without a role (one impersonated that the token file does not name) may do
+    nothing. Decides."""
+    return any(rule.allows(verb, resource, namespaced) for rule in RULES.get(user.role, ()))
+
+
+class ImpersonationError(Exception):
+    """A request may not act as the user its impersonation headers name (a 403)."""
+
+
+IMPERSONATE_USER = "Impersonate-User"
+NO_ROLE = ""
+
+
+def impersonate(user: User, headers: Mapping[str, str], users: Iterable[User]) -> User:
+    """Whom a request of ``user`` acts as, by upstream's impersonation headers (``kubectl
+    --as NAME``): ``user`` without them; with ``Impersonate-User``, the user it names, with
+    the role the token file (``users``) gives that name first, or none. Only an admin may
+    impersonate. Groups, uids and extras are not (roles here are given per user): that is
+    refused rather than ignored, so a request never runs with more than it asked for.
+    Decides; raises ImpersonationError."""
+    others = sorted(h for h in headers if h.lower().startswith("impersonate-")
+                    and h.lower() != IMPERSONATE_USER.lower())
+    name = headers.get(IMPERSONATE_USER)
+    if name is None and not others:
+        return user
+    if not name:
+        raise ImpersonationError(f"{others[0] if name is None else IMPERSONATE_USER} needs "
+                                 f"a user's name in an {IMPERSONATE_USER} header")
+    if user.role != "admin":
+        raise ImpersonationError(f'users "{name}" is forbidden: User "{user.name}" cannot '
+                                 'impersonate resource "users" in API group "" at the '
+                                 "cluster scope")
+    if others:
+        raise ImpersonationError(f"impersonating groups, uids or extras ({others[0]}) is not "
+                                 "supported: roles are given per user (token file)")
+    role = next((u.role for u in users if u.name == name), NO_ROLE)
+    return User(name, role)
 
 
 def may_get_url(user: User, verb: str) -> bool:

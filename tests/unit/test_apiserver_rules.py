@@ -203,3 +203,23 @@ def test_the_view_at_a_position_undoes_the_events_after_it() -> None:
     assert (start, rv) == (("ns", "a"), "6-0")
     with pytest.raises(ApiError, match="continue key is not valid"):
         listing.decode_token(listing.token(("ns", "a"), "not-a-position"))
+
+
+def test_impersonation_is_an_admins_and_takes_the_named_users_role() -> None:
+    users = [auth.User("admin", "admin"), auth.User("ed", "edit")]
+    admin, ed = users
+    assert auth.impersonate(admin, {}, users) is admin
+    assert auth.impersonate(admin, {"Impersonate-User": "ed"}, users) == ed
+    stranger = auth.impersonate(admin, {"Impersonate-User": "stranger"}, users)
+    assert stranger == auth.User("stranger", auth.NO_ROLE)
+    assert not auth.authorize(stranger, "list", "pods", True)
+    assert auth.may_get_url(stranger, "get")  # discovery, as every authenticated user
+    with pytest.raises(auth.ImpersonationError, match='User "ed" cannot impersonate'):
+        auth.impersonate(ed, {"Impersonate-User": "admin"}, users)
+    for header in ("Impersonate-Group", "Impersonate-Uid", "Impersonate-Extra-Scopes"):
+        with pytest.raises(auth.ImpersonationError):  # refused, never ignored
+            auth.impersonate(admin, {"Impersonate-User": "ed", header: "x"}, users)
+        with pytest.raises(auth.ImpersonationError):
+            auth.impersonate(admin, {header: "x"}, users)
+    with pytest.raises(auth.ImpersonationError):
+        auth.impersonate(admin, {"Impersonate-User": ""}, users)
