@@ -25,8 +25,9 @@ from services import common, config
 from services.apiserver import app, auth, tls
 from services.apiserver.watchcache import WatchCache
 from shared.api import served
-from shared.model import kinds
+from shared.model import kinds, meta
 from shared.store import errors as store_errors
+from shared.store.client import Store
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,6 @@ def run(redis_url: str | None, prefix: str | None, opts: Options,
 
 async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext | None,
                 opts: Options) -> None:
-    from shared.store.client import Store
-
     assert isinstance(store, Store)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -139,23 +138,23 @@ async def keep_system_namespaces(state: app.State,
     second create of one is AlreadyExists."""
     await state.cache.ready.wait()
     while True:
-        missing = [name for name in kinds.BUILTIN_NAMESPACES
+        # read on the event loop, as every read of the watch cache; the writes in the pool
+        missing = [(name, meta.creation_timestamp(state.namespace(name) or {}) or None)
+                   for name in kinds.BUILTIN_NAMESPACES
                    if name not in state.cache.namespaces.stored]
         try:
-            for name in missing:
-                await state.run(create_system_namespace, state, name)
+            for name, created in missing:
+                await state.run(create_system_namespace, state.store, name, created)
         except Exception as err:  # Redis away, say: the next round tries again
             log.warning("cannot create the built-in namespaces' objects yet: %s", err)
         await asyncio.sleep(every)
 
 
-def create_system_namespace(state: app.State, name: str) -> None:
-    """Acts: create the Namespace ``name`` as the API server, as old as it is served (no
-    write when another replica stored it first)."""
-    ns = state.namespace(name) or {}
-    created = ns.get("metadata", {}).get("creationTimestamp")
+def create_system_namespace(store: Store, name: str, created: str | None) -> None:
+    """Acts: create the Namespace ``name`` as the API server, created at ``created`` (None:
+    now); no write when another replica stored it first."""
     try:
-        state.store.as_writer(SYSTEM_USER).create(
+        store.as_writer(SYSTEM_USER).create(
             {"apiVersion": "v1", "kind": kinds.NAMESPACE.kind, "metadata": {"name": name}},
             created=created)
     except store_errors.AlreadyExistsError:
