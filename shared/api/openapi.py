@@ -253,7 +253,7 @@ _ITEM_VERBS = {"get": "get", "put": "update", "patch": "patch", "delete": "delet
 _COLLECTION_VERBS = {"get": "list", "post": "create", "delete": "deletecollection"}
 
 
-def _served(path: Mapping[str, Any], by_method: Mapping[str, str],
+def _only_served(path: Mapping[str, Any], by_method: Mapping[str, str],
             verbs: Sequence[str]) -> dict[str, Any]:
     """``path`` with the operations of the verbs not served left out."""
     return {k: v for k, v in path.items() if k not in by_method or by_method[k] in verbs}
@@ -297,7 +297,7 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
         }
 
     paths: dict[str, Any] = {
-        collection: _served({
+        collection: _only_served({
             "get": _operation("list", "list", info, f"{scoped}{kind}",
                               f"list or watch objects of kind {kind}", list_def, ["200"], _LIST),
             "post": _operation("post", "create", info, f"{scoped}{kind}", f"create a {kind}",
@@ -307,7 +307,7 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
                                  status, ["200"], [*_DELETE, *_LIST], delete_body),
             "parameters": [*scope, _PRETTY],
         }, _COLLECTION_VERBS, verbs),
-        f"{collection}/{{name}}": _served({
+        f"{collection}/{{name}}": _only_served({
             **one("", "the"),
             "delete": _operation("delete", "delete", info, f"{scoped}{kind}", f"delete a {kind}",
                                  status, ["200", "202"], _DELETE, delete_body),
@@ -315,7 +315,7 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
     }
     for sub, _kind, sub_verbs in resource.subresources if resource else ():
         if sub == "status":
-            paths[f"{collection}/{{name}}/status"] = _served(one("Status", "status"),
+            paths[f"{collection}/{{name}}/status"] = _only_served(one("Status", "status"),
                                                              _ITEM_VERBS, sub_verbs)
         elif sub == "finalize":
             paths[f"{collection}/{{name}}/finalize"] = {

@@ -19,8 +19,8 @@ VERSION = "v1.32.0-daemonbus"
 
 WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch", "update"})
 READ_VERBS = frozenset({"get", "list", "watch"})
-ALL_VERBS = ("create", "delete", "deletecollection", "patch", "update", "get", "list", "watch")
-"""A resource's verbs, in the order discovery lists them (upstream's)."""
+ALL_VERBS = (*sorted(WRITE_VERBS), *sorted(READ_VERBS))
+"""A resource's verbs, in the order discovery lists them: the writes, then the reads."""
 
 
 @dataclass(frozen=True)
