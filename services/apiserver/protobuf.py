@@ -1,7 +1,8 @@
 """The protobuf wire format: decoding the few request bodies kubectl sends as Kubernetes
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
-Eviction, ``create namespace`` a Namespace) into the JSON shape of the same object.
+Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
+namespace`` a Namespace) into the JSON shape of the same object.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
@@ -122,23 +123,26 @@ def _self_review(f: Fields) -> Obj:
     return {"metadata": _meta(_msg(f, 1))}  # its status is the answer: not read
 
 
+def _delete_options(d: Fields) -> Obj:
+    opts: Obj = {}
+    if 1 in d:
+        grace = d[1][-1]
+        opts["gracePeriodSeconds"] = grace - (1 << 64) if grace >= 1 << 63 else grace
+    if 2 in d:
+        opts["preconditions"] = _strings(_msg(d, 2), {1: "uid", 2: "resourceVersion"})
+    if 3 in d:
+        opts["orphanDependents"] = bool(d[3][-1])
+    if (policy := _str(d, 4)) is not None:
+        opts["propagationPolicy"] = policy
+    if 5 in d:
+        opts["dryRun"] = [v.decode() for v in d[5]]
+    return opts
+
+
 def _eviction(f: Fields) -> Obj:
     out: Obj = {"metadata": _meta(_msg(f, 1))}
     if 2 in f:
-        d = _msg(f, 2)
-        opts: Obj = {}
-        if 1 in d:
-            grace = d[1][-1]
-            opts["gracePeriodSeconds"] = grace - (1 << 64) if grace >= 1 << 63 else grace
-        if 2 in d:
-            opts["preconditions"] = _strings(_msg(d, 2), {1: "uid", 2: "resourceVersion"})
-        if 3 in d:
-            opts["orphanDependents"] = bool(d[3][-1])
-        if (policy := _str(d, 4)) is not None:
-            opts["propagationPolicy"] = policy
-        if 5 in d:
-            opts["dryRun"] = [v.decode() for v in d[5]]
-        out["deleteOptions"] = opts
+        out["deleteOptions"] = _delete_options(_msg(f, 2))
     return out
 
 
@@ -156,6 +160,7 @@ DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "SelfSubjectRulesReview": _rules_review,
     "SelfSubjectReview": _self_review,
     "Eviction": _eviction,
+    "DeleteOptions": _delete_options,
 }
 
 

@@ -333,6 +333,19 @@ def test_taint_cordon_uncordon_and_drain_a_node(api: ApiServer) -> None:
     api.kubectl("delete", "node", node)
 
 
+def test_drain_without_eviction_deletes_a_bare_pod(api: ApiServer) -> None:
+    # --disable-eviction: kubectl's typed client deletes each pod with DeleteOptions in
+    # protobuf (refused as "not accepted as protobuf" before the API server read them)
+    node = NODES[2]
+    api.kubectl("run", "bare", "-n", "v-drain", "--image=registry.k8s.io/pause:3.9",
+                "--overrides", json.dumps({"spec": {"nodeName": node}}))
+    out = api.kubectl("drain", node, "--ignore-daemonsets", "--disable-eviction", "--force",
+                      "--timeout=60s")
+    assert "pod/bare deleted" in out.stdout and f"node/{node} drained" in out.stdout
+    assert api.stack.store.try_get("Pod", "v-drain/bare") is None
+    api.kubectl("uncordon", node)
+
+
 def test_set_image_and_rollout_status_history_undo_restart(api: ApiServer) -> None:
     ns, name = "v-roll", "rolled"
     _apply(api, daemonset(name, ns))

@@ -87,6 +87,12 @@ def test_protobuf_access_review_and_eviction_decode_to_their_json_shape() -> Non
     doc = protobuf.decode(body)
     assert doc["metadata"] == {"name": "p1", "namespace": "default"}
     assert doc["deleteOptions"] == {"gracePeriodSeconds": 0}
+    options = _field(1, 30) + _field(2, _field(1, b"u-1")) + _field(4, b"Foreground")
+    body = protobuf.MAGIC + _field(1, _field(1, b"meta.k8s.io/v1") +
+                                   _field(2, b"DeleteOptions")) + _field(2, options)
+    assert protobuf.decode(body) == {
+        "apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions", "gracePeriodSeconds": 30,
+        "preconditions": {"uid": "u-1"}, "propagationPolicy": "Foreground"}
     body = protobuf.MAGIC + _field(1, _field(1, b"authentication.k8s.io/v1") +
                                    _field(2, b"SelfSubjectReview")) + _field(2, _field(1, b""))
     assert protobuf.decode(body) == {"apiVersion": "authentication.k8s.io/v1",
