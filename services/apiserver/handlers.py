@@ -492,7 +492,7 @@ def delete(store: Store, t: Target, opts: Obj, dry: bool,
 
 def delete_collection(store: Store, t: Target, query: Mapping[str, str], opts: Obj,
                       dry: bool) -> tuple[int, Obj]:
-    _tip, items = list_objects(store, t, query)
+    tip, items = list_objects(store, t, query)
     deleted = []
     for obj in items:
         one = Target(t.resource, meta.namespace(obj) or None, meta.name(obj), None)
@@ -503,7 +503,7 @@ def delete_collection(store: Store, t: Target, query: Mapping[str, str], opts: O
                 continue
             raise
         deleted.append(doc if doc.get("kind") != "Status" else obj)
-    return 200, list_document(t.kind, "", deleted)
+    return 200, list_document(t.kind, tip, deleted)  # the list's position, as upstream
 
 
 def evict(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:

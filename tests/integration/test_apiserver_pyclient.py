@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from shared.eventlog.entry import id_tuple
 from shared.store import codec
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit
@@ -210,6 +211,16 @@ def test_create_read_patch_and_watch_of_pods(core: client.CoreV1Api) -> None:
     listed = core.list_pod_for_all_namespaces(label_selector="app=bare,patched=yes")
     assert [(p.metadata.namespace, p.metadata.name, p.status.phase) for p in listed.items] == \
         [(ns, "bare", "Running")]
+
+    # a collection delete answers with what it deleted, at the position it listed them
+    # (the client reads the answer as a V1Status, which has no items: read it raw)
+    gone = json.loads(core.delete_collection_namespaced_pod(
+        ns, label_selector="app=bare", _preload_content=False).data)
+    assert gone["kind"] == "PodList"
+    assert [(p["metadata"]["name"], "deletionTimestamp" in p["metadata"])
+            for p in gone["items"]] == [("bare", True)]
+    assert id_tuple(gone["metadata"]["resourceVersion"]) >= \
+        id_tuple(listed.metadata.resource_version)
 
 
 # ---- resourceVersion and 410 -----------------------------------------------------------------------
