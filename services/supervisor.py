@@ -25,6 +25,10 @@ from services import common, config
 from shared.store.server import RedisServer
 
 
+class StartError(RuntimeError):
+    """The stack could not start (its Redis did not): said to the user, no traceback."""
+
+
 @dataclass
 class Child:
     name: str
@@ -115,8 +119,14 @@ class Stack:
             self.url = self.opts.redis_url
             return self.url
         data = self.opts.data_dir or config.home() / "data"
-        self.redis = RedisServer(data_dir=str(data), appendonly=True,
-                                 password=config.redis_password()).start()
+        try:
+            self.redis = RedisServer(data_dir=str(data), appendonly=True,
+                                     password=config.redis_password()).start()
+        except RuntimeError as err:
+            raise StartError(f"Redis did not start: {err}") from err
+        for binary, said in self.redis.passed_over:
+            self.echo(f"redis      {binary} cannot read {data} ({said.split('; ')[0]}): "
+                      f"using {self.redis.binary}")
         self.url = self.redis.url
         config.record_url(self.url)
         return self.url

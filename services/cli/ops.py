@@ -58,8 +58,8 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
     """Run the whole stack on this machine until Ctrl-C.
 
     Without --redis-url (or DAEMONBUS_REDIS_URL) a private Redis is started (the
-    redis-server on PATH, else one shipped in a Python wheel) on loopback, with a password
-    generated once into $DAEMONBUS_HOME/redis-password (mode 600) and its append-only file
+    redis-server on PATH, else one shipped in a Python wheel; the next when one cannot read
+    the data a newer one left) on loopback, with a password generated once into $DAEMONBUS_HOME/redis-password (mode 600) and its append-only file
     on in a directory only you can read; its URL is recorded (mode 600) so `daemonbus`
     commands in other shells find it. Metrics, if asked for, listen on --metrics-bind. Then the
     watcher, the reconciler-workers, the status-writer, the garbage collector, the log
@@ -104,7 +104,10 @@ def up(ctx: click.Context, nodes: int, workers: int, data_dir: Path | None,
         if demo:
             _apply_demo(stack.url, prefix)
 
-    supervisor.run(opts, echo=click.echo, ready=ready)
+    try:
+        supervisor.run(opts, echo=click.echo, ready=ready)
+    except supervisor.StartError as err:
+        raise click.ClickException(str(err)) from err
 
 
 APISERVER_READY_SECONDS = 60.0

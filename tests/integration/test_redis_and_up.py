@@ -3,11 +3,13 @@ stack's lifecycle (children started, shown, and all stopped on SIGTERM)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from services import common, config
 from services.cli.main import cli
 from shared.store import client as store_client
 from shared.store.server import RedisServer, free_port
-from tests.integration.stack import wait_for
+from tests.integration.stack import ROOT, wait_for
 from tests.integration.up import start_with_demo
 
 
@@ -157,3 +159,53 @@ def test_metrics_listen_on_loopback_unless_told_otherwise() -> None:
     common.serve_metrics(anywhere, "0.0.0.0")
     assert _listening_addresses(loopback) == {"0100007F"}  # 127.0.0.1
     assert _listening_addresses(anywhere) == {"00000000"}
+
+
+def _written_by_a_newer_server(data: Path) -> Path:
+    """An append-only directory whose base file has an RDB format no server reads yet."""
+    aof = data / "appendonlydir"
+    aof.mkdir(parents=True)
+    (aof / "appendonly.aof.manifest").write_text("file appendonly.aof.1.base.rdb seq 1 type b\n")
+    (aof / "appendonly.aof.1.base.rdb").write_bytes(b"REDIS0099\xff")
+    return data
+
+
+def test_a_server_that_cannot_read_the_data_says_why_and_the_next_one_is_tried(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.store import server as server_module
+
+    data = _written_by_a_newer_server(tmp_path / "newer")
+    with pytest.raises(RuntimeError, match=r"Can't handle RDB format version 99.*"
+                       r"was written by a newer server"):
+        RedisServer(binary=server_module.find_server_binary(), data_dir=str(data),
+                    appendonly=True).start()
+
+    # an older server first (it says what an older redis-server says of newer data), then
+    # one that reads the directory: the second is started, the first named with its words
+    older = tmp_path / "older-redis-server"
+    older.write_text("#!/bin/sh\ncat >/dev/null\necho \"1:M 06 Dec 2026 18:35:12.588 # Can't "
+                     "handle RDB format version 11\"\nexit 1\n")
+    older.chmod(0o755)
+    real = str(server_module.find_server_binary())
+    monkeypatch.setattr(server_module, "server_binaries", lambda: [str(older), real])
+    started = RedisServer(data_dir=str(tmp_path / "readable"), appendonly=True).start()
+    try:
+        assert started.binary == real
+        assert started.passed_over == [(str(older), "Can't handle RDB format version 11")]
+        assert redis.Redis.from_url(started.url).ping()
+    finally:
+        started.stop()
+
+
+def test_up_says_why_its_redis_did_not_start_without_a_traceback(tmp_path: Path) -> None:
+    data = _written_by_a_newer_server(tmp_path / "data")
+    env = dict(os.environ, DAEMONBUS_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    env.pop("DAEMONBUS_REDIS_URL", None)
+    up = subprocess.run([sys.executable, "-m", "services.cli.main", "up", "--nodes", "0",
+                         "--data-dir", str(data)], env=env, capture_output=True, text=True,
+                        timeout=60, cwd=str(ROOT))
+    assert up.returncode == 1, up
+    assert "Traceback" not in up.stderr
+    assert up.stderr.startswith("Error: Redis did not start: ")
+    assert "Can't handle RDB format version 99" in up.stderr
+    assert f"{data} was written by a newer server" in up.stderr
