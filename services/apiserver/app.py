@@ -275,6 +275,11 @@ async def openapi_v2(request: web.Request) -> web.Response:
 # ---- resources ----------------------------------------------------------------------------
 
 
+READ_ALL = ("list", "watch")
+"""What a namespaced kind serves across all namespaces (``/api/v1/pods``), as upstream:
+a write or a collection delete there is 405, never every namespace's at once."""
+
+
 async def core(request: web.Request) -> web.StreamResponse:
     return await _resource(request, "v1", request.match_info["rest"])
 
@@ -300,7 +305,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     user = _user(request)
     if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
         raise _forbidden(user, verb, t)
-    if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs):
+    if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs) or \
+            (t.namespace is None and t.resource.info.namespaced and verb not in READ_ALL):
         raise handlers.not_allowed(t, verb)
     fmt = requests.negotiate(request.headers.get("Accept"))
     store = state.store.as_writer(user.name)
@@ -489,8 +495,9 @@ def _may(user: auth.User, spec: Obj) -> Obj:
     else:
         allowed = auth.may_get_url(user, str((spec.get("nonResourceAttributes") or {})
                                              .get("verb") or "get"))
-    return {"allowed": allowed, "reason": f"user {user.name} has role {user.role}"
-            if user.role else f"user {user.name} has no role"}
+    # a denial gives no reason, as upstream's RBAC (kubectl prints a reason after "no")
+    return {"allowed": True, "reason": f"user {user.name} has role {user.role}"} \
+        if allowed else {"allowed": False}
 
 
 def _rules(user: auth.User, _spec: Obj) -> Obj:

@@ -283,7 +283,7 @@ def test_kubectl_as_impersonates_a_user_for_an_admin_only(api: ApiServer, stack:
     whoami = api.kubectl("auth", "whoami", "--as", "editor").stdout
     assert re.search(r"Username\s+editor\b", whoami) and "[edit]" in whoami
     assert api.kubectl("auth", "can-i", "patch", "nodes/status", "--as", "editor",
-                       check=False).stdout == "no - user editor has role edit\n"
+                       check=False).stdout == "no\n"
     assert api.kubectl("get", "pods", "--as", "someone", check=False).stderr == (
         'Error from server (Forbidden): pods is forbidden: User "someone" cannot list '
         'resource "pods" in API group "" in the namespace "default"\n')
@@ -497,13 +497,33 @@ def test_update_with_a_stale_resource_version_is_a_409(api: ApiServer) -> None:
 
 def test_kubectl_auth_can_i_answers_per_role(api: ApiServer) -> None:
     def can(user: str, *args: str) -> str:
-        return api.kubectl("auth", "can-i", *args, user=user, check=False).stdout.split()[0]
+        return api.kubectl("auth", "can-i", *args, user=user, check=False).stdout.strip()
 
     assert can("viewer", "list", "pods") == "yes"
     assert can("viewer", "create", "daemonsets") == "no"
     assert can("editor", "create", "daemonsets", "-n", "kube-system") == "yes"
     assert can("editor", "patch", "nodes") == "no"
     assert can("admin", "delete", "nodes") == "yes"
+    assert can("admin", "list", "pods", "--as", "nobody") == "no"  # a user without a role
+
+
+def test_a_namespaced_kind_across_all_namespaces_is_read_only(api: ApiServer) -> None:
+    """``/api/v1/pods`` lists and watches; a collection delete there (which deleted every
+    pod in every namespace) or a create is 405, as upstream's."""
+    api.kubectl("apply", "-f", str(FLUENTD))
+    pod = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "x", "namespace": "default"}, "spec": {"containers": [
+            {"name": "c", "image": "busybox"}]}})
+    for args in (("delete", "--raw", "/api/v1/pods"),
+                 ("delete", "--raw", "/apis/apps/v1/daemonsets"),
+                 ("create", "--raw", "/api/v1/pods", "-f", "-")):
+        refused = api.kubectl(*args, check=False, input=pod)
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("Error from server (MethodNotAllowed): the server "
+                                         "does not allow this method on the requested "
+                                         "resource"), (args, refused.stderr)
+    assert api.kubectl("get", "pods", "-A", "-o", "name").stdout.strip()
+    assert api.kubectl("get", "ds", "-A", "-o", "name").stdout.strip()
 
 
 def test_kubectl_auth_can_i_list_shows_each_roles_rules(api: ApiServer) -> None:
