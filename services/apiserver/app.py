@@ -325,6 +325,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
         obj = await state.run(handlers.get, store, t, state.namespace)
         return respond(tables.render_one(t, obj, fmt, q))
     if verb == "list":
+        if problems := listing.option_problems(q):
+            raise st.options_invalid("ListOptions", problems)
         tip, items = await _list(state, store, t, q)
         return await respond_in_pieces(request, tables.render_list(t, tip, items, fmt, q))
     fields = handlers.FieldCheck.of(q)
@@ -360,6 +362,11 @@ async def _list(state: State, store: Store, t: Target,
         continued = await _continued(state, t, q)
         if continued is not None:
             return continued
+    rv = q.get("resourceVersion", "")
+    if listing.is_position(rv):
+        await _reached(state, rv)
+        if q.get("resourceVersionMatch") == listing.EXACT:
+            return _exact(state, t, q, rv)
     caught_up = await _caught_up(state, store, q)
     if caught_up or t.kind == kinds.NAMESPACE.kind:  # Namespaces are the cache's alone
         match = listing.matcher(t, q)
@@ -380,6 +387,38 @@ async def _caught_up(state: State, store: Store, q: Mapping[str, str]) -> bool:
         return False
 
 
+async def _reached(state: State, rv: str) -> None:
+    """Wait until the watch cache has folded the log in through ``rv``; raises ApiError
+    504 (upstream's "Too large resource version") when it does not in time."""
+    try:
+        caught_up = await state.cache.wait_for(rv, LIST_CATCH_UP_SECONDS)
+    except TimeoutError:
+        caught_up = False
+    if not caught_up:
+        raise st.ApiError("Timeout", f"Too large resource version: {rv}, current: "
+                          f"{state.cache.position}", {"retryAfterSeconds": 1})
+
+
+def _exact(state: State, t: Target, q: Mapping[str, str], rv: str) -> tuple[str, list[Obj]]:
+    """A list at exactly position ``rv`` (``resourceVersionMatch=Exact``; the cache has
+    reached it): the cache's objects with the events after ``rv`` undone, as a continued
+    page is; 410 Expired once ``rv`` left the cache's window. Namespaces, which are served
+    with and without objects, only at the cache's own position."""
+    cache = state.cache
+    if codec.id_tuple(rv) < codec.id_tuple(cache.oldest) or (
+            t.kind == kinds.NAMESPACE.kind and rv != cache.position):
+        raise st.ApiError("Expired", f"too old resource version: {rv} ({cache.oldest})")
+    match = listing.matcher(t, q)
+    if t.kind == kinds.NAMESPACE.kind:
+        objs = cache.current(t.kind, match)
+    else:
+        objs = [o for o in listing.view_at(cache.objects.get(t.kind, {}), cache.events,
+                                           t.kind, rv).values() if match(o)]
+    items = [handlers.with_type(o) for o in objs]
+    items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
+    return rv, items
+
+
 async def _continued(state: State, t: Target,
                      q: Mapping[str, str]) -> tuple[str, list[Obj]] | None:
     """A later page of a list, at the first page's position (``listing.view_at``); None
@@ -392,13 +431,7 @@ async def _continued(state: State, t: Target,
     start, rv = listing.decode_token(q["continue"])
     if rv == listing.LATEST:
         return None
-    try:
-        caught_up = await state.cache.wait_for(rv, LIST_CATCH_UP_SECONDS)
-    except TimeoutError:
-        caught_up = False
-    if not caught_up:
-        raise st.ApiError("Timeout", f"Too large resource version: {rv}, current: "
-                          f"{state.cache.position}", {"retryAfterSeconds": 1})
+    await _reached(state, rv)
     cache = state.cache
     if codec.id_tuple(rv) < codec.id_tuple(cache.oldest):
         err = st.ApiError("Expired", listing.INCONSISTENT_CONTINUE)

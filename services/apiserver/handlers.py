@@ -207,9 +207,7 @@ class Manager:
         if problem is not None:
             options = "PatchOptions" if verb == "patch" else \
                 "CreateOptions" if verb == "create" else "UpdateOptions"
-            raise st.ApiError("Invalid", f'{options}.meta.k8s.io "" is invalid: {problem}',
-                              {"group": "meta.k8s.io", "kind": options,
-                               "causes": [st.cause(problem)]})
+            raise st.options_invalid(options, [problem])
         return cls(managedfields.manager_of(given, user_agent), force)
 
 

@@ -25,7 +25,7 @@ from services.apiserver.requests import Target
 from services.apiserver.status import bad_request
 from services.apiserver.watchcache import Event
 from shared.api import selection
-from shared.model import meta
+from shared.model import fielderr, meta
 from shared.store import codec
 
 Obj = dict[str, Any]
@@ -83,15 +83,44 @@ def decode_token(token: str) -> tuple[tuple[str, str], str]:
         if doc.get("v") != 1 or not (isinstance(start, list) and len(start) == 2
                                      and all(isinstance(x, str) for x in start)):
             raise ValueError(start)
-        if not isinstance(rv, str) or not (rv == LATEST or _is_position(rv)):
+        if not isinstance(rv, str) or not (rv == LATEST or is_position(rv)):
             raise ValueError(rv)
     except (ValueError, KeyError, TypeError, binascii.Error) as err:
         raise bad_request(f"continue key is not valid: {token!r}") from err
     return (start[0], start[1]), rv
 
 
-def _is_position(rv: str) -> bool:
+def is_position(rv: str) -> bool:
+    """Whether ``rv`` is a log position (``<ms>-<seq>``), as resourceVersions are."""
     return _POSITION.fullmatch(rv) is not None
+
+
+EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
+
+
+def option_problems(query: Mapping[str, str]) -> list[str]:
+    """What is wrong with a list's (not a watch's) options, as upstream's
+    ``ValidateListOptions`` words it (apimachinery's internalversion validation)."""
+    problems = []
+    match, rv = query.get("resourceVersionMatch", ""), query.get("resourceVersion", "")
+    if match:
+        if not rv:
+            problems.append(fielderr.forbidden("resourceVersionMatch", "resourceVersionMatch "
+                                               "is forbidden unless resourceVersion is "
+                                               "provided"))
+        if query.get("continue"):
+            problems.append(fielderr.forbidden("resourceVersionMatch", "resourceVersionMatch "
+                                               "is forbidden when continue is provided"))
+        if match not in (EXACT, NOT_OLDER_THAN):
+            problems.append(fielderr.not_supported("resourceVersionMatch", match,
+                                                   (EXACT, NOT_OLDER_THAN, "")))
+        if match == EXACT and rv == "0":
+            problems.append(fielderr.forbidden("resourceVersionMatch", 'resourceVersionMatch '
+                                               '"exact" is forbidden for resourceVersion "0"'))
+    if "sendInitialEvents" in query:
+        problems.append(fielderr.forbidden("sendInitialEvents",
+                                           "sendInitialEvents is forbidden for list"))
+    return problems
 
 
 def view_at(current: Mapping[str, Obj], events: Sequence[Event], kind: str,

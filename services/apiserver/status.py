@@ -97,6 +97,15 @@ def cause(text: str) -> Obj:
     return {"reason": reason, "message": body, "field": m.group("field")}
 
 
+def options_invalid(options: str, problems: list[str]) -> ApiError:
+    """The 422 of a request's options (``ListOptions``, ``PatchOptions``, ...) as upstream:
+    ``ListOptions.meta.k8s.io "" is invalid: <problem>`` (several: ``[a, b]``)."""
+    body = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+    return ApiError("Invalid", f'{options}.meta.k8s.io "" is invalid: {body}',
+                    {"group": "meta.k8s.io", "kind": options,
+                     "causes": [cause(p) for p in problems]})
+
+
 def not_found(kind: str, name: str) -> ApiError:
     plural, group, res = _resource_name(kind)
     return ApiError("NotFound", f'{plural} "{name}" not found',

@@ -15,7 +15,6 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from shared.eventlog.entry import id_tuple
 from shared.store import codec
 from shared.store.server import RedisServer
 from tests.integration import apiserver_kit
@@ -219,8 +218,8 @@ def test_create_read_patch_and_watch_of_pods(core: client.CoreV1Api) -> None:
     assert gone["kind"] == "PodList"
     assert [(p["metadata"]["name"], "deletionTimestamp" in p["metadata"])
             for p in gone["items"]] == [("bare", True)]
-    assert id_tuple(gone["metadata"]["resourceVersion"]) >= \
-        id_tuple(listed.metadata.resource_version)
+    assert codec.id_tuple(gone["metadata"]["resourceVersion"]) >= \
+        codec.id_tuple(listed.metadata.resource_version)
 
 
 # ---- resourceVersion and 410 -----------------------------------------------------------------------
@@ -253,6 +252,53 @@ def test_a_watch_resumed_from_a_resource_version_sees_exactly_the_events_after_i
     assert marks[2] in ids and marks[0] not in ids and resume_at not in ids
     assert steps[0] in ("1", "2") and steps[-1] == "3"
     assert w.resource_version == last  # where the client would resume next
+
+
+def test_a_list_at_exactly_a_resource_version_and_its_options_checked(
+        core: client.CoreV1Api) -> None:
+    """``resourceVersionMatch``: Exact lists the objects as they were at that position;
+    NotOlderThan a position the server has not reached waits for it, then 504; the
+    options upstream forbids are a 422 naming ListOptions (the match was ignored)."""
+    ns = "py-exact"
+    core.create_namespaced_pod(ns, _bare_pod("first", ns))
+    at = core.list_namespaced_pod(ns).metadata.resource_version
+    core.create_namespaced_pod(ns, _bare_pod("second", ns))
+    core.patch_namespaced_pod("first", ns, {"metadata": {"labels": {"later": "yes"}}})
+    then = core.list_namespaced_pod(ns, resource_version=at, resource_version_match="Exact")
+    assert then.metadata.resource_version == at
+    assert [(p.metadata.name, p.metadata.labels) for p in then.items] == \
+        [("first", {"app": "bare"})]
+    now = core.list_namespaced_pod(ns, resource_version=at,
+                                   resource_version_match="NotOlderThan")
+    assert [p.metadata.name for p in now.items] == ["first", "second"]
+
+    def refused(**kw: Any) -> ApiException:
+        with pytest.raises(ApiException) as err:
+            core.list_namespaced_pod(ns, **kw)
+        return err.value
+
+    for kw, message in (
+            ({"resource_version_match": "NotOlderThan"}, "resourceVersionMatch: Forbidden: "
+             "resourceVersionMatch is forbidden unless resourceVersion is provided"),
+            ({"resource_version": at, "resource_version_match": "Bogus"},
+             'resourceVersionMatch: Unsupported value: "Bogus": supported values: "Exact", '
+             '"NotOlderThan", ""'),
+            ({"resource_version": "0", "resource_version_match": "Exact"},
+             'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for '
+             'resourceVersion "0"'),
+            ({"send_initial_events": True}, "sendInitialEvents: Forbidden: sendInitialEvents "
+             "is forbidden for list")):
+        err = refused(**kw)
+        status = json.loads(err.body)
+        assert (err.status, status["reason"], status["details"]["kind"]) == \
+            (422, "Invalid", "ListOptions"), kw
+        assert status["message"] == f'ListOptions.meta.k8s.io "" is invalid: {message}', kw
+    old = refused(resource_version="1-0", resource_version_match="Exact")
+    assert (old.status, json.loads(old.body)["reason"]) == (410, "Expired")
+    ahead = f"{codec.id_tuple(at)[0] + 3_600_000}-0"
+    late = refused(resource_version=ahead, resource_version_match="NotOlderThan")
+    assert (late.status, json.loads(late.body)["message"].split(":")[0]) == \
+        (504, "Too large resource version")
 
 
 def _counted(fn: Callable[..., Any], calls: list[Obj]) -> Callable[..., Any]:
