@@ -14,12 +14,15 @@ field's type taken from the kind's schema (:mod:`shared.api.schema`):
   walked field by field; list items are members themselves (``.`` in FieldsV1).
 - **Apply** (``apply``): the live object merged with the configuration (the configuration's
   leaves win; maps merge; list items merge by key; sets union), minus the fields the
-  applier applied before and no longer applies, which no other manager owns. A field the
-  merge adds or changes that another manager owns is a conflict (HTTP 409 with upstream's
-  message) unless ``force``, which moves it to the applier. The applier's set is exactly
-  its configuration's fields. Removed fields leave every manager.
+  applier applied before and no longer applies, which no other manager owns (a list item
+  goes whole, with what lies under it). A field the merge adds or changes that another
+  manager owns is a conflict (HTTP 409 with upstream's message) unless ``force``, which
+  moves it to the applier. The applier's set is exactly its configuration's fields.
+  Removed fields leave every manager.
 - **Update** (every other write, ``update``): the writer takes the fields it added or
   changed from every other manager, without conflicts; removed fields leave every manager.
+  It starts from the managed fields it carries, if valid, else the live ones; ``[{}]``
+  clears them.
 - An object with no managed fields met by an apply first gives its fields to
   ``before-first-apply`` (operation Update), as upstream does.
 
@@ -315,31 +318,41 @@ def merge(live: Any, config: Any, f: schema.Field) -> Any:
     return out_list + pending
 
 
+def _outermost(paths: frozenset[Path]) -> list[Path]:
+    """The paths of ``paths`` under none of the others. Removing a member removes it whole
+    (structured-merge-diff's RemoveItems drops a list item or field without looking
+    inside), so what lies under it goes with it; removing it piece by piece would first
+    strip a list item's key fields and leave an item no lookup can find."""
+    return [p for p in paths if not any(p[:n] in paths for n in range(1, len(p)))]
+
+
 def _remove(obj: Any, path: Path, f: schema.Field) -> None:
-    """Remove the field or list item at ``path`` from ``obj`` (in place), if there."""
+    """Remove the field or list item at ``path`` from ``obj`` (in place), if there. A map
+    or list left empty goes too: structured-merge-diff leaves it null, a field the typed
+    object omits (upstream shows no ``volumes: []`` once the last volume is pruned)."""
     node, fld = obj, f
+    holder: Any = None  # the map holding ``node``, and its key there
+    held = ""
     for n, pe in enumerate(path):
-        last = n == len(path) - 1
         if pe.startswith("f:") and isinstance(node, dict):
-            name = pe[2:]
-            if name not in node:
+            at: Any = pe[2:]
+            if at not in node:
                 return
-            if last:
-                del node[name]
-                return
-            node, fld = node[name], _child(fld, name)
         elif isinstance(node, list):
             t = _type_of(fld, node)
             at = next((i for i, item in enumerate(node)
                        if _item_element(item, t, ()) == pe), None)
             if at is None:
                 return
-            if last:
-                del node[at]
-                return
-            node, fld = node[at], _elem(fld)
         else:
             return
+        if n == len(path) - 1:
+            del node[at]
+            if not node and isinstance(holder, dict):
+                del holder[held]
+            return
+        holder, held = (node, at) if isinstance(node, dict) else (None, "")
+        node, fld = node[at], (_child(fld, at) if isinstance(at, str) else _elem(fld))
 
 
 # ---- managed fields, encoded -----------------------------------------------------------
@@ -453,7 +466,7 @@ def apply(live: Mapping[str, Any] | None, config: Mapping[str, Any], manager: st
     merged = merge(live_obj, dict(config), root) if live_obj else copy.deepcopy(dict(config))
     last = next((e.fields for e in entries if e.manager == me), frozenset())
     others = frozenset().union(*(e.fields for e in entries if e.manager != me))
-    for path in sorted(last - config_set - others, key=len, reverse=True):
+    for path in _outermost(last - config_set - others):
         _remove(merged, path, root)
     new_map = field_map(merged, root)
     changed, removed = _changes(live_map, new_map)
@@ -473,12 +486,10 @@ def apply(live: Mapping[str, Any] | None, config: Mapping[str, Any], manager: st
 def update(live: Mapping[str, Any] | None, new: Mapping[str, Any], manager: str,
            root: schema.Field, now: str, subresource: str = "") -> list[Entry]:
     """The managed fields after an ordinary write (create, update, patch) of ``new`` over
-    ``live`` (None: a create) by ``manager``: it takes what it added or changed. The base
-    is ``new``'s own managed fields when it carries any (a client may set them), else
-    ``live``'s. Raises ApplyError on malformed managed fields. Decides only."""
-    base = new.get("metadata", {}).get("managedFields") or \
-        (live or {}).get("metadata", {}).get("managedFields")
-    entries = decode(base)
+    ``live`` (None: a create) by ``manager``: it takes what it added or changed, over the
+    entries of :func:`_base`. Raises ApplyError when an object cannot be walked. Decides
+    only."""
+    entries = _base(live, new)
     old_map = field_map(live, root) if live else {}
     new_map = field_map(new, root)
     changed, removed = _changes(old_map, new_map)
@@ -491,6 +502,34 @@ def update(live: Mapping[str, Any] | None, new: Mapping[str, Any], manager: str,
         when = old_me.time if old_me is not None and not changed else now
         out.append(Entry(me, frozenset(mine), when))
     return [e for e in out if e.fields]
+
+
+def _base(live: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Entry]:
+    """The entries an ordinary write starts from, as upstream's decodeManagedFields: none
+    when ``new`` resets them (an empty list or one empty entry, the documented way to
+    clear them), ``new``'s own when they decode to any (a client may set them), else
+    ``live``'s, so a client that does not know the field cannot drop or break it; none
+    when the live ones do not decode either."""
+    given = new.get("metadata", {}).get("managedFields")
+    if _is_reset(given):
+        return []
+    try:
+        entries = decode(given)
+    except ApplyError:
+        entries = []
+    if entries:
+        return entries
+    try:
+        return decode((live or {}).get("metadata", {}).get("managedFields"))
+    except ApplyError:
+        return []
+
+
+def _is_reset(items: Any) -> bool:
+    """Whether ``managedFields`` asks for a reset, as upstream's isResetManagedFields."""
+    return items == [] or (isinstance(items, list) and len(items) == 1 and
+                           isinstance(items[0], dict) and
+                           all(v in (None, "") for v in items[0].values()))
 
 
 def validate_manager(manager: str | None, applying: bool) -> str | None:

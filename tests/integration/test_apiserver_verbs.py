@@ -454,6 +454,35 @@ def test_server_side_apply_records_owners_refuses_a_conflict_and_forces(api: Api
                           or {})
 
 
+def test_server_side_apply_removes_the_list_items_it_no_longer_applies(api: ApiServer) -> None:
+    ns, name = "ssa-drop", "drop"
+    ds = daemonset(name, ns)
+    pod_spec = ds["spec"]["template"]["spec"]
+    main = pod_spec["containers"][0]
+    pod_spec["containers"].append({"name": "side", "image": main["image"],
+                                   "env": [{"name": "A", "value": "1"}]})
+    pod_spec["volumes"] = [{"name": "v", "emptyDir": {}}]
+    api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds))
+    pod_spec["containers"] = [main]
+    del pod_spec["volumes"]
+    out = api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds)).stdout
+    assert f"daemonset.apps/{name} serverside-applied" in out
+    live = api.json("get", "ds", name, "-n", ns)["spec"]["template"]["spec"]
+    assert [c["name"] for c in live["containers"]] == ["main"] and "volumes" not in live
+
+
+def test_one_empty_managed_fields_entry_clears_them(api: ApiServer) -> None:
+    ns, name = "mf-reset", "reset"
+    api.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(daemonset(name, ns)))
+    assert _managers(api, ns, name) == {"kubectl": "Apply"}
+    # the documented reset; the patch changes nothing else, so it owns nothing
+    api.kubectl("patch", "ds", name, "-n", ns, "--type=merge",
+                "-p", '{"metadata":{"managedFields":[{}]}}')
+    assert _managers(api, ns, name) == {}
+    api.kubectl("label", "ds", name, "-n", ns, "team=a")
+    assert _managers(api, ns, name) == {"kubectl-label": "Update"}
+
+
 def test_server_side_apply_needs_a_field_manager_and_not_on_a_subresource(
         api: ApiServer) -> None:
     ns, name = "ssa-opts", "opts"

@@ -84,10 +84,65 @@ def test_an_applier_drops_what_it_no_longer_applies_unless_another_owns_it() -> 
     without = _ds()
     del without["metadata"]["labels"]
     gone = mf.apply(live, without, "a", False, ROOT, "t2")
-    assert gone.obj["metadata"]["labels"] == {}
+    assert "labels" not in gone.obj["metadata"]  # emptied, it goes: null to upstream
     both = _stored(mf.apply(live, _ds(), "b", False, ROOT, "t2"))
     kept = mf.apply(both, without, "a", False, ROOT, "t3")
     assert kept.obj["metadata"]["labels"] == {"a": "1"}
+
+
+def _pod_spec(**spec: Any) -> Obj:
+    """A DaemonSet whose template's pod spec is ``spec``."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "x", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}},
+                     "template": {"metadata": {"labels": {"app": "x"}}, "spec": spec}}}
+
+
+def test_an_applier_drops_list_items_it_no_longer_applies_whole() -> None:
+    both = [{"name": "c", "image": "nginx"}, {"name": "d", "image": "nginx"}]
+    live = _stored(mf.apply(None, _pod_spec(containers=both, volumes=[
+        {"name": "v", "emptyDir": {}}]), "kubectl", False, ROOT, "t1"))
+    one = mf.apply(live, _pod_spec(containers=both[:1]), "kubectl", False, ROOT, "t2")
+    assert one.obj["spec"]["template"]["spec"] == {"containers": both[:1]}
+    [entry] = one.entries
+    assert not any('k:{"name":"d"}' in p or "f:volumes" in p for p in entry.fields)
+
+    env = [{**both[0], "env": [{"name": "A", "value": "1"}]}]
+    live = _stored(mf.apply(None, _pod_spec(containers=env), "kubectl", False, ROOT, "t1"))
+    for dropped in ([{**both[0], "env": []}], both[:1]):
+        gone = mf.apply(live, _pod_spec(containers=dropped), "kubectl", False, ROOT, "t2")
+        assert gone.obj["spec"]["template"]["spec"]["containers"] == both[:1]
+
+
+def test_a_list_item_another_applier_applies_stays_when_one_drops_it() -> None:
+    both = [{"name": "c", "image": "nginx"}, {"name": "d", "image": "nginx"}]
+    volumes = [{"name": "v", "emptyDir": {}}, {"name": "w", "emptyDir": {}}]
+    live = _stored(mf.apply(None, _pod_spec(containers=both, volumes=volumes), "a", False,
+                            ROOT, "t1"))
+    shared = _stored(mf.apply(live, _pod_spec(containers=both[1:]), "b", False, ROOT, "t2"))
+    kept = mf.apply(shared, _pod_spec(containers=both[:1], volumes=volumes[1:]), "a", False,
+                    ROOT, "t3")
+    assert kept.obj["spec"]["template"]["spec"] == {"containers": both,
+                                                    "volumes": volumes[1:]}
+    owners = {e.manager.name: e.fields for e in kept.entries}
+    assert not any('k:{"name":"d"}' in p for p in owners["a"])
+    assert not any('k:{"name":"c"}' in p for p in owners["b"])
+
+
+def test_one_empty_managed_fields_entry_clears_them_and_invalid_ones_keep_the_live() -> None:
+    live = _stored(mf.apply(None, _ds(), "kubectl", False, ROOT, "t1"))
+    reset = copy.deepcopy(live)
+    reset["metadata"]["managedFields"] = [{}]
+    assert mf.update(live, reset, "kubectl-patch", ROOT, "t2") == []
+    reset["metadata"]["labels"] = {"a": "2"}
+    [entry] = mf.update(live, reset, "kubectl-patch", ROOT, "t2")
+    assert entry.manager.name == "kubectl-patch"
+    assert entry.fields == {("f:metadata", "f:labels", "f:a")}
+
+    invalid = copy.deepcopy(live)
+    invalid["metadata"]["managedFields"] = [{"manager": "x", "operation": "None"}]
+    assert mf.update(live, invalid, "kubectl-patch", ROOT, "t2") == mf.decode(
+        live["metadata"]["managedFields"])
 
 
 def test_an_ordinary_write_takes_the_fields_it_changes_from_everyone() -> None:
