@@ -29,8 +29,6 @@ from shared.store import errors
 Obj = dict[str, Any]
 Store = store_client.Store
 
-# apimachinery's names.SimpleNameGenerator: five of these after generateName
-_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 PROPAGATION = {"Background": "background", "Foreground": "foreground", "Orphan": "orphan"}
 PATCH_RETRIES = store_client.CONFLICT_RETRIES
 
@@ -131,8 +129,8 @@ def _settle_identity(t: Target, body: Obj, creating: bool) -> Obj:
     else:
         md.pop("namespace", None)
     if creating and not md.get("name") and md.get("generateName"):
-        suffix = "".join(random.choice(_NAME_CHARS) for _ in range(5))
-        md["name"] = str(md["generateName"]) + suffix
+        suffix = "".join(random.choices(meta.NAME_ALPHABET, k=meta.NAME_RANDOM_LENGTH))
+        md["name"] = meta.generated_name(str(md["generateName"]), suffix)
     if not creating:
         if md.get("name") and md["name"] != t.name:
             raise st.bad_request(f'the name of the object ({md["name"]}) does not match the '

@@ -646,10 +646,10 @@ def apply(manifest: Obj, current: Obj | None, now: float) -> tuple[str, Write | 
 
 def dry_run(write: Write, current: Obj | None) -> Obj:
     """What committing ``write`` would return, without committing it (the API's
-    ``dryRun=All``, kubectl's server-side dry run): its object, with its resourceVersion
-    (none yet: "0-0"). ``current``: the object as read, None if absent; the create of an
-    object that exists is AlreadyExists, as the commit would find."""
+    ``dryRun=All``, kubectl's server-side dry run): its object, with the resourceVersion it
+    has (an update's, the object's as read; a create's none, as upstream's dry run).
+    ``current``: the object as read, None if absent; the create of an object that exists
+    is AlreadyExists, as the commit would find."""
     if write.mode == WriteMode.CREATE and current is not None:
         raise errors.AlreadyExistsError(write.kind, write.key)
-    write.obj["metadata"]["resourceVersion"] = meta.resource_version(write.obj) or "0-0"
     return write.obj

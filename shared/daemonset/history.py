@@ -28,7 +28,6 @@ from shared.model import meta
 Obj = dict[str, Any]
 HistoryAction = CreateRevision | UpdateRevision | DeleteRevision | RelabelPod | PatchOwner
 
-SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
 
@@ -127,8 +126,8 @@ def _fnv32a(data: bytes, h: int = _FNV32_OFFSET) -> int:
 
 
 def safe_encode(text: str) -> str:
-    """``rand.SafeEncodeString``: each byte → ``SAFE_ALPHABET[byte % 27]``."""
-    return "".join(SAFE_ALPHABET[b % len(SAFE_ALPHABET)] for b in text.encode())
+    """``rand.SafeEncodeString``: each byte → ``meta.NAME_ALPHABET[byte % 27]``."""
+    return "".join(meta.NAME_ALPHABET[b % len(meta.NAME_ALPHABET)] for b in text.encode())
 
 
 def compute_hash(template: Obj, collision_count: int | None) -> str:

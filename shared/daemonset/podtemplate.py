@@ -28,11 +28,9 @@ from shared.model.nodeaffinity import node_name_selector
 
 Obj = dict[str, Any]
 
-POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-RANDOM_LENGTH = 5
-MAX_GENERATED_NAME_LENGTH = 58  # 63 - RANDOM_LENGTH
 # byte → its letter of the alphabet (its value modulo the alphabet's length)
-_SUFFIX_OF_BYTE = bytes(ord(POD_NAME_ALPHABET[b % len(POD_NAME_ALPHABET)]) for b in range(256))
+_SUFFIX_OF_BYTE = bytes(ord(meta.NAME_ALPHABET[b % len(meta.NAME_ALPHABET)])
+                        for b in range(256))
 
 _DNS1123_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -98,8 +96,8 @@ def pod_name(ds: Obj, node: str, hash: str, salt: int = 0, decision: str = "") -
     alphabet of apimachinery's ``utilrand.String``)."""
     seed = f"{meta.uid(ds)}\x00{node}\x00{hash}\x00{decision}\x00{salt}".encode()
     digest = hashlib.sha256(seed).digest()
-    suffix = digest[:RANDOM_LENGTH].translate(_SUFFIX_OF_BYTE).decode()
-    return name_prefix(ds)[:MAX_GENERATED_NAME_LENGTH] + suffix
+    suffix = digest[:meta.NAME_RANDOM_LENGTH].translate(_SUFFIX_OF_BYTE).decode()
+    return meta.generated_name(name_prefix(ds), suffix)
 
 
 def replace_node_affinity(affinity: Any, node: str) -> Obj:

@@ -12,6 +12,17 @@ from typing import Any, TypedDict, cast
 
 Obj = dict[str, Any]
 
+# apimachinery's utilrand alphabet (``String``, ``SafeEncodeString``) and its names'
+# SimpleNameGenerator: generateName cut to 58 characters, then 5 of the alphabet
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+NAME_RANDOM_LENGTH = 5
+MAX_GENERATED_NAME_LENGTH = 63 - NAME_RANDOM_LENGTH
+
+
+def generated_name(base: str, suffix: str) -> str:
+    """A name generated from ``base`` (a generateName) and a random ``suffix``."""
+    return base[:MAX_GENERATED_NAME_LENGTH] + suffix
+
 
 class OwnerReference(TypedDict, total=False):
     apiVersion: str

@@ -465,6 +465,7 @@ def test_dry_run_writes_nothing_and_generate_name_names(api: ApiServer, stack: S
     code, out = api.request("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets"
                             "?dryRun=All", doc)
     assert code == 201 and out["metadata"]["name"] == "fluentd-elasticsearch"
+    assert "resourceVersion" not in out["metadata"]  # none yet, as upstream's (not "0-0")
     assert stack.store.try_get("DaemonSet", "kube-system/fluentd-elasticsearch") is None
     del doc["metadata"]["name"]
     doc["metadata"]["generateName"] = "fluentd-"
@@ -473,6 +474,12 @@ def test_dry_run_writes_nothing_and_generate_name_names(api: ApiServer, stack: S
     name = out["metadata"]["name"]
     assert name.startswith("fluentd-") and len(name) == len("fluentd-") + 5
     assert stack.store.try_get("DaemonSet", f"kube-system/{name}") is not None
+    # upstream's SimpleNameGenerator cuts the base to 58 characters: 63 in all
+    doc["metadata"]["generateName"] = "a" * 70 + "-"
+    code, out = api.request("POST", "/apis/apps/v1/namespaces/kube-system/daemonsets"
+                            "?dryRun=All", doc)
+    assert code == 201 and len(out["metadata"]["name"]) == 63, out
+    assert out["metadata"]["name"].startswith("a" * 58)
 
 
 def test_update_with_a_stale_resource_version_is_a_409(api: ApiServer) -> None:

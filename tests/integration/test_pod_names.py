@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.node_agent.lifecycle import target_node
-from shared.daemonset import podtemplate
 from shared.model import meta
 from tests.integration import gcstack
 from tests.integration.stack import Stack, wait_for
@@ -35,7 +34,7 @@ def test_a_pod_deleted_and_recreated_on_its_node_comes_back_under_a_new_name(
     name = meta.name(second)
     assert name != meta.name(first)
     assert name.startswith("names-") and len(name) == len("names-") + 5
-    assert set(name[len("names-"):]) <= set(podtemplate.POD_NAME_ALPHABET)
+    assert set(name[len("names-"):]) <= set(meta.NAME_ALPHABET)
 
     why = gcstack.run(stack, "why", f"pod/{name}")
     assert why.exit_code == 0, why.output

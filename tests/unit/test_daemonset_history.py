@@ -71,7 +71,7 @@ def test_history_compute_hash_properties() -> None:
     tmpl = dsutil.template(make_ds())
     h = history.compute_hash(tmpl, None)
     assert h == history.compute_hash(copy.deepcopy(tmpl), None)
-    assert 0 < len(h) <= 10 and set(h) <= set(history.SAFE_ALPHABET)
+    assert 0 < len(h) <= 10 and set(h) <= set(meta.NAME_ALPHABET)
     assert history.compute_hash(tmpl, 0) != h  # nil and 0 differ
     assert history.compute_hash(tmpl, 1) != history.compute_hash(tmpl, 0)
     assert history.compute_hash(dsutil.template(with_image(make_ds(), "x")), None) != h

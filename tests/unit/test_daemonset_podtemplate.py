@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from shared.daemonset import dsutil, podtemplate
+from shared.model import meta
 from tests.unit.daemonset_fixtures import NS, make_ds
 
 
@@ -103,7 +104,7 @@ def test_pod_name_deterministic_alphabet_and_salt() -> None:
     name = podtemplate.pod_name(ds, "node-1", "h", 0)
     assert name == podtemplate.pod_name(ds, "node-1", "h", 0)
     assert name.startswith("foo-") and len(name) == len("foo-") + 5
-    assert set(name[4:]) <= set(podtemplate.POD_NAME_ALPHABET)
+    assert set(name[4:]) <= set(meta.NAME_ALPHABET)
     assert podtemplate.pod_name(ds, "node-1", "h", 1) != name
     assert podtemplate.pod_name(ds, "node-2", "h", 0) != name
     assert podtemplate.pod_name(ds, "node-1", "h2", 0) != name
@@ -128,7 +129,7 @@ def test_pod_name_is_one_per_decision(other: tuple[str, str, int, str], same: bo
     ds = make_ds()
     name = podtemplate.pod_name(ds, "node-1", "h", 0, "1700000000000-0")
     assert name.startswith("foo-") and len(name) == len("foo-") + 5
-    assert set(name[4:]) <= set(podtemplate.POD_NAME_ALPHABET)
+    assert set(name[4:]) <= set(meta.NAME_ALPHABET)
     assert (podtemplate.pod_name(ds, *other) == name) is same
 
 
