@@ -507,6 +507,9 @@ def evict(store: Store, t: Target, body: Obj, dry: bool) -> tuple[int, Obj]:
     budgets exist in daemonbus, so an eviction is always allowed)."""
     if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
         raise st.bad_request("the body of an eviction must be an Eviction")
+    md = body.get("metadata")
+    if not isinstance(md, dict) or md.get("name") != t.name:
+        raise st.bad_request("name in URL does not match name in Eviction object")
     opts = body.get("deleteOptions") or {}
     pod = Target(t.resource, t.namespace, t.name, None)
     delete(store, pod, opts if isinstance(opts, dict) else {}, dry)

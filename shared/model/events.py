@@ -13,7 +13,6 @@ from typing import Any
 from shared.model import meta
 
 Obj = dict[str, Any]
-REPORTING_INSTANCE = "daemonbus"
 
 
 def event(involved: Obj, type: str, reason: str, message: str, *, now: float, salt: str,
@@ -33,6 +32,8 @@ def event(involved: Obj, type: str, reason: str, message: str, *, now: float, sa
                            "resourceVersion": meta.resource_version(involved)},
         "reason": reason, "message": message, "type": type, "count": count,
         "firstTimestamp": stamp, "lastTimestamp": stamp,
+        # a recorder's source is its component alone, as kube-controller-manager's, whose
+        # reportingInstance is the source's (empty) host; a node agent's names its node
         "source": {"component": component},
-        "reportingComponent": component, "reportingInstance": REPORTING_INSTANCE,
+        "reportingComponent": component, "reportingInstance": "",
     }

@@ -243,9 +243,20 @@ def _cluster_rest(value: Any, path: str, errs: list[str]) -> None:
 def validate_object_meta_update(new: Any, old: Any, path: str, errs: list[str]) -> None:
     """The parts of ``ValidateObjectMetaUpdate`` a client controls: name and namespace are
     immutable; uid and creationTimestamp too, when the new object carries them (the store
-    copies them from the old object otherwise)."""
+    copies them from the old object otherwise); no finalizer is added to an object being
+    deleted (``ValidateNoNewFinalizers``: the deletion's own, foreground or orphan, are the
+    server's, not an update's)."""
     new_md = new if isinstance(new, dict) else {}
     old_md = old if isinstance(old, dict) else {}
+    if old_md.get("deletionTimestamp"):
+        fins = new_md.get("finalizers")
+        added = sorted(set(fins if isinstance(fins, list) else []) -
+                       set(old_md.get("finalizers") or []))
+        if added:
+            errs.append(fielderr.forbidden(
+                fielderr.child(path, "finalizers"), "no new finalizers can be added if the "
+                f"object is being deleted, found new finalizers "
+                f"{fielderr.str_list_literal([str(f) for f in added])}"))
     for f, always in (
         ("name", True),
         ("namespace", True),

@@ -222,6 +222,25 @@ def test_create_read_patch_and_watch_of_pods(core: client.CoreV1Api) -> None:
         codec.id_tuple(listed.metadata.resource_version)
 
 
+def test_an_eviction_names_the_pod_it_evicts(core: client.CoreV1Api) -> None:
+    ns = "py-evict"
+    core.create_namespaced_pod(ns, _bare_pod("evicted", ns))
+
+    def eviction(name: str) -> client.V1Eviction:
+        return client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=ns))
+
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_eviction("evicted", ns, eviction("other"))
+    assert (err.value.status, json.loads(err.value.body)["message"]) == \
+        (400, "name in URL does not match name in Eviction object")
+    assert core.read_namespaced_pod("evicted", ns).metadata.deletion_timestamp is None
+    core.create_namespaced_pod_eviction("evicted", ns, eviction("evicted"))
+    try:  # terminating, or already gone (its node agent was quick)
+        assert core.read_namespaced_pod("evicted", ns).metadata.deletion_timestamp is not None
+    except ApiException as gone:
+        assert gone.status == 404
+
+
 # ---- resourceVersion and 410 -----------------------------------------------------------------------
 
 

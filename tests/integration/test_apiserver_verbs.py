@@ -346,6 +346,24 @@ def test_drain_without_eviction_deletes_a_bare_pod(api: ApiServer) -> None:
     api.kubectl("uncordon", node)
 
 
+def test_no_finalizer_is_added_to_an_object_being_deleted(api: ApiServer) -> None:
+    ds = daemonset("held", "v-fin")
+    ds["metadata"]["finalizers"] = ["example.com/hold"]
+    _apply(api, ds)
+    api.kubectl("delete", "ds", "held", "-n", "v-fin", "--wait=false")
+    added = api.kubectl("patch", "ds", "held", "-n", "v-fin", "--type=merge", "-p",
+                        '{"metadata":{"finalizers":["example.com/hold","a/b"]}}', check=False)
+    assert added.returncode == 1
+    assert added.stderr == (
+        'The DaemonSet "held" is invalid: metadata.finalizers: Forbidden: no new finalizers '
+        'can be added if the object is being deleted, found new finalizers '
+        '[]string{"a/b"}\n')
+    api.kubectl("patch", "ds", "held", "-n", "v-fin", "--type=merge", "-p",
+                '{"metadata":{"finalizers":null}}')
+    wait_for(lambda: api.stack.store.try_get("DaemonSet", "v-fin/held") is None,
+             timeout=30, what="the DaemonSet gone with its last finalizer")
+
+
 def test_set_image_and_rollout_status_history_undo_restart(api: ApiServer) -> None:
     ns, name = "v-roll", "rolled"
     _apply(api, daemonset(name, ns))
@@ -410,6 +428,11 @@ def test_get_events_lists_the_controllers_events(api: ApiServer) -> None:
     assert any("SuccessfulCreate" in line and "daemonset/evented" in line for line in out)
     ev = yaml.safe_load(api.kubectl("get", "ev", "-n", "v-ev", "-o", "yaml").stdout)
     assert ev["items"] and all(i["kind"] == "Event" for i in ev["items"])
+    # the controller's, as kube-controller-manager's: its component, no host or instance
+    wide = api.kubectl("get", "events", "-n", "v-ev", "-o", "wide",
+                       "--field-selector", "reason=SuccessfulCreate").stdout.splitlines()
+    source = wide[0].index("SOURCE")
+    assert {line[source:].split()[0] for line in wide[1:]} == {"daemonset-controller"}
 
 
 def _managers(api: ApiServer, ns: str, name: str) -> dict[str, str]:
