@@ -316,7 +316,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
             await _caught_up(state, store, q)
         return await watch.serve(request, t, state.cache,
                                  lambda obj, _e: tables.render_one(t, obj, fmt, q),
-                                 f"{fmt}:{q.get('includeObject', '')}")
+                                 f"{fmt}:{q.get('includeObject', '')}",
+                                 tables.watch_mark(fmt))
     if t.kind == kinds.LEASE.kind:  # get and list: read from the leases' keys
         return await _leases(request, state, store, t, fmt)
     if verb == "get":

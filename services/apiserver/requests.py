@@ -121,22 +121,31 @@ def media_types(accept: str | None) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
+# what a client may ask an answer to be "as" (``g=meta.k8s.io``), by the format's name:
+# a Table, or an object's metadata alone (metadata-only informers: client-go's metadata
+# client, controller-runtime's); a get and a watch event take PartialObjectMetadata, a
+# list PartialObjectMetadataList
+AS = {"Table": "table", "PartialObjectMetadata": "meta",
+      "PartialObjectMetadataList": "metalist"}
+
+
 def negotiate(accept: str | None) -> str:
-    """``table``, ``json`` or raises NotAcceptable: a Table when the client lists one
-    (``application/json;as=Table;v=v1;g=meta.k8s.io``) before plain JSON, JSON for any
-    Accept that lists JSON (kubectl prefers protobuf for some calls and accepts JSON)."""
+    """``json``, one of ``AS``'s formats, or raises NotAcceptable: the first of the
+    client's media types served, JSON for any Accept that lists JSON (kubectl prefers
+    protobuf for some calls and accepts JSON)."""
     types = media_types(accept)
     if not types:
         return "json"
     for mt, params in types:
         if mt in (JSON, "application/*", "*/*"):
-            if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" \
+            if params.get("as") in AS and params.get("g") == "meta.k8s.io" \
                     and params.get("v") in TABLE_VERSIONS:
-                return "table"
+                return AS[params["as"]]
             if "as" not in params:
                 return "json"
     raise ApiError("NotAcceptable", "only the following media types are accepted: "
-                   "application/json, application/json;as=Table;v=v1;g=meta.k8s.io")
+                   "application/json, " + ", ".join(
+                       f"application/json;as={name};v=v1;g=meta.k8s.io" for name in AS))
 
 
 def integer(query: Mapping[str, str], name: str, minimum: int = 0) -> int | None:

@@ -82,10 +82,12 @@ class _Stream:
 
 
 async def serve(request: web.Request, t: Target, cache: WatchCache,
-                render: Callable[[Obj, str], Obj], render_key: str) -> web.StreamResponse:
+                render: Callable[[Obj, str], Obj], render_key: str,
+                mark: Callable[[Obj], Obj] = lambda obj: obj) -> web.StreamResponse:
     """Stream the watch ``t`` with the request's query; ``render(obj, event_type)`` turns
-    each object into what the client asked for (the object, or a Table of it), the same
-    for every request with the same ``render_key``, so each event is encoded once."""
+    each object into what the client asked for (the object, a Table of it, its metadata),
+    the same for every request with the same ``render_key``, so each event is encoded
+    once; ``mark`` turns a bookmark's object (its kind and position) into the same shape."""
 
     def encoded(etype: str, obj: Obj) -> bytes:
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
@@ -151,7 +153,7 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
         for i in range(0, len(backlog), WRITE_BATCH):
             await resp.write(b"".join(encoded(*item) for item in backlog[i:i + WRITE_BATCH]))
         if end_bookmark:
-            await resp.write(_event("BOOKMARK", _bookmark(t, end_bookmark, True)))
+            await resp.write(_event("BOOKMARK", mark(_bookmark(t, end_bookmark, True))))
         watcher.send = stream.offer  # from here the feed writes what the connection takes
         while True:
             left = deadline - loop.time()
@@ -162,11 +164,11 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
                     while data := watcher.take():
                         await stream.drain()
                         stream.write(data)
-                    await resp.write(_event("BOOKMARK", _bookmark(t, position)))
+                    await resp.write(_event("BOOKMARK", mark(_bookmark(t, position))))
                 break
             if not await watcher.wait(min(left, BOOKMARK_SECONDS) if bookmarks else left):
                 if bookmarks and deadline - loop.time() > 0:  # at the deadline: the one above
-                    await resp.write(_event("BOOKMARK", _bookmark(t, cache.position)))
+                    await resp.write(_event("BOOKMARK", mark(_bookmark(t, cache.position))))
                 continue
             await stream.drain()
             data = watcher.take()  # what was buffered since the last write, at once

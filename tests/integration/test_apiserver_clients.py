@@ -40,9 +40,12 @@ def core(api: ApiServer) -> k8s.CoreV1Api:
     return k8s.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig())))
 
 
-def _stream(api: ApiServer, path: str, port: int | None = None) -> list[dict[str, Any]]:
+def _stream(api: ApiServer, path: str, port: int | None = None,
+            accept: str | None = None) -> list[dict[str, Any]]:
     req = urllib.request.Request(f"https://127.0.0.1:{port or api.port}{path}")
     req.add_header("Authorization", f"Bearer {api.tokens['viewer']}")
+    if accept:
+        req.add_header("Accept", accept)
     ctx = ssl.create_default_context(cafile=str(api.cert_dir / "ca.crt"))
     with urllib.request.urlopen(req, context=ctx, timeout=60) as resp:
         return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
@@ -258,3 +261,43 @@ def test_a_list_larger_than_one_write_arrives_whole_with_its_length(
         body = resp.read()
         assert int(resp.headers["Content-Length"]) == len(body) > watchcache.WRITE_BYTES
         assert len(json.loads(body)["items"]) == 3
+
+
+def _as(what: str) -> str:
+    """client-go's metadata client's Accept (its protobuf first, then JSON)."""
+    return (f"application/vnd.kubernetes.protobuf;as={what};g=meta.k8s.io;v=v1,"
+            f"application/json;as={what};g=meta.k8s.io;v=v1,application/json")
+
+
+def test_metadata_only_gets_lists_and_watches(api: ApiServer, apps: k8s.AppsV1Api) -> None:
+    """What metadata-only informers ask for (client-go's metadata client, controller-runtime's
+    metadata watches, the garbage collector): each object's metadata alone (was 406)."""
+    ns, path = "pymeta", "/apis/apps/v1/namespaces/pymeta/daemonsets"
+    made = apps.create_namespaced_daemon_set(ns, daemonset("meta", ns))
+    code, got = api.request("GET", f"{path}/meta", headers={"Accept": _as(
+        "PartialObjectMetadata")})
+    assert code == 200 and set(got) == {"kind", "apiVersion", "metadata"}
+    assert (got["kind"], got["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+    assert got["metadata"]["uid"] == made.metadata.uid
+    code, listed = api.request("GET", path, headers={"Accept": _as(
+        "PartialObjectMetadataList")})
+    assert code == 200 and listed["kind"] == "PartialObjectMetadataList"
+    assert listed["metadata"]["resourceVersion"]
+    assert [(i["kind"], i["metadata"]["name"], "spec" in i) for i in listed["items"]] == \
+        [("PartialObjectMetadata", "meta", False)]
+    events = _stream(api, f"{path}?watch=true&allowWatchBookmarks=true&resourceVersion="
+                          f"{listed['metadata']['resourceVersion']}&timeoutSeconds=2",
+                     accept=_as("PartialObjectMetadata"))
+    apps.patch_namespaced_daemon_set("meta", ns, {"metadata": {"labels": {"seen": "yes"}}})
+    events += _stream(api, f"{path}?watch=true&timeoutSeconds=1",
+                      accept=_as("PartialObjectMetadata"))
+    assert {e["object"]["kind"] for e in events} == {"PartialObjectMetadata"}
+    assert events[-1]["type"] == "ADDED" and "spec" not in events[-1]["object"]
+    assert events[-1]["object"]["metadata"]["labels"]["seen"] == "yes"
+    assert any(e["type"] == "BOOKMARK" for e in events)
+    # a list's shape for one object, an object's for a list: 406, as upstream
+    for where, what in ((f"{path}/meta", "PartialObjectMetadataList"),
+                        (path, "PartialObjectMetadata")):
+        code, status = api.request("GET", where, headers={"Accept": f"application/json;"
+                                                          f"as={what};g=meta.k8s.io;v=v1"})
+        assert code == 406 and status["reason"] == "NotAcceptable", (where, status)
