@@ -25,6 +25,7 @@ from shared.model import (
     kinds,
     labels,
     metavalidation,
+    podupdate,
     podvalidation,
     rolloutopts,
     schedvalidation,
@@ -441,7 +442,9 @@ def validate_node(obj: Any, old: Any = None) -> list[str]:
 
 def validate_pod(obj: Any, old: Any = None) -> list[str]:
     """``ValidatePod`` (subset): metadata, the pod spec (containers first of all), and the
-    types of the status fields the kubelet simulator writes. Decides only."""
+    types of the status fields the kubelet simulator writes; with ``old`` (a user's update,
+    ``ValidatePodUpdate``) also that the spec changes only where a pod's may
+    (:mod:`shared.model.podupdate`). Decides only."""
     if not isinstance(obj, dict):
         return _not_an_object(obj)
     errs: list[str] = []
@@ -452,6 +455,7 @@ def validate_pod(obj: Any, old: Any = None) -> list[str]:
         metavalidation.validate_object_meta_update(
             obj.get("metadata"), old.get("metadata"), "metadata", errs
         )
+        podupdate.validate_spec_update(obj.get("spec"), old.get("spec"), "spec", errs)
     return errs
 
 

@@ -527,3 +527,29 @@ def test_server_side_apply_needs_a_field_manager_and_not_on_a_subresource(
                                json.dumps(withmf).encode(), headers=ssa)
     assert code == 400 and status["message"] == "metadata.managedFields must be nil"
     assert api.kubectl("get", "ds", "-n", ns, "-o", "name").stdout == ""  # none created
+
+
+POD_SPEC_FORBIDDEN = (
+    "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+    "set to 1 if it was previously negative)")
+
+
+def test_a_pod_cannot_be_moved_to_another_node_by_a_patch(api: ApiServer) -> None:
+    # pkg/apis/core/validation ValidatePodUpdate: a pod's spec is fixed but for images,
+    # activeDeadlineSeconds, tolerations (added) and a negative grace period set to 1
+    _apply(api, daemonset("pinned", "v-pinned"))
+    pods = _running(api, "v-pinned", "pinned")
+    pod = next(p for p in pods if p["spec"]["nodeName"] == NODES[0])
+    name = meta.name(pod)
+    moved = api.kubectl("patch", "pod", name, "-n", "v-pinned", "--type=merge", "-p",
+                        json.dumps({"spec": {"nodeName": NODES[1]}}), check=False)
+    assert moved.returncode == 1
+    assert f'The Pod "{name}" is invalid: {POD_SPEC_FORBIDDEN}\n' in moved.stderr
+    assert '"nodeName": "node-00001"' in moved.stderr  # the diff names what differs
+    assert api.json("get", "pod", name, "-n", "v-pinned")["spec"]["nodeName"] == NODES[0]
+    # what a pod's update may change, it still does, and the DaemonSet keeps its three pods
+    labelled = api.kubectl("label", "pod", name, "-n", "v-pinned", "extra=1")
+    assert labelled.stdout == f"pod/{name} labeled\n"
+    assert sorted(p["spec"]["nodeName"] for p in _running(api, "v-pinned", "pinned")) == NODES

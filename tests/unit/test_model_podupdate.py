@@ -1,0 +1,117 @@
+"""What a user's update may change in a Pod's spec (``ValidatePodUpdate``): images,
+activeDeadlineSeconds (set or lowered), tolerations (only added), scheduling gates (only
+removed); anything else is Forbidden with upstream's message and a diff."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from shared.api import writes
+from shared.model import errors, validation
+
+Obj = dict[str, Any]
+FORBIDDEN = ("spec: Forbidden: pod updates may not change fields other than "
+             "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+             "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+             "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
+             "was previously negative)\n")
+
+
+def stored_pod(**spec: Any) -> Obj:
+    pod = writes.prepare_create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "agent:1"}],
+                 "tolerations": [{"key": "a", "operator": "Exists", "effect": "NoExecute",
+                                  "tolerationSeconds": 30}], **spec}}, 0.0)
+    pod["metadata"]["resourceVersion"] = "5-0"
+    return pod
+
+
+def update_errors(change: Callable[[Obj], Any], **spec: Any) -> list[str]:
+    old = stored_pod(**spec)
+    new = copy.deepcopy(old)
+    change(new["spec"])
+    try:
+        writes.update(new, old)
+    except errors.InvalidError as err:
+        return err.causes
+    return []
+
+
+@pytest.mark.parametrize("change", [
+    lambda s: s["containers"][0].update(image="agent:2"),
+    lambda s: s.update(activeDeadlineSeconds=60),
+    lambda s: s["tolerations"].append({"key": "b", "operator": "Exists"}),
+    lambda s: s["tolerations"][0].update(tolerationSeconds=5),
+    lambda s: s.update(terminationGracePeriodSeconds=1),
+    lambda s: s["containers"][0].update(image="agent:1"),  # no change at all
+], ids=["image", "deadline-set", "toleration-added", "toleration-seconds", "grace-to-1",
+        "none"])
+def test_a_pod_update_may_change_what_upstream_allows_and_nothing_else(
+        change: Callable[[Obj], Any]) -> None:
+    assert update_errors(change, terminationGracePeriodSeconds=-1) == []
+
+    def and_move(spec: Obj) -> None:
+        change(spec)
+        spec["nodeName"] = "node-2"
+
+    [problem] = update_errors(and_move, terminationGracePeriodSeconds=-1)
+    changed = [line for line in problem.splitlines() if line.startswith(("-", "+"))]
+    assert changed == ['-  "nodeName": "node-1",', '+  "nodeName": "node-2",']
+
+
+def test_a_pod_update_may_not_move_the_pod_to_another_node() -> None:
+    [problem] = update_errors(lambda s: s.update(nodeName="node-2"))
+    assert problem.startswith(FORBIDDEN)
+    assert '-  "nodeName": "node-1",' in problem and '+  "nodeName": "node-2",' in problem
+
+
+@pytest.mark.parametrize(("change", "spec", "expected"), [
+    (lambda s: s["containers"].append({"name": "d", "image": "x"}), {},
+     "spec.containers: Forbidden: pod updates may not add or remove containers"),
+    (lambda s: s["containers"][0].update(image=" agent:2"), {},
+     'spec.containers[0].image: Invalid value: " agent:2": must not have leading or trailing '
+     "whitespace"),
+    (lambda s: s.update(activeDeadlineSeconds=90), {"activeDeadlineSeconds": 60},
+     "spec.activeDeadlineSeconds: Invalid value: 90: must be less than or equal to previous "
+     "value"),
+    (lambda s: s.pop("activeDeadlineSeconds"), {"activeDeadlineSeconds": 60},
+     "spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive "
+     "integer to nil value"),
+    (lambda s: s.update(tolerations=[]), {},
+     "spec.tolerations: Forbidden: existing toleration can not be modified except its "
+     "tolerationSeconds"),
+    (lambda s: s.update(schedulingGates=[{"name": "a"}, {"name": "b"}]),
+     {"schedulingGates": [{"name": "a"}]},
+     "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new "
+     "scheduling gate 'b'"),
+], ids=["containers-added", "image-spaces", "deadline-raised", "deadline-unset",
+        "toleration-removed", "gate-added"])
+def test_a_pod_update_is_refused_as_upstream_refuses_it(
+        change: Callable[[Obj], Any], spec: Obj, expected: str) -> None:
+    assert update_errors(change, **spec) == [expected]
+
+
+def test_scheduling_gates_may_be_removed_and_a_gated_pod_gain_node_selector_entries() -> None:
+    gated = {"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "a"}}
+    assert update_errors(lambda s: s.pop("schedulingGates"), **gated) == []
+    assert update_errors(lambda s: s["nodeSelector"].update(disk="ssd"), **gated) == []
+    assert update_errors(lambda s: s["nodeSelector"].update(zone="b"), **gated) == [
+        'spec.nodeSelector: Invalid value: map[string]string{"zone":"b"}: only additions to '
+        "spec.nodeSelector are allowed (no mutations or deletions)"]
+
+
+def test_only_an_update_is_checked_not_a_new_pod_nor_the_node_agents_binding() -> None:
+    pod = stored_pod()
+    assert validation.validate_pod(pod) == []
+    moved = copy.deepcopy(pod)
+    moved["spec"]["nodeName"] = "node-2"
+    assert validation.validate_pod(moved) == []  # as created
+    bound = writes.system_status({"spec": {"nodeName": "node-2"}, "status": {}}, pod)
+    assert bound.obj["spec"]["nodeName"] == "node-2"
+    assert validation.validate_pod(moved, pod) != []
+
