@@ -302,11 +302,19 @@ def controller_create(obj: Obj, ensure: bool = False) -> Write:
 
 # ---- update --------------------------------------------------------------------------------
 
+STATUS_KEPT = frozenset({kinds.POD.kind, kinds.NODE.kind})
+"""The kinds besides a DaemonSet and a Namespace whose update of the main resource keeps the
+stored status (PrepareForUpdate of pkg/registry/core/pod/strategy.go and
+pkg/registry/core/node/strategy.go: ``newPod.Status = oldPod.Status``): their status is
+written through ``/status`` (:func:`status_update`) or by the node agent
+(:func:`system_status`), never by an update of the object."""
+
 
 def prepare_update(new: Obj, old: Obj) -> Obj:
     """An update of ``old`` (as stored) to ``new`` (a copy; PrepareForUpdate): defaults;
-    identity, deletion and a DaemonSet's status kept; generation raised on a spec change,
-    templateGeneration on a template change; validated against ``old``."""
+    identity, deletion and the status of a kind with a /status subresource kept
+    (:data:`STATUS_KEPT`); generation raised on a spec change, templateGeneration on a
+    template change; validated against ``old``."""
     new = copy.deepcopy(encoding.plain(new))
     if new.get("kind") == "DaemonSet":
         requested_template_generation(new)  # decoded (and refused if bad), then ignored
@@ -342,6 +350,11 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
     elif new.get("kind") == "Namespace":  # its finalizers and phase are the server's
         new["spec"] = copy.deepcopy(old.get("spec") or {})
         new["status"] = copy.deepcopy(old.get("status") or {})
+    elif new.get("kind") in STATUS_KEPT:
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
     check(new, old)
     return new
 

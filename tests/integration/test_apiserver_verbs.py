@@ -553,3 +553,26 @@ def test_a_pod_cannot_be_moved_to_another_node_by_a_patch(api: ApiServer) -> Non
     labelled = api.kubectl("label", "pod", name, "-n", "v-pinned", "extra=1")
     assert labelled.stdout == f"pod/{name} labeled\n"
     assert sorted(p["spec"]["nodeName"] for p in _running(api, "v-pinned", "pinned")) == NODES
+
+
+def test_a_patch_of_a_node_or_pod_leaves_its_status_to_the_status_subresource(
+        api: ApiServer) -> None:
+    # PrepareForUpdate of pkg/registry/core/{node,pod}/strategy.go keeps the old status on an
+    # update of the object itself: status changes go through /status
+    capacity = api.json("get", "node", NODES[2])["status"]["capacity"]
+    node = api.kubectl("patch", "node", NODES[2], "--type=merge", "-p",
+                       json.dumps({"status": {"capacity": {"cpu": "977"}}}))
+    assert node.stdout == f"node/{NODES[2]} patched (no change)\n"
+    assert api.json("get", "node", NODES[2])["status"]["capacity"] == capacity
+    _apply(api, daemonset("statusless", "v-statusless"))
+    pod = _running(api, "v-statusless", "statusless")[0]
+    name, ip = meta.name(pod), pod["status"].get("podIP")
+    patched = api.kubectl("patch", "pod", name, "-n", "v-statusless", "--type=merge", "-p",
+                          json.dumps({"status": {"podIP": "10.254.254.254"}}))
+    assert patched.stdout == f"pod/{name} patched (no change)\n"
+    assert api.json("get", "pod", name, "-n", "v-statusless")["status"].get("podIP") == ip
+    # through /status it is written
+    via_status = api.kubectl("patch", "pod", name, "-n", "v-statusless", "--subresource=status",
+                             "--type=merge", "-p", json.dumps({"status": {"message": "hi"}}))
+    assert via_status.stdout == f"pod/{name} patched\n"
+    assert api.json("get", "pod", name, "-n", "v-statusless")["status"]["message"] == "hi"

@@ -314,3 +314,26 @@ def test_a_namespace_being_deleted_goes_when_finalize_leaves_it_no_finalizer() -
     with pytest.raises(errors.ConflictError):
         writes.finalize_update(dict(going, metadata=dict(going["metadata"],
                                                          resourceVersion="1-0")), going)
+
+
+@pytest.mark.parametrize(("obj", "status", "given"), [
+    ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+     {"capacity": {"cpu": "4"}}, {"capacity": {"cpu": "8"}}),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+      "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}},
+     {"phase": "Running", "podIP": "10.0.0.1"}, {"phase": "Running", "podIP": "10.0.0.9"}),
+], ids=["node", "pod"])
+def test_an_update_of_a_pod_or_node_keeps_its_status_which_status_writes_change(
+        obj: Obj, status: Obj, given: Obj) -> None:
+    # PrepareForUpdate of pkg/registry/core/{pod,node}/strategy.go: newX.Status = oldX.Status
+    current = stored(obj)
+    current["status"] = status
+    new = writes.prepare_update({**copy.deepcopy(current), "status": given}, current)
+    assert new["status"] == status and writes.no_op(new, current)
+    labelled = copy.deepcopy(current)
+    labelled["metadata"]["labels"] = {"a": "b"}
+    labelled["status"] = given
+    assert writes.update(labelled, current).obj["status"] == status  # the rest still changes
+    # the /status subresource and the node agent's own writes still write it
+    assert writes.status_update({**current, "status": given}, current).obj["status"] == given
+    assert writes.system_status({"status": given}, current).obj["status"] == given
