@@ -348,10 +348,11 @@ def patch(store: Store, t: Target, body: Any, content_type: str,
 
 def _commit_update(store: Store, t: Target, new: Obj, pinned: bool, dry: bool) -> Obj | None:
     """The update of a patch; None for a conflict worth another read (not ``pinned`` to
-    the resourceVersion the client gave)."""
+    the resourceVersion the client gave). Its uid is no precondition (upstream's patcher
+    names none): one the patch changes is refused as immutable."""
     try:
-        return store.update_status(new, dry=dry) if t.sub == "status" else \
-            store.update(new, dry=dry)
+        return store.update_status(new, dry=dry, replace=False) if t.sub == "status" else \
+            store.update(new, dry=dry, replace=False)
     except errors.ConflictError as err:
         if pinned:
             raise st.from_store(err) from err

@@ -312,7 +312,8 @@ written through ``/status`` (:func:`status_update`) or by the node agent
 
 def prepare_update(new: Obj, old: Obj) -> Obj:
     """An update of ``old`` (as stored) to ``new`` (a copy; PrepareForUpdate): defaults;
-    identity, deletion and the status of a kind with a /status subresource kept
+    identity (a uid given must be the stored one: the validation refuses another as
+    immutable), deletion and the status of a kind with a /status subresource kept
     (:data:`STATUS_KEPT`); generation raised on a spec change, templateGeneration on a
     template change; validated against ``old``."""
     new = copy.deepcopy(encoding.plain(new))
@@ -320,7 +321,10 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
         requested_template_generation(new)  # decoded (and refused if bad), then ignored
     new = decoded(new)
     md, omd = new.setdefault("metadata", {}), old["metadata"]
-    for f in ("uid", "creationTimestamp", "namespace", "name"):
+    # BeforeUpdate: the stored uid only when none is given (another is refused as immutable)
+    keep = ("creationTimestamp", "namespace", "name") if md.get("uid") else \
+        ("uid", "creationTimestamp", "namespace", "name")
+    for f in keep:
         if f in omd:
             md[f] = omd[f]
         else:
@@ -365,6 +369,35 @@ def check_version(obj: Obj, old: Obj) -> None:
         raise errors.ConflictError(str(obj.get("kind")), meta.key(obj))
 
 
+ETCD_RESOURCES = {kinds.NODE.kind: "minions"}
+"""The kinds etcd keeps under another name than their resource's (nodes kept their pre-1.0
+name, ``/registry/minions/<name>``)."""
+
+
+def storage_key(kind: str, key: str) -> str:
+    """The etcd key upstream's storage keeps an object of ``kind`` at ``key`` under
+    (``/registry/<resource>/<namespace>/<name>``), which its storage errors name."""
+    info = kinds.by_kind(kind)
+    resource = ETCD_RESOURCES.get(kind) or (info.plural if info else f"{kind.lower()}s")
+    ns, _, name = key.partition("/")
+    return f"/registry/{resource}/{ns}/{name}" if ns else f"/registry/{resource}/{name}"
+
+
+def check_uid(obj: Obj, old: Obj) -> None:
+    """A replace's uid precondition: ConflictError when ``obj`` names a uid and ``old`` (as
+    stored) has another, as upstream's storage says it (``rest.DefaultUpdatedObjectInfo``
+    makes the uid of a PUT's object a precondition; ``storage.Preconditions.Check`` fails it
+    as an invalid object, which ``InterpretUpdateError`` turns into a Conflict). A stale
+    manifest then cannot overwrite an object recreated under its name."""
+    uid = meta.uid(obj)
+    if uid and uid != meta.uid(old):
+        kind = str(old.get("kind"))
+        raise errors.ConflictError(kind, meta.key(old), (
+            f"StorageError: invalid object, Code: 4, Key: {storage_key(kind, meta.key(old))}, "
+            f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: "
+            f"{uid}, UID in object meta: {meta.uid(old)}"))
+
+
 def _updated(new: Obj, expected: str, old: Obj) -> Write:
     """The write of a prepared update: removing the last finalizer of a deleted object
     deletes it, unless a grace period is still running (a terminating pod: its node agent
@@ -400,9 +433,12 @@ def finalize_update(obj: Obj, old: Obj) -> Write:
     return _updated(new, meta.resource_version(old), old)
 
 
-def update(obj: Obj, old: Obj) -> Write:
+def update(obj: Obj, old: Obj, replace: bool = True) -> Write:
     """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
-    else ``old``'s."""
+    else ``old``'s, and with ``replace`` (a PUT's object, not a patched one: upstream's
+    patcher names no precondition) ``obj``'s uid (:func:`check_uid`)."""
+    if replace:
+        check_uid(obj, old)
     new = prepare_update(obj, old)
     return _updated(new, meta.resource_version(obj) or meta.resource_version(old), old)
 

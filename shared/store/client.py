@@ -407,24 +407,34 @@ class Store:
         write = writes.create(obj, self.clock(), created=created)
         return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
 
-    def update(self, obj: Obj, dry: bool = False) -> Obj:
-        """Replace an object; ``metadata.resourceVersion`` must be current (else Conflict)."""
+    def update(self, obj: Obj, dry: bool = False, replace: bool = True) -> Obj:
+        """Replace an object; ``metadata.resourceVersion`` must be current (else Conflict),
+        and with ``replace`` (a PUT's object; a patched one names no precondition) its
+        ``metadata.uid``, if it names one, the stored one's (``writes.check_uid``): both
+        checked before the object, uid first, as upstream's storage does."""
         old = self.get(str(obj.get("kind")), meta.key(obj))
+        if replace:
+            writes.check_uid(obj, old)
         writes.check_version(obj, old)
-        return self._write(writes.update(obj, old), old, dry)
+        return self._write(writes.update(obj, old, replace), old, dry)
 
-    def update_status(self, obj: Obj, dry: bool = False, current: Obj | None = None) -> Obj:
+    def update_status(self, obj: Obj, dry: bool = False, current: Obj | None = None,
+                      replace: bool = True) -> Obj:
         """The /status subresource: keep the stored spec and metadata, replace status.
         ``current``: the stored object as the caller has just read it (``get``), instead of
         reading it again; its resourceVersion is the precondition, so a change since is a
-        Conflict as ever."""
+        Conflict as ever. ``replace``: as for :meth:`update`."""
         old = current if current is not None else self.get(str(obj.get("kind")), meta.key(obj))
+        if replace:
+            writes.check_uid(obj, old)
         return self._write(writes.status_update(obj, old), old, dry)
 
     def finalize(self, obj: Obj, dry: bool = False) -> Obj | None:
-        """A Namespace's ``/finalize`` subresource (``writes.finalize_update``): the object
-        as left, or None when that deleted it."""
+        """A Namespace's ``/finalize`` subresource (``writes.finalize_update``; a PUT: its
+        uid is a precondition, as :meth:`update`'s): the object as left, or None when that
+        deleted it."""
         old = self.get(str(obj.get("kind")), meta.key(obj))
+        writes.check_uid(obj, old)
         write = writes.finalize_update(obj, old)
         out = self._write(write, old, dry)
         return None if write.mode == WriteMode.DELETE and not dry else out

@@ -576,3 +576,31 @@ def test_a_patch_of_a_node_or_pod_leaves_its_status_to_the_status_subresource(
                              "--type=merge", "-p", json.dumps({"status": {"message": "hi"}}))
     assert via_status.stdout == f"pod/{name} patched\n"
     assert api.json("get", "pod", name, "-n", "v-statusless")["status"]["message"] == "hi"
+
+
+def test_replace_of_a_stale_manifest_does_not_overwrite_an_object_recreated_by_its_name(
+        api: ApiServer) -> None:
+    # rest.DefaultUpdatedObjectInfo: a PUT's metadata.uid is a precondition the storage checks
+    # (storage.Preconditions.Check), answered as a Conflict (InterpretUpdateError)
+    ds = daemonset("recreated", "v-uid", node_selector={"nowhere": "true"})
+    _apply(api, ds)
+    old = api.json("get", "ds", "recreated", "-n", "v-uid")
+    old_uid = old["metadata"]["uid"]
+    api.kubectl("delete", "ds", "recreated", "-n", "v-uid")
+    wait_for(lambda: api.stack.store.try_get("DaemonSet", "v-uid/recreated") is None,
+             what="the DaemonSet gone")
+    _apply(api, ds)
+    new_uid = meta.uid(api.stack.store.get("DaemonSet", "v-uid/recreated"))
+    assert new_uid != old_uid
+    del old["metadata"]["resourceVersion"]
+    old["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/pause:3.10"
+    replaced = api.kubectl("replace", "-f", "-", input=json.dumps(old), check=False)
+    assert replaced.returncode == 1
+    assert ('Error from server (Conflict): error when replacing "STDIN": Operation cannot be '
+            'fulfilled on daemonsets.apps "recreated": StorageError: invalid object, Code: 4, '
+            "Key: /registry/daemonsets/v-uid/recreated, ResourceVersion: 0, AdditionalErrorMsg: "
+            f"Precondition failed: UID in precondition: {old_uid}, UID in object meta: {new_uid}"
+            ) in replaced.stderr, replaced.stderr
+    got = api.stack.store.get("DaemonSet", "v-uid/recreated")
+    assert got["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        ds["spec"]["template"]["spec"]["containers"][0]["image"]

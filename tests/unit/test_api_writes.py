@@ -337,3 +337,27 @@ def test_an_update_of_a_pod_or_node_keeps_its_status_which_status_writes_change(
     # the /status subresource and the node agent's own writes still write it
     assert writes.status_update({**current, "status": given}, current).obj["status"] == given
     assert writes.system_status({"status": given}, current).obj["status"] == given
+
+
+def test_a_replace_naming_a_stale_uid_is_a_conflict_and_a_patched_uid_immutable() -> None:
+    # rest.DefaultUpdatedObjectInfo makes a PUT's uid a precondition; storage.Preconditions
+    # fails it as an invalid object and InterpretUpdateError answers Conflict
+    current = stored(daemonset(namespace="default"))
+    stale = copy.deepcopy(current)
+    stale["metadata"]["uid"] = "old-uid"
+    del stale["metadata"]["resourceVersion"]
+    with pytest.raises(errors.ConflictError) as err:
+        writes.update(stale, current)
+    assert str(err.value) == (
+        'Operation cannot be fulfilled on daemonsets "agent": StorageError: invalid object, '
+        "Code: 4, Key: /registry/daemonsets/default/agent, ResourceVersion: 0, "
+        "AdditionalErrorMsg: Precondition failed: UID in precondition: old-uid, "
+        f"UID in object meta: {meta.uid(current)}")
+    # a patched object names no precondition: its other uid is refused as immutable
+    with pytest.raises(errors.InvalidError) as invalid:
+        writes.update(stale, current, replace=False)
+    assert invalid.value.causes == ['metadata.uid: Invalid value: "old-uid": field is immutable']
+    # no uid, or the stored one: the update goes on
+    del stale["metadata"]["uid"]
+    assert meta.uid(writes.update(stale, current).obj) == meta.uid(current)
+    assert writes.storage_key("Node", "/node-1") == "/registry/minions/node-1"
