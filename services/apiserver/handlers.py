@@ -256,6 +256,13 @@ def _commit_create(store: Store, t: Target, obj: Obj, dry: bool,
                    created: str | None = None) -> tuple[int, Obj]:
     try:
         out = store.create(obj, dry=dry, created=created)
+    except errors.AlreadyExistsError as err:
+        refused = st.from_store(err)
+        there = store.try_get(err.kind, err.key)
+        if there is not None and meta.is_being_deleted(there):  # as upstream's registry says
+            refused.status["message"] = "object is being deleted: " + \
+                refused.status["message"]
+        raise refused from err
     except errors.StoreError as err:
         raise st.from_store(err) from err
     return 201, with_type(out)

@@ -346,7 +346,8 @@ def test_drain_without_eviction_deletes_a_bare_pod(api: ApiServer) -> None:
     api.kubectl("uncordon", node)
 
 
-def test_no_finalizer_is_added_to_an_object_being_deleted(api: ApiServer) -> None:
+def test_an_object_being_deleted_takes_no_new_finalizer_nor_a_second_create(
+        api: ApiServer) -> None:
     ds = daemonset("held", "v-fin")
     ds["metadata"]["finalizers"] = ["example.com/hold"]
     _apply(api, ds)
@@ -358,6 +359,9 @@ def test_no_finalizer_is_added_to_an_object_being_deleted(api: ApiServer) -> Non
         'The DaemonSet "held" is invalid: metadata.finalizers: Forbidden: no new finalizers '
         'can be added if the object is being deleted, found new finalizers '
         '[]string{"a/b"}\n')
+    again = api.kubectl("create", "-f", "-", input=json.dumps(ds), check=False)
+    assert again.returncode == 1
+    assert 'object is being deleted: daemonsets.apps "held" already exists' in again.stderr
     api.kubectl("patch", "ds", "held", "-n", "v-fin", "--type=merge", "-p",
                 '{"metadata":{"finalizers":null}}')
     wait_for(lambda: api.stack.store.try_get("DaemonSet", "v-fin/held") is None,
