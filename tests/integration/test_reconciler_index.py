@@ -136,11 +136,13 @@ def test_a_hinted_sync_takes_in_a_few_unsteady_nodes_and_past_that_goes_full_at_
     assert built == [["n1", "n2"]]
     built.clear()
     position = r.cache.position
-    for pod in kit.owned_pods(store, KEY):  # both pods bound and ready: steady
-        node = kit.nodes_of([pod])[0]
-        position = meta.resource_version(store.mutate("Pod", meta.key(pod), lambda p, n=node: {
-            **p, "spec": {**p["spec"], "nodeName": n},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
+    for pod in kit.owned_pods(store, KEY):  # both pods bound and ready (as a node agent
+        node = kit.nodes_of([pod])[0]        # writes it: a user's update may not): steady
+        ran = {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+        [result] = store.commit([store.status_op(ran, pod)])
+        assert result.ok, result
+        position = result.value
     r.plan_nodes(KEY, position, ["n1"])
     assert built == [["n1"]]
 
