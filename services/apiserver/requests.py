@@ -14,8 +14,9 @@ from shared.api import served
 
 Obj = dict[str, Any]
 
-# kubectl and client-go ask for these
-TABLE_VERSIONS = ("v1",)
+# the meta.k8s.io versions of what an answer may be "as" (``AS``) that kubectl and client-go
+# ask for
+AS_VERSIONS = ("v1",)
 JSON = "application/json"
 
 
@@ -139,7 +140,7 @@ def negotiate(accept: str | None) -> str:
     for mt, params in types:
         if mt in (JSON, "application/*", "*/*"):
             if params.get("as") in AS and params.get("g") == "meta.k8s.io" \
-                    and params.get("v") in TABLE_VERSIONS:
+                    and params.get("v") in AS_VERSIONS:
                 return AS[params["as"]]
             if "as" not in params:
                 return "json"

@@ -83,7 +83,7 @@ class _Stream:
 
 async def serve(request: web.Request, t: Target, cache: WatchCache,
                 render: Callable[[Obj, str], Obj], render_key: str,
-                mark: Callable[[Obj], Obj] = lambda obj: obj) -> web.StreamResponse:
+                mark: Callable[[Obj], Obj]) -> web.StreamResponse:
     """Stream the watch ``t`` with the request's query; ``render(obj, event_type)`` turns
     each object into what the client asked for (the object, a Table of it, its metadata),
     the same for every request with the same ``render_key``, so each event is encoded
