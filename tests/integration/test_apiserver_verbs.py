@@ -300,6 +300,19 @@ def test_patch_strategic_merge_and_json(api: ApiServer) -> None:
     bad = api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
                       '[{"op":"remove","path":"/spec/nope"}]', check=False)
     assert bad.returncode == 1 and "nope" in bad.stderr
+    # a test operation, as scripts guard a change: Go's words; null holds where absent
+    image = "/spec/template/spec/containers/0/image"
+    stale = api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
+                        json.dumps([{"op": "test", "path": image, "value": "nope"}]),
+                        check=False)
+    assert stale.returncode == 1
+    assert stale.stderr.endswith(f"testing value {image} failed: test failed\n"), stale.stderr
+    guarded = api.kubectl("patch", "ds", "patched", "-n", "v-patch", "--type=json", "-p",
+                          json.dumps([{"op": "test", "path": "/metadata/labels/gate",
+                                       "value": None},
+                                      {"op": "add", "path": "/metadata/labels/gate",
+                                       "value": "shut"}]))
+    assert "patched" in guarded.stdout
 
 
 def test_label_and_annotate(api: ApiServer) -> None:

@@ -276,6 +276,23 @@ def test_json_patch_errors(ops: Any, reason: str) -> None:
         assert err.value.cause
 
 
+def test_json_patch_test_operations_as_upstreams() -> None:
+    """Go's library: a failed test names its path (not Python's types); a test of null
+    holds where the value is absent (the "assert absent" of scripts)."""
+    with pytest.raises(PatchError) as err:
+        apply_patch(_ds(), [{"op": "test", "path": "/metadata/name", "value": "other"}],
+                    patch.JSON_PATCH, "DaemonSet")
+    assert err.value.cause == "testing value /metadata/name failed: test failed"
+    absent = [{"op": "test", "path": "/spec/nothere", "value": None},
+              {"op": "add", "path": "/metadata/labels/tier", "value": "infra"}]
+    assert apply_patch(_ds(), absent, patch.JSON_PATCH, "DaemonSet")["metadata"]["labels"][
+        "tier"] == "infra"
+    with pytest.raises(PatchError) as err:
+        apply_patch(_ds(), [{"op": "test", "path": "/metadata/name", "value": None}],
+                    patch.JSON_PATCH, "DaemonSet")
+    assert err.value.cause == "testing value /metadata/name failed: test failed"
+
+
 def test_json_patch_operation_limit() -> None:
     ops = [{"op": "test", "path": "/metadata/name", "value": "ds"}] * 10001
     with pytest.raises(PatchError) as err:
