@@ -275,11 +275,6 @@ async def openapi_v2(request: web.Request) -> web.Response:
 # ---- resources ----------------------------------------------------------------------------
 
 
-READ_ALL = ("list", "watch")
-"""What a namespaced kind serves across all namespaces (``/api/v1/pods``), as upstream:
-a write or a collection delete there is 405, never every namespace's at once."""
-
-
 async def core(request: web.Request) -> web.StreamResponse:
     return await _resource(request, "v1", request.match_info["rest"])
 
@@ -305,8 +300,11 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     user = _user(request)
     if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
         raise _forbidden(user, verb, t)
-    if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs) or \
-            (t.namespace is None and t.resource.info.namespaced and verb not in READ_ALL):
+    # a namespaced kind across all namespaces (``/api/v1/pods``) is read-only, as upstream's:
+    # a write or a collection delete there is 405, never every namespace's at once
+    if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs) or (
+            t.namespace is None and t.resource.info.namespaced
+            and verb not in served.READ_VERBS):
         raise handlers.not_allowed(t, verb)
     fmt = requests.negotiate(request.headers.get("Accept"))
     store = state.store.as_writer(user.name)
@@ -371,9 +369,7 @@ async def _list(state: State, store: Store, t: Target,
     caught_up = await _caught_up(state, store, q)
     if caught_up or t.kind == kinds.NAMESPACE.kind:  # Namespaces are the cache's alone
         match = listing.matcher(t, q)
-        items = [handlers.with_type(o) for o in state.cache.current(t.kind, match)]
-        items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
-        return state.cache.position, items
+        return state.cache.position, handlers.listed(state.cache.current(t.kind, match))
     return await state.run(handlers.list_objects, store, t, q)
 
 
@@ -409,15 +405,18 @@ def _exact(state: State, t: Target, q: Mapping[str, str], rv: str) -> tuple[str,
     if codec.id_tuple(rv) < codec.id_tuple(cache.oldest) or (
             t.kind == kinds.NAMESPACE.kind and rv != cache.position):
         raise st.ApiError("Expired", f"too old resource version: {rv} ({cache.oldest})")
-    match = listing.matcher(t, q)
     if t.kind == kinds.NAMESPACE.kind:
-        objs = cache.current(t.kind, match)
-    else:
-        objs = [o for o in listing.view_at(cache.objects.get(t.kind, {}), cache.events,
-                                           t.kind, rv).values() if match(o)]
-    items = [handlers.with_type(o) for o in objs]
-    items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
-    return rv, items
+        return rv, handlers.listed(cache.current(t.kind, listing.matcher(t, q)))
+    return rv, _view_at(state, t, q, rv)
+
+
+def _view_at(state: State, t: Target, q: Mapping[str, str], rv: str) -> list[Obj]:
+    """The objects of ``t`` the query selects as they were at ``rv`` (in the cache's
+    window, which the caller checked): ``listing.view_at``, listed."""
+    match = listing.matcher(t, q)
+    cache = state.cache
+    objs = listing.view_at(cache.objects.get(t.kind, {}), cache.events, t.kind, rv)
+    return handlers.listed([o for o in objs.values() if match(o)])
 
 
 async def _continued(state: State, t: Target,
@@ -438,11 +437,7 @@ async def _continued(state: State, t: Target,
         err = st.ApiError("Expired", listing.INCONSISTENT_CONTINUE)
         err.status["metadata"]["continue"] = listing.token(start, listing.LATEST)
         raise err
-    match = listing.matcher(t, q)
-    objs = listing.view_at(cache.objects.get(t.kind, {}), cache.events, t.kind, rv)
-    items = [handlers.with_type(o) for o in objs.values() if match(o)]
-    items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
-    return rv, items
+    return rv, _view_at(state, t, q, rv)
 
 
 async def _write(request: web.Request, state: State, store: Store, t: Target,

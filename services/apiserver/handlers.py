@@ -78,9 +78,14 @@ def list_objects(store: Store, t: Target, query: Mapping[str, str]) -> tuple[str
         tip, objs = store.snapshot([t.kind])
     except errors.StoreError as err:
         raise st.from_store(err) from err
-    items = [with_type(o) for o in objs[t.kind] if match(o)]
+    return tip, listed([o for o in objs[t.kind] if match(o)])
+
+
+def listed(objs: list[Obj]) -> list[Obj]:
+    """Objects as a list serves them: typed, sorted by namespace and name."""
+    items = [with_type(o) for o in objs]
     items.sort(key=lambda o: (meta.namespace(o), meta.name(o)))
-    return tip, items
+    return items
 
 
 def log_tip(store: Store) -> str:

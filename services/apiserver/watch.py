@@ -104,12 +104,12 @@ async def serve(request: web.Request, t: Target, cache: WatchCache,
     timeout = requests.integer(q, "timeoutSeconds")
     if timeout is None or timeout > MAX_TIMEOUT:
         timeout = int(MAX_TIMEOUT * (1 + random.random())) if timeout is None else MAX_TIMEOUT
-    if initial and (not bookmarks or q.get("resourceVersionMatch") != "NotOlderThan"):
+    if initial and (not bookmarks or q.get("resourceVersionMatch") != listing.NOT_OLDER_THAN):
         raise st.ApiError("Invalid", "sendInitialEvents is forbidden for watch unless the "
                           "WatchList feature is enabled (allowWatchBookmarks=true and "
                           "resourceVersionMatch=NotOlderThan are required)")
     if "sendInitialEvents" in q and not initial and q.get("resourceVersionMatch") \
-            not in (None, "", "NotOlderThan"):
+            not in (None, "", listing.NOT_OLDER_THAN):
         raise st.bad_request("resourceVersionMatch: unsupported with sendInitialEvents")
     if rv not in ("", "0") and codec.id_tuple(rv) == (0, 0) and rv != "0-0":
         raise st.ApiError("BadRequest", f'resourceVersion: Invalid value: "{rv}": '

@@ -254,7 +254,7 @@ _COLLECTION_VERBS = {"get": "list", "post": "create", "delete": "deletecollectio
 
 
 def _only_served(path: Mapping[str, Any], by_method: Mapping[str, str],
-            verbs: Sequence[str]) -> dict[str, Any]:
+                 verbs: Sequence[str]) -> dict[str, Any]:
     """``path`` with the operations of the verbs not served left out."""
     return {k: v for k, v in path.items() if k not in by_method or by_method[k] in verbs}
 
@@ -316,7 +316,7 @@ def _paths(info: kinds.KindInfo, definition: str) -> dict[str, Any]:
     for sub, _kind, sub_verbs in resource.subresources if resource else ():
         if sub == "status":
             paths[f"{collection}/{{name}}/status"] = _only_served(one("Status", "status"),
-                                                             _ITEM_VERBS, sub_verbs)
+                                                                  _ITEM_VERBS, sub_verbs)
         elif sub == "finalize":
             paths[f"{collection}/{{name}}/finalize"] = {
                 "put": _operation("put", "replace", info, f"{scoped}{kind}Finalize",

@@ -115,11 +115,12 @@ class RedisServer:
             if said is None:
                 self.binary, self.passed_over = binary, refused
                 return self
-            if not any(words in said for words in _TOO_NEW) or binary == binaries[-1]:
+            too_new = any(words in said for words in _TOO_NEW)
+            if not too_new or binary == binaries[-1]:
                 raise RuntimeError(f"{binary} exited: {said}" + (
                     f" ({self.data_dir} was written by a newer server: start with that one, "
                     f"or move the directory away to start an empty cluster)"
-                    if any(words in said for words in _TOO_NEW) else ""))
+                    if too_new else ""))
             refused.append((binary, said))
         raise AssertionError("unreachable")
 
