@@ -10,7 +10,7 @@ from typing import Any
 from services.cli import printers
 from services.cli import sections as sec
 from shared.api import tables
-from shared.model import labels, meta
+from shared.model import labels, meta, podutil
 
 Obj = dict[str, Any]
 
@@ -61,20 +61,6 @@ def daemonset(ds: Obj, pods: list[Obj], evs: list[Obj], now: float) -> str:
     return w.text()
 
 
-def _qos(spec: Obj) -> str:
-    cs = [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-          if isinstance(c, dict)]
-    res = [c.get("resources") or {} for c in cs]
-    if not any(r.get("requests") or r.get("limits") for r in res):
-        return "BestEffort"
-    for r in res:
-        limits, requests = r.get("limits") or {}, r.get("requests") or {}
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                return "Burstable"
-    return "Guaranteed"
-
-
 def pod(p: Obj, evs: list[Obj], now: float) -> str:
     w = sec.Writer()
     spec, st = p.get("spec") or {}, p.get("status") or {}
@@ -116,7 +102,7 @@ def pod(p: Obj, evs: list[Obj], now: float) -> str:
         for c in conds:
             w.write(1, f"{c.get('type')} \t{c.get('status')} \n")
     sec.volumes(w, spec.get("volumes") or [], "")
-    w.write(0, f"QoS Class:\t{_qos(spec)}\n")
+    w.write(0, f"QoS Class:\t{st.get('qosClass') or podutil.qos_class(spec)}\n")
     sec.multiline(w, "Node-Selectors", sec.labels_lines(spec.get("nodeSelector")))
     sec.multiline(w, "Tolerations", sec.toleration_lines(spec.get("tolerations")))
     sec.events(w, evs, now)

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from shared.daemonset import dsutil, placement
-from shared.model import defaults, meta
+from shared.model import defaults, meta, podutil
 from shared.model.nodeaffinity import node_name_selector
 
 Obj = dict[str, Any]
@@ -58,7 +58,8 @@ def create_pod_template(ds: Obj, hash: str) -> Obj:
     tolerations, the defaults the API server gives a pod and not a template
     (``defaults.default_pod_only``), and the ``pod-template-generation`` (from the parseable
     generation annotation) and ``controller-revision-hash`` (when ``hash`` is non-empty)
-    labels."""
+    labels; and the status the API server gives each pod made from it (Pending, its QoS
+    class), worked out once for all of them."""
     tmpl: Obj = clone(dsutil.template(ds))
     md = tmpl.get("metadata")
     if not isinstance(md, dict):
@@ -76,6 +77,7 @@ def create_pod_template(ds: Obj, hash: str) -> Obj:
         labels[dsutil.GENERATION_LABEL] = str(generation)
     if hash:
         labels[dsutil.HASH_LABEL] = hash
+    tmpl["status"] = {"phase": podutil.PENDING, "qosClass": podutil.qos_class(spec)}
     return tmpl
 
 
@@ -120,7 +122,7 @@ def new_pod(
 ) -> Obj:
     """The pod to create for ``node`` from ``template`` (a :func:`create_pod_template` result):
     the template's labels, annotations and finalizers, its spec with the node-name affinity,
-    the DaemonSet's namespace and a controller ownerReference.
+    its status, the DaemonSet's namespace and a controller ownerReference.
 
     The pod's spec is a map of its own (with an affinity of its own) whose other values
     (containers, volumes, tolerations, …) are the template's: the pods of one template share
@@ -151,4 +153,6 @@ def new_pod(
     if isinstance(finalizers, list) and finalizers:
         md["finalizers"] = list(finalizers)
     md["ownerReferences"] = [meta.controller_owner_ref(ds)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": pod_spec}
+    status = template.get("status")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": pod_spec,
+            "status": dict(status) if isinstance(status, dict) else {"phase": podutil.PENDING}}

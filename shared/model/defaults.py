@@ -6,7 +6,7 @@ wrong type is left as it is for validation to report. No function raises.
 
 Besides upstream's defaulters, a namespaced object without a namespace gets ``"default"``
 (what kubectl does for a manifest without one), and a Pod without ``status.phase`` gets
-``Pending`` (what the registry does on create).
+``Pending`` and one without ``status.qosClass`` its class (what the registry does on create).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import copy
 import re
 from typing import Any
 
-from shared.model import kinds
+from shared.model import kinds, podutil
 
 Obj = dict[str, Any]
 
@@ -292,7 +292,8 @@ def default_pod_only(spec: Obj) -> None:
 
 def default_pod(obj: Any) -> Any:
     """``SetDefaults_Pod``: the pod-spec defaults and :func:`default_pod_only`; plus
-    ``status.phase`` Pending. Decides only."""
+    ``status.phase`` Pending and ``status.qosClass`` (the registry's on create). Decides
+    only."""
     out = copy.deepcopy(obj)
     if not isinstance(out, dict):
         return out
@@ -308,6 +309,8 @@ def default_pod(obj: Any) -> Any:
     status = out["status"]
     if isinstance(status, dict) and _absent(status, "phase"):
         status["phase"] = "Pending"
+    if isinstance(status, dict) and isinstance(spec, dict) and _absent(status, "qosClass"):
+        status["qosClass"] = podutil.qos_class(spec)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Pod helpers on plain dicts: readiness, availability, phase, target node, ordering. Pure.
+"""Pod helpers on plain dicts: readiness, availability, phase, target node, ordering, QoS
+class. Pure.
 
 Spec §d.4 (Ready / Available), §c.3 step 4 (target node), §c.4 (ordering).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.model import meta
+from shared.model import meta, quantity
 
 Obj = dict[str, Any]
 
@@ -15,6 +16,9 @@ PENDING = "Pending"
 RUNNING = "Running"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
+
+BEST_EFFORT, BURSTABLE, GUARANTEED = "BestEffort", "Burstable", "Guaranteed"
+_QOS_RESOURCES = ("cpu", "memory")
 
 _ZERO_TIME = float("-inf")  # a missing creationTimestamp sorts first, like Go's zero time
 _NEVER = float("inf")
@@ -137,3 +141,41 @@ def sort_key(pod: Obj) -> tuple[int, float, str]:
 
 def sorted_pods(pods: list[Obj]) -> list[Obj]:
     return sorted(pods, key=sort_key)
+
+
+def qos_class(spec: Obj) -> str:
+    """The pod's QoS class (upstream's ``ComputePodQOS``), from its containers' and init
+    containers' cpu and memory (quantities above zero; requests as defaulted from limits):
+    BestEffort with none; Guaranteed when every container limits both and the sums of
+    requests and limits agree; else Burstable."""
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    guaranteed = True
+    containers = [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+                  if isinstance(c, dict)]
+    for c in containers:
+        resources = c.get("resources")
+        found = set()
+        for field, sums in (("requests", requests), ("limits", limits)):
+            given = resources.get(field) if isinstance(resources, dict) else None
+            if not isinstance(given, dict):
+                continue
+            for name in _QOS_RESOURCES:
+                if name not in given:
+                    continue
+                try:
+                    value = quantity.parse(given[name]).value
+                except ValueError:
+                    continue
+                if value > 0:
+                    sums[name] = sums.get(name, 0) + value
+                    if field == "limits":
+                        found.add(name)
+        if found != set(_QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return BEST_EFFORT
+    if guaranteed and len(requests) == len(limits) and \
+            all(limits.get(name) == value for name, value in requests.items()):
+        return GUARANTEED
+    return BURSTABLE

@@ -309,6 +309,10 @@ def test_kubectl_get_output_formats(api: ApiServer, stack: Stack) -> None:
     assert yml["metadata"]["uid"] == doc["metadata"]["uid"]
     pods = api.json("get", "pods", "-n", "kube-system")
     assert pods["kind"] == "List" and len(pods["items"]) == 3
+    # the class the registry gives a pod as it is made, kept through its node's status writes
+    # (cpu and memory requested, memory alone limited)
+    assert {p["status"]["phase"] for p in pods["items"]} == {"Running"}
+    assert {p["status"]["qosClass"] for p in pods["items"]} == {"Burstable"}
     jp = api.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout
     assert jp.split() == ["node-00001", "node-00002", "node-00003"]
     missing = api.kubectl("get", "ds", "nope", "-n", "kube-system", check=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shared.model import podutil
 from tests.unit.daemonset_fixtures import NOW, make_pod, ts
 
@@ -57,3 +59,29 @@ def test_phase_helpers() -> None:
     assert podutil.is_terminal(make_pod("p", "n", phase="Succeeded"))
     assert not podutil.is_terminal(make_pod("p", "n", phase="Running"))
     assert ts(0) == "1970-01-01T00:00:00Z"
+
+
+def _spec(*containers: dict, inits: tuple[dict, ...] = ()) -> dict:
+    return {"containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(containers)],
+            "initContainers": [{"name": f"i{i}", "resources": r} for i, r in enumerate(inits)]}
+
+
+BOTH = {"cpu": "100m", "memory": "64Mi"}
+
+
+@pytest.mark.parametrize(("spec", "qos"), [
+    (_spec({}), "BestEffort"),
+    (_spec({"requests": {"cpu": "0", "memory": "0"}}), "BestEffort"),  # zeros do not count
+    (_spec({"requests": {"nvidia.com/gpu": "1"}}), "BestEffort"),  # nor other resources
+    (_spec({"requests": BOTH, "limits": BOTH}), "Guaranteed"),
+    (_spec({"requests": {"cpu": "0.1", "memory": "67108864"}, "limits": BOTH}),
+     "Guaranteed"),  # equal quantities in other words
+    (_spec({"requests": BOTH, "limits": BOTH}, inits=({"requests": BOTH, "limits": BOTH},)),
+     "Guaranteed"),
+    (_spec({"requests": BOTH, "limits": BOTH}, {}), "Burstable"),  # one container without
+    (_spec({"requests": BOTH, "limits": {"memory": "64Mi"}}), "Burstable"),
+    (_spec({"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": BOTH}), "Burstable"),
+    (_spec({"limits": BOTH}), "Burstable"),  # (requests not defaulted from limits here)
+])
+def test_qos_class_is_upstreams(spec: dict, qos: str) -> None:
+    assert podutil.qos_class(spec) == qos

@@ -160,10 +160,17 @@ def test_default_pod_sets_pending_phase_and_pod_spec_defaults() -> None:
         "spec": {"containers": [{"name": "c", "image": "nginx"}]},
     }
     out = defaults.default_pod(pod)
-    assert out["status"] == {"phase": "Pending"}
+    assert out["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
     assert out["spec"]["restartPolicy"] == "Always"
     assert out["spec"]["containers"][0]["imagePullPolicy"] == "Always"
     assert defaults.default_pod(out) == out
+
+
+def test_default_pod_gives_the_qos_class_of_its_defaulted_resources() -> None:
+    # limits alone: requests are copied from them, so both match: Guaranteed
+    limited = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    assert defaults.default_pod(limited)["status"]["qosClass"] == "Guaranteed"
 
 
 def test_default_pod_keeps_an_existing_phase() -> None:
