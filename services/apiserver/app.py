@@ -32,6 +32,7 @@ from services.apiserver import (
     leases,
     listing,
     openapi,
+    podexec,
     podlog,
     protobuf,
     requests,
@@ -626,6 +627,7 @@ def make_app(state: State) -> web.Application:
     app.router.add_get(fleet.STATIC_PREFIX + "{name}", ui_file)
     app.router.add_get(fleet.API_PREFIX + "{what:.+}", ui_api)
     app.router.add_route("*", podlog.PATH, podlog.handler(state, _user))  # before core's
+    app.router.add_route("*", podexec.PATH, podexec.handler(state, _user))
     app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)
     app.router.add_route("*", "/apis/{group}/{version}{rest:(/.*)?}", grouped)
 

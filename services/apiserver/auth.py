@@ -3,8 +3,8 @@
 The token file has one ``token,user,role`` line per user (``#`` starts a comment), in the
 spirit of kube-apiserver's ``--token-auth-file``. Roles follow the upstream user-facing
 ClusterRoles: ``view`` reads everything and writes nothing; ``edit`` also writes namespaced
-objects (DaemonSets, Pods, Events, ControllerRevisions, evictions) but not Nodes and not
-status subresources; ``admin`` may do everything. There is no anonymous access: a request
+objects (DaemonSets, Pods, Events, ControllerRevisions, evictions) and runs commands in pods,
+but not Nodes and not status subresources; ``admin`` may do everything. There is no anonymous access: a request
 without a known token is 401. ``authorize`` decides (pure); ``TokenFile`` reads the file.
 """
 
@@ -20,8 +20,8 @@ from services import config
 from shared.api import served
 
 ROLES = ("admin", "edit", "view")
-NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "events",
-                                 "controllerrevisions"})
+NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "pods/exec",
+                                 "events", "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
                   "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
                   "/version", "/version/")

@@ -25,31 +25,44 @@ PATH = "/api/v1/namespaces/{namespace}/pods/{name}/log"
 CONNECT_TIMEOUT = 10.0
 
 
-class _State(Protocol):
+class State(Protocol):
     store: Store
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
 
-def handler(state: _State, user_of: Callable[[web.Request], auth.User],
+def checked(request: web.Request, user: auth.User, methods: tuple[str, ...], verb: str,
+            subresource: str) -> tuple[str, str]:
+    """The namespace and name of the pod of a request for ``pods/<subresource>`` by one of
+    ``methods``, which ``user`` may ``verb``; MethodNotAllowed or Forbidden otherwise."""
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    if request.method not in methods:
+        raise st.ApiError("MethodNotAllowed", "the server does not allow this method on "
+                          "the requested resource")
+    if not auth.authorize(user, verb, f"pods/{subresource}", True):
+        raise st.ApiError("Forbidden", f'pods "{name}" is forbidden: User "{user.name}" '
+                          f'cannot {verb} resource "pods/{subresource}" in API group "" in the '
+                          f'namespace "{ns}"', {"name": name, "kind": "pods"})
+    return ns, name
+
+
+async def read_pod(state: State, ns: str, name: str) -> dict[str, Any]:
+    pod = await state.run(state.store.try_get, "Pod", f"{ns}/{name}")
+    if pod is None:
+        raise st.not_found("Pod", name)
+    assert isinstance(pod, dict)
+    return pod
+
+
+def handler(state: State, user_of: Callable[[web.Request], auth.User],
             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def serve(request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["namespace"], request.match_info["name"]
-        if request.method != "GET":
-            raise st.ApiError("MethodNotAllowed", "the server does not allow this method on "
-                              "the requested resource")
-        user = user_of(request)
-        if not auth.authorize(user, "get", "pods/log", True):
-            raise st.ApiError("Forbidden", f'pods "{name}" is forbidden: User "{user.name}" '
-                              'cannot get resource "pods/log" in API group "" in the '
-                              f'namespace "{ns}"', {"name": name, "kind": "pods"})
+        ns, name = checked(request, user_of(request), ("GET",), "get", "log")
         try:
             opts = rules.options(request.query)
         except rules.LogError as err:
             raise st.bad_request(str(err)) from err
-        pod = await state.run(state.store.try_get, "Pod", f"{ns}/{name}")
-        if pod is None:
-            raise st.not_found("Pod", name)
+        pod = await read_pod(state, ns, name)
         try:
             container = rules.pick_container(pod, opts.container)
             run = rules.pick_run(pod, container, opts.previous)

@@ -23,9 +23,10 @@ ended is kept until the one after its restart ends too, for ``--previous``.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,13 @@ from typing import Any
 import docker
 import docker.errors
 import docker.utils
+import docker.utils.socket
 
 from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Records
-from shared.api import podlog
+from shared.api import podexec, podlog
+from shared.api.podexec import ExecOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -309,6 +312,19 @@ class DockerRuntime(Records):
             return False
         return False
 
+    def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
+             opts: ExecOptions) -> DockerExec:
+        """``docker exec`` in the container, its streams on the engine's hijacked
+        connection."""
+        try:
+            ex = self.api.exec_create(engine_id(c), list(opts.command), stdout=opts.stdout,
+                                      stderr=opts.stderr, stdin=opts.stdin, tty=opts.tty,
+                                      environment=env, workdir=cwd or None)
+            sock = self.api.exec_start(ex["Id"], tty=opts.tty, socket=True)
+        except docker.errors.DockerException as err:
+            raise OSError(getattr(err, "explanation", None) or str(err)) from err
+        return DockerExec(self.api, str(ex["Id"]), sock, opts.tty)
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         if (pod.get("spec") or {}).get("hostNetwork"):
             return ""
@@ -362,3 +378,66 @@ class DockerRuntime(Records):
         except docker.errors.DockerException as err:
             log.warning("cannot remove the volumes of pod %s: %s", uid, err)
         super().forget(pod_dir)
+
+
+class DockerExec:
+    """A ``docker exec`` for a caller (``ExecSession``)."""
+
+    def __init__(self, api: docker.APIClient, exec_id: str, sock: Any, tty: bool) -> None:
+        self.api = api
+        self.id = exec_id
+        self.sock = sock
+        self.raw: socket.socket = getattr(sock, "_sock", sock)
+        self.tty = tty
+
+    def pump(self, send: Callable[[int, bytes], None]) -> None:
+        try:
+            frames: Iterator[tuple[int, bytes]] = docker.utils.socket.frames_iter(  # type: ignore[no-untyped-call]
+                self.sock, self.tty)
+            for stream, data in frames:
+                if data:
+                    send(podexec.STDERR if stream == docker.utils.socket.STDERR
+                         else podexec.STDOUT, data)
+        except OSError:
+            return
+
+    def write_stdin(self, data: bytes) -> None:
+        try:
+            self.raw.sendall(data)
+        except OSError:
+            pass
+
+    def close_stdin(self) -> None:
+        try:
+            self.raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def resize(self, width: int, height: int) -> None:
+        try:
+            self.api.exec_resize(self.id, height=height, width=width)
+        except docker.errors.DockerException:
+            pass
+
+    def wait(self) -> int:
+        self._close()
+        while True:
+            try:
+                info = self.api.exec_inspect(self.id)
+            except docker.errors.DockerException:
+                return -1
+            if not info.get("Running"):
+                return int(info.get("ExitCode") or 0)
+            time.sleep(EXEC_POLL)
+
+    def kill(self) -> None:
+        """The engine cannot stop an exec (its pid is the engine host's, not to be signalled
+        from here): its connection is closed, so the command's input and output end; it
+        ends with the container at the latest."""
+        self._close()
+
+    def _close(self) -> None:
+        try:
+            self.raw.close()
+        except OSError:
+            pass

@@ -1,6 +1,7 @@
 """The node agent's own HTTPS endpoint (kubelet's server on port 10250): it serves the logs of
 the pods it runs, so they can be read from another machine (the API server proxies
-``/api/v1/namespaces/{ns}/pods/{name}/log`` to it; ``daemonbus logs`` calls it too). Acts.
+``/api/v1/namespaces/{ns}/pods/{name}/log`` to it; ``daemonbus logs`` calls it too), and runs
+commands in their containers (the API server relays ``.../pods/{name}/exec`` to it). Acts.
 
 ``GET /containerLogs/{namespace}/{pod}/{container}?uid=U&run=N`` with ``tailLines``,
 ``limitBytes``, ``follow`` and ``previous``: the output of run N of that container, from the
@@ -14,6 +15,12 @@ always: its certificate is self-signed, made at each start, and its SHA-256 is p
 a bearer token made at each start (``shared.store.nodeserver``), outside the log, where only
 this node's agent may write; callers pin the certificate and send the token. The port is in
 the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports it.
+
+``POST /exec/{namespace}/{pod}/{container}?uid=U&command=...`` with ``stdin``, ``stdout``,
+``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
+200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
+Status of how the command ended. The command is killed when the caller goes away or the
+container stops running.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -38,8 +46,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from services import config
-from services.node_agent.runtime import Runtime
-from shared.api import podlog
+from services.node_agent.podstatus import ContainerState
+from services.node_agent.runtime import ExecSession, Runtime
+from shared.api import podexec, podlog
 from shared.store.nodeserver import Credentials
 
 log = logging.getLogger("node-agent")
@@ -47,6 +56,10 @@ DEFAULT_PORT = 10250
 HANDSHAKE_TIMEOUT = 10.0
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _UID = re.compile(r"[A-Za-z0-9-]{1,64}")
+WATCH_EVERY = 1.0  # seconds between looks at whether an exec's container still runs
+# what an exec runs in: the container's state, its environment, its working directory ("":
+# the runtime's default); ExecError (the caller's words) when it does not run here
+ExecTarget = Callable[[str, str], tuple[ContainerState, dict[str, str], str]]
 
 
 def _self_signed(directory: Path, ip: str) -> tuple[Path, Path, str]:
@@ -94,8 +107,10 @@ class _TLSServer(ThreadingHTTPServer):
 class LogServer:
     """The endpoint, on a thread of its own (each request on its own thread)."""
 
-    def __init__(self, rt: Runtime, state_dir: Path, ip: str, port: int) -> None:
+    def __init__(self, rt: Runtime, state_dir: Path, ip: str, port: int,
+                 exec_target: ExecTarget | None = None) -> None:
         self.runtime = rt
+        self.exec_target = exec_target
         crt, key, digest = _self_signed(state_dir / "server", ip)
         self.credentials = Credentials(secrets.token_urlsafe(32), digest)
         self.stop = threading.Event()
@@ -109,6 +124,9 @@ class LogServer:
 
             def do_GET(self) -> None:
                 server.handle(self)
+
+            def do_POST(self) -> None:
+                server.handle_exec(self)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -128,10 +146,15 @@ class LogServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def handle(self, req: BaseHTTPRequestHandler) -> None:
+    def _authorized(self, req: BaseHTTPRequestHandler) -> bool:
         auth = req.headers.get("Authorization") or ""
         if not hmac.compare_digest(auth.encode(), f"Bearer {self.credentials.token}".encode()):
             self._error(req, 401, "Unauthorized")
+            return False
+        return True
+
+    def handle(self, req: BaseHTTPRequestHandler) -> None:
+        if not self._authorized(req):
             return
         url = urllib.parse.urlsplit(req.path)
         parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
@@ -170,6 +193,88 @@ class LogServer:
                 req.wfile.flush()
         except OSError:
             return  # the caller went away
+
+    def handle_exec(self, req: BaseHTTPRequestHandler) -> None:
+        if not self._authorized(req):
+            return
+        url = urllib.parse.urlsplit(req.path)
+        parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
+        q = podexec.parse_query(url.query)
+        uid = (q.get("uid") or [""])[-1]
+        if len(parts) != 4 or parts[0] != "exec" or self.exec_target is None or \
+                not all(_NAME.fullmatch(p) for p in parts[1:]) or not _UID.fullmatch(uid):
+            self._error(req, 404, "not found")
+            return
+        container = parts[3]
+        try:
+            opts = podexec.options(q)
+            c, env, cwd = self.exec_target(uid, container)
+        except podexec.ExecError as err:
+            self._error(req, 400, str(err))
+            return
+        req.send_response(200)
+        req.send_header("Content-Type", "application/octet-stream")
+        req.end_headers()
+        req.wfile.flush()
+        lock = threading.Lock()
+
+        def send(channel: int, data: bytes) -> None:
+            with lock:
+                try:
+                    req.wfile.write(podexec.frame(channel, data))
+                    req.wfile.flush()
+                except OSError:
+                    pass  # the caller went away: the input's reader ends the command
+        try:
+            session = self.runtime.exec(c, env, cwd, opts)
+        except OSError as err:
+            send(podexec.ERROR, podexec.status_data(podexec.failed(str(err))))
+            return
+        log.info("exec in pod %s/%s container %s: %s", parts[1], parts[2], container,
+                 " ".join(opts.command))
+        done = threading.Event()
+        threading.Thread(target=self._caller_input, args=(req, session, done), daemon=True,
+                         name="exec-input").start()
+        started = c.container_id
+        threading.Thread(target=self._watch_container, args=(c, started, session, done),
+                         daemon=True, name="exec-watch").start()
+        try:
+            session.pump(send)
+            code = session.wait()
+        finally:
+            done.set()
+        send(podexec.ERROR, podexec.status_data(podexec.ended(opts.command, code)))
+
+    def _caller_input(self, req: BaseHTTPRequestHandler, session: ExecSession,
+                      done: threading.Event) -> None:
+        """Pass the caller's input on to the command; the caller gone: kill it."""
+        while True:
+            try:
+                got = podexec.read_frame(req.rfile.read)
+            except (OSError, ValueError, podexec.ExecError):
+                got = None
+            if got is None:
+                if not done.is_set():
+                    session.kill()
+                return
+            channel, data = got
+            if channel == podexec.STDIN:
+                session.write_stdin(data)
+            elif channel == podexec.CLOSE and data[:1] == bytes([podexec.STDIN]):
+                session.close_stdin()
+            elif channel == podexec.RESIZE and (size := podexec.terminal_size(data)):
+                session.resize(*size)
+
+    def _watch_container(self, c: ContainerState, started: str, session: ExecSession,
+                         done: threading.Event) -> None:
+        """The container stopped (or was restarted): the command ends with it, as in a
+        container's PID namespace."""
+        while not done.wait(WATCH_EVERY) and not self.stop.is_set():
+            if c.container_id != started or not c.running():
+                session.kill()
+                return
+        if not done.is_set():
+            session.kill()
 
     @staticmethod
     def _error(req: BaseHTTPRequestHandler, code: int, message: str) -> None:

@@ -29,6 +29,7 @@ from services import common
 from services.node_agent import host, lifecycle, logserver, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
+from shared.api import podexec
 from shared.eventlog.entry import CommitResult
 from shared.model import events, meta
 from shared.store import adapters, errors, nodelease, noderequests, nodeserver
@@ -161,12 +162,30 @@ class ProcessAgent:
             return
         try:
             self.logs = logserver.LogServer(self.runtime, self.cfg.state_dir,
-                                            self.cfg.node_ip, self.cfg.log_port)
+                                            self.cfg.node_ip, self.cfg.log_port,
+                                            self.exec_target)
         except OSError as err:
             log.warning("no log endpoint (port %d on %s): %s", self.cfg.log_port,
                         self.cfg.node_ip, err)
             return
         self.logs.start()
+
+    def exec_target(self, uid: str, name: str) -> tuple[ContainerState, dict[str, str], str]:
+        """What a command run in container ``name`` of pod ``uid`` runs in (called on the log
+        endpoint's threads: reads what the loop keeps, changes nothing)."""
+        run = self.runs.get(uid)
+        c = next((c for c in run.containers() if c.name == name), None) \
+            if run is not None and not run.gone else None
+        if run is None or c is None or not c.running():
+            raise podexec.ExecError(f'container not found ("{name}")')
+        spec = run.pod.get("spec") or {}
+        cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
+                      (spec.get("containers") or []) if s.get("name") == name), {})
+        try:
+            env = podstatus.container_env(run.pod, cspec, self.runtime.base_env())
+        except podstatus.ConfigError:
+            env = self.runtime.base_env()
+        return c, env, str(cspec.get("workingDir") or "")
 
     def run(self, stop: threading.Event) -> None:
         self.adopt()

@@ -13,15 +13,19 @@ container's PID namespace ends with its first process.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import pty
 import pwd
 import resource
 import shutil
 import signal
+import struct
 import subprocess
+import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,8 @@ import psutil
 from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, Records
+from shared.api import podexec
+from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
@@ -213,6 +219,41 @@ class ProcessRuntime(Records):
             return False
         return res.returncode == 0
 
+    def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
+             opts: ExecOptions) -> ProcessExec:
+        """The command as a child of the agent in a session of its own, run as the
+        containers are; with a terminal, the session's controlling terminal is a new pty."""
+        words = list(opts.command)
+        exe = words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH"))
+        if exe is None:
+            raise FileNotFoundError(f'exec: "{words[0]}": executable file not found in $PATH')
+        u = self.user
+        ids: dict[str, Any] = {"user": u.uid, "group": u.gid, "extra_groups":
+                               list(u.groups) if u.uid is not None else None}
+        if not opts.tty:
+            def pipe(on: bool) -> int:
+                return subprocess.PIPE if on else subprocess.DEVNULL
+            proc = subprocess.Popen([exe, *words[1:]], stdin=pipe(opts.stdin),
+                                    stdout=pipe(opts.stdout), stderr=pipe(opts.stderr),
+                                    env=env, cwd=cwd or "/", start_new_session=True,
+                                    close_fds=True, bufsize=0, **ids)
+            outs = [(ch, f.fileno()) for ch, f in ((podexec.STDOUT, proc.stdout),
+                                                   (podexec.STDERR, proc.stderr)) if f]
+            return ProcessExec(proc, outs, proc.stdin.fileno() if proc.stdin else None)
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([exe, *words[1:]], stdin=slave, stdout=slave,
+                                    stderr=slave, env={"TERM": "xterm", **env},
+                                    cwd=cwd or "/",
+                                    start_new_session=True, close_fds=True,
+                                    preexec_fn=_controlling_tty, **ids)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        return ProcessExec(proc, [(podexec.STDOUT, master)], master, tty=master)
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         return ""  # the node's: processes share the host's network
 
@@ -225,3 +266,87 @@ class ProcessRuntime(Records):
         pod_dir = self.pod_dir(pod)
         return containerlogs.stream(log_file(pod_dir, container, run), opts,
                                     log_file(pod_dir, container, run + 1), stop)
+
+
+def _controlling_tty() -> None:
+    # (in the forked child, a session leader: only this system call)
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class ProcessExec:
+    """A command run for a caller (``ExecSession``): its output read from its pipes or its
+    terminal, its input written to them."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], outputs: list[tuple[int, int]],
+                 stdin: int | None, tty: int | None = None) -> None:
+        self.proc = proc
+        self.outputs = outputs
+        self.stdin = stdin
+        self.tty = tty
+        self._lock = threading.Lock()
+
+    def pump(self, send: Callable[[int, bytes], None]) -> None:
+        readers = [threading.Thread(target=self._read, args=(ch, fd, send), daemon=True,
+                                    name="exec-output") for ch, fd in self.outputs[1:]]
+        for t in readers:
+            t.start()
+        if self.outputs:
+            self._read(*self.outputs[0], send)
+        for t in readers:
+            t.join()
+
+    @staticmethod
+    def _read(channel: int, fd: int, send: Callable[[int, bytes], None]) -> None:
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # a terminal whose last holder closed it (EIO)
+                return
+            if not data:
+                return
+            send(channel, data)
+
+    def write_stdin(self, data: bytes) -> None:
+        if self.stdin is None:
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.stdin, view):]
+            except OSError:  # the command closed its input, or ended
+                return
+
+    def close_stdin(self) -> None:
+        with self._lock:
+            if self.stdin is not None and self.tty is None:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
+                self.stdin = None
+
+    def resize(self, width: int, height: int) -> None:
+        if self.tty is not None:
+            try:
+                fcntl.ioctl(self.tty, termios.TIOCSWINSZ,
+                            struct.pack("HHHH", height, width, 0, 0))
+            except OSError:
+                pass
+
+    def wait(self) -> int:
+        rc = self.proc.wait()
+        self._close()
+        return 128 - rc if rc < 0 else rc
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def _close(self) -> None:
+        with self._lock:
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if f is not None:
+                    f.close()
+            if self.tty is not None:
+                os.close(self.tty)
+                self.tty = self.stdin = None

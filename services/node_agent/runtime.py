@@ -17,12 +17,13 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from services.node_agent.podstatus import ContainerState
+from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
@@ -46,6 +47,28 @@ class ImageError(Exception):
 
     reason: str
     message: str
+
+
+class ExecSession(Protocol):
+    """A command run in a running container for a caller (``kubectl exec``): its output is
+    pumped to the caller, the caller's input and terminal size are passed to it."""
+
+    def pump(self, send: Callable[[int, bytes], None]) -> None:
+        """Send the command's output, ``(channel, data)`` (``podexec.STDOUT``/``STDERR``),
+        until it has none left (it ended, or closed its output)."""
+
+    def write_stdin(self, data: bytes) -> None: ...
+
+    def close_stdin(self) -> None: ...
+
+    def resize(self, width: int, height: int) -> None:
+        """The caller's terminal changed size (a tty session only)."""
+
+    def wait(self) -> int:
+        """The command's exit code, once it has ended (128 + the signal that ended it)."""
+
+    def kill(self) -> None:
+        """End the command and what it started (the caller went away, the container ended)."""
 
 
 class Runtime(Protocol):
@@ -103,6 +126,13 @@ class Runtime(Protocol):
                    timeout: float) -> bool:
         """Run an exec probe's command as the container would (its environment, working
         directory, user); True when it exits 0 within ``timeout``."""
+
+    def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
+             opts: ExecOptions) -> ExecSession:
+        """Run ``opts.command`` in the running container ``c`` as its own processes run (its
+        environment, working directory, user), with the streams ``opts`` asks for and a
+        terminal when ``opts.tty``. OSError (its message the caller's) when it cannot be
+        run."""
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The pod's IP once known from what runs, else "" (then the node's, from binding)."""

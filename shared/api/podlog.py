@@ -149,9 +149,9 @@ class Endpoint:
         return f"https://{host}:{self.port}"
 
 
-def endpoint_of(node: Obj, token: str, sha256: str) -> Endpoint:
-    """Decides: the log endpoint of ``node`` from its status and the credentials its agent
-    published ("" when none); LogError when it has none."""
+def endpoint_of(node: Obj, token: str, sha256: str, serves: str = "logs") -> Endpoint:
+    """Decides: the endpoint of ``node``'s agent (its logs, its exec) from its status and the
+    credentials the agent published ("" when none); LogError when it has none."""
     name = meta.name(node)
     status = node.get("status") or {}
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
@@ -163,7 +163,7 @@ def endpoint_of(node: Obj, token: str, sha256: str) -> Endpoint:
         raise LogError(f'node "{name}" has no InternalIP address') from None
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536 \
             or not token or not sha256:
-        raise LogError(f'node "{name}" serves no logs: its agent publishes no log endpoint')
+        raise LogError(f'node "{name}" serves no {serves}: its agent publishes no endpoint')
     return Endpoint(ip, port, token, sha256)
 
 

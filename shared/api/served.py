@@ -45,6 +45,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.NODE, subresources=(("status", "Node", ("get", "patch", "update")),)),
     Resource(kinds.POD, categories=("all",),
              subresources=(("eviction", "Eviction", ("create",)),
+                           ("exec", "PodExecOptions", ("create", "get")),
                            ("log", "Pod", ("get",)),
                            ("status", "Pod", ("get", "patch", "update")))),
     Resource(kinds.EVENT),

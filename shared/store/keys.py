@@ -44,8 +44,6 @@ P:cursor:<reader>                  string  last log id a reader has fully proces
 P:lease:<role>                     string  holder id of a leader lease (with TTL)
 P:nodelease:<node>                 string  the node's lease: its agent's renew time (ms, with
                                            a TTL), outside the log (shared.store.nodelease)
-P:nodeserver:<node>                string  JSON {token, sha256}: how to reach the node agent's
-                                           log endpoint (shared.store.nodeserver)
 P:meta                             hash    cluster metadata; "epoch": the log's identity
                                            (shared.store.logmark)
 =================================  ======  =====================================================
@@ -58,6 +56,15 @@ node agent's nodes, to credentials (see ``shared.store.roles``):
 daemonbus-role:P:<role>            the caller may commit as <role>
 daemonbus-node:P:<node>            the caller may commit as the node agent of <node>
 =================================  =====================================================
+
+One name is kept outside the prefix so that the grants of the whole cluster's keys (``P:*``,
+the controllers' reads) do not cover it: only the node agents write it and only the API
+server and the CLI read it (its token runs commands in pods):
+
+=================================  ======  =====================================================
+daemonbus-nodeserver:P:<node>      string  JSON {token, sha256}: how to reach the node agent's
+                                           endpoint (logs, exec; shared.store.nodeserver)
+=================================  ======  =====================================================
 """
 
 from __future__ import annotations
@@ -190,7 +197,7 @@ class Keys:
         return self._k("nodelease", node)
 
     def node_server(self, node: str) -> str:
-        return self._k("nodeserver", node)
+        return f"daemonbus-nodeserver:{self.tag}:{node}"
 
     # names the ACL grants, never written (see the module docstring)
     def role_key(self, role: str) -> str:

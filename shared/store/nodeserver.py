@@ -55,11 +55,12 @@ def lookup(client: redis.Redis, keys: Keys, node: str) -> Credentials | None:
     return Credentials(token, digest)
 
 
-def endpoint(store: Store, node_name: str) -> Endpoint:
-    """The log endpoint of the node ``node_name`` (its Node and what its agent published);
-    LogError when it has none."""
+def endpoint(store: Store, node_name: str, serves: str = "logs") -> Endpoint:
+    """The endpoint of the node ``node_name`` (its Node and what its agent published);
+    LogError when it has none (saying the node ``serves`` no logs, no exec)."""
     node = store.try_get("Node", "/" + node_name)
     if node is None:
         raise LogError(f'node "{node_name}" not found')
     creds = lookup(store.r, store.keys, node_name)
-    return endpoint_of(node, creds.token if creds else "", creds.sha256 if creds else "")
+    return endpoint_of(node, creds.token if creds else "", creds.sha256 if creds else "",
+                       serves)

@@ -100,13 +100,17 @@ def forbidden(tag: str) -> dict[str, list[tuple[str, ...]]]:
                     ("XTRIM", log, "MAXLEN", "0"), ("XDEL", log, "1-1")]
     obj = {k: (("HSET", f"{tag}:obj:{k}", "default/x", "forged"),
                ("DEL", f"{tag}:obj:{k}")) for k in ("DaemonSet", "Pod", "Node")}
+    # a node agent's endpoint credentials run commands in pods: the API server's and the
+    # CLI's to read, not the controllers'
+    endpoint = ("GET", f"daemonbus-nodeserver:{tag}:n1")
     return {
         "cli": for_all,
         "watcher": for_all + log_rewrites + [("XADD", log, "*", "t", "DELETED"),
-                                              *obj["DaemonSet"], *obj["Pod"]],
+                                              *obj["DaemonSet"], *obj["Pod"], endpoint],
         "reconciler": for_all + log_rewrites + [*obj["Node"], ("DEL", f"{tag}:obj:Pod"),
-                                                ("HSET", f"{tag}:status:pos", "k", "1-1")],
-        "status-writer": for_all + log_rewrites + [
+                                                ("HSET", f"{tag}:status:pos", "k", "1-1"),
+                                                endpoint],
+        "status-writer": for_all + log_rewrites + [endpoint,
             ("XADD", status, "*", "m", "forged"), *obj["Pod"], ("DEL", status),
             ("DEL", f"{tag}:obj:DaemonSet"), ("LPUSH", f"{tag}:wq:queue", "default/x")],
         # (gc's node lifecycle controller commits Node conditions and taints: HSET of the
@@ -115,7 +119,7 @@ def forbidden(tag: str) -> dict[str, list[tuple[str, ...]]]:
                                         ("XADD", status, "*", "m", "forged"),
                                         ("DEL", f"{tag}:obj:Pod"),
                                         ("SET", f"{tag}:lease:watcher", "gc"),
-                                        ("SET", f"{tag}:nodelease:n1", "1")],
+                                        ("SET", f"{tag}:nodelease:n1", "1"), endpoint],
         "node-agent": for_all + log_rewrites + [
             ("XADD", log, "*", "t", "DELETED"), *obj["DaemonSet"], *obj["Pod"], *obj["Node"],
             ("XADD", status, "*", "m", "forged"), ("XADD", f"{tag}:nodereq:other", "*", "m", "x"),
@@ -124,10 +128,11 @@ def forbidden(tag: str) -> dict[str, list[tuple[str, ...]]]:
             ("SET", f"{tag}:lease:node-lifecycle", "agent"), ("DEL", f"{tag}:nodelease:n1"),
             # its lease script on anything but a lease
             ("EVALSHA", RENEW_LEASES_SHA, "2", f"{tag}:nodelease:n1", log, "1", "1000"),
-            ("EVALSHA", RENEW_LEASES_SHA, "1", f"{tag}:lease:node-lifecycle", "1", "1000")],
+            ("EVALSHA", RENEW_LEASES_SHA, "1", f"{tag}:lease:node-lifecycle", "1", "1000"),
+            endpoint],
         "node-admission": for_all + log_rewrites + [
             *obj["DaemonSet"], ("DEL", f"{tag}:obj:Pod"), ("XADD", status, "*", "m", "x"),
-            ("XADD", f"{tag}:nodereq:node-agent", "*", "m", "forged")],
+            ("XADD", f"{tag}:nodereq:node-agent", "*", "m", "forged"), endpoint],
     }
 
 
@@ -161,6 +166,8 @@ def _second_agent(acl: AclRedis, prefix: str, user: str, nodes_glob: str) -> red
     rules = [">probe-password" if r.startswith("#") else
              r.replace("nodereq:node-agent", f"nodereq:{user}")
               .replace(f"daemonbus-node:{tag}:*", f"daemonbus-node:{tag}:{nodes_glob}")
+              .replace(f"daemonbus-nodeserver:{tag}:*",
+                       f"daemonbus-nodeserver:{tag}:{nodes_glob}")
              for r in rules]
     admin = redis.Redis.from_url(acl.url("admin"))
     admin.execute_command("ACL", "SETUSER", user, "on", *rules)

@@ -38,6 +38,7 @@ from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_node_agent_process import SERVER
+from tests.integration.test_pod_exec import in_terminal
 from tests.integration.test_pod_logs import APP, first_run, lines
 
 pytestmark = pytest.mark.cluster
@@ -321,3 +322,39 @@ def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
     assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)
     assert api.kubectl("logs", name, "-p", "--tail", "1").stdout == "run 1 bye\n"
     assert cli(engine, "logs", f"pod/{name}", "--previous") == lines(1, bye=True).encode()
+
+
+def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
+                                                             tmp_path: Path) -> None:
+    start(engine)
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    engine.stack.store.apply({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "shell", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "shell"}},
+                 "template": {"metadata": {"labels": {"app": "shell"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": IMAGE, "workingDir": "/tmp",
+                                     "env": [{"name": "GREETING", "value": "hello there"}],
+                                     "command": ["sleep", "100000"]}]}}}})
+
+    def running() -> dict[str, Any] | None:
+        ready = [p for p in pods(engine) if "running" in (main_status(p).get("state") or {})]
+        return ready[0] if ready else None
+
+    name = meta.name(wait_for(running, timeout=90, what="the pod running"))
+    ran = api.kubectl("exec", name, "--", "sh", "-c",
+                      'echo "$GREETING"; pwd; echo oops >&2')
+    assert (ran.stdout, ran.stderr) == ("hello there\n/tmp\n", "oops\n")
+    assert api.kubectl("exec", name, "-i", "--", "tr", "a-z", "A-Z",
+                       input="quiet input\n").stdout == "QUIET INPUT\n"
+    failed = api.kubectl("exec", name, "--", "sh", "-c", "exit 7", check=False)
+    assert failed.returncode == 7
+    assert "command terminated with exit code 7" in failed.stderr
+    seen, rc = in_terminal(api, name, b"echo term=$TERM; stty size; exit 3\n", b"33 91")
+    assert b"term=xterm" in seen
+    assert rc == 3
+    (tmp_path / "up.txt").write_text("copied in\n")
+    api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:/tmp/in.txt")
+    assert api.kubectl("exec", name, "--", "cat", "/tmp/in.txt").stdout == "copied in\n"

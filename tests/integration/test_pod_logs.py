@@ -72,8 +72,10 @@ def first_run(api: ApiServer, name: str) -> None:
     assert api.kubectl("logs", name, "--limit-bytes", "6").stdout == "run 1 "
 
 
-def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,
-                                                                  tmp_path: Path) -> None:
+def running_pod(machine: Machine, tmp_path: Path, ds: dict[str, Any],
+                ) -> tuple[ApiServer, str, dict[str, Any]]:
+    """A stack with one process agent (its endpoint on a free port) and the API server, and
+    ``ds``'s pod running there: the server, the node, the pod."""
     stack = machine.stack
     stack.start_all(workers=1, node_agent=False)
     node = sorted(machine.ips)[0]
@@ -82,14 +84,20 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
                 "--backoff-initial", "0.5", "--log-port", "0")
     api = ApiServer(stack, tmp_path)
     api.start()
-    stack.store.apply(daemonset(machine))
+    stack.store.apply(ds)
 
     def running() -> dict[str, Any] | None:
         pods = stack.pods("default")
         cs = container_status(pods[0]) if pods else {}
         return pods[0] if (cs.get("state") or {}).get("running") else None
 
-    pod = wait_for(running, timeout=60, what="the pod running")
+    return api, node, wait_for(running, timeout=60, what="the pod running")
+
+
+def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,
+                                                                  tmp_path: Path) -> None:
+    stack = machine.stack
+    api, node, pod = running_pod(machine, tmp_path, daemonset(machine))
     name = meta.name(pod)
     port = stack.store.get("Node", f"/{node}")["status"]["daemonEndpoints"][
         "kubeletEndpoint"]["Port"]
@@ -145,16 +153,21 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     assert daemonbus(f"pod/{name}", "--previous") == lines(1, bye=True)
 
     # the endpoint answers only with its token
+    refuses_without_its_token(f"https://{machine.ips[node]}:{port}/containerLogs/default/"
+                              f"{name}/app?uid={meta.uid(pod)}&run=0")
+
+
+def refuses_without_its_token(url: str, method: str = "GET") -> None:
+    """The node agent's endpoint answers ``url`` 401 without a token and with a forged one."""
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    url = (f"https://{machine.ips[node]}:{port}/containerLogs/default/{name}/app"
-           f"?uid={meta.uid(pod)}&run=0")
     for token in (None, "Bearer forged"):
-        req = urllib.request.Request(url)
+        req = urllib.request.Request(url, method=method,
+                                     data=b"" if method == "POST" else None)
         if token:
             req.add_header("Authorization", token)
         try:
             urllib.request.urlopen(req, context=ctx, timeout=10)
-            raise AssertionError("the endpoint served logs without its token")
+            raise AssertionError(f"the endpoint answered {url} without its token")
         except urllib.error.HTTPError as err:
             assert err.code == 401

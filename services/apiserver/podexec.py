@@ -1,0 +1,146 @@
+"""``/api/v1/namespaces/{namespace}/pods/{name}/exec`` (``kubectl exec``, ``kubectl cp``): the
+API server checks the request (``shared.api.podexec``, upstream's texts), opens the exec
+endpoint of the node agent running the pod (``shared.store.nodeserver``: its address from the
+Node, its certificate pinned, its token), then upgrades the caller's request to a WebSocket
+(``v5.channel.k8s.io``, kubectl's; or ``v4.channel.k8s.io``, which has no close of stdin)
+and relays the channels both ways until the command's Status has
+come. The caller going away closes the agent's connection, which ends the command. Acts.
+
+Registered by ``app.make_app`` before the generic resource routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+
+from aiohttp import WSMsgType, web
+
+from services.apiserver import auth, podlog
+from services.apiserver import status as st
+from shared.api import podexec as rules
+from shared.api.podlog import Endpoint, LogError
+from shared.store import nodeserver
+
+log = logging.getLogger(__name__)
+PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
+CONNECT_TIMEOUT = 10.0
+MAX_MESSAGE = rules.MAX_FRAME + 1
+
+
+def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
+            ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        user = user_of(request)
+        # a WebSocket's GET asks for what a POST would: create (upstream's
+        # AuthorizePodWebsocketUpgradeCreatePermission)
+        ns, name = podlog.checked(request, user, ("GET", "POST"), "create", "exec")
+        try:
+            opts = rules.options(rules.parse_query(request.query_string))
+        except rules.ExecError as err:
+            raise st.bad_request(str(err)) from err
+        pod = await podlog.read_pod(state, ns, name)
+        try:
+            container = rules.pick_container(pod, opts.container)
+            ep = await state.run(nodeserver.endpoint, state.store,
+                                 str(pod["spec"]["nodeName"]), "exec")
+        except (rules.ExecError, LogError) as err:
+            raise st.bad_request(str(err)) from err
+        ws = web.WebSocketResponse(protocols=rules.PROTOCOLS, max_msg_size=MAX_MESSAGE)
+        ready = ws.can_prepare(request)
+        if not ready.ok or ready.protocol not in rules.PROTOCOLS:
+            raise st.bad_request(f"Upgrade request required: a WebSocket with the "
+                                 f"{' or '.join(rules.PROTOCOLS)} subprotocol")
+        reader, writer = await _open(ep, rules.request_path(pod, container, opts))
+        try:
+            await ws.prepare(request)
+            log.info("user %s runs %r in pod %s/%s container %s", user.name,
+                     " ".join(opts.command), ns, name, container)
+            await _relay(ws, reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+        return ws
+
+    return serve
+
+
+async def _open(ep: Endpoint, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Acts: the agent's exec endpoint for ``path``, answered 200 (its certificate pinned);
+    ApiError otherwise, in the agent's words where it gave some."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the certificate is pinned below
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(ep.host, ep.port, ssl=ctx), CONNECT_TIMEOUT)
+    except (TimeoutError, OSError) as err:
+        raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
+                          f"{ep.base} cannot be reached: {err or 'timed out'}") from err
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        if hashlib.sha256(der or b"").hexdigest() != ep.sha256:
+            raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
+                              f"{ep.base} is not the one its node agent published")
+        writer.write(f"POST {path} HTTP/1.0\r\nAuthorization: Bearer {ep.token}\r\n\r\n"
+                     .encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT)
+        code = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
+        if code != b"200":
+            text = (await reader.read(4096)).decode(errors="replace")
+            raise st.bad_request(text or f"the node's exec endpoint answered "
+                                 f"{code.decode(errors='replace')}")
+    except BaseException as err:
+        writer.close()
+        if isinstance(err, (OSError, TimeoutError, asyncio.IncompleteReadError,
+                            asyncio.LimitOverrunError)):
+            raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
+                              f"{ep.base} went away: {err or 'timed out'}") from err
+        raise
+    return reader, writer
+
+
+async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+    """Acts: the agent's frames to the caller until the Status; the caller's input to the
+    agent until either side ends."""
+    inbound = asyncio.ensure_future(_from_caller(ws, writer))
+    try:
+        ended = False
+        while not ended:
+            try:
+                head = await reader.readexactly(5)
+                channel, size = head[0], int.from_bytes(head[1:], "big")
+                if size > rules.MAX_FRAME:
+                    break
+                data = await reader.readexactly(size)
+            except (asyncio.IncompleteReadError, OSError, ssl.SSLError):
+                await ws.send_bytes(bytes([rules.ERROR]) + rules.status_data(rules.failed(
+                    "the node agent ended the session before the command's end")))
+                break
+            await ws.send_bytes(bytes([channel]) + data)
+            ended = channel == rules.ERROR
+    except (ConnectionResetError, OSError):
+        pass  # the caller went away
+    finally:
+        inbound.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await inbound
+        await ws.close()
+
+
+async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter) -> None:
+    async for msg in ws:
+        if msg.type != WSMsgType.BINARY or not msg.data:
+            continue
+        channel, data = msg.data[0], bytes(msg.data[1:])
+        if channel in (rules.STDIN, rules.RESIZE, rules.CLOSE):
+            writer.write(rules.frame(channel, data))
+            await writer.drain()
+    # the caller is gone (or closed): the agent's connection ends, and with it the command
+    writer.close()

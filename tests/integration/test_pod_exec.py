@@ -1,0 +1,191 @@
+"""``kubectl exec`` and ``kubectl cp`` with the real kubectl, through the API server (a
+WebSocket, ``v5.channel.k8s.io``), relayed to the exec endpoint of a process runtime's node
+agent: the container's environment, working directory and user; stdout and stderr apart;
+stdin; the command's exit code as kubectl's; a terminal with its size; upstream's errors; who
+may; the command killed when the caller goes away and when its container stops; the endpoint
+refuses callers without its token."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+from kubernetes import client, config
+from kubernetes.stream import stream
+
+from shared.model import meta
+from tests.integration.apiserver_kit import ApiServer
+from tests.integration.stack import wait_for
+from tests.integration.test_node_agent_process import Machine, machine
+from tests.integration.test_pod_logs import refuses_without_its_token, running_pod
+
+__all__ = ["machine"]  # the fixture, shared with the process runtime's tests
+
+
+def daemonset(m: Machine) -> dict[str, Any]:
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "shell", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "shell"}},
+                 "template": {"metadata": {"labels": {"app": "shell"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": "none",
+                                     # (the directory: the fixture's mark of what is ours)
+                                     "command": ["sh", "-c", "sleep 100000; true",
+                                                 str(m.dir)],
+                                     "env": [{"name": "GREETING", "value": "hello there"}],
+                                     "workingDir": str(m.dir)}]}}},
+    }))
+
+
+def started(machine: Machine, tmp_path: Path) -> tuple[ApiServer, dict[str, Any]]:
+    """A stack, one process agent, the API server, and the pod running."""
+    api, _node, pod = running_pod(machine, tmp_path, daemonset(machine))
+    return api, pod
+
+
+def execs(machine: Machine, marker: str) -> list[psutil.Process]:
+    """The live processes of commands run with ``marker`` in their words."""
+    return [p for p in machine.processes()
+            if any(marker in w for w in p.info["cmdline"] or [])]
+
+
+def test_kubectl_exec_and_cp_run_in_the_container(machine: Machine, tmp_path: Path) -> None:
+    api, pod = started(machine, tmp_path)
+    name = meta.name(pod)
+    # (the class the registry gave it, kept through the agent's status writes)
+    assert pod["status"]["qosClass"] == "BestEffort"
+    ran = api.kubectl("exec", name, "--", "sh", "-c",
+                      'echo "$GREETING"; pwd; id -un; echo oops >&2')
+    assert ran.stdout == f"hello there\n{machine.dir}\nnobody\n"
+    assert ran.stderr == "oops\n"
+    assert api.kubectl("exec", f"pod/{name}", "-c", "app", "-i", "--", "tr", "a-z", "A-Z",
+                       input="quiet input\n").stdout == "QUIET INPUT\n"
+
+    failed = api.kubectl("exec", name, "--", "sh", "-c", "exit 7", check=False)
+    assert failed.returncode == 7
+    assert "command terminated with exit code 7" in failed.stderr
+    missing = api.kubectl("exec", name, "--", "no-such-command", check=False)
+    assert missing.returncode != 0
+    assert ('error executing command in container: exec: "no-such-command": executable '
+            "file not found in $PATH") in missing.stderr
+    wrong = api.kubectl("exec", name, "-c", "nope", "--", "true", check=False)
+    assert wrong.returncode != 0
+    assert f"container nope is not valid for pod {name}" in wrong.stderr
+
+    # edit may run commands, view may not
+    assert api.kubectl("exec", name, "--", "true", user="editor").returncode == 0
+    refused = api.kubectl("exec", name, "--", "true", user="viewer", check=False)
+    assert refused.returncode != 0
+    assert (f'pods "{name}" is forbidden: User "viewer" cannot create resource "pods/exec" '
+            'in API group "" in the namespace "default"') in refused.stderr
+
+    # the official Python client's stream(), with the v4 protocol too (no close of stdin)
+    for protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"):
+        api_client = config.new_client_from_config(config_file=str(api.kubeconfig()))
+        api_client.set_default_header("sec-websocket-protocol", protocol)
+        resp = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, name,
+                      "default", command=["sh", "-c", "echo out; echo err >&2; exit 4"],
+                      stdout=True, stderr=True, stdin=False, tty=False,
+                      _preload_content=False, _request_timeout=60)
+        assert resp.subprotocol == protocol
+        resp.run_forever(timeout=60)
+        assert (resp.read_stdout(), resp.read_stderr()) == ("out\n", "err\n")
+        assert resp.returncode == 4
+
+    # kubectl cp is tar through exec, both ways
+    (tmp_path / "up.txt").write_text("copied in\n")
+    api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:{machine.dir}/in.txt")
+    assert (machine.dir / "in.txt").read_text() == "copied in\n"
+    api.kubectl("cp", f"{name}:{machine.dir}/in.txt", str(tmp_path / "down.txt"))
+    assert (tmp_path / "down.txt").read_text() == "copied in\n"
+
+
+def in_terminal(api: ApiServer, name: str, typed: bytes, until: bytes) -> tuple[bytes, int]:
+    """``kubectl exec -it name -- sh`` on a terminal of 91 by 33: what it showed once it
+    showed ``until`` after ``typed`` was typed, and kubectl's exit code."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 91, 0, 0))
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
+           "KUBECONFIG": str(api.kubeconfig())}
+    proc = subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"), "exec",
+                             "-it", name, "--", "sh"], stdin=slave, stdout=slave,
+                            stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        os.write(master, typed)
+        deadline = time.monotonic() + 30
+        while until not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {until!r} in what the terminal showed: {seen!r}"
+            if select.select([master], [], [], left)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        return seen, proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        os.close(master)
+
+
+def test_kubectl_exec_with_a_terminal(machine: Machine, tmp_path: Path) -> None:
+    api, pod = started(machine, tmp_path)
+    seen, rc = in_terminal(api, meta.name(pod), b"echo term=$TERM; tty; stty size; exit 3\n",
+                           b"33 91")
+    assert b"term=xterm" in seen
+    assert b"/dev/pts/" in seen
+    assert rc == 3
+
+
+def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
+                                                          tmp_path: Path) -> None:
+    api, pod = started(machine, tmp_path)
+    name = meta.name(pod)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
+           "KUBECONFIG": str(api.kubeconfig())}
+
+    def kubectl_exec(*words: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"),
+                                 "exec", name, "--", *words], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    # the caller goes away: its command is killed
+    caller = kubectl_exec("sh", "-c", "sleep 301; true", str(machine.dir))
+    try:
+        wait_for(lambda: execs(machine, "301"), what="the command running")
+        caller.kill()
+        wait_for(lambda: not execs(machine, "301"), what="the command killed")
+    finally:
+        caller.kill()
+
+    # the container stops: its command ends with it, as 137
+    caller = kubectl_exec("sh", "-c", "sleep 302; true", str(machine.dir))
+    try:
+        wait_for(lambda: execs(machine, "302"), what="the command running")
+        api.kubectl("delete", "pod", name, "--wait=false")
+        assert caller.wait(timeout=60) == 137
+        assert caller.stderr is not None
+        assert "command terminated with exit code 137" in caller.stderr.read().decode()
+        assert not execs(machine, "302")
+    finally:
+        caller.kill()
+
+    # the agent's endpoint runs nothing for a caller without its token
+    node = api.stack.store.get("Node", f"/{pod['spec']['nodeName']}")
+    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    refuses_without_its_token(
+        f"https://{machine.ips[pod['spec']['nodeName']]}:{port}/exec/default/{name}/app"
+        f"?uid={meta.uid(pod)}&command=touch&command={machine.dir}/forged&stdout=1", "POST")
+    assert not (machine.dir / "forged").exists()
