@@ -9,8 +9,9 @@ Stages, in the spirit of KWOK:
   containers waiting in CrashLoopBackOff after a failed start, not Ready: what a kubelet
   shows of a container that keeps exiting under ``restartPolicy: Always``) or a
   ``never_ready`` glob (Running, not Ready);
-* a pod with a deletionTimestamp is removed ``grace`` seconds later (at most its own
-  deletionGracePeriodSeconds), once it has no finalizers.
+* a pod being deleted is removed ``grace`` seconds after its deletion started, or by its
+  deletionTimestamp (the time by which it should be gone: its grace period after the delete,
+  earlier when a later delete shortened it) if that comes first, once it has no finalizers.
 """
 
 from __future__ import annotations
@@ -134,12 +135,14 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
     if md.get("deletionTimestamp"):
         if meta.finalizers(pod):
             return Step()
-        started = meta.parse_time(md.get("deletionTimestamp")) or now
-        grace = min(cfg.grace, float(md.get("deletionGracePeriodSeconds") or cfg.grace))
-        if status.get("phase") in ("Failed", "Succeeded") or now >= started + grace:
+        due = meta.parse_time(md.get("deletionTimestamp")) or now
+        # deletionTimestamp is the deadline, deletionGracePeriodSeconds before it the start
+        started = due - float(md.get("deletionGracePeriodSeconds") or 0)
+        gone_by = min(due, started + cfg.grace)
+        if status.get("phase") in ("Failed", "Succeeded") or now >= gone_by:
             return Step(delete=True)
         # deletionTimestamp is stamped at whole seconds: wake a little after the boundary
-        return Step(wake_at=started + grace + 0.001)
+        return Step(wake_at=gone_by + 0.001)
     if not node_exists:
         return Step()
     phase = status.get("phase") or "Pending"

@@ -311,20 +311,26 @@ class ProcessAgent:
         return DEFAULT_GRACE
 
     def _stop(self, run: PodRun, now: float) -> None:
-        """SIGTERM every running container, SIGKILL it once the grace period is over."""
+        """SIGTERM every running container, SIGKILL it once the grace period is over; a
+        shorter period seen later (a delete that shortened it) brings the SIGKILL forward,
+        a longer one never puts it off (the kubelet's ``calculateEffectiveGracePeriod``)."""
         for c in run.containers():
             if not c.running():
                 continue
             if self._reap(run, c, now, "Never"):
                 continue
+            deadline = now + self._grace(run.pod)
             if c.stop_deadline is None:
                 log.info("stopping pod %s container %s (%s)", meta.name(run.pod) or run.uid,
                          c.name, c.container_id)
                 self.runtime.signal(c, signal.SIGTERM)
-                c.stop_deadline = now + self._grace(run.pod)
+                c.stop_deadline = deadline
                 self.runtime.save(run.pod_dir, c)
             elif now >= c.stop_deadline:
                 self.runtime.signal(c, signal.SIGKILL)
+            elif deadline < c.stop_deadline:  # now + the same period never is
+                c.stop_deadline = deadline
+                self.runtime.save(run.pod_dir, c)
 
     def _reap(self, run: PodRun, c: ContainerState, now: float, policy: str) -> bool:
         """If ``c``'s process ended, record it (and when it restarts); True if it ended."""

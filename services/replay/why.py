@@ -191,7 +191,8 @@ def why_pod(store: Store, namespace: str, name: str) -> list[str]:
         if podutil.is_ready(current):
             state.append("ready")
         if meta.is_being_deleted(current):
-            state.append(f"terminating since {meta.deletion_timestamp(current)}")
+            # deletionTimestamp is when it should be gone, not when its deletion started
+            state.append(f"terminating, to be gone by {meta.deletion_timestamp(current)}")
         lines.append(f"{INDENT}now: {', '.join(state)}, revision "
                      f"{meta.labels(current).get('controller-revision-hash', '<none>')}")
     order = codec.id_tuple

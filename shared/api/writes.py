@@ -527,13 +527,17 @@ def check_deletable(kind: str, key: str) -> None:
 
 def delete(current: Obj, now: float, propagation: str = "background",
            grace_seconds: int | None = None) -> Write | None:
-    """The write that deletes ``current`` (as read) the way the API server does.
+    """The write that deletes ``current`` (as read) the way the API server does
+    (``Store.Delete`` of staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go).
 
-    Objects with finalizers (or a foreground/orphan propagation, which adds one) get a
-    deletionTimestamp and stay until their finalizers are removed. Pods bound to a node
-    are deleted gracefully: they get a deletionTimestamp and the node agent removes them
-    after their grace period (``grace_seconds=0`` removes them at once). None: nothing to
-    write (already terminating).
+    A pod is deleted gracefully (:func:`graceful_delete`): its deletionTimestamp is the time
+    by which it should be gone, now plus its grace period, and it stays until then for its
+    node agent to stop it and remove it, or until a later delete shortens the period; with
+    no grace left (``grace_seconds=0``, not bound to a node, or terminal) it goes at once.
+    An object with finalizers (or a foreground/orphan propagation, which adds one) that is
+    not being deleted gracefully is marked as deleting (:func:`mark_deleting`) and stays
+    until its finalizers are removed. None: nothing to write (its deletion is pending as
+    asked already).
     """
     kind = str(current.get("kind"))
     # only metadata keys change below: copy that map, share the rest (a rollout deletes
@@ -545,21 +549,6 @@ def delete(current: Obj, now: float, propagation: str = "background",
         fins.append(FOREGROUND)
     elif propagation == "orphan" and ORPHAN not in fins:
         fins.append(ORPHAN)
-    graceful = False
-    if kind == "Pod":
-        if meta.is_being_deleted(current) and grace_seconds != 0:
-            return None  # already terminating; the node agent finishes it
-        spec = new.get("spec") or {}
-        grace = grace_seconds
-        if grace is None:
-            grace = int(spec.get("terminationGracePeriodSeconds", 30))
-        phase = (new.get("status") or {}).get("phase")
-        graceful = bool(spec.get("nodeName")) and grace > 0 and phase not in (
-            "Succeeded", "Failed")
-        if graceful:
-            md["deletionGracePeriodSeconds"] = grace
-        elif fins:  # no grace left: removing the last finalizer then removes the pod
-            md["deletionGracePeriodSeconds"] = 0
     rv = meta.resource_version(current)
     if namespace_finalizers(new):
         # its content is deleted first (services.gc), then its finalizer and itself
@@ -568,15 +557,91 @@ def delete(current: Obj, now: float, propagation: str = "background",
         md["deletionTimestamp"] = meta.format_time(now)
         new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
         return Write(WriteMode.UPDATE, new, Trust.USER, rv)
-    if fins or graceful:
-        if fins:
-            md["finalizers"] = fins
-        if not md.get("deletionTimestamp"):
-            md["deletionTimestamp"] = meta.format_time(now)
-        if same(md, current["metadata"]):
+    graceful = graceful_delete(new, now, grace_seconds) if kind == "Pod" else False
+    if graceful is None:
+        return None  # a graceful deletion pending, not shortened
+    if not graceful and not fins:
+        return Write(WriteMode.DELETE, current, Trust.USER, rv)
+    if fins:
+        md["finalizers"] = fins
+    if not graceful:
+        mark_deleting(md, now)
+    elif not fins and not md["deletionGracePeriodSeconds"]:
+        return Write(WriteMode.DELETE, current, Trust.USER, rv)  # no grace left
+    if same(md, current["metadata"]):
+        return None
+    return Write(WriteMode.UPDATE, new, Trust.USER, rv)
+
+
+def graceful_delete(pod: Obj, now: float, grace_seconds: int | None) -> bool | None:
+    """Decides, as ``rest.BeforeDelete`` with the pod strategy's ``CheckGracefulDelete``
+    (staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go,
+    pkg/registry/core/pod/strategy.go), whether a delete of ``pod`` is graceful, setting
+    its deletion metadata in place: True, graceful; False, not (its deletion was started
+    with no grace left: it goes now, or is held by its finalizers); None, a graceful
+    deletion is pending and stays as it is.
+
+    A first delete sets deletionTimestamp to now plus the grace period (the time by which
+    the pod should be gone: ``grace_seconds``, else ``spec.terminationGracePeriodSeconds``;
+    0 for a pod on no node or terminal) and ``deletionGracePeriodSeconds`` to that period,
+    and raises ``generation``. A later delete may only shorten the period: deletionTimestamp
+    moves back by the difference, never before now (and a period asked for that is then
+    over already becomes 1 s, unless 0 was asked for); an equal or longer one, or none,
+    changes nothing.
+    """
+    md = pod["metadata"]
+    if grace_seconds is not None and grace_seconds < 0:
+        grace_seconds = 1  # as BeforeDelete takes a negative period
+    if md.get("deletionTimestamp"):
+        running = int(md.get("deletionGracePeriodSeconds") or 0)
+        if running <= 0:
+            return False
+        if grace_seconds is None or grace_seconds >= running:
             return None
-        return Write(WriteMode.UPDATE, new, Trust.USER, rv)
-    return Write(WriteMode.DELETE, current, Trust.USER, rv)
+        period = grace_seconds
+        due = (meta.parse_time(str(md["deletionTimestamp"])) or now) - running + period
+        if due < now:
+            due = now
+            if period != 0:
+                period = 1
+        md["deletionTimestamp"] = meta.format_time(due)
+        md["deletionGracePeriodSeconds"] = period
+        return True
+    spec = pod.get("spec") or {}
+    grace = grace_seconds
+    if grace is None:  # defaulted on create; a pod made without defaults has the default
+        grace = int(spec.get("terminationGracePeriodSeconds",
+                             model_defaults.DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS))
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in (
+            "Succeeded", "Failed"):
+        grace = 0
+    grace = 1 if grace < 0 else grace
+    md["deletionTimestamp"] = meta.format_time(now + grace)
+    md["deletionGracePeriodSeconds"] = grace
+    _raise_generation(md)
+    return True
+
+
+def mark_deleting(md: Obj, now: float) -> None:
+    """Sets, in ``md`` (an object's metadata), what ``markAsDeleting`` of upstream's store
+    sets on an object its finalizers hold that is not deleted gracefully: deletionTimestamp
+    now (unless it has an earlier one), ``deletionGracePeriodSeconds`` 0, and
+    ``generation`` raised when its deletion starts."""
+    started = md.get("deletionTimestamp")
+    if not started:
+        _raise_generation(md)
+    due = meta.parse_time(str(started)) if started else None
+    if due is None or due > now:
+        md["deletionTimestamp"] = meta.format_time(now)
+    md["deletionGracePeriodSeconds"] = 0
+
+
+def _raise_generation(md: Obj) -> None:
+    """A deletion that starts raises ``generation`` when the object has one (its
+    controllers then see a change to act on, as upstream's BeforeDelete says)."""
+    generation = md.get("generation")
+    if isinstance(generation, int) and generation > 0:
+        md["generation"] = generation + 1
 
 
 def final_delete(old: Obj) -> Write:

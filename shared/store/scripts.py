@@ -123,7 +123,7 @@ end
 local NONE, STATUS = {}, {status = true}
 local STATUS_SPEC = {status = true, spec = true}
 local DELETION = {finalizers = true, ownerReferences = true, deletionTimestamp = true,
-                  deletionGracePeriodSeconds = true}
+                  deletionGracePeriodSeconds = true, generation = true}
 local FINALIZERS = {finalizers = true}
 local TAINTS, CONDITIONS = {taints = true}, {conditions = true}
 
@@ -136,6 +136,14 @@ end
 local function spec(o) return (type(o.spec) == "table" and o.spec) or {} end
 local function status(o) return (type(o.status) == "table" and o.status) or {} end
 local function deleting(o) return o.metadata.deletionTimestamp ~= nil end
+-- old and new equal but for the top-level fields in `top` and the DELETION metadata, whose
+-- generation only a deletion that starts raises, by one (upstream's BeforeDelete)
+local function deletion_only(old, new, top)
+  if not same_but(old, new, top, DELETION) then return false end
+  local was, now = old.metadata.generation, new.metadata.generation
+  if deq(was, now) then return true end
+  return not deleting(old) and deleting(new) and type(was) == "number" and now == was + 1
+end
 -- whether the namespace `ns` has an object being deleted (its content goes first)
 local function terminating(ns)
   local o = decode(redis.call("HGET", tag .. ":obj:Namespace", "/" .. ns))
@@ -315,10 +323,10 @@ local function refused_by(mode, kind, field, pair, exists, payload)
         and same_but(old, new, STATUS, NONE) then
       return nil  -- its conditions: what is left in it
     end
-    if mode == "update" and dependent and same_but(old, new, NONE, DELETION) then return nil end
+    if mode == "update" and dependent and deletion_only(old, new, NONE) then return nil end
     -- a taint eviction: the DisruptionTarget condition and the graceful delete in one write
     if mode == "update" and kind == "Pod" and deleting(new)
-        and same_but(old, new, STATUS, DELETION) then
+        and deletion_only(old, new, STATUS) then
       return nil
     end
     if mode == "update" and kind == "DaemonSet" and deleting(old)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -379,6 +380,69 @@ def test_an_object_being_deleted_takes_no_new_finalizer_nor_a_second_create(
                 '{"metadata":{"finalizers":null}}')
     wait_for(lambda: api.stack.store.try_get("DaemonSet", "v-fin/held") is None,
              timeout=30, what="the DaemonSet gone with its last finalizer")
+
+
+def _deletion(api: ApiServer, kind: str, name: str, ns: str) -> tuple[float, int, int]:
+    """(deletionTimestamp, deletionGracePeriodSeconds, generation) as kubectl reads them."""
+    out = api.kubectl("get", kind, name, "-n", ns, "-o", "jsonpath={.metadata.deletionTimestamp}"
+                      " {.metadata.deletionGracePeriodSeconds} {.metadata.generation}").stdout
+    stamp, grace, generation = out.split()
+    due = meta.parse_time(stamp)
+    assert due is not None
+    return due, int(grace), int(generation)
+
+
+def test_a_pods_deletion_timestamp_is_its_deadline_and_a_shorter_grace_moves_it_back(
+        api: ApiServer) -> None:
+    """As upstream's BeforeDelete: a graceful delete sets deletionTimestamp to now plus the
+    grace period (when the pod should be gone) and raises the generation; a second delete
+    with a longer period changes nothing, a shorter one moves the deadline back."""
+    ns = "v-grace"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "held", "namespace": ns, "finalizers": ["example.com/hold"]},
+           "spec": {"nodeName": NODES[0], "terminationGracePeriodSeconds": 30,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+    _apply(api, pod)
+    before = time.time()
+    out = api.kubectl("delete", "pod", "held", "-n", ns, "--grace-period=60", "--wait=false")
+    after = time.time()
+    assert out.stdout == 'pod "held" deleted\n'
+    due, grace, generation = _deletion(api, "pod", "held", ns)
+    assert int(before) + 60 <= due <= after + 60 and (grace, generation) == (60, 2)
+    api.kubectl("delete", "pod", "held", "-n", ns, "--grace-period=90", "--wait=false")
+    assert _deletion(api, "pod", "held", ns) == (due, 60, 2)
+    api.kubectl("delete", "pod", "held", "-n", ns, "--grace-period=5", "--wait=false")
+    assert _deletion(api, "pod", "held", ns) == (due - 55, 5, 2)
+    described = api.kubectl("describe", "pod", "held", "-n", ns).stdout
+    assert re.search(r"Termination Grace Period:\s+5s", described)
+    # its last finalizer removed, its node agent removes it (the grace period has run out
+    # by then or soon after)
+    api.kubectl("patch", "pod", "held", "-n", ns, "--type=json", "-p",
+                '[{"op":"remove","path":"/metadata/finalizers"}]')
+    wait_for(lambda: api.stack.store.try_get("Pod", f"{ns}/held") is None, timeout=30,
+             what="the pod removed by its node agent")
+
+
+def test_a_daemonset_held_by_a_finalizer_is_marked_deleting_with_its_generation_raised(
+        api: ApiServer) -> None:
+    """markAsDeleting: deletionTimestamp now, deletionGracePeriodSeconds 0, generation
+    raised; the controller syncs nothing of a DaemonSet being deleted, so its
+    observedGeneration stays behind, as upstream's."""
+    ns, name = "v-mark", "marked"
+    ds = daemonset(name, ns)
+    ds["metadata"]["finalizers"] = ["example.com/hold"]
+    _apply(api, ds)
+    _running(api, ns, name)
+    before = time.time()
+    api.kubectl("delete", "ds", name, "-n", ns, "--wait=false")
+    due, grace, generation = _deletion(api, "ds", name, ns)
+    assert int(before) <= due <= time.time() and (grace, generation) == (0, 2)
+    api.kubectl("delete", "ds", name, "-n", ns, "--wait=false")
+    assert _deletion(api, "ds", name, ns) == (due, 0, 2)
+    assert api.json("get", "ds", name, "-n", ns)["status"]["observedGeneration"] == 1
+    api.kubectl("patch", "ds", name, "-n", ns, "--type=merge", "-p",
+                '{"metadata":{"finalizers":null}}')
+    wait_for(lambda: not api.stack.pods(ns), timeout=60, what="its pods gone")
 
 
 def test_set_image_and_rollout_status_history_undo_restart(api: ApiServer) -> None:

@@ -294,6 +294,27 @@ def test_gc_deletes_dependents_and_finishes_deletions_only(world: World,
     assert world.admin.try_get("DaemonSet", "default/agent") is None
 
 
+def test_gc_raises_a_dependents_generation_only_as_its_deletion_starts(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """A graceful delete raises the generation by one (upstream's BeforeDelete): the gc's
+    deletes of pods (cascades, taint evictions) may; no other change of it."""
+    gc = world.store(roles.GC)
+    bound = dict(daemon_pod("bound", "node-a"), spec={
+        "nodeName": "node-a", "containers": [{"name": "agent", "image": "agent:1"}]})
+    pod = world.admin.create(bound)
+    raised = copy.deepcopy(pod)
+    raised["metadata"]["generation"] += 1
+    refused(world, roles.GC, [gc.raw_update_op(raised, meta.resource_version(pod))], caplog)
+    op = gc.delete_op(pod)
+    assert op is not None and gc.commit([op])[0].ok
+    terminating = world.get("Pod", "default/bound")
+    assert terminating["metadata"]["generation"] == pod["metadata"]["generation"] + 1
+    again = copy.deepcopy(terminating)
+    again["metadata"]["generation"] += 1
+    refused(world, roles.GC, [gc.raw_update_op(again, meta.resource_version(terminating))],
+            caplog)
+
+
 def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
         world: World, caplog: pytest.LogCaptureFixture) -> None:
     gc = world.store(roles.GC)

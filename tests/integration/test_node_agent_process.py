@@ -528,3 +528,31 @@ def test_rollout_to_a_crashing_version_stalls_at_max_unavailable(machine: Machin
              and machine.stack.status("default/web").get("numberUnavailable") == 1,
              what="status: one updated, one unavailable")
     assert server_nodes(machine) == [(other, "v1")]
+
+
+def test_a_shortened_grace_period_brings_the_kill_forward(machine: Machine) -> None:
+    """A pod deleted with 60 s whose process ignores SIGTERM is killed once a second delete
+    shortens the period to 2 s (the kubelet's calculateEffectiveGracePeriod), not at 60 s."""
+    start(machine, nodes=1)
+    stubborn = ["python3", "-c", "import signal, sys, time; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)",
+                str(machine.dir)]
+    machine.stack.store.apply(daemonset(machine, "v1", probe=False, grace=60,
+                                        command=stubborn))
+    pod = wait_for(lambda: next((p for p in machine.stack.pods("default")
+                                 if container_status(p).get("state", {}).get("running")),
+                                None), timeout=30, what="the pod running")
+    (proc,) = wait_for(machine.processes, timeout=10, what="its process")
+    left = machine.stack.store.delete("Pod", meta.key(pod))
+    assert left is not None and left["metadata"]["deletionGracePeriodSeconds"] == 60
+    shortened = machine.stack.store.delete("Pod", meta.key(pod), grace_seconds=2)
+    assert shortened is not None and shortened["metadata"]["deletionGracePeriodSeconds"] == 2
+
+    def killed() -> bool:
+        try:
+            return proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    wait_for(killed, timeout=20, what="the process killed after the shortened period")
+    wait_for(lambda: machine.stack.store.try_get("Pod", meta.key(pod)) is None,
+             timeout=20, what="the pod released")

@@ -174,32 +174,108 @@ def test_a_dry_run_is_the_rules_without_the_commit() -> None:
 @pytest.mark.parametrize(("obj", "propagation", "grace", "mode", "added"), [
     ({"kind": "ControllerRevision"}, "background", None, "delete", {}),
     ({"kind": "ControllerRevision"}, "foreground", None, "update",
-     {"finalizers": ["foregroundDeletion"], "deletionTimestamp": meta.format_time(NOW)}),
+     {"finalizers": ["foregroundDeletion"], "deletionTimestamp": meta.format_time(NOW),
+      "deletionGracePeriodSeconds": 0}),
     ({"kind": "ControllerRevision"}, "orphan", None, "update",
-     {"finalizers": ["orphan"], "deletionTimestamp": meta.format_time(NOW)}),
+     {"finalizers": ["orphan"], "deletionTimestamp": meta.format_time(NOW),
+      "deletionGracePeriodSeconds": 0}),
     ({"kind": "Pod", "spec": {"nodeName": "n1"}}, "background", None, "update",
-     {"deletionGracePeriodSeconds": 30, "deletionTimestamp": meta.format_time(NOW)}),
+     {"deletionGracePeriodSeconds": 30, "deletionTimestamp": meta.format_time(NOW + 30)}),
+    ({"kind": "Pod", "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 7}},
+     "background", None, "update",
+     {"deletionGracePeriodSeconds": 7, "deletionTimestamp": meta.format_time(NOW + 7)}),
+    ({"kind": "Pod", "spec": {"nodeName": "n1"}}, "background", -3, "update",
+     {"deletionGracePeriodSeconds": 1, "deletionTimestamp": meta.format_time(NOW + 1)}),
     ({"kind": "Pod", "spec": {"nodeName": "n1"}}, "background", 0, "delete", {}),
-    ({"kind": "Pod", "spec": {}}, "background", None, "delete", {}),  # not bound
+    ({"kind": "Pod", "spec": {}}, "background", 60, "delete", {}),  # not bound
     ({"kind": "Pod", "spec": {"nodeName": "n1"}, "status": {"phase": "Failed"}},
      "background", None, "delete", {}),
-], ids=["background", "foreground", "orphan", "graceful-pod", "grace-0", "unbound-pod",
-        "terminal-pod"])
+    ({"kind": "Pod", "spec": {}}, "foreground", 60, "update",  # not bound, held
+     {"finalizers": ["foregroundDeletion"], "deletionTimestamp": meta.format_time(NOW),
+      "deletionGracePeriodSeconds": 0}),
+], ids=["background", "foreground", "orphan", "graceful-pod", "pod-own-grace",
+        "negative-grace", "grace-0", "unbound-pod", "terminal-pod", "unbound-pod-held"])
 def test_delete_follows_finalizers_propagation_and_grace(
         obj: Obj, propagation: str, grace: int | None, mode: str, added: Obj) -> None:
+    """As upstream's BeforeDelete and markAsDeleting: a graceful delete's deletionTimestamp
+    is when the pod should be gone (now plus its grace); an object held by finalizers is
+    marked deleting now with no grace; either raises the generation."""
     current = copy.deepcopy(obj)
     current["metadata"] = {"name": "x", "namespace": "default", "uid": "u",
-                           "resourceVersion": "7-0"}
+                           "resourceVersion": "7-0", "generation": 3}
     write = writes.delete(current, NOW, propagation, grace)
     assert write is not None and (write.mode, write.expected) == (mode, "7-0")
     if mode == "update":
         assert {k: v for k, v in write.obj["metadata"].items()
                 if k not in current["metadata"]} == added
+        assert write.obj["metadata"]["generation"] == 4
     assert current["metadata"] == {"name": "x", "namespace": "default", "uid": "u",
-                                   "resourceVersion": "7-0"}  # as read, unchanged
+                                   "resourceVersion": "7-0", "generation": 3}  # as read
     if mode == "update":  # deleting it again: already terminating
         again = dict(write.obj)
         assert writes.delete(again, NOW + 5, propagation, grace) is None
+
+
+def terminating_pod(grace: int, finalizers: tuple[str, ...] = ()) -> Obj:
+    """A pod on a node, deleted at NOW with ``grace`` seconds (as stored then)."""
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u",
+                                       "resourceVersion": "7-0", "generation": 1,
+                                       "finalizers": list(finalizers)},
+           "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 30},
+           "status": {"phase": "Running"}}
+    write = writes.delete(pod, NOW, grace_seconds=grace)
+    assert write is not None and write.mode.value == "update"
+    return write.obj
+
+
+def test_a_later_delete_only_shortens_the_grace_period_moving_the_deadline_back() -> None:
+    """As BeforeDelete of a pod being deleted: a shorter period moves deletionTimestamp back
+    by the difference; a longer or equal one, or none, changes nothing."""
+    pod = terminating_pod(60)
+    assert pod["metadata"]["deletionTimestamp"] == meta.format_time(NOW + 60)
+    for longer in (None, 60, 90):
+        assert writes.delete(pod, NOW + 10, grace_seconds=longer) is None
+    shorter = writes.delete(pod, NOW + 10, grace_seconds=30)
+    assert shorter is not None and shorter.mode.value == "update"
+    md = shorter.obj["metadata"]
+    assert (md["deletionTimestamp"], md["deletionGracePeriodSeconds"]) == \
+        (meta.format_time(NOW + 30), 30)
+    assert md["generation"] == 2  # raised when the deletion started, not again
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 60  # as read, unchanged
+
+
+def test_a_shortened_grace_period_never_moves_the_deadline_into_the_past() -> None:
+    """Since kubernetes#122646: a deadline that would be past is now, and a period asked
+    for that is then over already is 1 s (0 still deletes)."""
+    pod = terminating_pod(60)
+    late = writes.delete(pod, NOW + 20, grace_seconds=5)
+    assert late is not None
+    md = late.obj["metadata"]
+    assert (md["deletionTimestamp"], md["deletionGracePeriodSeconds"]) == \
+        (meta.format_time(NOW + 20), 1)
+    now = writes.delete(pod, NOW + 20, grace_seconds=0)
+    assert now is not None and now.mode.value == "delete"
+
+
+def test_a_pod_held_by_a_finalizer_is_shortened_to_no_grace_and_then_left_to_it() -> None:
+    pod = terminating_pod(30, finalizers=("example.com/hold",))
+    forced = writes.delete(pod, NOW + 3, grace_seconds=0)
+    assert forced is not None and forced.mode.value == "update"
+    md = forced.obj["metadata"]
+    assert (md["deletionTimestamp"], md["deletionGracePeriodSeconds"]) == \
+        (meta.format_time(NOW + 3), 0)
+    assert writes.delete(forced.obj, NOW + 9) is None  # no grace left: its finalizer's
+
+
+def test_a_daemonset_held_by_its_foreground_finalizer_keeps_its_deletion_time() -> None:
+    """markAsDeleting: generation raised once, deletionTimestamp the first delete's."""
+    ds = stored(daemonset())
+    first = writes.delete(ds, NOW + 1, "foreground")
+    assert first is not None
+    md = first.obj["metadata"]
+    assert (md["generation"], md["deletionTimestamp"], md["deletionGracePeriodSeconds"]) == \
+        (2, meta.format_time(NOW + 1), 0)
+    assert writes.delete(first.obj, NOW + 50, "foreground") is None
 
 
 @pytest.mark.parametrize(("value", "text"), [

@@ -63,17 +63,34 @@ def test_crash_image_runs_crash_looping_as_a_kubelet_shows_it() -> None:
     assert unavailable.crash_looping(looping)  # what why ds and the failure action read
 
 
-def test_deleted_pod_is_removed_after_grace_but_not_while_it_has_finalizers() -> None:
+def deleted(grace: int, due: float) -> dict[str, Any]:
+    """A running pod on n1 whose deletion is due at ``due`` (its deletionTimestamp, the
+    time by which it should be gone) with ``grace`` seconds (deletionGracePeriodSeconds)."""
     p = pod(phase="Running")
     p["spec"]["nodeName"] = "n1"
-    p["metadata"]["deletionTimestamp"] = meta.format_time(NOW)
-    p["metadata"]["deletionGracePeriodSeconds"] = 30
+    p["metadata"]["deletionTimestamp"] = meta.format_time(due)
+    p["metadata"]["deletionGracePeriodSeconds"] = grace
+    return p
+
+
+def test_deleted_pod_is_removed_after_grace_but_not_while_it_has_finalizers() -> None:
+    p = deleted(30, due=NOW + 30)  # deleted at NOW
     cfg = AgentConfig(grace=2)
     waiting = pod_step(cfg, p, node_exists=True, now=NOW + 1)
     assert not waiting.delete and waiting.wake_at is not None and waiting.wake_at > NOW + 2
     assert pod_step(cfg, p, node_exists=True, now=NOW + 2).delete
     p["metadata"]["finalizers"] = ["example.com/keep"]
     assert not pod_step(cfg, p, node_exists=True, now=NOW + 60).delete
+
+
+def test_deleted_pod_is_removed_by_its_deletion_timestamp_when_that_comes_first() -> None:
+    """deletionTimestamp is the deadline: a pod deleted at NOW with 30 s whose period a
+    later delete shortened to 3 s is due at NOW + 3, before the agent's own 10 s."""
+    p = deleted(3, due=NOW + 3)
+    cfg = AgentConfig(grace=10)
+    waiting = pod_step(cfg, p, node_exists=True, now=NOW + 2)
+    assert not waiting.delete and waiting.wake_at == NOW + 3.001
+    assert pod_step(cfg, p, node_exists=True, now=NOW + 3).delete
 
 
 def test_pod_for_a_missing_node_is_left_alone() -> None:
