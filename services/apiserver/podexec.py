@@ -53,6 +53,10 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         ws = web.WebSocketResponse(protocols=rules.PROTOCOLS, max_msg_size=MAX_MESSAGE)
         ready = ws.can_prepare(request)
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
+            # kubectl tries SPDY when its WebSocket is refused, and shows what that try is
+            # told: the agent's refusal, if it refuses (asked to run nothing), is the one
+            _, checked = await _open(ep, rules.request_path(pod, container, opts, check=True))
+            checked.close()
             raise st.bad_request(f"Upgrade request required: a WebSocket with the "
                                  f"{' or '.join(rules.PROTOCOLS)} subprotocol")
         reader, writer = await _open(ep, rules.request_path(pod, container, opts))

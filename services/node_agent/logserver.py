@@ -19,7 +19,7 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 ``POST /exec/{namespace}/{pod}/{container}?uid=U&command=...`` with ``stdin``, ``stdout``,
 ``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
-Status of how the command ended. The command is killed when the caller goes away or the
+Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing. The command is killed when the caller goes away or the
 container stops running.
 """
 
@@ -216,6 +216,8 @@ class LogServer:
         req.send_header("Content-Type", "application/octet-stream")
         req.end_headers()
         req.wfile.flush()
+        if q.get("check") == ["1"]:
+            return  # it could run: asked no more
         lock = threading.Lock()
 
         def send(channel: int, data: bytes) -> None:

@@ -189,3 +189,17 @@ def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
         f"https://{machine.ips[pod['spec']['nodeName']]}:{port}/exec/default/{name}/app"
         f"?uid={meta.uid(pod)}&command=touch&command={machine.dir}/forged&stdout=1", "POST")
     assert not (machine.dir / "forged").exists()
+
+    # the agent gone: kubectl says so (its WebSocket refused, it tries SPDY, whose refusal is
+    # the one it shows: the same words, not a complaint about the protocol)
+    def replaced() -> dict[str, Any] | None:
+        pods = [p for p in api.stack.pods("default") if meta.uid(p) != meta.uid(pod)
+                and not meta.is_being_deleted(p) and (p.get("spec") or {}).get("nodeName")]
+        return pods[0] if pods else None
+
+    again = wait_for(replaced, timeout=60, what="the pod made again")
+    api.stack.kill(f"agent-{pod['spec']['nodeName']}")
+    gone = api.kubectl("exec", meta.name(again), "--", "true", check=False)
+    assert gone.returncode != 0
+    assert f"the exec endpoint https://{machine.ips[pod['spec']['nodeName']]}:{port} cannot " \
+        "be reached" in gone.stderr, gone.stderr
