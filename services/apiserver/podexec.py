@@ -85,7 +85,7 @@ async def _open(ep: Endpoint, path: str) -> tuple[asyncio.StreamReader, asyncio.
             asyncio.open_connection(ep.host, ep.port, ssl=ctx), CONNECT_TIMEOUT)
     except (TimeoutError, OSError) as err:
         raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
-                          f"{ep.base} cannot be reached: {err or 'timed out'}") from err
+                          f"{ep.base} cannot be reached: {str(err) or 'timed out'}") from err
     try:
         der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
         if hashlib.sha256(der or b"").hexdigest() != ep.sha256:
@@ -104,7 +104,7 @@ async def _open(ep: Endpoint, path: str) -> tuple[asyncio.StreamReader, asyncio.
         if isinstance(err, (OSError, TimeoutError, asyncio.IncompleteReadError,
                             asyncio.LimitOverrunError)):
             raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
-                              f"{ep.base} went away: {err or 'timed out'}") from err
+                              f"{ep.base} went away: {str(err) or 'timed out'}") from err
         raise
     return reader, writer
 

@@ -375,8 +375,9 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
 @click.option("--node-name", default=None,
               help="[process, docker] This machine's Node name (default: the host name).")
 @click.option("--node-ip", default=None,
-              help="[process, docker] The node's InternalIP, which is also the IP of its "
-                   "pods on the host's network (default: the host's first non-loopback IPv4 "
+              help="[process, docker] The node's InternalIP, where the API server reaches its "
+                   "endpoint and the IP of its pods on the host's network (default: the "
+                   "host's address on the route to Redis, else its first non-loopback IPv4 "
                    "address).")
 @click.option("--label", "label_specs", multiple=True, metavar="KEY=VAL",
               help="[process, docker] Extra node label at registration (repeatable).")
@@ -475,7 +476,9 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                 raise click.BadParameter(f"{node_ip!r} is not an IP address",
                                          param_hint="--node-ip") from None
         pcfg = processagent.ProcessConfig(
-            node_name=name, node_ip=node_ip or host.primary_ip(),
+            node_name=name,
+            node_ip=node_ip or host.route_ip(config.redis_url(_ctx_opts(ctx)[0]))
+            or host.primary_ip(),
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
             lease_duration=node_lease_duration, backoff_initial=backoff_initial,

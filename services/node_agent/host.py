@@ -11,6 +11,7 @@ import ipaddress
 import platform
 import re
 import socket
+import urllib.parse
 from typing import Any
 
 import psutil
@@ -38,6 +39,24 @@ def arch() -> str:
 def hostname() -> str:
     """The node name kubelet defaults to: the host name, lower case."""
     return socket.gethostname().lower()
+
+
+def route_ip(url: str | None) -> str | None:
+    """The address this machine reaches the host of ``url`` (the cluster's Redis) from: the
+    one the control plane reaches it at, where it has several networks. None for a Redis on
+    this machine (loopback) or one it has no route to. Nothing is sent (a UDP socket's
+    connect only picks the route)."""
+    host = urllib.parse.urlsplit(url or "").hostname
+    if not host:
+        return None
+    try:
+        info = socket.getaddrinfo(host, 6379, socket.AF_INET, socket.SOCK_DGRAM)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(info[0][4])
+            ip = ipaddress.ip_address(s.getsockname()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None if ip.is_loopback or ip.is_unspecified else str(ip)
 
 
 def primary_ip() -> str:

@@ -25,6 +25,8 @@ from shared.model.podutil import is_ready
 from shared.store import codec
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
+from tests.integration.apiserver_kit import kubectl_binary
+from tests.integration.stack import wait_for
 
 Obj = dict[str, Any]
 
@@ -191,6 +193,39 @@ class Cluster:
 
     def apply(self, manifest: Obj) -> None:
         self.cli("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+
+    # ---- the real kubectl, from the host, through the cluster's API server ----------------
+
+    def kubectl(self, tmp: Path) -> Kubectl:
+        """The host's kubectl with a kubeconfig for the API server's published port (as its
+        admin; the kubeconfig in ``tmp``), once the server is ready."""
+        server = "https://" + self.published("apiserver", 6443)
+
+        def printed() -> str:  # the API server makes its CA and tokens at its first start
+            out = self.compose("run", "--rm", "-T", "cli", "kubeconfig", "--server", server,
+                               check=False, timeout=120)
+            return out if "current-context: daemonbus" in out else ""
+
+        config = tmp / "kubeconfig"
+        config.write_text(wait_for(printed, timeout=90, interval=1, what="a kubeconfig"))
+        kube = Kubectl(kubectl_binary(), config, tmp / "cache", server)
+        wait_for(lambda: kube("get", "--raw", "/readyz").stdout == "ok", timeout=90,
+                 interval=1, what="the API server ready")
+        return kube
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    binary: str
+    config: Path
+    cache: Path
+    server: str
+
+    def __call__(self, *args: str, stdin: str | None = None,
+                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.binary, "--kubeconfig", str(self.config), "--cache-dir",
+                               str(self.cache), *args], input=stdin, capture_output=True,
+                              text=True, timeout=timeout, check=False)
 
 
 # ---- manifests and reads ------------------------------------------------------------------

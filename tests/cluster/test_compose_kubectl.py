@@ -3,37 +3,20 @@ kubeconfig `docker-compose run --rm cli kubeconfig` prints (docs/compose.md)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import yaml
 
 from tests.cluster.cluster import Cluster, converged, daemonset
-from tests.integration.apiserver_kit import kubectl_binary
 from tests.integration.stack import wait_for
 
 
 def test_kubectl_applies_and_reads_through_the_compose_api_server(cluster: Cluster,
                                                                    tmp_path: Path) -> None:
-    kubectl = kubectl_binary()
-    server = "https://" + cluster.published("apiserver", 6443)
-    kubeconfig = tmp_path / "kubeconfig"
-
-    def printed() -> str:  # the API server makes its CA and tokens at its first start
-        out = cluster.compose("run", "--rm", "-T", "cli", "kubeconfig", "--server", server,
-                              check=False, timeout=120)
-        return out if "current-context: daemonbus" in out else ""
-
-    kubeconfig.write_text(wait_for(printed, timeout=90, interval=1, what="a kubeconfig"))
-    assert yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"] == server
-
-    def kube(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "--cache-dir",
-                               str(tmp_path / "cache"), *args], input=stdin,
-                              capture_output=True, text=True, timeout=60)
-
-    wait_for(lambda: kube("get", "--raw", "/readyz").stdout == "ok", timeout=90, interval=1,
-             what="the API server ready")
+    kube = cluster.kubectl(tmp_path)
+    kubeconfig = kube.config
+    assert yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"] == \
+        kube.server
     nodes = kube("get", "nodes", "-o", "name")
     assert nodes.returncode == 0, nodes.stderr
     assert "node/node-00001" in nodes.stdout.split()

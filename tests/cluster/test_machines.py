@@ -1,12 +1,13 @@
 """Real daemons in the compose cluster: the two machine containers (profile "machines") each
 run a real node agent, machine-1 with the process runtime and machine-2 with the docker
 runtime on the host's engine. A DaemonSet of a tiny HTTP server (the image's python3, its
-version in its args) runs on both, Ready by its probe, is rolled to a new version, and
-outlives a machine container stopped and started again."""
+version in its args) runs on both, Ready by its probe, is rolled to a new version, runs a
+command for kubectl exec, and outlives a machine container stopped and started again."""
 
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def main(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_real_daemons_on_two_machines_roll_out_and_outlive_a_machine_restart(
-        cluster: Cluster) -> None:
+        cluster: Cluster, tmp_path: Path) -> None:
     cluster.apply(hello("v1"))
     v1 = wait_serving(cluster, "v1", "hello v1 Ready and serving on both machines")
     assert main(v1["machine-1"])["containerID"].startswith("process://")
@@ -93,6 +94,13 @@ def test_real_daemons_on_two_machines_roll_out_and_outlive_a_machine_restart(
     cluster.apply(hello("v2"))
     v2 = wait_serving(cluster, "v2", "the rollout to v2 on both machines")
     assert {meta.uid(p) for p in v2.values()}.isdisjoint(meta.uid(p) for p in v1.values())
+
+    # kubectl exec through the API server, by each machine's agent, into its daemon
+    kube = cluster.kubectl(tmp_path)
+    for node, pod in v2.items():
+        ran = kube("exec", "-n", "cluster-machines", meta.name(pod), "--", "sh", "-c",
+                   'echo "$NODE_NAME"; exit 3')
+        assert (ran.returncode, ran.stdout) == (3, f"{node}\n"), ran.stderr
 
     # a machine stopped and started again: machine-1's daemon died with its container and
     # is started again; machine-2's daemon, a container of the host's engine, kept running

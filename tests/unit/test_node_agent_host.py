@@ -28,3 +28,13 @@ def test_without_an_os_release_the_os_image_is_linux(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     assert host.os_image(str(tmp_path / "missing")) == "Linux"
+
+
+def test_the_node_ip_is_the_address_on_the_route_to_redis() -> None:
+    # to one of this machine's own addresses the route starts at that address
+    own = host.primary_ip()
+    assert own != "127.0.0.1", "this test needs a network interface"
+    assert host.route_ip(f"redis://:secret@{own}:6379/0") == own
+    for local in ("redis://127.0.0.1:6379/0", "redis://localhost:6379", None, "",
+                  "redis://no-such-host.invalid:6379"):
+        assert host.route_ip(local) is None
