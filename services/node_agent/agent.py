@@ -128,8 +128,9 @@ class NodeAgent:
                 if names:
                     break  # this interval is done; the next one starts with the next slice
                 self._renew_queue = sorted(
-                    (n for n in (meta.name(o) for o in self.cache.objects["Node"].values())
-                     if lifecycle.serves(self.cfg, n)), reverse=True)
+                    (meta.name(o) for o in self.cache.objects["Node"].values()
+                     if lifecycle.serves(self.cfg, meta.name(o)) and lifecycle.simulated(o)),
+                    reverse=True)
                 interval = nodelease.renew_interval(self.cfg.lease_duration)
                 self._renew_gap = interval / max(1, math.ceil(len(self._renew_queue) /
                                                               nodelease.CHUNK))
@@ -152,7 +153,8 @@ class NodeAgent:
             if obj is None:
                 continue
             if kind == "Node":
-                if not lifecycle.serves(self.cfg, meta.name(obj)):
+                if not lifecycle.serves(self.cfg, meta.name(obj)) or \
+                        not lifecycle.simulated(obj):
                     continue
                 new = lifecycle.node_step(self.cfg, obj, now)
                 if new is not None:
@@ -162,7 +164,10 @@ class NodeAgent:
             node = lifecycle.target_node(obj)
             if not node or not lifecycle.serves(self.cfg, node):
                 continue
-            node_exists = self.cache.get("Node", "/" + node) is not None
+            node_obj = self.cache.get("Node", "/" + node)
+            if not lifecycle.simulated(node_obj):
+                continue  # a machine's: its own agent runs its pods
+            node_exists = node_obj is not None
             step = lifecycle.pod_step(self.cfg, obj, node_exists, now)
             if step.delete:
                 ops.append(self.store.final_delete_op(obj))

@@ -42,6 +42,18 @@ class AgentConfig:
     lease_duration: float = 40.0  # node leases, renewed every quarter of it
 
 
+SIMULATED_RUNTIME = "simulated://daemonbus"
+
+
+def simulated(node: Obj | None) -> bool:
+    """Is ``node`` one a simulated agent may serve: not a real agent's (a machine's Node,
+    whose runtime is ``process://`` or ``docker://``: that agent alone runs its pods, as one
+    kubelet a node)? A Node not known (yet), or made without a runtime, is."""
+    info = ((node or {}).get("status") or {}).get("nodeInfo") or {}
+    runtime = info.get("containerRuntimeVersion") if isinstance(info, dict) else None
+    return not runtime or str(runtime).startswith("simulated://")
+
+
 def serves(cfg: AgentConfig, node_name: str) -> bool:
     if cfg.node_prefix and not node_name.startswith(cfg.node_prefix):
         return False
@@ -277,7 +289,7 @@ def new_node(name: str, labels: dict[str, str] | None = None,
             # every field of NodeSystemInfo is required (client libraries refuse a node
             # without them): a simulated node has no machine, boot or kernel to name
             "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
-                         "osImage": "", "containerRuntimeVersion": "simulated://daemonbus",
+                         "osImage": "", "containerRuntimeVersion": SIMULATED_RUNTIME,
                          "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
                          "operatingSystem": "linux", "architecture": "amd64"},
             "capacity": dict(SIMULATED_CAPACITY),

@@ -316,6 +316,35 @@ def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> No
     assert len(machine.marks("v1.term")) == 2
 
 
+def test_a_simulated_agent_beside_it_leaves_its_node_and_pods_alone(machine: Machine) -> None:
+    """``daemonbus up`` (a simulated agent serving every Node) with a real agent on the same
+    Redis: only the real agent runs the real node's pods. The simulated one used to end a
+    deleted pod after its own --grace, while the process still ran (and its replacement
+    started beside it)."""
+    machine.stack.start_all(workers=1, nodes=1)
+    node = sorted(machine.ips)[0]
+    machine.agent(node)
+    wait_for(lambda: len(machine.stack.store.list("Node")) == 2, what="both nodes")
+    exited = machine.dir / "exited"
+    # on SIGTERM it takes 3 s more to end: longer than the simulated agent's grace (1 s)
+    script = f'trap "sleep 3; touch {exited}; exit 0" TERM; while true; do sleep 0.2; done'
+    ds = daemonset(machine, "v1", probe=False, grace=30, command=["sh", "-c", script])
+    ds["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    machine.stack.store.apply(ds)
+
+    def running() -> dict[str, Any] | None:
+        pods = [p for p in machine.stack.pods("default") if (p.get("spec") or {}).get(
+            "nodeName") == node and "running" in (container_status(p).get("state") or {})]
+        return pods[0] if pods else None
+
+    pod = wait_for(running, timeout=60, what="the pod running on the real node")
+    assert machine.processes()
+    machine.stack.store.delete("Pod", meta.key(pod))
+    wait_for(lambda: machine.stack.store.try_get("Pod", meta.key(pod)) is None, timeout=60,
+             what="the pod released")
+    assert exited.exists(), "the pod was released while its process still ran"
+
+
 def server_nodes(m: Machine) -> list[tuple[str, str]]:
     """(node, version) of each live server process (not of other commands)."""
     out = []

@@ -118,3 +118,13 @@ def test_shards_split_nodes_between_agents_without_overlap() -> None:
     a = {n for n in names if serves(AgentConfig(shard=0, shards=2), n)}
     b = {n for n in names if serves(AgentConfig(shard=1, shards=2), n)}
     assert a.isdisjoint(b) and a | b == set(names) and 300 < len(a) < 700
+
+
+def test_a_simulated_agent_serves_no_machines_node() -> None:
+    def node(runtime: str | None) -> dict:
+        return {"status": {"nodeInfo": {"containerRuntimeVersion": runtime}}} \
+            if runtime is not None else {"status": {}}
+    assert lifecycle.simulated(node(lifecycle.SIMULATED_RUNTIME))
+    assert lifecycle.simulated(node(None)) and lifecycle.simulated(None)  # made by hand, or not yet
+    assert not lifecycle.simulated(node("process://daemonbus"))
+    assert not lifecycle.simulated(node("docker://27.1.1"))
