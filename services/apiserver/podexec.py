@@ -3,8 +3,8 @@ API server checks the request (``shared.api.podexec``, upstream's texts), opens 
 endpoint of the node agent running the pod (``shared.store.nodeserver``: its address from the
 Node, its certificate pinned, its token), then upgrades the caller's request to a WebSocket
 (``v5.channel.k8s.io``, kubectl's; or ``v4.channel.k8s.io``, which has no close of stdin)
-and relays the channels both ways until the command's Status has
-come. The caller going away closes the agent's connection, which ends the command. Acts.
+and relays the channels both ways until the command's Status has come. The caller going
+away closes the agent's connection, which ends the command. Acts.
 
 Registered by ``app.make_app`` before the generic resource routes.
 """
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
 CONNECT_TIMEOUT = 10.0
 MAX_MESSAGE = rules.MAX_FRAME + 1
+CALLER_CHECK = 1.0  # seconds between looks at whether a caller whose input waits is there
 
 
 def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
@@ -64,7 +65,7 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
             await ws.prepare(request)
             log.info("user %s runs %r in pod %s/%s container %s", user.name,
                      " ".join(opts.command), ns, name, container)
-            await _relay(ws, reader, writer)
+            await _relay(ws, reader, writer, request)
         finally:
             writer.close()
             with contextlib.suppress(OSError, ssl.SSLError):
@@ -110,20 +111,17 @@ async def _open(ep: Endpoint, path: str) -> tuple[asyncio.StreamReader, asyncio.
 
 
 async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, request: web.Request) -> None:
     """Acts: the agent's frames to the caller until the Status; the caller's input to the
     agent until either side ends."""
-    inbound = asyncio.ensure_future(_from_caller(ws, writer))
+    inbound = asyncio.ensure_future(_from_caller(ws, writer, request))
     try:
         ended = False
         while not ended:
             try:
-                head = await reader.readexactly(5)
-                channel, size = head[0], int.from_bytes(head[1:], "big")
-                if size > rules.MAX_FRAME:
-                    break
+                channel, size = rules.frame_header(await reader.readexactly(rules.HEADER_SIZE))
                 data = await reader.readexactly(size)
-            except (asyncio.IncompleteReadError, OSError, ssl.SSLError):
+            except (asyncio.IncompleteReadError, OSError, ssl.SSLError, rules.ExecError):
                 await ws.send_bytes(bytes([rules.ERROR]) + rules.status_data(rules.failed(
                     "the node agent ended the session before the command's end")))
                 break
@@ -138,13 +136,31 @@ async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,
         await ws.close()
 
 
-async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter) -> None:
+async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter,
+                       request: web.Request) -> None:
     async for msg in ws:
-        if msg.type != WSMsgType.BINARY or not msg.data:
+        if msg.type == WSMsgType.TEXT:  # (the Python client sends text as text messages)
+            raw = msg.data.encode()
+        elif msg.type == WSMsgType.BINARY:
+            raw = msg.data
+        else:
             continue
-        channel, data = msg.data[0], bytes(msg.data[1:])
-        if channel in (rules.STDIN, rules.RESIZE, rules.CLOSE):
-            writer.write(rules.frame(channel, data))
-            await writer.drain()
+        if raw and raw[0] in (rules.STDIN, rules.RESIZE, rules.CLOSE):
+            writer.write(rules.frame(raw[0], bytes(raw[1:])))
+            if not await _drained(writer, request):
+                break
     # the caller is gone (or closed): the agent's connection ends, and with it the command
-    writer.close()
+    writer.transport.abort()
+
+
+async def _drained(writer: asyncio.StreamWriter, request: web.Request) -> bool:
+    """Acts: wait while the agent takes the input (a command that reads none holds it up),
+    as long as the caller is there; False once it is gone."""
+    while True:
+        try:
+            await asyncio.wait_for(asyncio.shield(writer.drain()), CALLER_CHECK)
+            return True
+        except TimeoutError:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return False

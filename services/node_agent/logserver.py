@@ -32,6 +32,7 @@ import ipaddress
 import logging
 import re
 import secrets
+import select
 import socket
 import ssl
 import threading
@@ -229,7 +230,7 @@ class LogServer:
                     pass  # the caller went away: the input's reader ends the command
         try:
             session = self.runtime.exec(c, env, cwd, opts)
-        except OSError as err:
+        except (OSError, ValueError) as err:  # (ValueError: a word with a NUL byte)
             send(podexec.ERROR, podexec.status_data(podexec.failed(str(err))))
             return
         log.info("exec in pod %s/%s container %s: %s", parts[1], parts[2], container,
@@ -238,8 +239,9 @@ class LogServer:
         threading.Thread(target=self._caller_input, args=(req, session, done), daemon=True,
                          name="exec-input").start()
         started = c.container_id
-        threading.Thread(target=self._watch_container, args=(c, started, session, done),
-                         daemon=True, name="exec-watch").start()
+        threading.Thread(target=self._watch_container,
+                         args=(c, started, session, done, req.connection), daemon=True,
+                         name="exec-watch").start()
         try:
             session.pump(send)
             code = session.wait()
@@ -268,11 +270,14 @@ class LogServer:
                 session.resize(*size)
 
     def _watch_container(self, c: ContainerState, started: str, session: ExecSession,
-                         done: threading.Event) -> None:
+                         done: threading.Event, conn: socket.socket) -> None:
         """The container stopped (or was restarted): the command ends with it, as in a
-        container's PID namespace."""
+        container's PID namespace. The caller gone (its connection closed while its input
+        waits for a command that reads none): the command ends too."""
+        watch = select.poll()
+        watch.register(conn.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
         while not done.wait(WATCH_EVERY) and not self.stop.is_set():
-            if c.container_id != started or not c.running():
+            if c.container_id != started or not c.running() or watch.poll(0):
                 session.kill()
                 return
         if not done.is_set():

@@ -227,6 +227,21 @@ class ProcessRuntime(Records):
         exe = words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH"))
         if exe is None:
             raise FileNotFoundError(f'exec: "{words[0]}": executable file not found in $PATH')
+        try:
+            return self._exec(exe, words, env, cwd or "/", opts)
+        except OSError as err:  # in the words runc's exec gives
+            if err.filename == exe and isinstance(err, FileNotFoundError):
+                raise OSError(f'exec: "{words[0]}": stat {exe}: no such file or '
+                              "directory") from err
+            if err.filename == exe and isinstance(err, PermissionError):
+                raise OSError(f'exec: "{words[0]}": permission denied') from err
+            if err.filename == (cwd or "/"):
+                raise OSError(f'chdir to cwd ("{cwd}") set in config.json failed: '
+                              f"{(err.strerror or str(err)).lower()}") from err
+            raise
+
+    def _exec(self, exe: str, words: list[str], env: dict[str, str], cwd: str,
+              opts: ExecOptions) -> ProcessExec:
         u = self.user
         ids: dict[str, Any] = {"user": u.uid, "group": u.gid, "extra_groups":
                                list(u.groups) if u.uid is not None else None}
@@ -235,7 +250,7 @@ class ProcessRuntime(Records):
                 return subprocess.PIPE if on else subprocess.DEVNULL
             proc = subprocess.Popen([exe, *words[1:]], stdin=pipe(opts.stdin),
                                     stdout=pipe(opts.stdout), stderr=pipe(opts.stderr),
-                                    env=env, cwd=cwd or "/", start_new_session=True,
+                                    env=env, cwd=cwd, start_new_session=True,
                                     close_fds=True, bufsize=0, **ids)
             outs = [(ch, f.fileno()) for ch, f in ((podexec.STDOUT, proc.stdout),
                                                    (podexec.STDERR, proc.stderr)) if f]
@@ -243,8 +258,7 @@ class ProcessRuntime(Records):
         master, slave = pty.openpty()
         try:
             proc = subprocess.Popen([exe, *words[1:]], stdin=slave, stdout=slave,
-                                    stderr=slave, env={"TERM": "xterm", **env},
-                                    cwd=cwd or "/",
+                                    stderr=slave, env={"TERM": "xterm", **env}, cwd=cwd,
                                     start_new_session=True, close_fds=True,
                                     preexec_fn=_controlling_tty, **ids)
         except BaseException:

@@ -110,17 +110,27 @@ def frame(channel: int, data: bytes = b"") -> bytes:
     return _HEADER.pack(channel, len(data)) + data
 
 
-def read_frame(read_exactly: Callable[[int], bytes]) -> tuple[int, bytes] | None:
-    """The next frame from ``read_exactly`` (which returns fewer bytes only at the end);
-    None at the end; ExecError for a frame that is cut short or too large."""
-    head = read_exactly(_HEADER.size)
-    if not head:
-        return None
-    if len(head) < _HEADER.size:
-        raise ExecError("the exec stream ended inside a frame")
+HEADER_SIZE = _HEADER.size
+
+
+def frame_header(head: bytes) -> tuple[int, int]:
+    """A frame's channel and the length of its data, from its ``HEADER_SIZE`` first bytes;
+    ExecError for a frame too large."""
     channel, size = _HEADER.unpack(head)
     if size > MAX_FRAME:
         raise ExecError(f"an exec frame of {size} bytes is larger than {MAX_FRAME}")
+    return channel, size
+
+
+def read_frame(read_exactly: Callable[[int], bytes]) -> tuple[int, bytes] | None:
+    """The next frame from ``read_exactly`` (which returns fewer bytes only at the end);
+    None at the end; ExecError for a frame that is cut short or too large."""
+    head = read_exactly(HEADER_SIZE)
+    if not head:
+        return None
+    if len(head) < HEADER_SIZE:
+        raise ExecError("the exec stream ended inside a frame")
+    channel, size = frame_header(head)
     data = read_exactly(size) if size else b""
     if len(data) < size:
         raise ExecError("the exec stream ended inside a frame")

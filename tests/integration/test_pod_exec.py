@@ -79,6 +79,9 @@ def test_kubectl_exec_and_cp_run_in_the_container(machine: Machine, tmp_path: Pa
     assert missing.returncode != 0
     assert ('error executing command in container: exec: "no-such-command": executable '
             "file not found in $PATH") in missing.stderr
+    no_file = api.kubectl("exec", name, "--", "/no/such/file", check=False)
+    assert 'exec: "/no/such/file": stat /no/such/file: no such file or directory' in \
+        no_file.stderr, no_file.stderr
     wrong = api.kubectl("exec", name, "-c", "nope", "--", "true", check=False)
     assert wrong.returncode != 0
     assert f"container nope is not valid for pod {name}" in wrong.stderr
@@ -102,6 +105,13 @@ def test_kubectl_exec_and_cp_run_in_the_container(machine: Machine, tmp_path: Pa
         resp.run_forever(timeout=60)
         assert (resp.read_stdout(), resp.read_stderr()) == ("out\n", "err\n")
         assert resp.returncode == 4
+        # its stdin (text, which it sends as text messages)
+        resp = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, name,
+                      "default", command=["head", "-n", "1"], stdout=True, stderr=True,
+                      stdin=True, tty=False, _preload_content=False, _request_timeout=60)
+        resp.write_stdin("first line\nsecond\n")
+        resp.run_forever(timeout=60)
+        assert (resp.read_stdout(), resp.returncode) == ("first line\n", 0)
 
     # kubectl cp is tar through exec, both ways
     (tmp_path / "up.txt").write_text("copied in\n")
@@ -156,19 +166,24 @@ def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
            "KUBECONFIG": str(api.kubeconfig())}
 
-    def kubectl_exec(*words: str) -> subprocess.Popen[bytes]:
+    def kubectl_exec(*words: str, stdin: Any = None) -> subprocess.Popen[bytes]:
         return subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"),
-                                 "exec", name, "--", *words], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 "exec", *(["-i"] if stdin else []), name, "--", *words],
+                                env=env, stdin=stdin, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
 
-    # the caller goes away: its command is killed
-    caller = kubectl_exec("sh", "-c", "sleep 301; true", str(machine.dir))
-    try:
-        wait_for(lambda: execs(machine, "301"), what="the command running")
-        caller.kill()
-        wait_for(lambda: not execs(machine, "301"), what="the command killed")
-    finally:
-        caller.kill()
+    # the caller goes away (also while its input waits for a command that reads none): its
+    # command is killed
+    with open("/dev/zero", "rb") as zeros:
+        for marker, stdin in (("301", None), ("303", zeros)):
+            caller = kubectl_exec("sh", "-c", f"sleep {marker}; true", str(machine.dir),
+                                  stdin=stdin)
+            try:
+                wait_for(lambda m=marker: execs(machine, m), what="the command running")
+                caller.kill()
+                wait_for(lambda m=marker: not execs(machine, m), what="the command killed")
+            finally:
+                caller.kill()
 
     # the container stops: its command ends with it, as 137
     caller = kubectl_exec("sh", "-c", "sleep 302; true", str(machine.dir))
