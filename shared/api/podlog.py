@@ -57,14 +57,23 @@ def _count(q: Mapping[str, str], name: str, least: int) -> int | None:
 
 def options(q: Mapping[str, str]) -> LogOptions:
     """Decides: the ``PodLogOptions`` of a query (``container``, ``follow``, ``previous``,
-    ``tailLines`` >= 0, ``limitBytes`` > 0, ``timestamps``)."""
+    ``tailLines`` >= 0, ``limitBytes`` > 0, ``timestamps``; ``sinceSeconds`` > 0 or
+    ``sinceTime``, refused as ``timestamps`` is)."""
     opts = LogOptions(container=q.get("container", ""), follow=_flag(q, "follow"),
                       previous=_flag(q, "previous"), tail_lines=_count(q, "tailLines", 0),
                       limit_bytes=_count(q, "limitBytes", 1), timestamps=_flag(q, "timestamps"))
+    since = _count(q, "sinceSeconds", 1)
+    if since is not None and q.get("sinceTime"):
+        raise LogError('PodLogOptions "" is invalid: []: Forbidden: at most one of '
+                       "`sinceTime` or `sinceSeconds` may be specified")
+    # the process runtime writes a container's output as it comes, without a time per line:
+    # there is nothing to prefix the lines with, nor to tell the recent ones by (refused,
+    # rather than answered with every line)
     if opts.timestamps:
-        # the process runtime writes a container's output as it comes, without a time per
-        # line: there is nothing to prefix the lines with
         raise LogError("timestamps are not recorded by this node agent's runtime")
+    if since is not None or q.get("sinceTime"):
+        raise LogError("the time of each line is not recorded by this node agent's runtime: "
+                       "sinceSeconds and sinceTime cannot be served")
     return opts
 
 

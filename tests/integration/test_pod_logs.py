@@ -110,6 +110,9 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     none = api.kubectl("logs", name, "--previous", check=False)
     assert none.returncode != 0
     assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
+    since = api.kubectl("logs", name, "--since", "5s", check=False)
+    assert since.returncode != 0  # (it was every line: the time of none is kept)
+    assert "sinceSeconds and sinceTime cannot be served" in since.stderr
 
     # -f follows the run until it ends
     follow = subprocess.Popen(

@@ -67,9 +67,15 @@ def test_query_options_are_validated() -> None:
     assert options({"container": "c", "follow": "true", "tailLines": "3",
                     "limitBytes": "10"}) == LogOptions("c", True, False, 3, 10)
     for bad in ({"tailLines": "-1"}, {"limitBytes": "0"}, {"tailLines": "x"},
-                {"follow": "maybe"}, {"timestamps": "true"}):
+                {"follow": "maybe"}, {"timestamps": "true"}, {"sinceSeconds": "0"}):
         with pytest.raises(LogError):
             options(bad)
+    # no time per line is kept: a since is refused, not answered with every line
+    for since in ({"sinceSeconds": "5"}, {"sinceTime": "2026-12-06T10:00:00Z"}):
+        with pytest.raises(LogError, match="sinceSeconds and sinceTime cannot be served"):
+            options(since)
+    with pytest.raises(LogError, match="at most one of `sinceTime` or `sinceSeconds`"):
+        options({"sinceSeconds": "5", "sinceTime": "2026-12-06T10:00:00Z"})
 
 
 def test_stream_tails_limits_and_follows_until_the_next_run(tmp_path: Path) -> None:
