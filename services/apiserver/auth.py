@@ -4,8 +4,9 @@ The token file has one ``token,user,role`` line per user (``#`` starts a comment
 spirit of kube-apiserver's ``--token-auth-file``. Roles follow the upstream user-facing
 ClusterRoles: ``view`` reads everything and writes nothing; ``edit`` also writes namespaced
 objects (DaemonSets, Pods, Events, ControllerRevisions, evictions) and runs commands in pods,
-but not Nodes and not status subresources; ``admin`` may do everything. There is no anonymous access: a request
-without a known token is 401. ``authorize`` decides (pure); ``TokenFile`` reads the file.
+but not Nodes and not status subresources; ``admin`` may do everything. There is no
+anonymous access: a request without a known token is 401. ``authorize`` decides (pure);
+``TokenFile`` reads the file.
 """
 
 from __future__ import annotations

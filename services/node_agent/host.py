@@ -46,11 +46,12 @@ def route_ip(url: str | None) -> str | None:
     one the control plane reaches it at, where it has several networks. None for a Redis on
     this machine (loopback) or one it has no route to. Nothing is sent (a UDP socket's
     connect only picks the route)."""
-    host = urllib.parse.urlsplit(url or "").hostname
-    if not host:
-        return None
     try:
-        info = socket.getaddrinfo(host, 6379, socket.AF_INET, socket.SOCK_DGRAM)
+        parts = urllib.parse.urlsplit(url or "")
+        host, port = parts.hostname, parts.port or 6379
+        if not host:
+            return None
+        info = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(info[0][4])
             ip = ipaddress.ip_address(s.getsockname()[0])

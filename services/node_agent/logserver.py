@@ -19,8 +19,8 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 ``POST /exec/{namespace}/{pod}/{container}?uid=U&command=...`` with ``stdin``, ``stdout``,
 ``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
-Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing. The command is killed when the caller goes away or the
-container stops running.
+Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
+The command is killed when the caller goes away or the container stops running.
 """
 
 from __future__ import annotations

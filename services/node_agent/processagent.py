@@ -180,7 +180,7 @@ class ProcessAgent:
             raise podexec.ExecError(f'container not found ("{name}")')
         spec = run.pod.get("spec") or {}
         cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
-                      (spec.get("containers") or []) if s.get("name") == name), {})
+                           (spec.get("containers") or []) if s.get("name") == name), {})
         try:
             env = podstatus.container_env(run.pod, cspec, self.runtime.base_env())
         except podstatus.ConfigError:

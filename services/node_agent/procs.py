@@ -289,7 +289,8 @@ def _controlling_tty() -> None:
 
 class ProcessExec:
     """A command run for a caller (``ExecSession``): its output read from its pipes or its
-    terminal, its input written to them."""
+    terminal, its input written to them. Its input and terminal are used and closed under
+    one lock, so no write goes to a descriptor closed meanwhile (and its number reused)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], outputs: list[tuple[int, int]],
                  stdin: int | None, tty: int | None = None) -> None:
@@ -321,14 +322,13 @@ class ProcessExec:
             send(channel, data)
 
     def write_stdin(self, data: bytes) -> None:
-        if self.stdin is None:
-            return
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.stdin, view):]
-            except OSError:  # the command closed its input, or ended
-                return
+        with self._lock:
+            view = memoryview(data)
+            while view and self.stdin is not None:
+                try:
+                    view = view[os.write(self.stdin, view):]
+                except OSError:  # the command closed its input, or ended
+                    return
 
     def close_stdin(self) -> None:
         with self._lock:
@@ -338,7 +338,9 @@ class ProcessExec:
                 self.stdin = None
 
     def resize(self, width: int, height: int) -> None:
-        if self.tty is not None:
+        with self._lock:
+            if self.tty is None:
+                return
             try:
                 fcntl.ioctl(self.tty, termios.TIOCSWINSZ,
                             struct.pack("HHHH", height, width, 0, 0))
@@ -351,6 +353,8 @@ class ProcessExec:
         return 128 - rc if rc < 0 else rc
 
     def kill(self) -> None:
+        """Its process group: what it left running too (a group's number is not given to
+        another process while one of its members lives)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
@@ -363,4 +367,4 @@ class ProcessExec:
                     f.close()
             if self.tty is not None:
                 os.close(self.tty)
-                self.tty = self.stdin = None
+            self.tty = self.stdin = None

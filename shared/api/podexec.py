@@ -4,11 +4,11 @@
 and the agent exchange, and the Status that ends a session (kubelet's, on the error channel).
 
 The caller's leg is a WebSocket with upstream's ``v5.channel.k8s.io`` subprotocol (or
-``v4.channel.k8s.io``, the same without closes): each binary message is one channel byte and
-its data (0 stdin, 1 stdout, 2 stderr, 3 the ending Status, 4 a terminal's size as
+``v4.channel.k8s.io``, the same without closes): each message is one channel byte and its
+data (0 stdin, 1 stdout, 2 stderr, 3 the ending Status, 4 a terminal's size as
 ``{"Width": W, "Height": H}``), and ``[255, channel]`` closes a channel (the caller's stdin
-ends). The agent's leg carries the same channels over its TLS connection,
-each as a frame: the channel byte, the data's length (4 bytes, big-endian), the data.
+ends). The agent's leg carries the same channels over its TLS connection, each as a frame:
+the channel byte, the data's length (4 bytes, big-endian), the data.
 
 Shared by the API server (``services/apiserver/podexec.py``) and the node agent's endpoint
 (``services/node_agent/logserver.py``).
