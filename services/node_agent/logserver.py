@@ -32,7 +32,6 @@ import ipaddress
 import logging
 import re
 import secrets
-import select
 import socket
 import ssl
 import threading
@@ -239,9 +238,8 @@ class LogServer:
         threading.Thread(target=self._caller_input, args=(req, session, done), daemon=True,
                          name="exec-input").start()
         started = c.container_id
-        threading.Thread(target=self._watch_container,
-                         args=(c, started, session, done, req.connection), daemon=True,
-                         name="exec-watch").start()
+        threading.Thread(target=self._watch_container, args=(c, started, session, done),
+                         daemon=True, name="exec-watch").start()
         try:
             session.pump(send)
             code = session.wait()
@@ -270,14 +268,11 @@ class LogServer:
                 session.resize(*size)
 
     def _watch_container(self, c: ContainerState, started: str, session: ExecSession,
-                         done: threading.Event, conn: socket.socket) -> None:
+                         done: threading.Event) -> None:
         """The container stopped (or was restarted): the command ends with it, as in a
-        container's PID namespace. The caller gone (its connection closed while its input
-        waits for a command that reads none): the command ends too."""
-        watch = select.poll()
-        watch.register(conn.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        container's PID namespace."""
         while not done.wait(WATCH_EVERY) and not self.stop.is_set():
-            if c.container_id != started or not c.running() or watch.poll(0):
+            if c.container_id != started or not c.running():
                 session.kill()
                 return
         if not done.is_set():
