@@ -151,7 +151,8 @@ def qos_class(spec: Obj) -> str:
     requests: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     guaranteed = True
-    containers = [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    containers = [c for field in ("containers", "initContainers")
+                  if isinstance(spec.get(field), list) for c in spec[field]
                   if isinstance(c, dict)]
     for c in containers:
         resources = c.get("resources")

@@ -85,3 +85,11 @@ BOTH = {"cpu": "100m", "memory": "64Mi"}
 ])
 def test_qos_class_is_upstreams(spec: dict, qos: str) -> None:
     assert podutil.qos_class(spec) == qos
+
+
+def test_qos_class_of_a_malformed_spec_is_best_effort_not_an_error() -> None:
+    # (the defaulters run it on any object: they must never raise)
+    for spec in ({"containers": {"": None}}, {"containers": [None, "x"]},
+                 {"initContainers": 3, "containers": [{"resources": []}]},
+                 {"containers": [{"resources": {"limits": ["cpu"]}}]}):
+        assert podutil.qos_class(spec) == "BestEffort"
