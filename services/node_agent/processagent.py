@@ -181,11 +181,15 @@ class ProcessAgent:
         spec = run.pod.get("spec") or {}
         cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
                            (spec.get("containers") or []) if s.get("name") == name), {})
+        return c, self._env(run.pod, cspec), str(cspec.get("workingDir") or "")
+
+    def _env(self, pod: Obj, cspec: Obj) -> dict[str, str]:
+        """The environment a command run beside ``cspec``'s process gets (an exec probe's,
+        a caller's): the container's, else (its env cannot be made) the runtime's base."""
         try:
-            env = podstatus.container_env(run.pod, cspec, self.runtime.base_env())
+            return podstatus.container_env(pod, cspec, self.runtime.base_env())
         except podstatus.ConfigError:
-            env = self.runtime.base_env()
-        return c, env, str(cspec.get("workingDir") or "")
+            return self.runtime.base_env()
 
     def run(self, stop: threading.Event) -> None:
         self.adopt()
@@ -530,11 +534,7 @@ class ProcessAgent:
             return tracker
         if not tracker.due(now):
             return None
-        pod = run.pod
-        try:
-            env = podstatus.container_env(pod, cspec, self.runtime.base_env())
-        except podstatus.ConfigError:
-            env = self.runtime.base_env()
+        env = self._env(run.pod, cspec)
         pod_ip = self._pod_ip(run)
         cwd = str(cspec.get("workingDir") or "/")
 

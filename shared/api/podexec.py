@@ -49,11 +49,12 @@ class ExecOptions:
 
 
 def _flag(q: Mapping[str, Sequence[str]], name: str) -> bool:
-    values = q.get(name) or ["false"]
-    value = values[-1].lower()
-    if value not in ("true", "false", "1", "0", ""):
-        raise ExecError(f"{name}: invalid value {values[-1]!r}, want true or false")
-    return value in ("true", "1")
+    """The last value of ``name``, read as a log request's flags are."""
+    values = q.get(name)
+    try:
+        return podlog.flag(name, values[-1] if values else None)
+    except podlog.LogError as err:
+        raise ExecError(str(err)) from None
 
 
 def options(q: Mapping[str, Sequence[str]]) -> ExecOptions:

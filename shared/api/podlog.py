@@ -35,11 +35,17 @@ class LogOptions:
     timestamps: bool = False
 
 
-def _flag(q: Mapping[str, str], name: str) -> bool:
-    value = q.get(name, "false").lower()
+def flag(name: str, raw: str | None) -> bool:
+    """A query's boolean ``name`` given as ``raw`` (None: not given, false); LogError for a
+    value other than true, false, 1, 0 or empty."""
+    value = "false" if raw is None else raw.lower()
     if value not in ("true", "false", "1", "0", ""):
-        raise LogError(f"{name}: invalid value {q.get(name)!r}, want true or false")
+        raise LogError(f"{name}: invalid value {raw!r}, want true or false")
     return value in ("true", "1")
+
+
+def _flag(q: Mapping[str, str], name: str) -> bool:
+    return flag(name, q.get(name))
 
 
 def _count(q: Mapping[str, str], name: str, least: int) -> int | None:
