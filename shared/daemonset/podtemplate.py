@@ -154,8 +154,8 @@ def new_pod(
         md["finalizers"] = list(finalizers)
     md["ownerReferences"] = [meta.controller_owner_ref(ds)]
     status = template.get("status")
-    # (its spec last, its node's name last in that: what readers decode its siblings beside,
-    # shared.eventlog.entry.Siblings)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md,
-            "status": dict(status) if isinstance(status, dict) else {"phase": podutil.PENDING},
-            "spec": pod_spec}
+    # (its node's name last in its spec, what readers decode its siblings beside,
+    # shared.eventlog.entry.Siblings; its status last, what they decode its status updates
+    # over, shared.eventlog.entry.Prior)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": pod_spec,
+            "status": dict(status) if isinstance(status, dict) else {"phase": podutil.PENDING}}

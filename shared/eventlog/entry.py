@@ -355,10 +355,10 @@ class Siblings:
     """The created pod a reader decoded whole last, which the next created pods are decoded
     beside (``decode``). A DaemonSet creates its pods in bursts of its burst limit, each the
     same bytes as the one before but for four texts: its name, uid and creation time, and the
-    node its affinity names, packed last in its spec, itself packed last, when the template
-    has no affinity of its own. A pod so laid out is decoded as those four texts put into a
-    copy of the kept pod (``wire.unpack_holes``), sharing its other values (neither may be
-    modified). Nothing of it needs checking: the shape check counts wrong types alone, each
+    node its affinity names, packed last in its spec, itself packed last or just before the
+    status (the template's, the same for all), when the template has no affinity of its
+    own. A pod so laid out is decoded as those four texts put into a copy of the kept pod
+    (``wire.unpack_holes``), sharing its other values (neither may be modified). Nothing of it needs checking: the shape check counts wrong types alone, each
     of the four is text where the kept pod, checked, has text, and none of their fields has a
     rule of its type beyond that (a name's and a node's being DNS names are other rules)."""
 
@@ -377,7 +377,8 @@ class Siblings:
         layout = self.layout
         if layout is None:
             return None
-        found = wire.unpack_holes(payload, layout.runs, layout.holes, layout.tail)
+        found = wire.unpack_holes(payload, layout.runs, layout.holes, layout.tail,
+                                  layout.suffix)
         if found is None or type(found[1]) is not str:
             return None
         texts, node = found
@@ -404,24 +405,31 @@ def _aimed_at(node: str) -> Obj:
 @dataclass(frozen=True, slots=True)
 class _Layout:
     """Where a created pod's own texts lie in its bytes (``Siblings``): ``runs`` of the bytes
-    every sibling shares, ``holes`` of the UTF-8 of its metadata's ``fields``, and ``tail``,
-    where its node's packed name starts (its affinity's last value, to the end)."""
+    every sibling shares, ``holes`` of the UTF-8 of its metadata's ``fields``, ``tail``,
+    where its node's packed name starts (its affinity's last value, to the spec's end), and
+    ``suffix``, the bytes after the spec (its status, or none)."""
 
     pod: Obj
     runs: tuple[tuple[int, bytes], ...]
     holes: tuple[tuple[int, int], ...]
     fields: tuple[str, ...]
     tail: int
+    suffix: bytes
 
     @classmethod
     def of(cls, payload: bytes, pod: Obj) -> _Layout | None:
         """The layout of ``pod`` (decoded whole from ``payload``): None unless its spec is
-        packed last and its affinity last in that, exactly the one aiming it at a node."""
+        packed last or just before its status, and its affinity last in the spec, exactly
+        the one aiming it at a node."""
         top = wire.map_spans(payload)
         md, spec = pod.get("metadata"), pod.get("spec")
-        if top is None or not top or list(top)[-1] != "spec" or "metadata" not in top \
+        keys = list(top) if top is not None else []
+        if keys[-2:] == ["spec", "status"]:
+            keys.pop()
+        if top is None or not keys or keys[-1] != "spec" or "metadata" not in top \
                 or not isinstance(md, dict) or not isinstance(spec, dict):
             return None
+        spec_end = top["spec"][1]
         inner = wire.map_spans(payload, top["spec"][0])
         meta_spans = wire.map_spans(payload, top["metadata"][0])
         if inner is None or not inner or list(inner)[-1] != "affinity" or meta_spans is None:
@@ -433,7 +441,7 @@ class _Layout:
         except (KeyError, IndexError, TypeError):
             return None
         at = inner["affinity"][0]
-        if not isinstance(node, str) or wire.pack(_aimed_at(node)) != payload[at:]:
+        if not isinstance(node, str) or wire.pack(_aimed_at(node)) != payload[at:spec_end]:
             return None
         holes: list[tuple[int, int, str]] = []
         for name in _OWN_TEXTS:
@@ -442,14 +450,14 @@ class _Layout:
                 first, end = meta_spans[name]
                 holes.append((end - len(text.encode()), end, name))
         holes.sort()
-        tail = len(payload) - len(wire.pack(node))
+        tail = spec_end - len(wire.pack(node))
         runs, done = [], 0
         for first, end, _name in holes:
             runs.append((done, payload[done:first]))
             done = end
         runs.append((done, payload[done:tail]))
         return cls(pod, tuple(runs), tuple((f, e) for f, e, _n in holes),
-                   tuple(n for _f, _e, n in holes), tail)
+                   tuple(n for _f, _e, n in holes), tail, payload[spec_end:])
 
 
 def decode(raw: RawEntry, shape: bool = True, prior: Prior | None = None,

@@ -214,20 +214,24 @@ def map_spans(data: bytes, at: int = 0) -> dict[str, tuple[int, int]] | None:
 
 
 def unpack_holes(data: bytes, runs: tuple[tuple[int, bytes], ...],
-                 holes: tuple[tuple[int, int], ...], tail: int) -> tuple[list[str], Any] | None:
+                 holes: tuple[tuple[int, int], ...], tail: int,
+                 suffix: bytes = b"") -> tuple[list[str], Any] | None:
     """The texts in ``holes`` ((start, end) of each one's UTF-8 bytes) of ``data`` and the
-    value packed from ``tail`` to its end, when ``data`` holds the bytes of ``runs`` ((offset,
-    bytes), covering all of it before ``tail`` but the holes) everywhere else: a packed object
-    laid out as another whose runs they are (``entry.Siblings``), whose text values in the
-    holes, their headers in the runs, are of the same lengths. None when ``data`` is laid out
-    otherwise, a hole is not UTF-8 (as msgpack decodes a str), or the tail is not one whole
-    value. Decides."""
+    value packed from ``tail`` to where ``suffix`` ends it, when ``data`` holds the bytes of
+    ``runs`` ((offset, bytes), covering all of it before ``tail`` but the holes) everywhere
+    else: a packed object laid out as another whose runs and suffix they are
+    (``entry.Siblings``), whose text values in the holes, their headers in the runs, are of
+    the same lengths. None when ``data`` is laid out otherwise, a hole is not UTF-8 (as
+    msgpack decodes a str), or the tail is not one whole value. Decides."""
+    stop = len(data) - len(suffix)
+    if stop <= tail or not data.endswith(suffix):
+        return None
     for at, run in runs:
         if not data.startswith(run, at):
             return None
     try:
         texts = [data[first:end].decode() for first, end in holes]
-        return texts, unpack(data[tail:])
+        return texts, unpack(data[tail:stop])
     except (UnicodeDecodeError, CorruptEntryError):
         return None
 

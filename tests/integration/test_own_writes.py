@@ -14,7 +14,8 @@ import yaml
 from services.node_agent.agent import NodeAgent
 from services.node_agent.lifecycle import AgentConfig, new_node
 from services.reconciler.sync import Reconciler
-from shared.eventlog.entry import Entry, RawEntry, Siblings
+from shared.eventlog import entry as entry_mod
+from shared.eventlog.entry import Entry, Prior, RawEntry, Siblings
 from shared.store import log as log_mod
 from shared.store.backoff import RedisBackoff
 from shared.store.cache import Cache
@@ -83,6 +84,15 @@ def test_what_a_process_reads_back_of_its_writes_is_what_others_decode(
         return obj
 
     monkeypatch.setattr(Siblings, "decode", counting_beside)
+    over: list[bool] = []
+    real_over = entry_mod._over
+
+    def counting_over(raw: RawEntry, prior: Prior, shape: bool) -> dict[str, Any] | None:
+        obj = real_over(raw, prior, shape)
+        over.append(obj is not None)
+        return obj
+
+    monkeypatch.setattr(entry_mod, "_over", counting_over)
     for n in NODES:
         store.create(new_node(n))
     writer = Store(store.r, store.keys)  # the reconciler's own store
@@ -95,7 +105,10 @@ def test_what_a_process_reads_back_of_its_writes_is_what_others_decode(
     created = _sync_every_daemonset(writer, reconciler)
     assert created >= 10, "the reference manifests placed too few pods to compare"
     agent.step(max_block=0)  # binds each pod and makes it Running and Ready
+    over.clear()
     reconciler.snapshot("default/none", store.log_tip())  # read back: its creates
+    # the agent's status writes decoded over the creates (entry.Prior), not whole
+    assert over.count(True) == created, over
     agent.step(max_block=0)  # read back: its status writes
     # each pod's create and its status write read back so (and the revisions, the nodes)
     assert taken.count("Pod") == 2 * created

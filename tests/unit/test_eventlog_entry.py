@@ -380,15 +380,25 @@ def test_a_binding_to_a_node_named_in_any_bytes_decodes_as_a_whole_decode(
 
 # ---- decoding a created pod beside the one created before it (``entry.Siblings``) --------
 
-def _daemon_pod(node: object, name: str = "p", **more: object) -> dict[str, object]:
-    """A pod as a DaemonSet creates it: its spec the template's, the node affinity last."""
+def _daemon_pod(node: object, name: str = "p", status: object = None,
+                **more: object) -> dict[str, object]:
+    """A pod as a DaemonSet creates it: its spec the template's, the node affinity last;
+    ``status`` (when given) after the spec."""
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", **more},
-            "spec": {"containers": [{"name": "c", "image": "i"}], "hostNetwork": True,
-                     "affinity": affinity}}
+    pod: dict[str, object] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", **more},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "hostNetwork": True,
+                 "affinity": affinity}}
+    if status is not None:
+        pod["status"] = status
+    return pod
+
+
+#: the status a DaemonSet's pods are created with (``podtemplate.new_pod``)
+CREATED_STATUS = {"phase": "Pending", "qosClass": "BestEffort"}
 
 
 def _created(obj: object, eid: str = "6-1", payload: bytes | None = None,
@@ -397,23 +407,30 @@ def _created(obj: object, eid: str = "6-1", payload: bytes | None = None,
                           payload if payload is not None else wire.pack(obj))
 
 
+@pytest.mark.parametrize("status", [None, CREATED_STATUS])
 def test_a_created_pod_decodes_beside_the_one_created_before_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, status: object) -> None:
     """Its name, uid, creation time and node are decoded into a copy of the pod before it,
-    sharing its other values, and nothing is checked; the object is a whole decode's."""
+    sharing its other values (its status after the spec too), and nothing is checked; the
+    object is a whole decode's."""
     siblings = entry.Siblings()
-    first = entry.decode(_created(_daemon_pod("n1", creationTimestamp="2026-12-04T10:00:00Z")),
+    first = entry.decode(_created(_daemon_pod("n1", status=status,
+                                              creationTimestamp="2026-12-04T10:00:00Z")),
                          True, None, siblings)
     assert siblings.layout is not None and siblings.layout.pod is first.obj
-    second = _created(_daemon_pod("node-2", "q", creationTimestamp="2026-12-04T10:00:01Z"),
+    second = _created(_daemon_pod("node-2", "q", status=status,
+                                  creationTimestamp="2026-12-04T10:00:01Z"),
                       "6-2", name="q")
     whole = entry.decode(second)
     monkeypatch.setattr(validation, "shape_errors", lambda *a: pytest.fail("checked whole"))
     monkeypatch.setattr(validation, "part_shape_errors", lambda *a: pytest.fail("checked"))
     beside = entry.decode(second, True, None, siblings)
     assert _strictly(beside) == _strictly(whole)
-    for part in ("metadata", "spec"):  # the key order too
+    assert list(beside.obj) == list(whole.obj)  # the key order too
+    for part in ("metadata", "spec"):
         assert list(beside.obj[part]) == list(whole.obj[part])
+    if status is not None:
+        assert beside.obj["status"] is first.obj["status"]
     assert beside.obj["metadata"]["resourceVersion"] == "6-2"
     assert beside.obj["spec"]["containers"] is first.obj["spec"]["containers"]
     assert beside.obj["spec"] is not first.obj["spec"]
@@ -471,11 +488,48 @@ def _beside_cases() -> list[bytes]:
     ]
 
 
+def _beside_cases_with_status() -> list[bytes]:
+    """Pods beside one created with its status after the spec."""
+    base = _daemon_pod("n2", "q", CREATED_STATUS)
+    without = {k: v for k, v in base.items() if k != "status"}
+    return [
+        wire.pack(_daemon_pod("n2", "q", {**CREATED_STATUS, "phase": 3})),  # wrong type
+        wire.pack(_daemon_pod("n2", "q", {**CREATED_STATUS, "phase": "Pendinh"})),  # other
+        wire.pack(_daemon_pod("n2", "q", {**CREATED_STATUS, "x": 1})),  # a key more
+        wire.pack(_daemon_pod("n2", "q", {"phase": "Pending"})),  # a key less
+        wire.pack(_daemon_pod("n2", "q", {"qosClass": "BestEffort", "phase": "Pending"})),
+        wire.pack(without),  # none
+        wire.pack({"status": CREATED_STATUS, **without}),  # before the spec
+        wire.pack({**base, "x": 1}),  # a key after the status
+        wire.pack(_daemon_pod(7, "q", CREATED_STATUS)),  # a node of the wrong type
+        wire.pack(_daemon_pod("-bad-", "q", CREATED_STATUS)),
+        wire.pack(_daemon_pod("n2" * 40, "q", CREATED_STATUS)),  # of another length
+        wire.pack(base)[:-1],  # cut short
+        wire.pack(base) + b"\x01",  # bytes after it
+        wire.pack(base)[:-1] + b"\xc1",  # never used
+        wire.pack(_daemon_pod("n2", "qq", CREATED_STATUS)),  # a name of another length
+    ]
+
+
 @pytest.mark.parametrize("payload", _beside_cases())
 def test_a_created_pod_beside_another_is_refused_as_a_whole_decode_refuses_it(
         payload: bytes) -> None:
     siblings = entry.Siblings()
     entry.decode(_created(_daemon_pod("n1")), True, None, siblings)
+    raw = _created(None, "6-2", payload=payload, name="q")
+    assert _strictly(_outcome(entry.decode, raw, True, None, siblings)) == \
+        _strictly(_outcome(entry.decode, raw))
+
+
+@pytest.mark.parametrize("payload", _beside_cases() + _beside_cases_with_status())
+def test_a_created_pod_beside_one_with_a_status_is_refused_as_a_whole_decode_refuses_it(
+        payload: bytes) -> None:
+    siblings = entry.Siblings()
+    entry.decode(_created(_daemon_pod("n1", status=CREATED_STATUS)), True, None, siblings)
+    assert siblings.layout is not None and siblings.layout.suffix
+    raw = _created(None, "6-2", payload=payload, name="q")
+    assert _strictly(_outcome(entry.decode, raw, True, None, siblings)) == \
+        _strictly(_outcome(entry.decode, raw))
     raw = _created(None, "6-2", payload=payload, name="q")
     assert _strictly(_outcome(entry.decode, raw, True, None, siblings)) == \
         _strictly(_outcome(entry.decode, raw))
@@ -520,21 +574,25 @@ def test_pods_aimed_at_their_node_otherwise_are_whole_decodes(
     st.tuples(st.sampled_from(["uid", "creationTimestamp"]),
               st.one_of(st.text(min_size=4, max_size=4), st.text(max_size=5), _value)),
     st.tuples(st.just("bytes"), st.binary(max_size=4)),
-), min_size=1, max_size=6))
+    st.tuples(st.just("status"), st.one_of(st.just(CREATED_STATUS), _value)),
+), min_size=1, max_size=6), st.booleans())
 def test_created_pods_decoded_beside_each_other_are_whole_decodes_refusals_included(
-        writes: list[tuple[str, object]]) -> None:
-    """Over a sequence of creates (other nodes, other specs, wrong types, raw bytes), each
-    decoded beside the one the reader kept gives what a whole decode gives."""
+        writes: list[tuple[str, object]], with_status: bool) -> None:
+    """Over a sequence of creates (other nodes, other specs, statuses, wrong types, raw
+    bytes), each decoded beside the one the reader kept gives what a whole decode gives."""
     siblings = entry.Siblings()
-    entry.decode(_created(_daemon_pod("n0", "px"), name="px"), True, None, siblings)
+    status = CREATED_STATUS if with_status else None
+    entry.decode(_created(_daemon_pod("n0", "px", status), name="px"), True, None, siblings)
     for i, (what, value) in enumerate(writes):
-        pod = _daemon_pod("n1", f"p{i}")
+        pod = _daemon_pod("n1", f"p{i}", status)
         spec = pod["spec"]
         assert isinstance(spec, dict)
         if what == "node":
-            pod = _daemon_pod(value, f"p{i}")
+            pod = _daemon_pod(value, f"p{i}", status)
         elif what in ("labels", "uid", "creationTimestamp"):
-            pod = _daemon_pod("n1", f"p{i}", **{what: value})
+            pod = _daemon_pod("n1", f"p{i}", status, **{what: value})
+        elif what == "status":
+            pod = _daemon_pod("n1", f"p{i}", value)
         elif what != "bytes":
             pod["spec"] = {**spec, what: value}
         payload = wire.pack(pod) if what != "bytes" else wire.pack(pod)[:-1] + bytes(value)
