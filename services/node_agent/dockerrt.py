@@ -38,7 +38,7 @@ import docker.utils.socket
 
 from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.runtime import Exit, ImageError, Records
+from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
 from shared.api import podexec, podlog
 from shared.api.podexec import ExecOptions
 
@@ -337,6 +337,13 @@ class DockerRuntime(Records):
             if ip:
                 return ip
         return ""
+
+    def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
+        """The loopback address for a hostNetwork pod (the engine runs beside the agent);
+        else the address of its first running container on the pods' network (``pod_ip``)."""
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            return LOOPBACK if any(c.running() for c in containers) else ""
+        return self.pod_ip(pod, containers)
 
     def sweep(self, known: set[str]) -> None:
         for eid, s in list(self._seen.items()):

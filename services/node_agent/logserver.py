@@ -1,7 +1,8 @@
 """The node agent's own HTTPS endpoint (kubelet's server on port 10250): it serves the logs of
 the pods it runs, so they can be read from another machine (the API server proxies
 ``/api/v1/namespaces/{ns}/pods/{name}/log`` to it; ``daemonbus logs`` calls it too), and runs
-commands in their containers (the API server relays ``.../pods/{name}/exec`` to it). Acts.
+commands in their containers (the API server relays ``.../pods/{name}/exec`` to it), and
+connects callers to their ports (``.../pods/{name}/portforward``). Acts.
 
 ``GET /containerLogs/{namespace}/{pod}/{container}?uid=U&run=N`` with ``tailLines``,
 ``limitBytes``, ``follow`` and ``previous``: the output of run N of that container, from the
@@ -21,6 +22,13 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
 Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
 The command is killed when the caller goes away or the container stops running.
+
+``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
+pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
+a pod on the host's network, else the pod's IP). The connection is made before the answer, so
+a refusal is a 400 in kubelet's words; once answered 200 the caller's connection carries the
+port's bytes both ways, until either side closes it, which closes both. With ``check=1`` it
+answers as it would, and connects nothing. A bad port is a 400 in upstream's words.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import ipaddress
 import logging
 import re
 import secrets
+import selectors
 import socket
 import ssl
 import threading
@@ -57,9 +66,31 @@ HANDSHAKE_TIMEOUT = 10.0
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _UID = re.compile(r"[A-Za-z0-9-]{1,64}")
 WATCH_EVERY = 1.0  # seconds between looks at whether an exec's container still runs
+CONNECT_TIMEOUT = 10.0  # seconds a forwarded port has to accept the connection
+RELAY_BUFFER = 64 * 1024
 # what an exec runs in: the container's state, its environment, its working directory ("":
 # the runtime's default); ExecError (the caller's words) when it does not run here
 ExecTarget = Callable[[str, str], tuple[ContainerState, dict[str, str], str]]
+# where a port of pod ``uid`` is reached: None when the pod does not run here, "" while
+# nothing of it runs
+ForwardHost = Callable[[str], str | None]
+
+
+def forward_port(text: str) -> int:
+    """Decides: the port a port-forward asks for; ValueError in upstream's words (kubelet's
+    port-forward, which parses it as a 16-bit unsigned number) when it is not one."""
+    if not text:
+        raise ValueError('"port" is required')
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f'unable to parse "{text}" as a port: strconv.ParseUint: parsing '
+                         f'"{text}": invalid syntax')
+    port = int(text)
+    if port > 65535:
+        raise ValueError(f'unable to parse "{text}" as a port: strconv.ParseUint: parsing '
+                         f'"{text}": value out of range')
+    if port < 1:
+        raise ValueError(f'port "{text}" must be > 0')
+    return port
 
 
 def _self_signed(directory: Path, ip: str) -> tuple[Path, Path, str]:
@@ -108,9 +139,11 @@ class LogServer:
     """The endpoint, on a thread of its own (each request on its own thread)."""
 
     def __init__(self, rt: Runtime, state_dir: Path, ip: str, port: int,
-                 exec_target: ExecTarget | None = None) -> None:
+                 exec_target: ExecTarget | None = None,
+                 forward_host: ForwardHost | None = None) -> None:
         self.runtime = rt
         self.exec_target = exec_target
+        self.forward_host = forward_host
         crt, key, digest = _self_signed(state_dir / "server", ip)
         self.credentials = Credentials(secrets.token_urlsafe(32), digest)
         self.stop = threading.Event()
@@ -126,7 +159,10 @@ class LogServer:
                 server.handle(self)
 
             def do_POST(self) -> None:
-                server.handle_exec(self)
+                if self.path.startswith("/portforward/"):
+                    server.handle_portforward(self)
+                else:
+                    server.handle_exec(self)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -212,10 +248,7 @@ class LogServer:
         except podexec.ExecError as err:
             self._error(req, 400, str(err))
             return
-        req.send_response(200)
-        req.send_header("Content-Type", "application/octet-stream")
-        req.end_headers()
-        req.wfile.flush()
+        self._answer(req)
         if q.get("check") == ["1"]:
             return  # it could run: asked no more
         lock = threading.Lock()
@@ -278,6 +311,107 @@ class LogServer:
         if not done.is_set():
             session.kill()
 
+    def handle_portforward(self, req: BaseHTTPRequestHandler) -> None:
+        """Acts: connect the caller to the port it asks for of a pod that runs here, or say
+        why not (nothing connected with ``check=1``)."""
+        if not self._authorized(req):
+            return
+        url = urllib.parse.urlsplit(req.path)
+        parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
+        q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        uid = q.get("uid", "")
+        if len(parts) != 3 or parts[0] != "portforward" or self.forward_host is None or \
+                not all(_NAME.fullmatch(p) for p in parts[1:]) or not _UID.fullmatch(uid):
+            self._error(req, 404, "not found")
+            return
+        _, ns, name = parts
+        try:
+            port = forward_port(q.get("port", ""))
+        except ValueError as err:
+            self._error(req, 400, str(err))
+            return
+        host = self.forward_host(uid)
+        if host is None:
+            self._error(req, 400, f'pod not found ("{name}_{ns}")')  # (kubelet's words)
+            return
+        if not host:
+            self._error(req, 400, f'pod "{name}" has no running container')
+            return
+        if q.get("check") == "1":
+            self._answer(req)
+            return  # it could be tried: asked no more
+        try:
+            pod = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+        except OSError as err:
+            reason = (err.strerror or str(err) or "timed out").lower()
+            self._error(req, 400, f"error forwarding port {port} to pod {name}, uid {uid}: "
+                                  f"dial tcp {host}:{port}: connect: {reason}")
+            return
+        try:
+            self._answer(req)
+            log.info("port-forward to pod %s/%s port %d", ns, name, port)
+            self._relay(req, pod)
+        finally:
+            pod.close()
+
+    @staticmethod
+    def _relay(req: BaseHTTPRequestHandler, pod: socket.socket) -> None:
+        """Acts: the caller's bytes to the pod and the pod's to the caller (at most a buffer
+        of each in hand) until either side closes or fails. One thread moves both ways over
+        non-blocking sockets: an SSL connection read and written by two threads at once
+        fails at random (OpenSSL's objects are not safe under concurrent use)."""
+        conn = req.connection
+        conn.setblocking(False)
+        pod.setblocking(False)
+        try:
+            to_pod = req.rfile.read1(RELAY_BUFFER)  # what the head's reader took in first
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            to_pod = b""
+        to_caller = b""
+        try:
+            while True:
+                waits = {conn: 0, pod: 0}  # what each socket is to be waited on for
+                moved = False
+                try:  # the pod's bytes to the caller
+                    if to_caller:
+                        to_caller = to_caller[conn.send(to_caller):]
+                    elif not (to_caller := pod.recv(RELAY_BUFFER)):
+                        return  # the pod closed it
+                    moved = True
+                except ssl.SSLWantReadError:
+                    waits[conn] |= selectors.EVENT_READ
+                except ssl.SSLWantWriteError:
+                    waits[conn] |= selectors.EVENT_WRITE
+                except BlockingIOError:
+                    waits[pod] |= selectors.EVENT_READ
+                try:  # the caller's bytes to the pod
+                    if to_pod:
+                        to_pod = to_pod[pod.send(to_pod):]
+                    elif not (to_pod := conn.recv(RELAY_BUFFER)):
+                        return  # the caller closed it
+                    moved = True
+                except ssl.SSLWantReadError:
+                    waits[conn] |= selectors.EVENT_READ
+                except ssl.SSLWantWriteError:
+                    waits[conn] |= selectors.EVENT_WRITE
+                except BlockingIOError:
+                    waits[pod] |= selectors.EVENT_WRITE
+                if not moved:
+                    with selectors.DefaultSelector() as sel:
+                        for sock, events in waits.items():
+                            if events:
+                                sel.register(sock, events)
+                        sel.select()
+        except OSError:
+            return  # either side failed (a reset, a TLS error)
+
+    @staticmethod
+    def _answer(req: BaseHTTPRequestHandler) -> None:
+        req.send_response(200)
+        req.send_header("Content-Type", "application/octet-stream")
+        req.end_headers()
+        req.wfile.flush()
+
     @staticmethod
     def _error(req: BaseHTTPRequestHandler, code: int, message: str) -> None:
         body = message.encode()
@@ -286,3 +420,4 @@ class LogServer:
         req.send_header("Content-Length", str(len(body)))
         req.end_headers()
         req.wfile.write(body)
+

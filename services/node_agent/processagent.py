@@ -163,7 +163,7 @@ class ProcessAgent:
         try:
             self.logs = logserver.LogServer(self.runtime, self.cfg.state_dir,
                                             self.cfg.node_ip, self.cfg.log_port,
-                                            self.exec_target)
+                                            self.exec_target, self.forward_host)
         except OSError as err:
             log.warning("no log endpoint (port %d on %s): %s", self.cfg.log_port,
                         self.cfg.node_ip, err)
@@ -182,6 +182,15 @@ class ProcessAgent:
         cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
                            (spec.get("containers") or []) if s.get("name") == name), {})
         return c, self._env(run.pod, cspec), str(cspec.get("workingDir") or "")
+
+    def forward_host(self, uid: str) -> str | None:
+        """Where a port of pod ``uid`` is reached from here (``Runtime.forward_host``): None
+        when the pod does not run here, "" while nothing of it runs (called on the log
+        endpoint's threads: reads what the loop keeps, changes nothing)."""
+        run = self.runs.get(uid)
+        if run is None or run.gone:
+            return None
+        return self.runtime.forward_host(run.pod, run.containers())
 
     def _env(self, pod: Obj, cspec: Obj) -> dict[str, str]:
         """The environment a command run beside ``cspec``'s process gets (an exec probe's,

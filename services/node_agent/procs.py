@@ -34,7 +34,7 @@ import psutil
 
 from services.node_agent import containerlogs, podstatus
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.runtime import Exit, Records
+from services.node_agent.runtime import LOOPBACK, Exit, Records
 from shared.api import podexec
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
@@ -270,6 +270,11 @@ class ProcessRuntime(Records):
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         return ""  # the node's: processes share the host's network
+
+    def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
+        """The loopback address (processes share the host's network, as a pod's containers
+        share its network namespace, whose localhost kubelet dials)."""
+        return LOOPBACK if any(c.running() for c in containers) else ""
 
     def sweep(self, known: set[str]) -> None:
         """Nothing: a process without a record cannot be told from the host's own."""

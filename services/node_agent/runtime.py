@@ -28,6 +28,7 @@ from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
+LOOPBACK = "127.0.0.1"  # where a port of a pod on the host's network is reached
 
 
 class Exit(NamedTuple):
@@ -136,6 +137,11 @@ class Runtime(Protocol):
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The pod's IP once known from what runs, else "" (then the node's, from binding)."""
+
+    def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
+        """Where the agent connects to reach a port of the pod (``kubectl port-forward``):
+        the loopback address when the pod shares the host's network, else its own IP; ""
+        while no container of it runs (or its IP is not known yet)."""
 
     def sweep(self, known: set[str]) -> None:
         """Remove what this node's runtime runs for pods not in ``known`` (uids) and not in

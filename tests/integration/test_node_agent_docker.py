@@ -2,7 +2,8 @@
 servers from a local image (the project's Debian base image, which has python3), made Ready
 by its probe, rolled to a new version, an image that cannot be pulled, an agent SIGKILLed
 and started again, and deletion; ``kubectl logs`` of a container through the API server,
-from the engine's log, served by the agent's endpoint.
+from the engine's log, served by the agent's endpoint; a port of a pod on the engine's
+network forwarded by that endpoint.
 
 The agent runs on this machine and talks to the engine's socket; its node name is the
 test's own, and every container it makes carries that name in a label, so the fixture
@@ -34,12 +35,14 @@ import yaml
 from services.node_agent import dockerrt
 from shared.model import meta
 from shared.model.podutil import is_ready
+from shared.store import nodeserver
 from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_node_agent_process import SERVER
 from tests.integration.test_pod_exec import in_terminal
 from tests.integration.test_pod_logs import APP, first_run, lines
+from tests.integration.test_pod_portforward import ECHO, forwards_both_ways, refused
 
 pytestmark = pytest.mark.cluster
 
@@ -358,3 +361,34 @@ def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
     (tmp_path / "up.txt").write_text("copied in\n")
     api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:/tmp/in.txt")
     assert api.kubectl("exec", name, "--", "cat", "/tmp/in.txt").stdout == "copied in\n"
+
+
+def test_port_forward_to_a_docker_pod_on_its_network(engine: Engine) -> None:
+    start(engine)
+    (engine.dir / "echo.py").write_text(ECHO)
+    port = engine.port
+    engine.stack.store.apply({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "echo", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "echo"}},
+                 "template": {"metadata": {"labels": {"app": "echo"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}}],
+                     "containers": [{"name": "app", "image": IMAGE,
+                                     "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
+                                     "command": ["python3", "/srv/echo.py", str(port),
+                                                 "/srv/marks", "0.0.0.0"]}]}}}})
+
+    def addressed() -> dict[str, Any] | None:
+        ready = [p for p in pods(engine) if "running" in (main_status(p).get("state") or {})
+                 and (p.get("status") or {}).get("podIP") not in (None, "", engine.ip)]
+        return ready[0] if ready else None
+
+    pod = wait_for(addressed, timeout=90, what="the pod running with its own IP")
+    wait_for(lambda: (engine.dir / "marks" / "listening").exists(), what="the echo server")
+    ep = nodeserver.endpoint(engine.stack.store, engine.node, "port-forward")
+    name, uid = meta.name(pod), meta.uid(pod)
+    forwards_both_ways(ep, engine.dir / "marks", name, uid, port)
+    assert refused(ep, f"/portforward/default/{name}?uid={uid}&port={port + 1}") == (
+        400, f"error forwarding port {port + 1} to pod {name}, uid {uid}: dial tcp "
+             f"{pod['status']['podIP']}:{port + 1}: connect: connection refused")

@@ -76,14 +76,21 @@ def running_pod(machine: Machine, tmp_path: Path, ds: dict[str, Any],
                 ) -> tuple[ApiServer, str, dict[str, Any]]:
     """A stack with one process agent (its endpoint on a free port) and the API server, and
     ``ds``'s pod running there: the server, the node, the pod."""
+    node, pod = agent_pod(machine, ds)
+    api = ApiServer(machine.stack, tmp_path)
+    api.start()
+    return api, node, pod
+
+
+def agent_pod(machine: Machine, ds: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A stack with one process agent (its endpoint on a free port), and ``ds``'s pod
+    running there: the node, the pod."""
     stack = machine.stack
     stack.start_all(workers=1, node_agent=False)
     node = sorted(machine.ips)[0]
     stack.start(f"agent-{node}", "node-agent", "--runtime", "process", "--node-name", node,
                 "--node-ip", machine.ips[node], "--state-dir", str(machine.state / node),
                 "--backoff-initial", "0.5", "--log-port", "0")
-    api = ApiServer(stack, tmp_path)
-    api.start()
     stack.store.apply(ds)
 
     def running() -> dict[str, Any] | None:
@@ -91,7 +98,7 @@ def running_pod(machine: Machine, tmp_path: Path, ds: dict[str, Any],
         cs = container_status(pods[0]) if pods else {}
         return pods[0] if (cs.get("state") or {}).get("running") else None
 
-    return api, node, wait_for(running, timeout=60, what="the pod running")
+    return node, wait_for(running, timeout=60, what="the pod running")
 
 
 def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,

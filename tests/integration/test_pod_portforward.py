@@ -1,0 +1,175 @@
+"""The port-forward endpoint of a process runtime's node agent (kubelet's /portForward),
+called as the API server calls its exec endpoint: one TCP connection to a port of the pod (a
+small echo server on the pod's localhost), bytes both ways, either side's close ending it;
+``check=1`` connects nothing; a refused port, a bad port and a pod not there are refused in
+kubelet's words; no answer without its token."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.api.podlog import Endpoint
+from shared.model import meta
+from shared.store import nodeserver
+from shared.store.server import free_port
+from tests.integration.stack import wait_for
+from tests.integration.test_node_agent_process import Machine, machine
+from tests.integration.test_pod_logs import agent_pod, refuses_without_its_token
+
+__all__ = ["machine"]  # the fixture, shared with the process runtime's tests
+
+# (the docker runtime's test runs it too) an echo server on ``bind``:``port``: it greets
+# each connection with its number, echoes what it is sent, closes the connection itself
+# after "bye\n", and marks a connection its caller closed (eof.N)
+ECHO = '''
+import itertools, os, socket, sys, threading
+port, marks, bind = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def mark(what):
+    open(os.path.join(marks, what), "w").close()
+
+def echo(conn, n):
+    conn.sendall(f"hello {n}\\n".encode())
+    tail = b""
+    while data := conn.recv(65536):
+        conn.sendall(data)
+        tail = (tail + data)[-4:]
+        if tail == b"bye\\n":
+            conn.close()
+            return
+    conn.close()
+    mark(f"eof.{n}")
+
+server = socket.create_server((bind, port))
+mark("listening")
+for n in itertools.count(1):
+    conn, _ = server.accept()
+    threading.Thread(target=echo, args=(conn, n), daemon=True).start()
+'''
+
+
+def daemonset(m: Machine, port: int) -> dict[str, Any]:
+    (m.dir / "echo.py").write_text(ECHO)
+    (m.dir / "echo.py").chmod(0o644)
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "echo", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "echo"}},
+                 "template": {"metadata": {"labels": {"app": "echo"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": "python:3", "command": [
+                         "python3", str(m.dir / "echo.py"), str(port), str(m.dir / "marks"),
+                         "127.0.0.1"]}]}}},
+    }))
+
+
+def post(ep: Endpoint, path: str) -> tuple[int, ssl.SSLSocket, bytes]:
+    """``POST path`` to the agent's endpoint as the API server does (its certificate pinned,
+    its token): the answer's code, the connection, what came after the answer's head."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    conn = ctx.wrap_socket(socket.create_connection((ep.host, ep.port), timeout=30))
+    assert hashlib.sha256(conn.getpeercert(binary_form=True) or b"").hexdigest() == ep.sha256
+    conn.sendall(f"POST {path} HTTP/1.0\r\nAuthorization: Bearer {ep.token}\r\n\r\n".encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = conn.recv(65536)
+        assert chunk, f"the endpoint ended before its answer's head: {got!r}"
+        got += chunk
+    head, rest = got.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ", 2)[1]), conn, rest
+
+
+def refused(ep: Endpoint, path: str) -> tuple[int, str]:
+    """The endpoint's answer to ``path``: its code and body."""
+    code, conn, body = post(ep, path)
+    with conn:
+        while chunk := conn.recv(65536):
+            body += chunk
+    return code, body.decode()
+
+
+def read_some(conn: ssl.SSLSocket, got: bytes, size: int) -> bytes:
+    """``got`` and what ``conn`` carries next, ``size`` bytes in all (its 30 s timeout: a
+    failure, not a hang)."""
+    while len(got) < size:
+        chunk = conn.recv(65536)
+        assert chunk, f"the connection ended after {len(got)} of {size} bytes"
+        got += chunk
+    return got
+
+
+def read_to_end(conn: ssl.SSLSocket) -> bytes:
+    got = b""
+    try:
+        while chunk := conn.recv(65536):
+            got += chunk
+    except ssl.SSLError:
+        pass  # (the agent hangs up without TLS's goodbye)
+    return got
+
+
+def forwards_both_ways(ep: Endpoint, marks: Path, name: str, uid: str, port: int) -> None:
+    """A forwarded connection carries bytes both ways; the caller's close reaches the pod,
+    the pod's the caller; check=1 answers 200 and connects nothing."""
+    path = f"/portforward/default/{name}?uid={uid}&port={port}"
+    code, conn, got = post(ep, path)
+    assert code == 200
+    with conn:
+        assert read_some(conn, got, 8) == b"hello 1\n"
+        for _ in range(16):  # (one thread: a TLS connection is not for two at once)
+            chunk = os.urandom(1 << 16).replace(b"\n", b" ")  # (no "bye\n")
+            conn.sendall(chunk)
+            assert read_some(conn, b"", len(chunk)) == chunk
+    wait_for(lambda: (marks / "eof.1").exists(), what="the pod seeing its caller's close")
+
+    code, conn, got = post(ep, path + "&check=1")
+    assert (code, got) == (200, b"")
+    conn.close()
+
+    # (were the check's connection made, this one would be number 3)
+    code, conn, got = post(ep, path)
+    assert code == 200
+    with conn:
+        conn.sendall(b"bye\n")
+        assert got + read_to_end(conn) == b"hello 2\nbye\n"  # the pod's close ends it
+
+
+def test_port_forward_relays_one_connection_to_the_pods_port(machine: Machine) -> None:
+    port = free_port()
+    node, pod = agent_pod(machine, daemonset(machine, port))
+    wait_for(lambda: (machine.dir / "marks" / "listening").exists(), what="the echo server")
+    ep = nodeserver.endpoint(machine.stack.store, node, "port-forward")
+    forwards_both_ways(ep, machine.dir / "marks", meta.name(pod), meta.uid(pod), port)
+
+
+def test_port_forward_refusals(machine: Machine) -> None:
+    port = free_port()
+    node, pod = agent_pod(machine, daemonset(machine, port))
+    name, uid = meta.name(pod), meta.uid(pod)
+    ep = nodeserver.endpoint(machine.stack.store, node, "port-forward")
+    closed = free_port()
+    assert refused(ep, f"/portforward/default/{name}?uid={uid}&port={closed}") == (
+        400, f"error forwarding port {closed} to pod {name}, uid {uid}: dial tcp "
+             f"127.0.0.1:{closed}: connect: connection refused")
+    for bad, words in (
+            ("0", 'port "0" must be > 0'),
+            ("abc", 'unable to parse "abc" as a port: strconv.ParseUint: parsing "abc": '
+                    'invalid syntax'),
+            ("70000", 'unable to parse "70000" as a port: strconv.ParseUint: parsing '
+                      '"70000": value out of range'),
+            ("", '"port" is required')):
+        assert refused(ep, f"/portforward/default/{name}?uid={uid}&port={bad}") == (400, words)
+    assert refused(ep, f"/portforward/default/{name}?uid=not-here&port={port}") == (
+        400, f'pod not found ("{name}_default")')
+    assert refused(ep, f"/portforward/default/{name}/app?uid={uid}&port={port}") == (
+        404, "not found")
+    refuses_without_its_token(f"{ep.base}/portforward/default/{name}?uid={uid}&port={port}",
+                              "POST")
