@@ -22,7 +22,7 @@ from shared.api import served
 
 ROLES = ("admin", "edit", "view")
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/eviction", "pods/exec",
-                                 "events", "controllerrevisions"})
+                                 "pods/portforward", "events", "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
                   "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
                   "/version", "/version/")

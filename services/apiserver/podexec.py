@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -23,12 +22,11 @@ from aiohttp import WSMsgType, web
 from services.apiserver import auth, podlog
 from services.apiserver import status as st
 from shared.api import podexec as rules
-from shared.api.podlog import Endpoint, LogError
+from shared.api.podlog import LogError
 from shared.store import nodeserver
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
-CONNECT_TIMEOUT = 10.0
 MAX_MESSAGE = rules.MAX_FRAME + 1
 CALLER_CHECK = 1.0  # seconds between looks at whether a caller whose input waits is there
 
@@ -56,11 +54,12 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
             # kubectl tries SPDY when its WebSocket is refused, and shows what that try is
             # told: the agent's refusal, if it refuses (asked to run nothing), is the one
-            _, checked = await _open(ep, rules.request_path(pod, container, opts, check=True))
+            _, checked = await podlog.open_stream(
+                ep, rules.request_path(pod, container, opts, check=True), "exec")
             checked.close()
-            raise st.bad_request(f"Upgrade request required: a WebSocket with the "
-                                 f"{' or '.join(rules.PROTOCOLS)} subprotocol")
-        reader, writer = await _open(ep, rules.request_path(pod, container, opts))
+            raise podlog.upgrade_required(rules.PROTOCOLS)
+        reader, writer = await podlog.open_stream(
+            ep, rules.request_path(pod, container, opts), "exec")
         try:
             await ws.prepare(request)
             log.info("user %s runs %r in pod %s/%s container %s", user.name,
@@ -73,41 +72,6 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         return ws
 
     return serve
-
-
-async def _open(ep: Endpoint, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Acts: the agent's exec endpoint for ``path``, answered 200 (its certificate pinned);
-    ApiError otherwise, in the agent's words where it gave some."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # the certificate is pinned below
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(ep.host, ep.port, ssl=ctx), CONNECT_TIMEOUT)
-    except (TimeoutError, OSError) as err:
-        raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
-                          f"{ep.base} cannot be reached: {str(err) or 'timed out'}") from err
-    try:
-        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-        if hashlib.sha256(der or b"").hexdigest() != ep.sha256:
-            raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
-                              f"{ep.base} is not the one its node agent published")
-        writer.write(f"POST {path} HTTP/1.0\r\nAuthorization: Bearer {ep.token}\r\n\r\n"
-                     .encode())
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT)
-        code = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
-        if code != b"200":
-            text = (await reader.read(4096)).decode(errors="replace")
-            raise st.bad_request(text or f"the node's exec endpoint answered "
-                                 f"{code.decode(errors='replace')}")
-    except BaseException as err:
-        writer.close()
-        if isinstance(err, (OSError, TimeoutError, asyncio.IncompleteReadError,
-                            asyncio.LimitOverrunError)):
-            raise st.ApiError("InternalError", f"Internal error occurred: the exec endpoint "
-                              f"{ep.base} went away: {str(err) or 'timed out'}") from err
-        raise
-    return reader, writer
 
 
 async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,

@@ -9,6 +9,9 @@ Registered by ``app.make_app`` before the generic resource routes.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -102,3 +105,47 @@ async def _proxy(request: web.Request, ep: rules.Endpoint, path: str) -> web.Str
             return resp  # mid-stream: the agent or the caller went away; the stream ends
         raise st.ApiError("InternalError", f"Internal error occurred: the log endpoint "
                           f"{ep.base} cannot be reached: {err}") from err
+
+
+async def open_stream(ep: rules.Endpoint, path: str, serves: str,
+                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Acts: a connection to the agent's endpoint for ``path`` (its ``serves``: exec,
+    port-forward), answered 200 (its certificate pinned), whose bytes are then the
+    session's; ApiError otherwise, in the agent's words where it gave some."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the certificate is pinned below
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(ep.host, ep.port, ssl=ctx), CONNECT_TIMEOUT)
+    except (TimeoutError, OSError) as err:
+        raise st.ApiError("InternalError", f"Internal error occurred: the {serves} endpoint "
+                          f"{ep.base} cannot be reached: {str(err) or 'timed out'}") from err
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        if hashlib.sha256(der or b"").hexdigest() != ep.sha256:
+            raise st.ApiError("InternalError", f"Internal error occurred: the {serves} endpoint "
+                              f"{ep.base} is not the one its node agent published")
+        writer.write(f"POST {path} HTTP/1.0\r\nAuthorization: Bearer {ep.token}\r\n\r\n"
+                     .encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT)
+        code = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
+        if code != b"200":
+            text = (await reader.read(4096)).decode(errors="replace")
+            raise st.bad_request(text or f"the node's {serves} endpoint answered "
+                                 f"{code.decode(errors='replace')}")
+    except BaseException as err:
+        writer.close()
+        if isinstance(err, (OSError, TimeoutError, asyncio.IncompleteReadError,
+                            asyncio.LimitOverrunError)):
+            raise st.ApiError("InternalError", f"Internal error occurred: the {serves} endpoint "
+                              f"{ep.base} went away: {str(err) or 'timed out'}") from err
+        raise
+    return reader, writer
+
+
+def upgrade_required(protocols: tuple[str, ...]) -> st.ApiError:
+    """The refusal of a request for a stream (exec, port-forward) that is not a WebSocket
+    with one of ``protocols``."""
+    return st.bad_request(f"Upgrade request required: a WebSocket with the "
+                          f"{' or '.join(protocols)} subprotocol")

@@ -57,7 +57,7 @@ from cryptography.x509.oid import NameOID
 from services import config
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import ExecSession, Runtime
-from shared.api import podexec, podlog
+from shared.api import podexec, podlog, portforward
 from shared.store.nodeserver import Credentials
 
 log = logging.getLogger("node-agent")
@@ -74,23 +74,6 @@ ExecTarget = Callable[[str, str], tuple[ContainerState, dict[str, str], str]]
 # where a port of pod ``uid`` is reached: None when the pod does not run here, "" while
 # nothing of it runs
 ForwardHost = Callable[[str], str | None]
-
-
-def forward_port(text: str) -> int:
-    """Decides: the port a port-forward asks for; ValueError in upstream's words (kubelet's
-    port-forward, which parses it as a 16-bit unsigned number) when it is not one."""
-    if not text:
-        raise ValueError('"port" is required')
-    if not (text.isascii() and text.isdigit()):
-        raise ValueError(f'unable to parse "{text}" as a port: strconv.ParseUint: parsing '
-                         f'"{text}": invalid syntax')
-    port = int(text)
-    if port > 65535:
-        raise ValueError(f'unable to parse "{text}" as a port: strconv.ParseUint: parsing '
-                         f'"{text}": value out of range')
-    if port < 1:
-        raise ValueError(f'port "{text}" must be > 0')
-    return port
 
 
 def _self_signed(directory: Path, ip: str) -> tuple[Path, Path, str]:
@@ -326,8 +309,8 @@ class LogServer:
             return
         _, ns, name = parts
         try:
-            port = forward_port(q.get("port", ""))
-        except ValueError as err:
+            port = portforward.parse_port(q.get("port", ""))
+        except portforward.ForwardError as err:
             self._error(req, 400, str(err))
             return
         host = self.forward_host(uid)

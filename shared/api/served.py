@@ -47,6 +47,7 @@ RESOURCES: tuple[Resource, ...] = (
              subresources=(("eviction", "Eviction", ("create",)),
                            ("exec", "PodExecOptions", ("create", "get")),
                            ("log", "Pod", ("get",)),
+                           ("portforward", "PodPortForwardOptions", ("create", "get")),
                            ("status", "Pod", ("get", "patch", "update")))),
     Resource(kinds.EVENT),
     Resource(kinds.DAEMONSET, categories=("all",),

@@ -1,27 +1,38 @@
-"""The port-forward endpoint of a process runtime's node agent (kubelet's /portForward),
-called as the API server calls its exec endpoint: one TCP connection to a port of the pod (a
+"""``kubectl port-forward`` with the real kubectl, through the API server (a WebSocket
+carrying a SPDY session, ``SPDY/3.1+portforward.k8s.io``), and the official Python client's
+``portforward`` (``v4.channel.k8s.io``): the bytes both ways, many connections at once, a
+port nothing listens on, who may. And the port-forward endpoint of a process runtime's node
+agent (kubelet's /portForward) that the API server relays to, called as it calls it: one TCP connection to a port of the pod (a
 small echo server on the pod's localhost), bytes both ways, either side's close ending it;
 ``check=1`` connects nothing; a refused port, a bad port and a pod not there are refused in
 kubelet's words; no answer without its token."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
+import select
 import socket
 import ssl
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client, config
+from kubernetes.stream import portforward
 
 from shared.api.podlog import Endpoint
 from shared.model import meta
 from shared.store import nodeserver
 from shared.store.server import free_port
+from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import wait_for
 from tests.integration.test_node_agent_process import Machine, machine
-from tests.integration.test_pod_logs import agent_pod, refuses_without_its_token
+from tests.integration.test_pod_logs import agent_pod, refuses_without_its_token, running_pod
 
 __all__ = ["machine"]  # the fixture, shared with the process runtime's tests
 
@@ -165,7 +176,7 @@ def test_port_forward_refusals(machine: Machine) -> None:
                     'invalid syntax'),
             ("70000", 'unable to parse "70000" as a port: strconv.ParseUint: parsing '
                       '"70000": value out of range'),
-            ("", '"port" is required')):
+            ("", 'unable to parse "" as a port: strconv.ParseUint: parsing "": invalid syntax')):
         assert refused(ep, f"/portforward/default/{name}?uid={uid}&port={bad}") == (400, words)
     assert refused(ep, f"/portforward/default/{name}?uid=not-here&port={port}") == (
         400, f'pod not found ("{name}_default")')
@@ -173,3 +184,128 @@ def test_port_forward_refusals(machine: Machine) -> None:
         404, "not found")
     refuses_without_its_token(f"{ep.base}/portforward/default/{name}?uid={uid}&port={port}",
                               "POST")
+
+
+# ---- through the API server: the real kubectl and the official Python client ------------
+
+BIG = 3 * 1024 * 1024 + 17  # bytes of a file served through many frames
+
+
+def web_daemonset(m: Machine, port: int) -> dict[str, Any]:
+    """A web server on the pod's localhost (the directory in its words: the fixture's mark
+    of what is ours)."""
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": "python:3",
+                                     "command": ["python3", "-m", "http.server", str(port),
+                                                 "--bind", "127.0.0.1",
+                                                 "--directory", str(m.dir)],
+                                     "ports": [{"containerPort": port}]}]}}},
+    }))
+
+
+class Forwarding:
+    """``kubectl port-forward`` running, its local port ready."""
+
+    def __init__(self, api: ApiServer, target: str, remote: int, user: str = "admin") -> None:
+        self.local = free_port()
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
+               "KUBECONFIG": str(api.kubeconfig(user))}
+        self.proc = subprocess.Popen(
+            [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "port-forward",
+             target, f"{self.local}:{remote}"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env)
+        self.out = ""
+
+    def ready(self, timeout: float = 30) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while f"Forwarding from 127.0.0.1:{self.local}" not in self.out:
+            left = deadline - time.monotonic()
+            assert left > 0 and self.proc.poll() is None, (self.out, self.stop())
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                self.out += self.proc.stdout.readline()
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.local}{path}", timeout=30) as r:
+            return bytes(r.read())
+
+    def stop(self) -> str:
+        """Its stderr, once it has been stopped."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        _, err = self.proc.communicate(timeout=30)
+        return err
+
+
+def test_kubectl_port_forward_reaches_the_pods_port(machine: Machine, tmp_path: Path) -> None:
+    port = free_port()
+    (machine.dir / "hello.txt").write_text("hello from the pod\n")
+    big = os.urandom(BIG)
+    (machine.dir / "big.bin").write_bytes(big)
+    for f in ("hello.txt", "big.bin"):
+        (machine.dir / f).chmod(0o644)
+    api, _node, pod = running_pod(machine, tmp_path, web_daemonset(machine, port))
+    name = meta.name(pod)
+
+    fwd = Forwarding(api, f"pod/{name}", port)
+    try:
+        fwd.ready()
+        assert f"Forwarding from 127.0.0.1:{fwd.local} -> {port}" in fwd.out
+        assert fwd.get("/hello.txt") == b"hello from the pod\n"
+        assert fwd.get("/big.bin") == big  # many frames, both legs
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:  # connections at once
+            got = list(pool.map(lambda _i: fwd.get("/hello.txt"), range(16)))
+        assert got == [b"hello from the pod\n"] * 16
+    finally:
+        err = fwd.stop()
+    assert "error" not in err.lower(), err
+
+    # kubectl picks the DaemonSet's pod; a port nothing listens on is told per connection
+    closed = free_port()
+    fwd = Forwarding(api, "daemonset/web", closed)
+    try:
+        fwd.ready()
+        try:
+            fwd.get("/")
+        except OSError:
+            pass  # the connection ends with nothing sent back
+        else:
+            raise AssertionError("a port nothing listens on answered")
+    finally:
+        err = fwd.stop()
+    assert f"error forwarding port {closed} to pod" in err, err
+    assert "connection refused" in err, err
+
+    # edit may forward, view may not
+    fwd = Forwarding(api, f"pod/{name}", port, user="editor")
+    try:
+        fwd.ready()
+        assert fwd.get("/hello.txt") == b"hello from the pod\n"
+    finally:
+        fwd.stop()
+    refused = api.kubectl("port-forward", f"pod/{name}", f"{free_port()}:{port}",
+                          user="viewer", check=False, timeout=30)
+    assert refused.returncode != 0
+    assert (f'pods "{name}" is forbidden: User "viewer" cannot create resource '
+            '"pods/portforward" in API group "" in the namespace "default"') in refused.stderr
+
+    # the official Python client: one connection per port, for the WebSocket's life
+    api_client = config.new_client_from_config(config_file=str(api.kubeconfig()))
+    core = client.CoreV1Api(api_client)
+    pf = portforward(core.connect_get_namespaced_pod_portforward, name, "default",
+                     ports=f"{port},{closed}")
+    sock = pf.socket(port)
+    sock.setblocking(True)
+    sock.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"hello from the pod\n")
+    assert pf.error(port) is None
+    assert f"error forwarding port {closed} to pod" in (pf.error(closed) or "")
+    pf.close()
