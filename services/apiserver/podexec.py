@@ -19,9 +19,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 
-from services.apiserver import auth, podlog
+from services.apiserver import auth, podlog, upgrade
 from services.apiserver import status as st
 from shared.api import podexec as rules
+from shared.api import spdy
 from shared.api.podlog import LogError
 from shared.store import nodeserver
 
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
 MAX_MESSAGE = rules.MAX_FRAME + 1
 CALLER_CHECK = 1.0  # seconds between looks at whether a caller whose input waits is there
+STREAMS_TIMEOUT = 30.0  # seconds a SPDY caller has to open its streams (kubelet's)
 
 
 def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
@@ -49,14 +51,23 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
                                  str(pod["spec"]["nodeName"]), "exec")
         except (rules.ExecError, LogError) as err:
             raise st.bad_request(str(err)) from err
+        if upgrade.wants_spdy(request):
+            protocol = upgrade.choose(request, rules.SPDY_PROTOCOLS)
+            if protocol is None:
+                raise upgrade.not_negotiated(request, rules.SPDY_PROTOCOLS)
+            reader, writer = await podlog.open_stream(
+                ep, rules.request_path(pod, container, opts), "exec")
+            try:
+                resp, pipe = await upgrade.accept_spdy(request, protocol)
+                log.info("user %s runs %r in pod %s/%s container %s over SPDY", user.name,
+                         " ".join(opts.command), ns, name, container)
+                await _SpdyExec(pipe, opts, reader, writer).run()
+            finally:
+                writer.close()
+            return resp
         ws = web.WebSocketResponse(protocols=rules.PROTOCOLS, max_msg_size=MAX_MESSAGE)
         ready = ws.can_prepare(request)
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
-            # kubectl tries SPDY when its WebSocket is refused, and shows what that try is
-            # told: the agent's refusal, if it refuses (asked to run nothing), is the one
-            _, checked = await podlog.open_stream(
-                ep, rules.request_path(pod, container, opts, check=True), "exec")
-            checked.close()
             raise podlog.upgrade_required(rules.PROTOCOLS)
         reader, writer = await podlog.open_stream(
             ep, rules.request_path(pod, container, opts), "exec")
@@ -128,3 +139,84 @@ async def _drained(writer: asyncio.StreamWriter, request: web.Request) -> bool:
             transport = request.transport
             if transport is None or transport.is_closing():
                 return False
+
+
+class _SpdyExec:
+    """A command's session over SPDY (remotecommand v4, kubelet's): the caller opens a
+    stream for each of its streams (its ``streamtype`` header: error, stdin, stdout, stderr,
+    resize for a terminal); once all have come, the agent's frames go to them, and the
+    caller's stdin (its end closing the command's) and terminal sizes (JSON, one a line) to
+    the agent. The Status ends the error stream, and then every stream."""
+
+    def __init__(self, pipe: upgrade.Pipe, opts: rules.ExecOptions,
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server, self.opts, self.reader, self.writer = \
+            upgrade.SpdyServer(pipe), opts, reader, writer
+        self.expected = {"error"} | {name for name, on in (
+            ("stdin", opts.stdin), ("stdout", opts.stdout), ("stderr", opts.stderr),
+            ("resize", opts.tty)) if on}
+        self.streams: dict[str, int] = {}
+        self.all_came = asyncio.Event()
+        self.resize_text = b""
+
+    async def run(self) -> None:
+        inbound = asyncio.ensure_future(self.from_caller())
+        try:
+            waiting = asyncio.ensure_future(self.all_came.wait())
+            await asyncio.wait((waiting, inbound), timeout=STREAMS_TIMEOUT,
+                               return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if self.all_came.is_set():
+                await self.from_agent()
+        finally:
+            inbound.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await inbound
+            await self.server.finish(*(self.streams.get(n, 0) for n in
+                                       ("stdout", "stderr", "error")))
+
+    async def from_agent(self) -> None:
+        """Acts: the agent's frames to their streams, until the Status."""
+        channels = {rules.STDOUT: "stdout", rules.STDERR: "stderr", rules.ERROR: "error"}
+        while True:
+            try:
+                channel, size = rules.frame_header(
+                    await self.reader.readexactly(rules.HEADER_SIZE))
+                data = await self.reader.readexactly(size)
+            except (asyncio.IncompleteReadError, OSError, ssl.SSLError, rules.ExecError):
+                channel, data = rules.ERROR, rules.status_data(rules.failed(
+                    "the node agent ended the session before the command's end"))
+            stream = self.streams.get(channels.get(channel, ""), 0)
+            if stream and data:
+                await self.server.send(spdy.data(stream, data))
+            if channel == rules.ERROR:
+                return
+
+    async def from_caller(self) -> None:
+        """Acts: the caller's streams answered; its stdin and sizes to the agent."""
+        names: dict[int, str] = {}
+        async for frame in self.server.frames():
+            if frame.kind == spdy.SYN_STREAM:
+                await self.server.reply(frame.stream)
+                name = frame.headers.get("streamtype", "")
+                if name in self.expected and name not in self.streams:
+                    self.streams[name], names[frame.stream] = frame.stream, name
+                    if set(self.streams) == self.expected:
+                        self.all_came.set()
+            elif frame.kind == spdy.DATA and names.get(frame.stream) == "stdin":
+                if frame.data:
+                    await self.to_agent(rules.STDIN, frame.data)
+                if frame.fin:
+                    await self.to_agent(rules.CLOSE, bytes([rules.STDIN]))
+            elif frame.kind == spdy.DATA and names.get(frame.stream) == "resize":
+                self.resize_text += frame.data
+                *lines, self.resize_text = self.resize_text.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        await self.to_agent(rules.RESIZE, line)
+        self.writer.transport.abort()  # the caller is gone: the command ends with it
+
+    async def to_agent(self, channel: int, data: bytes) -> None:
+        with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+            self.writer.write(rules.frame(channel, data))
+            await self.writer.drain()

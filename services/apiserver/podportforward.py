@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from services.apiserver import auth, podlog
+from services.apiserver import auth, podlog, upgrade
 from services.apiserver import status as st
 from shared.api import podexec, spdy
 from shared.api import portforward as rules
@@ -55,6 +55,14 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
                                  str(pod["spec"]["nodeName"]), "port forwarding")
         except (rules.ForwardError, LogError) as err:
             raise st.bad_request(str(err)) from err
+        target = _Target(ep, pod)
+        if upgrade.wants_spdy(request):
+            if upgrade.choose(request, (rules.STREAM_PROTOCOL,)) is None:
+                raise upgrade.not_negotiated(request, (rules.STREAM_PROTOCOL,))
+            log.info("user %s forwards to pod %s/%s over SPDY", user.name, ns, name)
+            resp, pipe = await upgrade.accept_spdy(request, rules.STREAM_PROTOCOL)
+            await _Tunnel(pipe, target).run()
+            return resp
         ws = web.WebSocketResponse(protocols=rules.PROTOCOLS, max_msg_size=MAX_MESSAGE)
         ready = ws.can_prepare(request)
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
@@ -68,10 +76,9 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         await ws.prepare(request)
         log.info("user %s forwards to pod %s/%s (%s)", user.name, ns, name,
                  ", ".join(map(str, ports)) or "ports per connection")
-        target = _Target(ep, pod)
         try:
             if ready.protocol == rules.TUNNEL:
-                await _Tunnel(ws, target).run()
+                await _Tunnel(upgrade.WebSocketPipe(ws), target).run()
             else:
                 await _channels(ws, target, ports)
         finally:
@@ -123,61 +130,33 @@ class _Connection:
 class _Tunnel:
     """A SPDY session: streams answered, paired into connections, each relayed."""
 
-    def __init__(self, ws: web.WebSocketResponse, target: _Target) -> None:
-        self.ws, self.target = ws, target
-        self.session = spdy.Session()
-        self.send_lock = asyncio.Lock()
+    def __init__(self, pipe: upgrade.Pipe, target: _Target) -> None:
+        self.server, self.target = upgrade.SpdyServer(pipe), target
+        self.send = self.server.send
         self.by_request: dict[str, _Connection] = {}
         self.by_stream: dict[int, _Connection] = {}
 
-    async def send(self, frame: bytes | Callable[[], bytes]) -> None:
-        """Acts: one frame to the caller (made under the lock when it compresses headers,
-        so the blocks go out in the order they were compressed)."""
-        async with self.send_lock:
-            await self.ws.send_bytes(frame() if callable(frame) else frame)
-
     async def run(self) -> None:
         try:
-            async for msg in self.ws:
-                if msg.type != WSMsgType.BINARY:
-                    continue
-                try:
-                    frames = self.session.feed(msg.data)
-                except spdy.SpdyError as err:
-                    log.info("port-forward session ended: %s", err)
-                    await self.send(spdy.goaway(0, 1))
-                    return
-                for frame in frames:
-                    if not await self.handle(frame):
-                        return
-        except (ConnectionResetError, OSError):
-            pass  # the caller went away
+            async for frame in self.server.frames():
+                if frame.kind == spdy.SYN_STREAM:
+                    await self.opened(frame)
+                elif frame.kind == spdy.DATA:
+                    conn = self.by_stream.get(frame.stream)
+                    if conn is not None and frame.stream == conn.data_stream:
+                        await self.from_caller(conn, frame)
+                elif frame.kind == spdy.RST_STREAM:
+                    conn = self.by_stream.get(frame.stream)
+                    if conn is not None:
+                        self.end(conn)
         finally:
             for conn in list(self.by_request.values()):
                 self.end(conn)
 
-    async def handle(self, frame: spdy.Frame) -> bool:
-        """Acts on one frame; False: the session ends."""
-        if frame.kind == spdy.SYN_STREAM:
-            await self.opened(frame)
-        elif frame.kind == spdy.DATA:
-            conn = self.by_stream.get(frame.stream)
-            if conn is not None and frame.stream == conn.data_stream:
-                await self.from_caller(conn, frame)
-        elif frame.kind == spdy.RST_STREAM:
-            conn = self.by_stream.get(frame.stream)
-            if conn is not None:
-                self.end(conn)
-        elif frame.kind == spdy.PING:
-            await self.send(spdy.ping(frame))
-        elif frame.kind == spdy.GOAWAY:
-            return False
-        return True
-
     async def opened(self, frame: spdy.Frame) -> None:
         """A stream the caller opened: answered, and paired with its connection's other."""
         stream, headers = frame.stream, frame.headers
-        await self.send(lambda: self.session.syn_reply(stream))
+        await self.server.reply(stream)
         kind, request_id = headers.get(rules.STREAM_TYPE), headers.get(rules.REQUEST_ID, "")
         conn = self.by_request.get(request_id)
         if conn is None:
@@ -234,9 +213,7 @@ class _Tunnel:
             pass  # the caller went away: run's end ends the rest
         finally:
             _close(conn.writer)
-            with contextlib.suppress(ConnectionResetError, OSError, RuntimeError):
-                await self.send(spdy.data(conn.data_stream, fin=True))
-                await self.send(spdy.data(conn.error_stream, fin=True))
+            await self.server.finish(conn.data_stream, conn.error_stream)
             self.forget(conn)
 
     def end(self, conn: _Connection) -> None:

@@ -20,15 +20,14 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 ``POST /exec/{namespace}/{pod}/{container}?uid=U&command=...`` with ``stdin``, ``stdout``,
 ``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
-Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
-The command is killed when the caller goes away or the container stops running.
+Status of how the command ended. The command is killed when the caller goes away or the container stops running.
 
 ``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
 pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
 a pod on the host's network, else the pod's IP). The connection is made before the answer, so
 a refusal is a 400 in kubelet's words; once answered 200 the caller's connection carries the
-port's bytes both ways, until either side closes it, which closes both. With ``check=1`` it
-answers as it would, and connects nothing. A bad port is a 400 in upstream's words.
+port's bytes both ways, until either side closes it, which closes both. A bad port is a 400
+in upstream's words.
 """
 
 from __future__ import annotations
@@ -232,8 +231,6 @@ class LogServer:
             self._error(req, 400, str(err))
             return
         self._answer(req)
-        if q.get("check") == ["1"]:
-            return  # it could run: asked no more
         lock = threading.Lock()
 
         def send(channel: int, data: bytes) -> None:
@@ -296,7 +293,7 @@ class LogServer:
 
     def handle_portforward(self, req: BaseHTTPRequestHandler) -> None:
         """Acts: connect the caller to the port it asks for of a pod that runs here, or say
-        why not (nothing connected with ``check=1``)."""
+        why not."""
         if not self._authorized(req):
             return
         url = urllib.parse.urlsplit(req.path)
@@ -320,9 +317,6 @@ class LogServer:
         if not host:
             self._error(req, 400, f'pod "{name}" has no running container')
             return
-        if q.get("check") == "1":
-            self._answer(req)
-            return  # it could be tried: asked no more
         try:
             pod = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
         except OSError as err:

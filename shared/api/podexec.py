@@ -29,6 +29,7 @@ from shared.model import meta
 Obj = dict[str, Any]
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")  # the first a caller offers wins
+SPDY_PROTOCOLS = ("v4.channel.k8s.io",)  # of a SPDY upgrade (kubelet's remotecommand v4)
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_FRAME = 1 << 20  # the most data one frame may carry
 _HEADER = struct.Struct(">BI")
@@ -88,10 +89,9 @@ def pick_container(pod: Obj, name: str) -> str:
     return container
 
 
-def request_path(pod: Obj, container: str, opts: ExecOptions, check: bool = False) -> str:
-    """The node agent's path and query for ``opts`` in ``container`` of ``pod``; with
-    ``check`` the agent only says whether it could run it (and runs nothing)."""
-    q: list[tuple[str, str]] = [("uid", meta.uid(pod))] + ([("check", "1")] if check else [])
+def request_path(pod: Obj, container: str, opts: ExecOptions) -> str:
+    """The node agent's path and query for ``opts`` in ``container`` of ``pod``."""
+    q: list[tuple[str, str]] = [("uid", meta.uid(pod))]
     q += [("command", word) for word in opts.command]
     q += [(name, "1") for name, on in (("stdin", opts.stdin), ("stdout", opts.stdout),
                                       ("stderr", opts.stderr), ("tty", opts.tty)) if on]

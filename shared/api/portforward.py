@@ -1,13 +1,15 @@
 """Connections forwarded to a pod's ports (``kubectl port-forward``), the API's rules (pure):
 the caller's protocols, the ports it names, the request to the node agent running the pod.
 
-Two protocols reach the API server, both WebSockets, as upstream serves them:
+Three ways reach the API server, as upstream serves them:
 
-* ``SPDY/3.1+portforward.k8s.io``, kubectl's (client-go tunnels a SPDY session in the
-  WebSocket, ``shared.api.spdy``): for each local connection, two streams whose headers
+* ``SPDY/3.1+portforward.k8s.io``, kubectl's since 1.31 (client-go tunnels a SPDY session in
+  a WebSocket, ``shared.api.spdy``), or the same session on the connection itself, upgraded
+  to ``SPDY/3.1`` (kubectl before 1.31, and after a refused WebSocket): for each local
+  connection, two streams whose headers
   name the ``port``, a ``requestid`` pairing them and their ``streamtype``, ``error`` (what
   went wrong, as text; its end ends the connection for the caller) or ``data`` (the bytes).
-* ``v4.channel.k8s.io``, the official Python client's: the ports are in the query
+* a WebSocket with ``v4.channel.k8s.io``, the official Python client's: the ports are in the query
   (``ports``, repeated or comma-separated); port i has channel 2i for its data and 2i+1 for
   its errors, each opened by the port number (2 bytes, little-endian); one connection per
   port for the WebSocket's life.
@@ -27,7 +29,8 @@ from shared.model import meta
 
 Obj = dict[str, Any]
 
-TUNNEL = "SPDY/3.1+portforward.k8s.io"
+STREAM_PROTOCOL = "portforward.k8s.io"  # of a SPDY upgrade (X-Stream-Protocol-Version)
+TUNNEL = "SPDY/3.1+" + STREAM_PROTOCOL
 CHANNELS = "v4.channel.k8s.io"
 PROTOCOLS = (TUNNEL, CHANNELS)
 # the stream headers of the tunnel (SPDY/3 names are lowercase)
@@ -74,9 +77,8 @@ def check_pod(pod: Obj) -> None:
         raise ForwardError(f"pod {meta.name(pod)} does not have a host assigned")
 
 
-def request_path(pod: Obj, port: int, check: bool = False) -> str:
-    """The node agent's path and query for a connection to ``port`` of ``pod``; with
-    ``check`` the agent only says whether it could connect (and connects nothing)."""
-    q = [("uid", meta.uid(pod)), ("port", str(port))] + ([("check", "1")] if check else [])
+def request_path(pod: Obj, port: int) -> str:
+    """The node agent's path and query for a connection to ``port`` of ``pod``."""
+    q = [("uid", meta.uid(pod)), ("port", str(port))]
     parts = [urllib.parse.quote(p, safe="") for p in (meta.namespace(pod), meta.name(pod))]
     return f"/portforward/{'/'.join(parts)}?{urllib.parse.urlencode(q)}"

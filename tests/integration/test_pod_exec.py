@@ -121,13 +121,14 @@ def test_kubectl_exec_and_cp_run_in_the_container(machine: Machine, tmp_path: Pa
     assert (tmp_path / "down.txt").read_text() == "copied in\n"
 
 
-def in_terminal(api: ApiServer, name: str, typed: bytes, until: bytes) -> tuple[bytes, int]:
+def in_terminal(api: ApiServer, name: str, typed: bytes, until: bytes,
+                more_env: dict[str, str] | None = None) -> tuple[bytes, int]:
     """``kubectl exec -it name -- sh`` on a terminal of 91 by 33: what it showed once it
     showed ``until`` after ``typed`` was typed, and kubectl's exit code."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 91, 0, 0))
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-           "KUBECONFIG": str(api.kubeconfig())}
+           "KUBECONFIG": str(api.kubeconfig()), **(more_env or {})}
     proc = subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"), "exec",
                              "-it", name, "--", "sh"], stdin=slave, stdout=slave,
                             stderr=slave, env=env, start_new_session=True)
@@ -157,6 +158,33 @@ def test_kubectl_exec_with_a_terminal(machine: Machine, tmp_path: Path) -> None:
     assert b"term=xterm" in seen
     assert b"/dev/pts/" in seen
     assert rc == 3
+
+
+def test_kubectl_exec_and_cp_over_spdy(machine: Machine, tmp_path: Path) -> None:
+    """As kubectl before 1.30 asks (and any kubectl whose WebSocket is turned off or
+    refused): the request upgraded to SPDY/3.1, remotecommand v4's streams."""
+    api, pod = started(machine, tmp_path)
+    name = meta.name(pod)
+    spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    ran = api.kubectl("exec", name, "-v=6", "--", "sh", "-c",
+                      'echo "$GREETING"; echo oops >&2; exit 7', check=False, env=spdy)
+    assert "101 Switching Protocols" in ran.stderr, ran.stderr  # (not a WebSocket's)
+    assert ran.stdout == "hello there\n"
+    assert "oops\n" in ran.stderr and "command terminated with exit code 7" in ran.stderr
+    assert ran.returncode == 7
+    data = "".join(f"line {i}\n" for i in range(200_000))  # its stdin, and its end
+    assert api.kubectl("exec", "-i", name, "--", "wc", "-l", input=data,
+                       env=spdy).stdout.strip() == "200000"
+    missing = api.kubectl("exec", name, "--", "no-such-command", check=False, env=spdy)
+    assert 'exec: "no-such-command": executable file not found in $PATH' in missing.stderr
+    (tmp_path / "up.txt").write_text("copied in over SPDY\n")
+    api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:{machine.dir}/spdy.txt", env=spdy)
+    assert (machine.dir / "spdy.txt").read_text() == "copied in over SPDY\n"
+    seen, rc = in_terminal(api, name, b"echo term=$TERM; stty size; exit 4\n", b"33 91",
+                           more_env=spdy)
+    assert b"term=xterm" in seen and rc == 4
+    refused = api.kubectl("exec", name, "--", "true", user="viewer", check=False, env=spdy)
+    assert 'cannot create resource "pods/exec"' in refused.stderr
 
 
 def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,

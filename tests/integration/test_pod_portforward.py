@@ -1,16 +1,18 @@
 """``kubectl port-forward`` with the real kubectl, through the API server (a WebSocket
-carrying a SPDY session, ``SPDY/3.1+portforward.k8s.io``), and the official Python client's
-``portforward`` (``v4.channel.k8s.io``): the bytes both ways, many connections at once, a
-port nothing listens on, who may. And the port-forward endpoint of a process runtime's node
-agent (kubelet's /portForward) that the API server relays to, called as it calls it: one TCP connection to a port of the pod (a
-small echo server on the pod's localhost), bytes both ways, either side's close ending it;
-``check=1`` connects nothing; a refused port, a bad port and a pod not there are refused in
-kubelet's words; no answer without its token."""
+carrying a SPDY session, ``SPDY/3.1+portforward.k8s.io``; or the request itself upgraded to
+SPDY, as older kubectls ask), and the official Python client's ``portforward``
+(``v4.channel.k8s.io``): the bytes both ways, many connections at once, a port nothing
+listens on, who may. And the port-forward endpoint of a process runtime's node agent
+(kubelet's /portForward) that the API server relays to, called as it calls it: one TCP
+connection to a port of the pod (a small echo server on the pod's localhost), bytes both
+ways, either side's close ending it; a refused port, a bad port and a pod not there are
+refused in kubelet's words; no answer without its token."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import http.client
 import os
 import select
 import socket
@@ -129,7 +131,7 @@ def read_to_end(conn: ssl.SSLSocket) -> bytes:
 
 def forwards_both_ways(ep: Endpoint, marks: Path, name: str, uid: str, port: int) -> None:
     """A forwarded connection carries bytes both ways; the caller's close reaches the pod,
-    the pod's the caller; check=1 answers 200 and connects nothing."""
+    the pod's the caller."""
     path = f"/portforward/default/{name}?uid={uid}&port={port}"
     code, conn, got = post(ep, path)
     assert code == 200
@@ -141,11 +143,6 @@ def forwards_both_ways(ep: Endpoint, marks: Path, name: str, uid: str, port: int
             assert read_some(conn, b"", len(chunk)) == chunk
     wait_for(lambda: (marks / "eof.1").exists(), what="the pod seeing its caller's close")
 
-    code, conn, got = post(ep, path + "&check=1")
-    assert (code, got) == (200, b"")
-    conn.close()
-
-    # (were the check's connection made, this one would be number 3)
     code, conn, got = post(ep, path)
     assert code == 200
     with conn:
@@ -211,10 +208,11 @@ def web_daemonset(m: Machine, port: int) -> dict[str, Any]:
 class Forwarding:
     """``kubectl port-forward`` running, its local port ready."""
 
-    def __init__(self, api: ApiServer, target: str, remote: int, user: str = "admin") -> None:
+    def __init__(self, api: ApiServer, target: str, remote: int, user: str = "admin",
+                 more_env: dict[str, str] | None = None) -> None:
         self.local = free_port()
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-               "KUBECONFIG": str(api.kubeconfig(user))}
+               "KUBECONFIG": str(api.kubeconfig(user)), **(more_env or {})}
         self.proc = subprocess.Popen(
             [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "port-forward",
              target, f"{self.local}:{remote}"], stdout=subprocess.PIPE,
@@ -280,6 +278,27 @@ def test_kubectl_port_forward_reaches_the_pods_port(machine: Machine, tmp_path: 
         err = fwd.stop()
     assert f"error forwarding port {closed} to pod" in err, err
     assert "connection refused" in err, err
+
+    # as kubectl before 1.31 asks: the request itself upgraded to SPDY/3.1
+    fwd = Forwarding(api, f"pod/{name}", port,
+                     more_env={"KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"})
+    try:
+        fwd.ready()
+        assert fwd.get("/hello.txt") == b"hello from the pod\n"
+        assert fwd.get("/big.bin") == big
+    finally:
+        fwd.stop()
+    # an upgrade naming no protocol served is refused in upstream's words
+    conn = http.client.HTTPSConnection("127.0.0.1", api.port,
+                                       context=ssl._create_unverified_context())
+    conn.request("POST", f"/api/v1/namespaces/default/pods/{name}/portforward", headers={
+        "Authorization": f"Bearer {api.tokens['admin']}", "Connection": "Upgrade",
+        "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": "portforward.k8s.io.v9"})
+    answer = conn.getresponse()
+    assert answer.status == 403
+    assert ("unable to upgrade: unable to negotiate protocol: client supports "
+            "[portforward.k8s.io.v9], server supports [portforward.k8s.io]") in \
+        answer.read().decode()
 
     # edit may forward, view may not
     fwd = Forwarding(api, f"pod/{name}", port, user="editor")

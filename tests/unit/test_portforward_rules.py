@@ -134,5 +134,4 @@ def test_a_pod_without_a_node_has_nothing_to_forward_to() -> None:
         portforward.check_pod(pod)
     pod["spec"] = {"nodeName": "n1"}
     portforward.check_pod(pod)
-    assert portforward.request_path(pod, 8080, check=True) == \
-        "/portforward/ns/p?uid=u-1&port=8080&check=1"
+    assert portforward.request_path(pod, 8080) == "/portforward/ns/p?uid=u-1&port=8080"
