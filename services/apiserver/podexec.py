@@ -69,10 +69,22 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         ready = ws.can_prepare(request)
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
             raise podlog.upgrade_required(rules.PROTOCOLS)
-        reader, writer = await podlog.open_stream(
-            ep, rules.request_path(pod, container, opts), "exec")
+        # The agent's refusal, if it refuses, before the upgrade (asked to run nothing); the
+        # command after it: client-go creates its streams once upgraded, and drops what
+        # comes for a stream it has not made yet, as a command's first words may
+        _, checked = await podlog.open_stream(
+            ep, rules.request_path(pod, container, opts, check=True), "exec")
+        checked.close()
+        await ws.prepare(request)
         try:
-            await ws.prepare(request)
+            reader, writer = await podlog.open_stream(
+                ep, rules.request_path(pod, container, opts), "exec")
+        except st.ApiError as err:
+            await ws.send_bytes(bytes([rules.ERROR]) + rules.status_data(rules.failed(
+                str(err))))
+            await ws.close()
+            return ws
+        try:
             log.info("user %s runs %r in pod %s/%s container %s", user.name,
                      " ".join(opts.command), ns, name, container)
             await _relay(ws, reader, writer, request)

@@ -20,7 +20,8 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 ``POST /exec/{namespace}/{pod}/{container}?uid=U&command=...`` with ``stdin``, ``stdout``,
 ``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
-Status of how the command ended. The command is killed when the caller goes away or the container stops running.
+Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
+The command is killed when the caller goes away or the container stops running.
 
 ``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
 pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
@@ -231,6 +232,8 @@ class LogServer:
             self._error(req, 400, str(err))
             return
         self._answer(req)
+        if q.get("check") == ["1"]:
+            return  # it could run: asked no more
         lock = threading.Lock()
 
         def send(channel: int, data: bytes) -> None:

@@ -89,9 +89,10 @@ def pick_container(pod: Obj, name: str) -> str:
     return container
 
 
-def request_path(pod: Obj, container: str, opts: ExecOptions) -> str:
-    """The node agent's path and query for ``opts`` in ``container`` of ``pod``."""
-    q: list[tuple[str, str]] = [("uid", meta.uid(pod))]
+def request_path(pod: Obj, container: str, opts: ExecOptions, check: bool = False) -> str:
+    """The node agent's path and query for ``opts`` in ``container`` of ``pod``; with
+    ``check`` the agent only says whether it could run it (and runs nothing)."""
+    q: list[tuple[str, str]] = [("uid", meta.uid(pod))] + ([("check", "1")] if check else [])
     q += [("command", word) for word in opts.command]
     q += [(name, "1") for name, on in (("stdin", opts.stdin), ("stdout", opts.stdout),
                                       ("stderr", opts.stderr), ("tty", opts.tty)) if on]
