@@ -629,6 +629,7 @@ def make_app(state: State) -> web.Application:
     app.router.add_get(fleet.API_PREFIX + "{what:.+}", ui_api)
     app.router.add_route("*", podlog.PATH, podlog.handler(state, _user))  # before core's
     app.router.add_route("*", podexec.PATH, podexec.handler(state, _user))
+    app.router.add_route("*", podexec.ATTACH_PATH, podexec.handler(state, _user, "attach"))
     app.router.add_route("*", podportforward.PATH, podportforward.handler(state, _user))
     app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)
     app.router.add_route("*", "/apis/{group}/{version}{rest:(/.*)?}", grouped)

@@ -1,5 +1,5 @@
-"""``/api/v1/namespaces/{namespace}/pods/{name}/exec`` (``kubectl exec``, ``kubectl cp``): the
-API server checks the request (``shared.api.podexec``, upstream's texts), opens the exec
+"""``/api/v1/namespaces/{namespace}/pods/{name}/exec`` (``kubectl exec``, ``kubectl cp``) and
+``.../attach`` (``kubectl attach``: the container's output from now on): the API server checks the request (``shared.api.podexec``, upstream's texts), opens the exec
 endpoint of the node agent running the pod (``shared.store.nodeserver``: its address from the
 Node, its certificate pinned, its token), then upgrades the caller's request to a WebSocket
 (``v5.channel.k8s.io``, kubectl's; or ``v4.channel.k8s.io``, which has no close of stdin)
@@ -28,39 +28,49 @@ from shared.store import nodeserver
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
+ATTACH_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/attach"
 MAX_MESSAGE = rules.MAX_FRAME + 1
 CALLER_CHECK = 1.0  # seconds between looks at whether a caller whose input waits is there
 STREAMS_TIMEOUT = 30.0  # seconds a SPDY caller has to open its streams (kubelet's)
 
 
 def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
+            subresource: str = "exec",
             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """``pods/exec``, or ``pods/attach`` (the same session without a command: the agent
+    follows the container's current run)."""
+    attach = subresource == "attach"
+
     async def serve(request: web.Request) -> web.StreamResponse:
         user = user_of(request)
         # a WebSocket's GET asks for what a POST would: create (upstream's
         # AuthorizePodWebsocketUpgradeCreatePermission)
-        ns, name = podlog.checked(request, user, ("GET", "POST"), "create", "exec")
+        ns, name = podlog.checked(request, user, ("GET", "POST"), "create", subresource)
         try:
-            opts = rules.options(rules.parse_query(request.query_string))
+            query = rules.parse_query(request.query_string)
+            opts = rules.attach_options(query) if attach else rules.options(query)
         except rules.ExecError as err:
             raise st.bad_request(str(err)) from err
         pod = await podlog.read_pod(state, ns, name)
         try:
-            container = rules.pick_container(pod, opts.container)
+            container = rules.pick_container(pod, opts.container,
+                                             "attach to" if attach else "exec into")
+            path = rules.request_path(pod, container, opts)
+            checking = rules.request_path(pod, container, opts, check=True)
             ep = await state.run(nodeserver.endpoint, state.store,
                                  str(pod["spec"]["nodeName"]), "exec")
         except (rules.ExecError, LogError) as err:
             raise st.bad_request(str(err)) from err
+        what = "attaches to" if attach else f"runs {' '.join(opts.command)!r} in"
         if upgrade.wants_spdy(request):
             protocol = upgrade.choose(request, rules.SPDY_PROTOCOLS)
             if protocol is None:
                 raise upgrade.not_negotiated(request, rules.SPDY_PROTOCOLS)
-            reader, writer = await podlog.open_stream(
-                ep, rules.request_path(pod, container, opts), "exec")
+            reader, writer = await podlog.open_stream(ep, path, "exec")
             try:
                 resp, pipe = await upgrade.accept_spdy(request, protocol)
-                log.info("user %s runs %r in pod %s/%s container %s over SPDY", user.name,
-                         " ".join(opts.command), ns, name, container)
+                log.info("user %s %s pod %s/%s container %s over SPDY", user.name, what, ns,
+                         name, container)
                 await _SpdyExec(pipe, opts, reader, writer).run()
             finally:
                 writer.close()
@@ -69,24 +79,22 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         ready = ws.can_prepare(request)
         if not ready.ok or ready.protocol not in rules.PROTOCOLS:
             raise podlog.upgrade_required(rules.PROTOCOLS)
-        # The agent's refusal, if it refuses, before the upgrade (asked to run nothing); the
-        # command after it: client-go creates its streams once upgraded, and drops what
+        # The agent's refusal, if it refuses, before the upgrade (asked to do nothing); the
+        # session after it: client-go creates its streams once upgraded, and drops what
         # comes for a stream it has not made yet, as a command's first words may
-        _, checked = await podlog.open_stream(
-            ep, rules.request_path(pod, container, opts, check=True), "exec")
+        _, checked = await podlog.open_stream(ep, checking, "exec")
         checked.close()
         await ws.prepare(request)
         try:
-            reader, writer = await podlog.open_stream(
-                ep, rules.request_path(pod, container, opts), "exec")
+            reader, writer = await podlog.open_stream(ep, path, "exec")
         except st.ApiError as err:
             await ws.send_bytes(bytes([rules.ERROR]) + rules.status_data(rules.failed(
                 str(err))))
             await ws.close()
             return ws
         try:
-            log.info("user %s runs %r in pod %s/%s container %s", user.name,
-                     " ".join(opts.command), ns, name, container)
+            log.info("user %s %s pod %s/%s container %s", user.name, what, ns, name,
+                     container)
             await _relay(ws, reader, writer, request)
         finally:
             writer.close()

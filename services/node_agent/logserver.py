@@ -23,6 +23,10 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
 The command is killed when the caller goes away or the container stops running.
 
+``POST /attach/{namespace}/{pod}/{container}?uid=U&run=N`` with the same streams: exec's
+session without a command, the output of run N from now on as its stdout, until the caller
+goes or the container stops (kubelet's attach; the containers here read no input).
+
 ``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
 pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
 a pod on the host's network, else the pod's IP). The connection is made before the answer, so
@@ -48,6 +52,7 @@ import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -220,13 +225,16 @@ class LogServer:
         parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
         q = podexec.parse_query(url.query)
         uid = (q.get("uid") or [""])[-1]
-        if len(parts) != 4 or parts[0] != "exec" or self.exec_target is None or \
-                not all(_NAME.fullmatch(p) for p in parts[1:]) or not _UID.fullmatch(uid):
+        run = (q.get("run") or [""])[-1]
+        attach = parts[:1] == ["attach"]
+        if len(parts) != 4 or parts[0] not in ("exec", "attach") or self.exec_target is None \
+                or not all(_NAME.fullmatch(p) for p in parts[1:]) or not _UID.fullmatch(uid) \
+                or (attach and not run.isdigit()):
             self._error(req, 404, "not found")
             return
         container = parts[3]
         try:
-            opts = podexec.options(q)
+            opts = podexec.attach_options(q) if attach else podexec.options(q)
             c, env, cwd = self.exec_target(uid, container)
         except podexec.ExecError as err:
             self._error(req, 400, str(err))
@@ -244,12 +252,14 @@ class LogServer:
                 except OSError:
                     pass  # the caller went away: the input's reader ends the command
         try:
-            session = self.runtime.exec(c, env, cwd, opts)
+            session: ExecSession = _Attached(self.runtime, {"metadata": {
+                "namespace": parts[1], "name": parts[2], "uid": uid}}, container, int(run),
+                opts) if attach else self.runtime.exec(c, env, cwd, opts)
         except (OSError, ValueError) as err:  # (ValueError: a word with a NUL byte)
             send(podexec.ERROR, podexec.status_data(podexec.failed(str(err))))
             return
-        log.info("exec in pod %s/%s container %s: %s", parts[1], parts[2], container,
-                 " ".join(opts.command))
+        log.info("%s pod %s/%s container %s%s", parts[0], parts[1], parts[2], container,
+                 f": {' '.join(opts.command)}" if opts.command else "")
         done = threading.Event()
         threading.Thread(target=self._caller_input, args=(req, session, done), daemon=True,
                          name="exec-input").start()
@@ -401,3 +411,34 @@ class LogServer:
         req.end_headers()
         req.wfile.write(body)
 
+
+class _Attached:
+    """A caller attached to a running container (``ExecSession``): the container's output
+    from now on, as exec's stdout, until the caller goes or the container stops (either
+    kills it). Its containers read no input: what the caller types is dropped."""
+
+    def __init__(self, rt: Runtime, pod: dict[str, Any], container: str, run: int,
+                 opts: podexec.ExecOptions) -> None:
+        self.stop = threading.Event()
+        self.chunks = rt.logs(pod, container, run, podlog.LogOptions(
+            follow=True, tail_lines=0), self.stop) if opts.stdout or opts.stderr else iter(())
+
+    def pump(self, send: Callable[[int, bytes], None]) -> None:
+        for chunk in self.chunks:
+            send(podexec.STDOUT, chunk)
+        self.stop.wait()  # (with no output asked for: until the caller or the container goes)
+
+    def write_stdin(self, data: bytes) -> None:
+        pass
+
+    def close_stdin(self) -> None:
+        pass
+
+    def resize(self, width: int, height: int) -> None:
+        pass
+
+    def wait(self) -> int:
+        return 0
+
+    def kill(self) -> None:
+        self.stop.set()

@@ -1,5 +1,6 @@
-"""Commands run in a pod's container (``kubectl exec``), the API's rules (pure): the
-``PodExecOptions`` of a query, the container (``podlog.pick_container``, upstream's
+"""Commands run in a pod's container (``kubectl exec``) and a running container's output
+followed (``kubectl attach``), the API's rules (pure): the ``PodExecOptions`` (and
+``PodAttachOptions``) of a query, the container (``podlog.pick_container``, upstream's
 ``ValidateContainer``), the request to the node agent running it, the frames the API server
 and the agent exchange, and the Status that ends a session (kubelet's, on the error channel).
 
@@ -58,6 +59,17 @@ def _flag(q: Mapping[str, Sequence[str]], name: str) -> bool:
         raise ExecError(str(err)) from None
 
 
+def attach_options(q: Mapping[str, Sequence[str]]) -> ExecOptions:
+    """Decides: the ``PodAttachOptions`` of a query: ``container``, ``stdin``, ``stdout``,
+    ``stderr``, ``tty`` (no command), with exec's rules for the streams."""
+    tty = _flag(q, "tty")
+    opts = ExecOptions((), (q.get("container") or [""])[-1], _flag(q, "stdin"),
+                       _flag(q, "stdout"), _flag(q, "stderr") and not tty, tty)
+    if not (opts.stdin or opts.stdout or opts.stderr):
+        raise ExecError("you must specify at least 1 of stdin, stdout, stderr")
+    return opts
+
+
 def options(q: Mapping[str, Sequence[str]]) -> ExecOptions:
     """Decides: the ``PodExecOptions`` of a query (each name with all its values, in order):
     ``command`` repeated, one word each; ``container``; ``stdin``, ``stdout``, ``stderr``,
@@ -73,9 +85,10 @@ def options(q: Mapping[str, Sequence[str]]) -> ExecOptions:
     return opts
 
 
-def pick_container(pod: Obj, name: str) -> str:
-    """Decides: the container to run in (the one named, else the pod's only one), on the pod's
-    node; ExecError otherwise, in upstream's words."""
+def pick_container(pod: Obj, name: str, into: str = "exec into") -> str:
+    """Decides: the container to run in or attach to (the one named, else the pod's only
+    one), on the pod's node; ExecError otherwise, in upstream's words (``into``: the verb's,
+    "exec into" or "attach to")."""
     try:
         container = podlog.pick_container(pod, name)
     except podlog.LogError as err:
@@ -84,21 +97,25 @@ def pick_container(pod: Obj, name: str) -> str:
         raise ExecError(f"pod {meta.name(pod)} does not have a host assigned")
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):
-        raise ExecError(f"cannot exec into a container in a completed pod; current phase is "
+        raise ExecError(f"cannot {into} a container in a completed pod; current phase is "
                         f"{phase}")
     return container
 
 
 def request_path(pod: Obj, container: str, opts: ExecOptions, check: bool = False) -> str:
-    """The node agent's path and query for ``opts`` in ``container`` of ``pod``; with
-    ``check`` the agent only says whether it could run it (and runs nothing)."""
+    """The node agent's path and query for ``opts`` in ``container`` of ``pod``: its command
+    run, or without one (an attach) the current run followed (``podlog.pick_run``); with
+    ``check`` the agent only says whether it could (and does nothing)."""
     q: list[tuple[str, str]] = [("uid", meta.uid(pod))] + ([("check", "1")] if check else [])
+    if not opts.command:
+        q.append(("run", str(podlog.pick_run(pod, container, False))))
     q += [("command", word) for word in opts.command]
     q += [(name, "1") for name, on in (("stdin", opts.stdin), ("stdout", opts.stdout),
                                       ("stderr", opts.stderr), ("tty", opts.tty)) if on]
     parts = [urllib.parse.quote(p, safe="") for p in
              (meta.namespace(pod), meta.name(pod), container)]
-    return f"/exec/{'/'.join(parts)}?{urllib.parse.urlencode(q)}"
+    return f"/{'exec' if opts.command else 'attach'}/{'/'.join(parts)}?" \
+        f"{urllib.parse.urlencode(q)}"
 
 
 def parse_query(query: str) -> dict[str, list[str]]:

@@ -251,3 +251,59 @@ def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
     assert gone.returncode != 0
     assert f"the exec endpoint https://{machine.ips[pod['spec']['nodeName']]}:{port} cannot " \
         "be reached" in gone.stderr, gone.stderr
+
+
+def ticking(m: Machine) -> dict[str, Any]:
+    """A container that says a numbered line five times a second until a file appears in
+    the directory (the fixture's mark of what is ours), then says bye and ends."""
+    script = ('i=0; while [ ! -e "$0/stop" ]; do echo "tick $i"; i=$((i+1)); sleep 0.2; '
+              'done; echo bye')
+    return yaml.safe_load(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "ticker", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "ticker"}},
+                 "template": {"metadata": {"labels": {"app": "ticker"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": "none",
+                                     "command": ["sh", "-c", script, str(m.dir)]}]}}},
+    }))
+
+
+def test_kubectl_attach_follows_the_containers_output(machine: Machine,
+                                                      tmp_path: Path) -> None:
+    """kubectl attach: the running container's output from then on (not what it said
+    before), until the container ends; over SPDY too; edit may, view may not."""
+    api, _node, pod = running_pod(machine, tmp_path, ticking(machine))
+    name = meta.name(pod)
+    wait_for(lambda: "tick 5" in api.kubectl("logs", name).stdout, what="five ticks")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
+           "KUBECONFIG": str(api.kubeconfig("editor"))}
+
+    def attached(more_env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+        """kubectl attach running, and the first line it showed."""
+        proc = subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"),
+                                 "attach", name], env={**env, **more_env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        ready = select.select([proc.stdout], [], [], 30)[0]
+        assert ready, "kubectl attach showed nothing"
+        return proc, proc.stdout.readline()
+
+    for more_env in ({}, {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}):
+        proc, first = attached(more_env)
+        try:
+            assert first.startswith("tick ") and int(first.split()[1]) >= 5, first
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+
+    proc, first = attached({})
+    (machine.dir / "stop").touch()
+    out, err = proc.communicate(timeout=30)  # it ends with the container
+    assert proc.returncode == 0, err
+    assert (first + out).rstrip().endswith("bye"), first + out
+
+    refused = api.kubectl("attach", name, user="viewer", check=False)
+    assert refused.returncode != 0
+    assert (f'pods "{name}" is forbidden: User "viewer" cannot create resource "pods/attach" '
+            'in API group "" in the namespace "default"') in refused.stderr

@@ -1,5 +1,5 @@
-"""The exec rules (``shared.api.podexec``): a query's options, the container, the frames of
-the agent's leg, the Status that ends a session."""
+"""The exec and attach rules (``shared.api.podexec``): a query's options, the container, the
+frames of the agent's leg, the Status that ends a session."""
 
 from __future__ import annotations
 
@@ -65,6 +65,24 @@ def test_the_agents_request_names_the_pod_its_uid_and_each_word() -> None:
     path = podexec.request_path(pod(), "c0", opts)
     assert path == "/exec/ns/p/c0?uid=u-1&command=cat&command=%2Fa+b&stdin=1&stdout=1"
     assert podexec.options(q(path.split("?", 1)[1])) == opts
+
+
+def test_an_attach_is_a_session_without_a_command_on_the_current_run() -> None:
+    opts = podexec.attach_options(q("container=c0&stdout=true&stderr=true&tty=false"))
+    assert opts == podexec.ExecOptions((), "c0", False, True, True, False)
+    with pytest.raises(podexec.ExecError, match="at least 1 of stdin, stdout, stderr"):
+        podexec.attach_options(q("container=c0"))
+    with pytest.raises(podexec.ExecError, match="cannot attach to a container in a completed "
+                       "pod; current phase is Failed"):
+        podexec.pick_container(pod("Failed"), "", "attach to")
+    running = pod()
+    running["status"]["containerStatuses"] = [{"name": "c0", "restartCount": 3,
+                                                "state": {"running": {}}}]
+    path = podexec.request_path(running, "c0", opts)
+    assert path == "/attach/ns/p/c0?uid=u-1&run=3&stdout=1&stderr=1"
+    # (the container is in the path)
+    assert podexec.attach_options(q(path.split("?", 1)[1])) == \
+        podexec.ExecOptions((), "", False, True, True, False)
 
 
 def test_frames_read_back_as_written_and_a_cut_frame_is_an_error() -> None:
