@@ -454,7 +454,7 @@ def delete_options(query: Mapping[str, str], body: Obj | None) -> Obj:
     opts = dict(body or {})
     if "propagationPolicy" in query:
         opts["propagationPolicy"] = query["propagationPolicy"]
-    grace = requests.integer(query, "gracePeriodSeconds")
+    grace = requests.integer(query, "gracePeriodSeconds", minimum=None)
     if grace is not None:
         opts["gracePeriodSeconds"] = grace
     if "orphanDependents" in query:
@@ -462,28 +462,44 @@ def delete_options(query: Mapping[str, str], body: Obj | None) -> Obj:
     return opts
 
 
-def _propagation(t: Target, opts: Obj) -> str:
+def deletion(opts: Obj) -> tuple[str | None, int | None]:
+    """Decides what a DELETE's options ask for, as upstream's ``ValidateDeleteOptions``
+    (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go): the
+    propagation ("background", "foreground" or "orphan"; None when neither
+    ``propagationPolicy`` nor ``orphanDependents`` is given) and the grace period (None:
+    the object's own). A negative grace period is not refused: the deletion takes it as 1 s
+    (``BeforeDelete`` of staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go,
+    ``writes.graceful_delete``). ApiError for what upstream refuses: a policy it does not
+    know, or one given with ``orphanDependents``."""
     policy = opts.get("propagationPolicy")
+    orphan = opts.get("orphanDependents")
+    if policy is not None and orphan is not None:
+        message = (f'Invalid value: "{policy}": orphanDependents and deletionPropagation '
+                   'cannot be both set')
+        raise st.ApiError("Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: '
+                          f'propagationPolicy: {message}',
+                          {"name": "", "group": "meta.k8s.io", "kind": "DeleteOptions",
+                           "causes": [{"reason": "FieldValueInvalid", "message": message,
+                                       "field": "propagationPolicy"}]})
+    grace = opts.get("gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
+        raise st.bad_request("gracePeriodSeconds: must be an integer")
     if policy is None:
-        orphan = opts.get("orphanDependents")
-        return "orphan" if orphan is True else "background"
+        return (None if orphan is None else "orphan" if orphan is True else "background"), grace
     if policy not in PROPAGATION:
         raise st.ApiError("Invalid", f'propagationPolicy: Unsupported value: "{policy}": '
                           'supported values: "Foreground", "Background", "Orphan"',
                           {"causes": [{"reason": "FieldValueNotSupported",
                                        "field": "propagationPolicy",
                                        "message": f'Unsupported value: "{policy}"'}]})
-    return PROPAGATION[str(policy)]
+    return PROPAGATION[str(policy)], grace
 
 
 def delete(store: Store, t: Target, opts: Obj, dry: bool,
            implicit: Obj | None = None) -> tuple[int, Obj]:
     """DELETE; ``implicit``: the namespace ``t`` names as served when it has no object
     (its object is created, then deleted: what is in it is deleted first)."""
-    propagation = _propagation(t, opts)
-    grace = opts.get("gracePeriodSeconds")
-    if grace is not None and (not isinstance(grace, int) or grace < 0):
-        raise st.bad_request("gracePeriodSeconds: must be a non-negative integer")
+    propagation, grace = deletion(opts)
     pre = opts.get("preconditions") or {}
     if not isinstance(pre, dict):
         raise st.bad_request("preconditions must be an object")

@@ -149,7 +149,9 @@ def negotiate(accept: str | None) -> str:
                        f"application/json;as={name};v=v1;g=meta.k8s.io" for name in AS))
 
 
-def integer(query: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
+def integer(query: Mapping[str, str], name: str, minimum: int | None = 0) -> int | None:
+    """The integer query parameter ``name`` (None when absent or empty); a 400 for one that
+    is not an integer or is below ``minimum`` (None: any)."""
     raw = query.get(name)
     if raw is None or raw == "":
         return None
@@ -157,7 +159,7 @@ def integer(query: Mapping[str, str], name: str, minimum: int = 0) -> int | None
         value = int(raw)
     except ValueError:
         raise bad_request(f"{name}: Invalid value: {raw!r}: must be an integer") from None
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise bad_request(f"{name}: Invalid value: {value}: must be at least {minimum}")
     return value
 

@@ -525,7 +525,7 @@ def check_deletable(kind: str, key: str) -> None:
         raise errors.UndeletableError(kind, key, "this namespace may not be deleted")
 
 
-def delete(current: Obj, now: float, propagation: str = "background",
+def delete(current: Obj, now: float, propagation: str | None = None,
            grace_seconds: int | None = None) -> Write | None:
     """The write that deletes ``current`` (as read) the way the API server does
     (``Store.Delete`` of staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go).
@@ -534,21 +534,19 @@ def delete(current: Obj, now: float, propagation: str = "background",
     by which it should be gone, now plus its grace period, and it stays until then for its
     node agent to stop it and remove it, or until a later delete shortens the period; with
     no grace left (``grace_seconds=0``, not bound to a node, or terminal) it goes at once.
-    An object with finalizers (or a foreground/orphan propagation, which adds one) that is
-    not being deleted gracefully is marked as deleting (:func:`mark_deleting`) and stays
-    until its finalizers are removed. None: nothing to write (its deletion is pending as
-    asked already).
+    An object with finalizers (or a foreground/orphan propagation, which adds one:
+    :func:`deletion_finalizers`) that is not being deleted gracefully is marked as deleting
+    (:func:`mark_deleting`) and stays until its finalizers are removed. ``propagation``:
+    "background", "foreground" or "orphan" as asked, None when none was (the object's own
+    propagation finalizer stays). None: nothing to write (its deletion is pending as asked
+    already).
     """
     kind = str(current.get("kind"))
     # only metadata keys change below: copy that map, share the rest (a rollout deletes
     # thousands of pods; deep copies and packing whole pods to compare them showed up)
     new = {**current, "metadata": dict(current["metadata"])}
     md = new["metadata"]
-    fins = meta.finalizers(new)
-    if propagation == "foreground" and FOREGROUND not in fins:
-        fins.append(FOREGROUND)
-    elif propagation == "orphan" and ORPHAN not in fins:
-        fins.append(ORPHAN)
+    fins = deletion_finalizers(meta.finalizers(new), propagation)
     rv = meta.resource_version(current)
     if namespace_finalizers(new):
         # its content is deleted first (services.gc), then its finalizer and itself
@@ -564,6 +562,8 @@ def delete(current: Obj, now: float, propagation: str = "background",
         return Write(WriteMode.DELETE, current, Trust.USER, rv)
     if fins:
         md["finalizers"] = fins
+    elif md.get("finalizers"):
+        del md["finalizers"]  # its propagation finalizer taken back by this delete
     if not graceful:
         mark_deleting(md, now)
     elif not fins and not md["deletionGracePeriodSeconds"]:
@@ -571,6 +571,25 @@ def delete(current: Obj, now: float, propagation: str = "background",
     if same(md, current["metadata"]):
         return None
     return Write(WriteMode.UPDATE, new, Trust.USER, rv)
+
+
+def deletion_finalizers(finalizers: list[str], propagation: str | None) -> list[str]:
+    """Decides an object's finalizers after a delete that asks for ``propagation``, as
+    ``deletionFinalizersForGarbageCollection`` of upstream's store
+    (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go): the policy asked
+    for decides both propagation finalizers, ``foregroundDeletion`` for foreground,
+    ``orphan`` for orphan, neither for background, so a later delete with another policy
+    swaps them (or takes its one back); with none asked the object's own stays (a DaemonSet's
+    default policy, background, adds none). The others are kept in their order, the one
+    added last; unchanged as a set, the list is returned as it was."""
+    if propagation is None:
+        return list(finalizers)
+    kept = [f for f in finalizers if f not in (FOREGROUND, ORPHAN)]
+    if propagation == "foreground":
+        kept.append(FOREGROUND)
+    elif propagation == "orphan":
+        kept.append(ORPHAN)
+    return list(finalizers) if set(kept) == set(finalizers) else kept
 
 
 def graceful_delete(pod: Obj, now: float, grace_seconds: int | None) -> bool | None:

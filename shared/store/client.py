@@ -358,7 +358,7 @@ class Store:
         """``writes.metadata_update``: a controller's metadata change, validated once."""
         return Op.of(writes.metadata_update(new, expected_rv))
 
-    def delete_op(self, current: Obj, propagation: str = "background",
+    def delete_op(self, current: Obj, propagation: str | None = None,
                   grace_seconds: int | None = None, now: float | None = None) -> Op | None:
         """``writes.delete`` of ``current`` (as read) at ``now`` or this store's clock; None:
         nothing to write (already terminating)."""
@@ -459,7 +459,7 @@ class Store:
         self,
         kind: str,
         key: str,
-        propagation: str = "background",
+        propagation: str | None = None,
         uid: str | None = None,
         grace_seconds: int | None = None,
         resource_version: str | None = None,

@@ -445,6 +445,61 @@ def test_a_daemonset_held_by_a_finalizer_is_marked_deleting_with_its_generation_
     wait_for(lambda: not api.stack.pods(ns), timeout=60, what="its pods gone")
 
 
+def test_a_negative_grace_period_deletes_a_pod_with_one_second(api: ApiServer) -> None:
+    """As upstream's BeforeDelete: a negative gracePeriodSeconds is taken as 1 s, not
+    refused. kubectl never sends one (its --grace-period=-1 is its default: it sends none,
+    and the pod's own period is used), so the request is kubectl's --raw."""
+    ns = "v-negative"
+    for name in ("raw", "own"):
+        _apply(api, {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": ns,
+                                  "finalizers": ["example.com/hold"]},
+                     "spec": {"nodeName": NODES[0], "terminationGracePeriodSeconds": 30,
+                              "containers": [{"name": "c",
+                                              "image": "registry.k8s.io/pause:3.9"}]}})
+    before = time.time()
+    out = api.kubectl("delete", "--raw",
+                      f"/api/v1/namespaces/{ns}/pods/raw?gracePeriodSeconds=-5")
+    after = time.time()
+    assert json.loads(out.stdout)["metadata"]["deletionGracePeriodSeconds"] == 1
+    due, grace, generation = _deletion(api, "pod", "raw", ns)
+    assert int(before) + 1 <= due <= after + 1 and (grace, generation) == (1, 2)
+    api.kubectl("delete", "pod", "own", "-n", ns, "--grace-period=-1", "--wait=false")
+    assert _deletion(api, "pod", "own", ns)[1:] == (30, 2)
+    for name in ("raw", "own"):
+        api.kubectl("patch", "pod", name, "-n", ns, "--type=json", "-p",
+                    '[{"op":"remove","path":"/metadata/finalizers"}]')
+    wait_for(lambda: not api.stack.pods(ns), timeout=60, what="the pods removed")
+
+
+def test_a_second_delete_with_the_other_cascade_swaps_the_propagation_finalizer(
+        api: ApiServer) -> None:
+    """As upstream's store (deletionFinalizersForGarbageCollection): a DaemonSet its
+    foreground deletion holds (here by a pod a finalizer keeps), deleted again with
+    --cascade=orphan, is held by orphan instead; the garbage collector then takes the
+    DaemonSet's reference off the pod left, and the DaemonSet goes."""
+    ns, name = "v-swap", "swapped"
+    _apply(api, daemonset(name, ns))
+    kept = meta.name(_running(api, ns, name)[0])
+    api.kubectl("patch", "pod", kept, "-n", ns, "--type=merge", "-p",
+                '{"metadata":{"finalizers":["example.com/hold"]}}')
+    api.kubectl("delete", "ds", name, "-n", ns, "--cascade=foreground", "--wait=false")
+    wait_for(lambda: [meta.name(p) for p in api.stack.pods(ns)] == [kept], timeout=60,
+             what="its other pods gone, the held one left")
+    assert meta.finalizers(api.json("get", "ds", name, "-n", ns)) == ["foregroundDeletion"]
+    out = api.kubectl("delete", "ds", name, "-n", ns, "--cascade=orphan", "--wait=false")
+    assert out.stdout == f'daemonset.apps "{name}" deleted\n'
+    left = api.stack.store.try_get("DaemonSet", f"{ns}/{name}")
+    assert left is None or meta.finalizers(left) == ["orphan"]
+    wait_for(lambda: api.stack.store.try_get("DaemonSet", f"{ns}/{name}") is None,
+             timeout=30, what="the DaemonSet gone once its pod is orphaned")
+    pod = api.stack.store.get("Pod", f"{ns}/{kept}")
+    assert not meta.owner_references(pod) and meta.finalizers(pod) == ["example.com/hold"]
+    api.kubectl("patch", "pod", kept, "-n", ns, "--type=json", "-p",
+                '[{"op":"remove","path":"/metadata/finalizers"}]')
+    wait_for(lambda: not api.stack.pods(ns), timeout=60, what="the held pod removed")
+
+
 def test_set_image_and_rollout_status_history_undo_restart(api: ApiServer) -> None:
     ns, name = "v-roll", "rolled"
     _apply(api, daemonset(name, ns))

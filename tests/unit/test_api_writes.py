@@ -278,6 +278,63 @@ def test_a_daemonset_held_by_its_foreground_finalizer_keeps_its_deletion_time() 
     assert writes.delete(first.obj, NOW + 50, "foreground") is None
 
 
+@pytest.mark.parametrize(("finalizers", "propagation", "after"), [
+    (["foregroundDeletion"], "orphan", ["orphan"]),
+    (["orphan"], "foreground", ["foregroundDeletion"]),
+    (["orphan", "example.com/hold"], "foreground", ["example.com/hold", "foregroundDeletion"]),
+    (["foregroundDeletion", "example.com/hold"], "background", ["example.com/hold"]),
+    (["example.com/hold", "orphan"], "orphan", ["example.com/hold", "orphan"]),
+    (["orphan", "example.com/hold"], None, ["orphan", "example.com/hold"]),
+    ([], None, []),
+    ([], "background", []),
+])
+def test_deletion_finalizers_follow_the_policy_asked_for_else_the_objects_own(
+        finalizers: list[str], propagation: str | None, after: list[str]) -> None:
+    """deletionFinalizersForGarbageCollection: the policy asked for decides both propagation
+    finalizers (the other one removed, the one asked for added last); none asked, the
+    object's own stays."""
+    assert writes.deletion_finalizers(finalizers, propagation) == after
+
+
+def test_a_second_delete_with_the_other_policy_swaps_the_propagation_finalizer() -> None:
+    """An object a foreground deletion holds, deleted again with orphan, is held by orphan
+    alone (and back), its deletion time the first delete's; asking for background takes
+    the finalizer back and it goes."""
+    ds = stored(daemonset(), rv="7-0")
+    held = writes.delete(ds, NOW + 1, "foreground")
+    assert held is not None
+    orphaned = writes.delete(held.obj, NOW + 5, "orphan")
+    assert orphaned is not None and (orphaned.mode.value, orphaned.expected) == ("update", "7-0")
+    md = orphaned.obj["metadata"]
+    assert (md["finalizers"], md["deletionTimestamp"], md["generation"]) == \
+        (["orphan"], meta.format_time(NOW + 1), 2)
+    model_validation.validate(orphaned.obj)  # never both: ValidateFinalizers refuses that
+    again = writes.delete(orphaned.obj, NOW + 6, "foreground")
+    assert again is not None and meta.finalizers(again.obj) == ["foregroundDeletion"]
+    assert writes.delete(again.obj, NOW + 7) is None  # none asked: its own stays
+    gone = writes.delete(again.obj, NOW + 8, "background")
+    assert gone is not None and gone.mode.value == "delete"
+
+
+def test_background_asked_takes_back_only_the_propagation_finalizer() -> None:
+    ds = stored(daemonset(finalizers=["example.com/hold"]))
+    held = writes.delete(ds, NOW, "orphan")
+    assert held is not None and meta.finalizers(held.obj) == ["example.com/hold", "orphan"]
+    left = writes.delete(held.obj, NOW + 3, "background")
+    assert left is not None and left.mode.value == "update"
+    assert meta.finalizers(left.obj) == ["example.com/hold"]
+    assert left.obj["metadata"]["deletionTimestamp"] == meta.format_time(NOW)
+
+
+def test_a_pods_pending_graceful_deletion_keeps_its_finalizers_whatever_is_asked() -> None:
+    """Store.Delete: no finalizer is changed by DeleteOptions while a graceful deletion is
+    pending (one not shortened)."""
+    pod = terminating_pod(60, finalizers=("foregroundDeletion",))
+    assert writes.delete(pod, NOW + 1, "orphan") is None
+    shortened = writes.delete(pod, NOW + 1, "orphan", grace_seconds=10)
+    assert shortened is not None and meta.finalizers(shortened.obj) == ["orphan"]
+
+
 @pytest.mark.parametrize(("value", "text"), [
     (1.0, "1"), (0.5, "0.5"), (-2.0, "-2"), (1e20, "100000000000000000000"),
     (1e21, "1e+21"), (1.5e21, "1.5e+21"), (1e-6, "0.000001"), (1e-7, "1e-7"),

@@ -1,12 +1,12 @@
 """The API server's pure rules: tokens and roles, content negotiation, Status causes, the
-protobuf bodies kubectl sends, and which event a filtered watcher sees."""
+protobuf bodies kubectl sends, DeleteOptions, and which event a filtered watcher sees."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from services.apiserver import auth, listing, protobuf, requests, status
+from services.apiserver import auth, handlers, listing, protobuf, requests, status
 from services.apiserver.status import ApiError
 from services.apiserver.watchcache import Event, Feed, Watcher
 from shared.store import errors
@@ -179,6 +179,43 @@ def test_store_errors_become_the_status_upstream_answers() -> None:
     assert (corrupt.code, corrupt.status["reason"]) == (500, "InternalError")
     assert corrupt.status["details"]["name"] == "x"
     assert "has the wrong shape" in corrupt.status["details"]["causes"][0]["message"]
+
+
+def test_a_negative_grace_period_is_passed_on_to_the_deletion_not_refused() -> None:
+    """ValidateDeleteOptions has no rule for gracePeriodSeconds; BeforeDelete takes a negative
+    one as 1 s (the deletion's rule, ``writes.graceful_delete``)."""
+    opts = handlers.delete_options({"gracePeriodSeconds": "-5"}, None)
+    assert opts == {"gracePeriodSeconds": -5}
+    assert handlers.deletion(opts) == (None, -5)
+    assert handlers.deletion({"gracePeriodSeconds": -1, "propagationPolicy": "Orphan"}) == \
+        ("orphan", -1)
+    with pytest.raises(ApiError, match="gracePeriodSeconds: must be an integer") as bad:
+        handlers.deletion({"gracePeriodSeconds": "5"})
+    assert bad.value.code == 400
+
+
+def test_delete_options_name_the_policy_asked_for_or_none() -> None:
+    assert handlers.deletion({}) == (None, None)
+    assert handlers.deletion({"orphanDependents": True}) == ("orphan", None)
+    assert handlers.deletion({"orphanDependents": False}) == ("background", None)
+    assert handlers.deletion({"propagationPolicy": "Foreground",
+                              "gracePeriodSeconds": 0}) == ("foreground", 0)
+    with pytest.raises(ApiError) as unknown:
+        handlers.deletion({"propagationPolicy": "Later"})
+    assert (unknown.value.code, unknown.value.status["reason"]) == (422, "Invalid")
+
+
+def test_orphan_dependents_and_a_propagation_policy_cannot_be_both_set() -> None:
+    with pytest.raises(ApiError) as both:
+        handlers.deletion({"orphanDependents": False, "propagationPolicy": "Background"})
+    assert (both.value.code, both.value.status["reason"]) == (422, "Invalid")
+    assert both.value.status["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: '
+        '"Background": orphanDependents and deletionPropagation cannot be both set')
+    assert both.value.status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "propagationPolicy",
+        "message": 'Invalid value: "Background": orphanDependents and deletionPropagation '
+                   'cannot be both set'}]
 
 
 def test_an_access_review_list_names_each_grant() -> None:
