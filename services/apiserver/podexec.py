@@ -1,10 +1,13 @@
 """``/api/v1/namespaces/{namespace}/pods/{name}/exec`` (``kubectl exec``, ``kubectl cp``) and
-``.../attach`` (``kubectl attach``: the container's output from now on): the API server checks the request (``shared.api.podexec``, upstream's texts), opens the exec
-endpoint of the node agent running the pod (``shared.store.nodeserver``: its address from the
-Node, its certificate pinned, its token), then upgrades the caller's request to a WebSocket
-(``v5.channel.k8s.io``, kubectl's; or ``v4.channel.k8s.io``, which has no close of stdin)
-and relays the channels both ways until the command's Status has come. The caller going
-away closes the agent's connection, which ends the command. Acts.
+``.../attach`` (``kubectl attach``: the container's output from now on): the API server checks
+the request (``shared.api.podexec``, upstream's texts) and asks the exec endpoint of the node
+agent running the pod (``shared.store.nodeserver``: its address from the Node, its
+certificate pinned, its token) whether it would run it; then it upgrades the caller's
+request to a WebSocket (``v5.channel.k8s.io``, kubectl's; or ``v4.channel.k8s.io``, which
+has no close of stdin), opens the session on the agent and relays the channels both ways
+until the command's Status has come. A request upgraded to SPDY/3.1 (older kubectls:
+``upgrade``) gets the same session as remotecommand v4's streams. The caller going away
+closes the agent's connection, which ends the command. Acts.
 
 Registered by ``app.make_app`` before the generic resource routes.
 """

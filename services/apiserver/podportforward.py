@@ -1,14 +1,16 @@
 """``/api/v1/namespaces/{namespace}/pods/{name}/portforward`` (``kubectl port-forward``, the
 Python client's ``portforward``): the API server checks the request (``shared.api
-.portforward``, upstream's texts), upgrades it to a WebSocket and, for each connection the
-caller forwards, opens one connection to the port-forward endpoint of the node agent running
-the pod (``shared.store.nodeserver``: its address from the Node, its certificate pinned, its
-token), relaying the bytes both ways. Acts.
+.portforward``, upstream's texts), upgrades it and, for each connection the caller forwards,
+opens one connection to the port-forward endpoint of the node agent running the pod
+(``shared.store.nodeserver``: its address from the Node, its certificate pinned, its token),
+relaying the bytes both ways. Acts.
 
 kubectl's WebSocket carries a SPDY session (``shared.api.spdy``), in which each connection is
-a pair of streams; the Python client's carries channels, one connection per port named in
-the query. A connection that cannot be made is told on its error stream or channel, in the
-agent's words; the session goes on. The caller going away closes every connection.
+a pair of streams; older kubectls upgrade the request itself to SPDY/3.1 for the same
+session (``upgrade``); the Python client's WebSocket carries channels, one connection per
+port named in the query. A connection that cannot be made is told on its error stream or
+channel, in the agent's words; the session goes on. The caller going away closes every
+connection.
 
 Registered by ``app.make_app`` before the generic resource routes.
 """
@@ -111,7 +113,7 @@ def _close(writer: asyncio.StreamWriter | None, at_once: bool = True) -> None:
                 writer.close()
 
 
-# ---- kubectl's: a SPDY session in the WebSocket -----------------------------------------------
+# ---- kubectl's: a SPDY session, in the WebSocket or on the upgraded connection ---------------
 
 @dataclass
 class _Connection:

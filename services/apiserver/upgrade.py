@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from aiohttp import WSMsgType, web
+from aiohttp.abc import AbstractStreamWriter
 
 from services.apiserver import status as st
 from shared.api import spdy
@@ -98,10 +99,11 @@ class _Reader:
 
 
 class SpdyPipe:
-    """The connection after a 101: its bytes both ways."""
+    """The connection after a 101: its bytes both ways (written on the transport, waiting
+    on the response's writer, which waits while the transport is paused)."""
 
-    def __init__(self, reader: _Reader, transport: asyncio.Transport,
-                 writer: web.StreamResponse) -> None:
+    def __init__(self, reader: _Reader, transport: asyncio.BaseTransport,
+                 writer: AbstractStreamWriter) -> None:
         self.reader, self.transport, self.writer = reader, transport, writer
 
     async def recv(self) -> bytes:
@@ -110,10 +112,8 @@ class SpdyPipe:
     async def send(self, data: bytes) -> None:
         if self.transport.is_closing():
             raise ConnectionResetError("the caller went away")
-        self.transport.write(data)
-        payload = self.writer._payload_writer  # (the response's own: its drain waits on us)
-        if payload is not None:
-            await payload.drain()
+        self.transport.write(data)  # type: ignore[attr-defined]
+        await self.writer.drain()
 
 
 async def accept_spdy(request: web.Request, protocol: str) -> tuple[web.StreamResponse,
@@ -127,8 +127,9 @@ async def accept_spdy(request: web.Request, protocol: str) -> tuple[web.StreamRe
     reader = _Reader(transport)  # type: ignore[arg-type]
     request.protocol.set_parser(reader)  # type: ignore[arg-type]
     request.protocol.keep_alive(False)
-    await resp.prepare(request)
-    return resp, SpdyPipe(reader, transport, resp)  # type: ignore[arg-type]
+    writer = await resp.prepare(request)
+    assert writer is not None
+    return resp, SpdyPipe(reader, transport, writer)
 
 
 class WebSocketPipe:

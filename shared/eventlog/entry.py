@@ -358,9 +358,10 @@ class Siblings:
     node its affinity names, packed last in its spec, itself packed last or just before the
     status (the template's, the same for all), when the template has no affinity of its
     own. A pod so laid out is decoded as those four texts put into a copy of the kept pod
-    (``wire.unpack_holes``), sharing its other values (neither may be modified). Nothing of it needs checking: the shape check counts wrong types alone, each
-    of the four is text where the kept pod, checked, has text, and none of their fields has a
-    rule of its type beyond that (a name's and a node's being DNS names are other rules)."""
+    (``wire.unpack_holes``), sharing its other values (neither may be modified). Nothing of
+    it needs checking: the shape check counts wrong types alone, each of the four is text
+    where the kept pod, checked, has text, and none of their fields has a rule of its type
+    beyond that (a name's and a node's being DNS names are other rules)."""
 
     __slots__ = ("layout",)
 
