@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -340,7 +341,8 @@ def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
                      "terminationGracePeriodSeconds": 1,
                      "containers": [{"name": "app", "image": IMAGE, "workingDir": "/tmp",
                                      "env": [{"name": "GREETING", "value": "hello there"}],
-                                     "command": ["sleep", "100000"]}]}}}})
+                                     "command": ["sh", "-c", "while true; do echo tick; "
+                                                 "sleep 0.2; done"]}]}}}})
 
     def running() -> dict[str, Any] | None:
         ready = [p for p in pods(engine) if "running" in (main_status(p).get("state") or {})]
@@ -361,6 +363,19 @@ def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
     (tmp_path / "up.txt").write_text("copied in\n")
     api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:/tmp/in.txt")
     assert api.kubectl("exec", name, "--", "cat", "/tmp/in.txt").stdout == "copied in\n"
+    # kubectl attach: the container's output, from the engine's log as it comes
+    attach = subprocess.Popen(
+        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "attach", name],
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
+             "KUBECONFIG": str(api.kubeconfig())},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert attach.stdout is not None
+        assert select.select([attach.stdout], [], [], 30)[0], "kubectl attach showed nothing"
+        assert attach.stdout.readline() == "tick\n"
+    finally:
+        attach.kill()
+        attach.wait(timeout=30)
 
 
 def test_port_forward_to_a_docker_pod_on_its_network(engine: Engine) -> None:
