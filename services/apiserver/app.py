@@ -459,9 +459,12 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
             raise handlers.patch_error(err) from err
         fields.duplicated(decoded.duplicates)
         return await state.run(handlers.patch, store, t, decoded.value, request.content_type,
-                               requests.dry_run(q), fields, who, state.implicit(t))
+                               requests.dry_run(q, None, "PatchOptions"), fields, who,
+                               state.implicit(t))
     body = await _body(request, fields)
-    dry = requests.dry_run(q, body if isinstance(body, dict) else None)
+    dry = requests.dry_run(q, body if isinstance(body, dict) else None,
+                           {"create": "CreateOptions", "update": "UpdateOptions"}.get(
+                               verb, "DeleteOptions"))
     if verb == "create":
         if t.sub == "eviction":
             return await state.run(handlers.evict, store, t, body, dry)

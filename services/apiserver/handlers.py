@@ -474,13 +474,9 @@ def deletion(opts: Obj) -> tuple[str | None, int | None]:
     policy = opts.get("propagationPolicy")
     orphan = opts.get("orphanDependents")
     if policy is not None and orphan is not None:
-        message = (f'Invalid value: "{policy}": orphanDependents and deletionPropagation '
-                   'cannot be both set')
-        raise st.ApiError("Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: '
-                          f'propagationPolicy: {message}',
-                          {"name": "", "group": "meta.k8s.io", "kind": "DeleteOptions",
-                           "causes": [{"reason": "FieldValueInvalid", "message": message,
-                                       "field": "propagationPolicy"}]})
+        raise st.options_invalid("DeleteOptions", [
+            f'propagationPolicy: Invalid value: "{policy}": orphanDependents and '
+            'deletionPropagation cannot be both set'])
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
         raise st.bad_request("gracePeriodSeconds: must be an integer")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.apiserver import discovery
-from services.apiserver.status import ApiError, bad_request, no_such_path
+from services.apiserver.status import ApiError, bad_request, no_such_path, options_invalid
 from shared.api import served
 
 Obj = dict[str, Any]
@@ -164,14 +164,17 @@ def integer(query: Mapping[str, str], name: str, minimum: int | None = 0) -> int
     return value
 
 
-def dry_run(query: Mapping[str, str], body: Obj | None = None) -> bool:
+def dry_run(query: Mapping[str, str], body: Obj | None = None,
+            options: str = "CreateOptions") -> bool:
+    """Whether a write is a dry run (``dryRun=All`` in the query or its ``options``' body);
+    a value but All is upstream's 422 (``ValidateDryRun``), naming the write's options."""
     values = [v for k, v in _items(query) if k == "dryRun"]
     if body and isinstance(body.get("dryRun"), list):
         values += [str(v) for v in body["dryRun"]]
-    for v in values:
-        if v != "All":
-            raise ApiError("BadRequest", f'dryRun: Unsupported value: "{v}": supported '
-                           'values: "All"')
+    if any(v != "All" for v in values):
+        listed = ", ".join('"' + v.replace('"', '\\"') + '"' for v in values)
+        raise options_invalid(options, [f'dryRun: Unsupported value: []string{{{listed}}}: '
+                                        'supported values: "All"'])
     return bool(values)
 
 

@@ -218,6 +218,26 @@ def test_orphan_dependents_and_a_propagation_policy_cannot_be_both_set() -> None
                    'cannot be both set'}]
 
 
+@pytest.mark.parametrize(("options", "query", "body"), [
+    ("CreateOptions", {"dryRun": "Bogus"}, None),
+    ("PatchOptions", {"dryRun": "all"}, None),
+    ("DeleteOptions", {}, {"dryRun": ["All", "Bogus"]}),
+])
+def test_a_dry_run_but_all_is_upstreams_422_naming_the_writes_options(
+        options: str, query: dict[str, str], body: dict[str, object] | None) -> None:
+    with pytest.raises(ApiError) as bad:
+        requests.dry_run(query, body, options)
+    values = [query["dryRun"]] if query else ["All", "Bogus"]
+    listed = ", ".join(f'"{v}"' for v in values)
+    assert (bad.value.code, bad.value.status["reason"]) == (422, "Invalid")
+    assert bad.value.status["message"] == (
+        f'{options}.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
+        f'[]string{{{listed}}}: supported values: "All"')
+    assert bad.value.status["details"]["causes"][0]["reason"] == "FieldValueNotSupported"
+    assert requests.dry_run({"dryRun": "All"}) is True
+    assert requests.dry_run({}) is False
+
+
 def test_an_access_review_list_names_each_grant() -> None:
     edit = auth.User("e", "edit")
     assert auth.authorize(edit, "get", "*", True)  # a read rule covers every resource
