@@ -74,7 +74,7 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
                 resp, pipe = await upgrade.accept_spdy(request, protocol)
                 log.info("user %s %s pod %s/%s container %s over SPDY", user.name, what, ns,
                          name, container)
-                await _SpdyExec(pipe, opts, reader, writer).run()
+                await _SpdyExec(pipe, opts, reader, writer, request).run()
             finally:
                 writer.close()
             return resp
@@ -114,17 +114,10 @@ async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,
     agent until either side ends."""
     inbound = asyncio.ensure_future(_from_caller(ws, writer, request))
     try:
-        ended = False
-        while not ended:
-            try:
-                channel, size = rules.frame_header(await reader.readexactly(rules.HEADER_SIZE))
-                data = await reader.readexactly(size)
-            except (asyncio.IncompleteReadError, OSError, ssl.SSLError, rules.ExecError):
-                await ws.send_bytes(bytes([rules.ERROR]) + rules.status_data(rules.failed(
-                    "the node agent ended the session before the command's end")))
-                break
+        channel = None
+        while channel != rules.ERROR:
+            channel, data = await _agent_frame(reader)
             await ws.send_bytes(bytes([channel]) + data)
-            ended = channel == rules.ERROR
     except (ConnectionResetError, OSError):
         pass  # the caller went away
     finally:
@@ -132,6 +125,16 @@ async def _relay(ws: web.WebSocketResponse, reader: asyncio.StreamReader,
         with contextlib.suppress(asyncio.CancelledError):
             await inbound
         await ws.close()
+
+
+async def _agent_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The agent's next frame; once its leg has ended or broken, the Status saying so."""
+    try:
+        channel, size = rules.frame_header(await reader.readexactly(rules.HEADER_SIZE))
+        return channel, await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, OSError, ssl.SSLError, rules.ExecError):
+        return rules.ERROR, rules.status_data(rules.failed(
+            "the node agent ended the session before the command's end"))
 
 
 async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter,
@@ -172,9 +175,10 @@ class _SpdyExec:
     the agent. The Status ends the error stream, and then every stream."""
 
     def __init__(self, pipe: upgrade.Pipe, opts: rules.ExecOptions,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.server, self.opts, self.reader, self.writer = \
-            upgrade.SpdyServer(pipe), opts, reader, writer
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 request: web.Request) -> None:
+        self.server, self.reader, self.writer, self.request = \
+            upgrade.SpdyServer(pipe), reader, writer, request
         self.expected = {"error"} | {name for name, on in (
             ("stdin", opts.stdin), ("stdout", opts.stdout), ("stderr", opts.stderr),
             ("resize", opts.tty)) if on}
@@ -202,13 +206,7 @@ class _SpdyExec:
         """Acts: the agent's frames to their streams, until the Status."""
         channels = {rules.STDOUT: "stdout", rules.STDERR: "stderr", rules.ERROR: "error"}
         while True:
-            try:
-                channel, size = rules.frame_header(
-                    await self.reader.readexactly(rules.HEADER_SIZE))
-                data = await self.reader.readexactly(size)
-            except (asyncio.IncompleteReadError, OSError, ssl.SSLError, rules.ExecError):
-                channel, data = rules.ERROR, rules.status_data(rules.failed(
-                    "the node agent ended the session before the command's end"))
+            channel, data = await _agent_frame(self.reader)
             stream = self.streams.get(channels.get(channel, ""), 0)
             if stream and data:
                 await self.server.send(spdy.data(stream, data))
@@ -240,6 +238,12 @@ class _SpdyExec:
         self.writer.transport.abort()  # the caller is gone: the command ends with it
 
     async def to_agent(self, channel: int, data: bytes) -> None:
-        with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+        """Acts: a frame to the agent, waiting while it takes it as long as the caller is
+        there (``_drained``, as the WebSocket's input): the caller gone, the agent's
+        connection ends, and the command with it."""
+        try:
             self.writer.write(rules.frame(channel, data))
-            await self.writer.drain()
+            if not await _drained(self.writer, self.request):
+                self.writer.transport.abort()
+        except (OSError, ssl.SSLError, RuntimeError):
+            pass  # the agent's leg broke: from_agent tells the caller

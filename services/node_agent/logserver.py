@@ -361,39 +361,16 @@ class LogServer:
         try:
             while True:
                 waits = {conn: 0, pod: 0}  # what each socket is to be waited on for
-                moved = False
-                try:  # the pod's bytes to the caller
-                    if to_caller:
-                        to_caller = to_caller[conn.send(to_caller):]
-                    elif not (to_caller := pod.recv(RELAY_BUFFER)):
-                        return  # the pod closed it
-                    moved = True
-                except ssl.SSLWantReadError:
-                    waits[conn] |= selectors.EVENT_READ
-                except ssl.SSLWantWriteError:
-                    waits[conn] |= selectors.EVENT_WRITE
-                except BlockingIOError:
-                    waits[pod] |= selectors.EVENT_READ
-                try:  # the caller's bytes to the pod
-                    if to_pod:
-                        to_pod = to_pod[pod.send(to_pod):]
-                    elif not (to_pod := conn.recv(RELAY_BUFFER)):
-                        return  # the caller closed it
-                    moved = True
-                except ssl.SSLWantReadError:
-                    waits[conn] |= selectors.EVENT_READ
-                except ssl.SSLWantWriteError:
-                    waits[conn] |= selectors.EVENT_WRITE
-                except BlockingIOError:
-                    waits[pod] |= selectors.EVENT_WRITE
-                if not moved:
+                to_caller, out = _step(to_caller, pod, conn, waits)
+                to_pod, into = _step(to_pod, conn, pod, waits)
+                if not (out or into):
                     with selectors.DefaultSelector() as sel:
                         for sock, events in waits.items():
                             if events:
                                 sel.register(sock, events)
                         sel.select()
-        except OSError:
-            return  # either side failed (a reset, a TLS error)
+        except (EOFError, OSError):
+            return  # either side closed it, or failed (a reset, a TLS error)
 
     @staticmethod
     def _answer(req: BaseHTTPRequestHandler) -> None:
@@ -410,6 +387,32 @@ class LogServer:
         req.send_header("Content-Length", str(len(body)))
         req.end_headers()
         req.wfile.write(body)
+
+
+def _step(held: bytes, source: socket.socket, sink: socket.socket,
+          waits: dict[socket.socket, int]) -> tuple[bytes, bool]:
+    """Acts: one move of a relay's direction over non-blocking sockets: ``held`` (what
+    ``source`` gave and ``sink`` has not taken) written on, else more read. Returns what is
+    held then and whether anything moved; when nothing could, the socket that would block
+    gets what to wait for in ``waits`` (a TLS socket may want to read to write, or the
+    other way). EOFError once ``source`` has closed."""
+    sock, event = (sink, selectors.EVENT_WRITE) if held else (source, selectors.EVENT_READ)
+    try:
+        if held:
+            return held[sink.send(held):], True
+        got = source.recv(RELAY_BUFFER)
+    except ssl.SSLWantReadError:
+        waits[sock] |= selectors.EVENT_READ
+        return held, False
+    except ssl.SSLWantWriteError:
+        waits[sock] |= selectors.EVENT_WRITE
+        return held, False
+    except BlockingIOError:
+        waits[sock] |= event
+        return held, False
+    if not got:
+        raise EOFError
+    return got, True
 
 
 class _Attached:

@@ -78,18 +78,30 @@ class ApiServer:
             kubeconfig.write(path, cfg)
         return path
 
+    def _run_as(self, args: tuple[str, ...], user: str, env: dict[str, str] | None,
+                ) -> tuple[list[str], dict[str, str]]:
+        """kubectl's words and environment for ``args`` as ``user`` (``env``: more)."""
+        return ([self.kubectl_path, "--cache-dir", str(self.home / "cache"), *args],
+                {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home),
+                 "KUBECONFIG": str(self.kubeconfig(user)), **(env or {})})
+
     def kubectl(self, *args: str, user: str = "admin", input: str | None = None,
                 check: bool = True, timeout: float = 60,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        full_env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home),
-                    "KUBECONFIG": str(self.kubeconfig(user)), **(env or {})}
-        proc = subprocess.run([self.kubectl_path, "--cache-dir", str(self.home / "cache"),
-                               *args], input=input, capture_output=True, text=True,
+        argv, full_env = self._run_as(args, user, env)
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True,
                               env=full_env, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
                                  f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
+
+    def popen(self, *args: str, user: str = "admin", env: dict[str, str] | None = None,
+              **how: Any) -> subprocess.Popen[Any]:
+        """kubectl ``args`` started as ``user`` and left running (``how``: Popen's
+        options)."""
+        argv, full_env = self._run_as(args, user, env)
+        return subprocess.Popen(argv, env=full_env, **how)
 
     def json(self, *args: str, user: str = "admin") -> Any:
         return json.loads(self.kubectl(*args, "-o", "json", user=user).stdout)

@@ -379,11 +379,8 @@ def test_kubectl_debug_says_ephemeral_containers_are_not_served(api: ApiServer,
 
 def test_kubectl_get_watch_sees_a_change_and_ends_at_its_timeout(api: ApiServer) -> None:
     api.kubectl("apply", "-f", str(FLUENTD))
-    proc = subprocess.Popen(
-        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "get", "ds", "-n",
-         "kube-system", "-w", "--request-timeout=20s", "-o", "name"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"HOME": str(api.home), "KUBECONFIG": str(api.kubeconfig())})
+    proc = api.popen("get", "ds", "-n", "kube-system", "-w", "--request-timeout=20s", "-o",
+                     "name", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         listed = proc.stdout.readline().strip()  # printed from the list; the watch follows
@@ -403,11 +400,9 @@ def test_kubectl_get_namespaces_watch_sees_one_come_and_go_with_what_is_in_it(
     doc["metadata"]["namespace"] = "team-w"
     manifest = tmp_path / "team-w.yaml"
     manifest.write_text(yaml.safe_dump(doc))
-    proc = subprocess.Popen(
-        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "get", "ns", "-w",
-         "--output-watch-events", "--no-headers", "--request-timeout=60s"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"HOME": str(api.home), "KUBECONFIG": str(api.kubeconfig())})
+    proc = api.popen("get", "ns", "-w", "--output-watch-events", "--no-headers",
+                     "--request-timeout=60s", stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         listed = [proc.stdout.readline().split()[:2] for _ in range(4)]  # the list, then the watch

@@ -364,11 +364,8 @@ def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
     api.kubectl("cp", str(tmp_path / "up.txt"), f"{name}:/tmp/in.txt")
     assert api.kubectl("exec", name, "--", "cat", "/tmp/in.txt").stdout == "copied in\n"
     # kubectl attach: the container's output, from the engine's log as it comes
-    attach = subprocess.Popen(
-        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "attach", name],
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-             "KUBECONFIG": str(api.kubeconfig())},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    attach = api.popen("attach", name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
     try:
         assert attach.stdout is not None
         assert select.select([attach.stdout], [], [], 30)[0], "kubectl attach showed nothing"

@@ -132,11 +132,8 @@ def in_terminal(api: ApiServer, name: str, typed: bytes, until: bytes,
     showed ``until`` after ``typed`` was typed, and kubectl's exit code."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 91, 0, 0))
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-           "KUBECONFIG": str(api.kubeconfig()), **(more_env or {})}
-    proc = subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"), "exec",
-                             "-it", name, "--", "sh"], stdin=slave, stdout=slave,
-                            stderr=slave, env=env, start_new_session=True)
+    proc = api.popen("exec", "-it", name, "--", "sh", env=more_env, stdin=slave,
+                     stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     seen = b""
     try:
@@ -196,21 +193,20 @@ def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
                                                           tmp_path: Path) -> None:
     api, pod = started(machine, tmp_path)
     name = meta.name(pod)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-           "KUBECONFIG": str(api.kubeconfig())}
 
-    def kubectl_exec(*words: str, stdin: Any = None) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"),
-                                 "exec", *(["-i"] if stdin else []), name, "--", *words],
-                                env=env, stdin=stdin, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+    def kubectl_exec(*words: str, stdin: Any = None,
+                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        return api.popen("exec", *(["-i"] if stdin else []), name, "--", *words, env=env,
+                         stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    # the caller goes away (also while its input waits for a command that reads none): its
-    # command is killed
+    # the caller goes away (also while its input waits for a command that reads none, over
+    # a WebSocket or SPDY): its command is killed
+    spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
     with open("/dev/zero", "rb") as zeros:
-        for marker, stdin in (("301", None), ("303", zeros)):
+        for marker, stdin, env in (("301", None, None), ("303", zeros, None),
+                                   ("304", zeros, spdy)):
             caller = kubectl_exec("sh", "-c", f"sleep {marker}; true", str(machine.dir),
-                                  stdin=stdin)
+                                  stdin=stdin, env=env)
             try:
                 wait_for(lambda m=marker: execs(machine, m), what="the command running")
                 caller.kill()
@@ -276,14 +272,11 @@ def test_kubectl_attach_follows_the_containers_output(machine: Machine,
     api, _node, pod = running_pod(machine, tmp_path, ticking(machine))
     name = meta.name(pod)
     wait_for(lambda: "tick 5" in api.kubectl("logs", name).stdout, what="five ticks")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-           "KUBECONFIG": str(api.kubeconfig("editor"))}
 
     def attached(more_env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
         """kubectl attach running, and the first line it showed."""
-        proc = subprocess.Popen([api.kubectl_path, "--cache-dir", str(api.home / "cache"),
-                                 "attach", name], env={**env, **more_env},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = api.popen("attach", name, user="editor", env=more_env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         ready = select.select([proc.stdout], [], [], 30)[0]
         assert ready, "kubectl attach showed nothing"

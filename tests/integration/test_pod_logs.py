@@ -122,11 +122,8 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     assert "sinceSeconds and sinceTime cannot be served" in since.stderr
 
     # -f follows the run until it ends
-    follow = subprocess.Popen(
-        [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "logs", "-f", name],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(api.home),
-             "KUBECONFIG": str(api.kubeconfig())},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follow = api.popen("logs", "-f", name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
     watchdog = threading.Timer(60, follow.kill)
     watchdog.start()
     try:

@@ -211,12 +211,9 @@ class Forwarding:
     def __init__(self, api: ApiServer, target: str, remote: int, user: str = "admin",
                  more_env: dict[str, str] | None = None) -> None:
         self.local = free_port()
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(api.home),
-               "KUBECONFIG": str(api.kubeconfig(user)), **(more_env or {})}
-        self.proc = subprocess.Popen(
-            [api.kubectl_path, "--cache-dir", str(api.home / "cache"), "port-forward",
-             target, f"{self.local}:{remote}"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = api.popen("port-forward", target, f"{self.local}:{remote}", user=user,
+                              env=more_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
         self.out = ""
 
     def ready(self, timeout: float = 30) -> None:
