@@ -473,21 +473,20 @@ def deletion(opts: Obj) -> tuple[str | None, int | None]:
     know, or one given with ``orphanDependents``."""
     policy = opts.get("propagationPolicy")
     orphan = opts.get("orphanDependents")
+    problems = []
     if policy is not None and orphan is not None:
-        raise st.options_invalid("DeleteOptions", [
-            f'propagationPolicy: Invalid value: "{policy}": orphanDependents and '
-            'deletionPropagation cannot be both set'])
+        problems.append(f'propagationPolicy: Invalid value: "{policy}": orphanDependents and '
+                        'deletionPropagation cannot be both set')
+    if policy is not None and policy not in PROPAGATION:
+        problems.append(f'propagationPolicy: Unsupported value: "{policy}": supported values: '
+                        '"Foreground", "Background", "Orphan", "nil"')
+    if problems:
+        raise st.options_invalid("DeleteOptions", problems)
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
         raise st.bad_request("gracePeriodSeconds: must be an integer")
     if policy is None:
         return (None if orphan is None else "orphan" if orphan is True else "background"), grace
-    if policy not in PROPAGATION:
-        raise st.ApiError("Invalid", f'propagationPolicy: Unsupported value: "{policy}": '
-                          'supported values: "Foreground", "Background", "Orphan"',
-                          {"causes": [{"reason": "FieldValueNotSupported",
-                                       "field": "propagationPolicy",
-                                       "message": f'Unsupported value: "{policy}"'}]})
     return PROPAGATION[str(policy)], grace
 
 

@@ -200,22 +200,24 @@ def test_delete_options_name_the_policy_asked_for_or_none() -> None:
     assert handlers.deletion({"orphanDependents": False}) == ("background", None)
     assert handlers.deletion({"propagationPolicy": "Foreground",
                               "gracePeriodSeconds": 0}) == ("foreground", 0)
-    with pytest.raises(ApiError) as unknown:
-        handlers.deletion({"propagationPolicy": "Later"})
-    assert (unknown.value.code, unknown.value.status["reason"]) == (422, "Invalid")
 
 
-def test_orphan_dependents_and_a_propagation_policy_cannot_be_both_set() -> None:
-    with pytest.raises(ApiError) as both:
-        handlers.deletion({"orphanDependents": False, "propagationPolicy": "Background"})
-    assert (both.value.code, both.value.status["reason"]) == (422, "Invalid")
-    assert both.value.status["message"] == (
-        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: '
-        '"Background": orphanDependents and deletionPropagation cannot be both set')
-    assert both.value.status["details"]["causes"] == [{
-        "reason": "FieldValueInvalid", "field": "propagationPolicy",
-        "message": 'Invalid value: "Background": orphanDependents and deletionPropagation '
-                   'cannot be both set'}]
+@pytest.mark.parametrize(("opts", "problem"), [
+    ({"propagationPolicy": "Later"}, 'propagationPolicy: Unsupported value: "Later": supported '
+                                     'values: "Foreground", "Background", "Orphan", "nil"'),
+    ({"orphanDependents": False, "propagationPolicy": "Background"},
+     'propagationPolicy: Invalid value: "Background": orphanDependents and deletionPropagation '
+     'cannot be both set'),
+])
+def test_delete_options_upstream_refuses_are_its_422(opts: dict[str, object], problem: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        handlers.deletion(opts)
+    assert (refused.value.code, refused.value.status["reason"]) == (422, "Invalid")
+    assert refused.value.status["message"] == f'DeleteOptions.meta.k8s.io "" is invalid: {problem}'
+    field, body = problem.split(": ", 1)
+    reason = "FieldValueNotSupported" if "Unsupported" in body else "FieldValueInvalid"
+    assert refused.value.status["details"]["causes"] == [
+        {"reason": reason, "field": field, "message": body}]
 
 
 @pytest.mark.parametrize(("options", "query", "body"), [
