@@ -36,7 +36,7 @@ import docker.errors
 import docker.utils
 import docker.utils.socket
 
-from services.node_agent import containerlogs, podstatus
+from services.node_agent import containerlogs, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
 from shared.api import podexec, podlog
@@ -89,7 +89,7 @@ class DockerRuntime(Records):
         self.network = network
         self._version = f"docker://{client.version().get('Version', '')}"
         self._seen: dict[str, Obj] = {}  # engine id → the engine's summary of the container
-        self._pulls: dict[str, Future[None]] = {}  # image → its pull under way
+        self._pulls: dict[str, Future[str]] = {}  # image → its pull under way
         self._puller = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
 
     def version(self) -> str:
@@ -123,11 +123,17 @@ class DockerRuntime(Records):
             raise OSError(f"docker: {err}") from err
         return True
 
-    def _pull(self, image: str) -> None:
+    def _pull(self, image: str) -> str:
+        """Acts: pull ``image``; what kubelet's Pulled event says of it."""
+        started = time.monotonic()
         repo, tag = docker.utils.parse_repository_tag(image)
         self.api.pull(repo, tag=tag or "latest")
+        took = f"{time.monotonic() - started:.3f}s"
+        size = self.client.images.get(image).attrs.get("Size")
+        return (f'Successfully pulled image "{image}" in {took} ({took} including waiting). '
+                f"Image size: {size} bytes.")
 
-    def image_ready(self, container: Obj) -> bool:
+    def image_ready(self, container: Obj) -> str | None:
         image = str(container.get("image") or "")
         if not image:
             raise ImageError("InvalidImageName", "a container needs an image")
@@ -135,21 +141,21 @@ class DockerRuntime(Records):
         pull = self._pulls.get(image)
         if pull is None:
             if policy != "Always" and self._present(image):
-                return True
+                return f'Container image "{image}" already present on machine'
             if policy == "Never":
                 raise ImageError("ErrImageNeverPull", f'Container image "{image}" is not '
                                  "present with pull policy of Never")
             log.info("pulling image %s", image)
             self._pulls[image] = self._puller.submit(self._pull, image)
-            return False
+            return None
         if not pull.done():
-            return False
+            return None
         del self._pulls[image]
         err = pull.exception()
         if err is not None:
             explanation = getattr(err, "explanation", None) or str(err)
             raise ImageError("ErrImagePull", f"failed to pull image {image!r}: {explanation}")
-        return True
+        return pull.result()
 
     # ---- containers ------------------------------------------------------------------------
 
@@ -295,9 +301,10 @@ class DockerRuntime(Records):
             pass  # (not running any more: 409)
 
     def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
-                   timeout: float) -> bool:
+                   timeout: float) -> tuple[bool, str]:
         """The command run in the container (``docker exec``), with the container's
-        environment; a probe that outlasts ``timeout`` failed (the engine cannot stop it)."""
+        environment; a probe that outlasts ``timeout`` failed (the engine cannot stop it).
+        Run detached, its output is not kept."""
         eid = engine_id(c)
         try:
             ex = self.api.exec_create(eid, words, environment=env, workdir=cwd or None)
@@ -306,11 +313,11 @@ class DockerRuntime(Records):
             while time.monotonic() < deadline:
                 info = self.api.exec_inspect(ex["Id"])
                 if not info.get("Running"):
-                    return info.get("ExitCode") == 0
+                    return info.get("ExitCode") == 0, ""
                 time.sleep(EXEC_POLL)
-        except docker.errors.DockerException:
-            return False
-        return False
+        except docker.errors.DockerException as err:
+            return False, f"docker: {err}"
+        return False, probes.timed_out(words)
 
     def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
              opts: ExecOptions) -> DockerExec:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 Obj = dict[str, Any]
-# runs an exec probe's command within a timeout: True when it exited 0
-ExecProbe = Callable[[list[str], float], bool]
+# runs an exec probe's command within a timeout: whether it exited 0, and its output
+ExecProbe = Callable[[list[str], float], tuple[bool, str]]
+EXEC_OUTPUT_MAX = 10 * 1024  # of an exec probe's output, what kubelet's prober keeps
 
 
 def _port(value: Any, container: Obj) -> int:
@@ -30,43 +31,83 @@ def _port(value: Any, container: Obj) -> int:
     raise ValueError(f"port {value!r} not found")
 
 
-def run(probe: Obj, container: Obj, pod_ip: str, exec_probe: ExecProbe) -> bool:
-    """Acts: run one probe; True for success. A probe that errs or times out failed."""
+def timed_out(words: list[str]) -> str:
+    """An exec probe that outlasted its timeout, in kubelet's words."""
+    return f'command "{" ".join(words)}" timed out'
+
+
+def dial_error(host: str, port: int, err: OSError) -> str:
+    """A failed connection in Go's words, as kubelet's probes report it: ``dial tcp
+    10.0.0.7:8080: connect: connection refused``, ``... i/o timeout``."""
+    if isinstance(err, TimeoutError):
+        why = "i/o timeout"
+    elif err.strerror:
+        why = f"connect: {err.strerror.lower()}"
+    else:
+        why = str(err) or type(err).__name__
+    return f"dial tcp {host}:{port}: {why}"
+
+
+def run(probe: Obj, container: Obj, pod_ip: str, exec_probe: ExecProbe) -> tuple[bool, str]:
+    """Acts: run one probe: whether it succeeded, and what kubelet's prober says of a
+    failure (its Unhealthy event's text): an exec probe's output, an HTTP status or the
+    error of the connection. A probe that errs or times out failed."""
     timeout = float(probe.get("timeoutSeconds") or 1)
     try:
         if "exec" in probe:
             words = [str(w) for w in (probe["exec"] or {}).get("command") or []]
             return exec_probe(words, timeout)
         if "httpGet" in probe:
-            h = probe["httpGet"] or {}
-            host = str(h.get("host") or pod_ip)
-            port = _port(h.get("port"), container)
-            conn: http.client.HTTPConnection
-            if str(h.get("scheme") or "HTTP").upper() == "HTTPS":
-                ctx = ssl.create_default_context()
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE  # kubelet does not verify probe certificates
-                conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=ctx)
-            else:
-                conn = http.client.HTTPConnection(host, port, timeout=timeout)
-            try:
-                headers = {"User-Agent": "kube-probe/1.30"}
-                headers.update({str(x.get("name")): str(x.get("value"))
-                                for x in h.get("httpHeaders") or []})
-                conn.request("GET", str(h.get("path") or "/"), headers=headers)
-                code = conn.getresponse().status
-            finally:
-                conn.close()
-            return 200 <= code < 400
+            return _http(probe["httpGet"] or {}, container, pod_ip, timeout)
         if "tcpSocket" in probe:
             t = probe["tcpSocket"] or {}
             host = str(t.get("host") or pod_ip)
-            with socket.create_connection((host, _port(t.get("port"), container)),
-                                          timeout=timeout):
-                return True
-    except (OSError, ValueError, http.client.HTTPException):
-        return False
-    return False
+            port = _port(t.get("port"), container)
+            try:
+                with socket.create_connection((host, port), timeout=timeout):
+                    return True, ""
+            except OSError as err:
+                return False, dial_error(host, port, err)
+    except ValueError as err:
+        return False, str(err)
+    return False, "the probe names no action (exec, httpGet or tcpSocket)"
+
+
+def _http(h: Obj, container: Obj, pod_ip: str, timeout: float) -> tuple[bool, str]:
+    host = str(h.get("host") or pod_ip)
+    port = _port(h.get("port"), container)
+    scheme = str(h.get("scheme") or "HTTP").lower()
+    url = f"{scheme}://{host}:{port}{h.get('path') or '/'}"
+    conn: http.client.HTTPConnection
+    if scheme == "https":
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # kubelet does not verify probe certificates
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        headers = {"User-Agent": "kube-probe/1.30"}
+        headers.update({str(x.get("name")): str(x.get("value"))
+                        for x in h.get("httpHeaders") or []})
+        try:
+            conn.connect()
+        except TimeoutError:
+            raise
+        except OSError as err:
+            return False, f'Get "{url}": {dial_error(host, port, err)}'
+        conn.request("GET", str(h.get("path") or "/"), headers=headers)
+        code = conn.getresponse().status
+    except TimeoutError:
+        return False, (f'Get "{url}": context deadline exceeded (Client.Timeout exceeded '
+                       "while awaiting headers)")
+    except (OSError, http.client.HTTPException) as err:
+        return False, f'Get "{url}": {err}'
+    finally:
+        conn.close()
+    if 200 <= code < 400:
+        return True, ""
+    return False, f"HTTP probe failed with statuscode: {code}"
 
 
 @dataclass
@@ -80,7 +121,7 @@ class ProbeTracker:
     next_at: float = 0.0
     successes: int = 0
     failures: int = 0
-    pending: Future[bool] | None = None  # a run of the probe not finished yet
+    pending: Future[tuple[bool, str]] | None = None  # a run of the probe not finished yet
 
     def __post_init__(self) -> None:
         self.next_at = self.started_at + float(self.probe.get("initialDelaySeconds") or 0)

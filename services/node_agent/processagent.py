@@ -45,6 +45,12 @@ REGISTER_RETRY = 2.0  # seconds between tries to register a Node that is not the
 # kubelet's image pull back-off: 10 s doubling to 5 min
 PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
+# client-go's event spam filter (its EventSourceObjectSpamFilter): per object a burst of 25
+# Events, then one more per 5 minutes
+EVENT_BURST = 25.0
+EVENT_REFILL_SECONDS = 300.0
+PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
+               "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,10 @@ class PodRun:
     mains: list[ContainerState]
     trackers: dict[tuple[str, str], probes.ProbeTracker] = field(default_factory=dict)
     gone: bool = False  # the pod object is gone: stop everything, then forget
+    # its Events' spam filter (``_event``): the tokens left, when they were counted
+    event_tokens: float = EVENT_BURST
+    event_at: float | None = None
+    backoff_told: dict[str, float] = field(default_factory=dict)  # container → restart_at
 
     def containers(self) -> list[ContainerState]:
         return self.inits + self.mains
@@ -339,6 +349,7 @@ class ProcessAgent:
                 self.runtime.signal(c, signal.SIGTERM)
                 c.stop_deadline = deadline
                 self.runtime.save(run.pod_dir, c)
+                self._event(run, "Normal", "Killing", f"Stopping container {c.name}", c, now)
             elif now >= c.stop_deadline:
                 self.runtime.signal(c, signal.SIGKILL)
             elif deadline < c.stop_deadline:  # now + the same period never is
@@ -402,6 +413,11 @@ class ProcessAgent:
 
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
         if c.restart_at is not None and now < c.restart_at:
+            if run.backoff_told.get(c.name) != c.restart_at:  # once per back-off
+                run.backoff_told[c.name] = c.restart_at
+                self._event(run, "Warning", "BackOff", "Back-off restarting failed container "
+                            f"{c.name} in pod {meta.name(pod := run.pod)}_"
+                            f"{meta.namespace(pod)}({meta.uid(pod)})", c, now)
             return
         if c.terminated is not None and c.restart_at is None:
             return  # ended for good (its restartPolicy)
@@ -428,6 +444,7 @@ class ProcessAgent:
             self.runtime.start(run.pod_dir, pod, cspec, c, words, env)
         except OSError as err:
             log.info("pod %s container %s failed to start: %s", meta.name(pod), c.name, err)
+            self._event(run, "Warning", "Failed", f"Error: {err}", c, now)
             c.starting = False
             podstatus.after_exit(c, self._policy(pod, c),
                                  podstatus.terminated_state(128, 0, now, now, "",
@@ -440,6 +457,8 @@ class ProcessAgent:
         c.started_at = now
         log.info("pod %s container %s started (%s)", meta.name(pod), c.name, c.container_id)
         self.runtime.save(run.pod_dir, c)
+        self._event(run, "Normal", "Created", f"Created container: {c.name}", c, now)
+        self._event(run, "Normal", "Started", f"Started container {c.name}", c, now)
 
     def _image_ready(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> bool:
         """Is ``c``'s image here? A failed pull is ErrImagePull (with a Warning Event), and
@@ -453,7 +472,7 @@ class ProcessAgent:
                 self._event(run, "Normal", "BackOff", c.waiting_message, c, now)
             return False
         try:
-            ready = self.runtime.image_ready(cspec)
+            pulled = self.runtime.image_ready(cspec)
         except ImageError as err:
             c.waiting_reason, c.waiting_message = err.reason, err.message
             c.pull_backoff = PULL_BACKOFF_INITIAL if c.pull_backoff <= 0 else \
@@ -466,18 +485,31 @@ class ProcessAgent:
             self._event(run, "Warning", "Failed", f"Error: {err.reason}", c, now)
             self.runtime.save(run.pod_dir, c)
             return False
-        if not ready:
+        if pulled is None:
             if c.waiting_reason != "ContainerCreating":
                 self._event(run, "Normal", "Pulling", f'Pulling image "{image}"', c, now)
             c.waiting_reason, c.waiting_message = "ContainerCreating", ""
             return False
         if c.pull_at is not None:
             c.pull_at, c.pull_backoff = None, 0.0
+        if pulled:
+            self._event(run, "Normal", "Pulled", pulled, c, now)
         return True
 
     def _event(self, run: PodRun, type_: str, reason: str, message: str, c: ContainerState,
                now: float) -> None:
-        """An Event about the pod, as kubelet records it (source: kubelet on this node)."""
+        """An Event about the pod, as kubelet records it (source: kubelet on this node), unless
+        the pod has had its share: client-go's spam filter gives each object a burst of
+        ``EVENT_BURST`` Events, then one per ``EVENT_REFILL_SECONDS`` (a crash-looping or
+        unhealthy container would otherwise write one every few seconds for as long as it
+        lasts)."""
+        if run.event_at is not None:
+            run.event_tokens = min(EVENT_BURST, run.event_tokens +
+                                   (now - run.event_at) / EVENT_REFILL_SECONDS)
+        run.event_at = now
+        if run.event_tokens < 1:
+            return
+        run.event_tokens -= 1
         ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
                           message, now=now, salt=f"{c.name}|{now}", component="kubelet")
         ev["involvedObject"]["fieldPath"] = \
@@ -537,9 +569,13 @@ class ProcessAgent:
             if not tracker.pending.done():
                 return None
             done = tracker.pending
-            success = done.exception() is None and done.result()
+            success, output = done.result() if done.exception() is None else \
+                (False, str(done.exception()))
             tracker.pending = None
             tracker.record(success, self.clock())
+            if not success:
+                self._event(run, "Warning", "Unhealthy",
+                            f"{PROBE_NAMES[kind]} probe failed: {output}", c, now)
             return tracker
         if not tracker.due(now):
             return None
@@ -547,7 +583,7 @@ class ProcessAgent:
         pod_ip = self._pod_ip(run)
         cwd = str(cspec.get("workingDir") or "/")
 
-        def exec_probe(words: list[str], timeout: float) -> bool:
+        def exec_probe(words: list[str], timeout: float) -> tuple[bool, str]:
             return self.runtime.exec_probe(c, words, env, cwd, timeout)
         # each probe runs on the pool (as kubelet's run in their own goroutines), so a slow
         # one holds up no other pod; its result is taken on a later round
@@ -558,7 +594,10 @@ class ProcessAgent:
         log.info("pod %s container %s failed its %s probe; restarting", meta.name(run.pod),
                  c.name, which)
         self.runtime.signal(c, signal.SIGTERM)
-        c.stop_deadline = self.clock() + self._grace(run.pod)
+        now = self.clock()
+        c.stop_deadline = now + self._grace(run.pod)
+        self._event(run, "Normal", "Killing",
+                    f"Container {c.name} failed {which} probe, will be restarted", c, now)
 
     def _pod_ip(self, run: PodRun) -> str:
         return self.runtime.pod_ip(run.pod, run.containers()) or self.cfg.node_ip

@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from services.node_agent import containerlogs, podstatus
+from services.node_agent import containerlogs, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, Records
 from shared.api import podexec
@@ -102,8 +102,8 @@ class ProcessRuntime(Records):
     def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
         return podstatus.argv(container, env)
 
-    def image_ready(self, container: Obj) -> bool:
-        return True  # no image: the command is the host's
+    def image_ready(self, container: Obj) -> str | None:
+        return ""  # no image: the command is the host's
 
     def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
               words: list[str], env: dict[str, str]) -> None:
@@ -207,17 +207,20 @@ class ProcessRuntime(Records):
             pass
 
     def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
-                   timeout: float) -> bool:
+                   timeout: float) -> tuple[bool, str]:
         u = self.user
         try:
             res = subprocess.run(words, env=env, cwd=cwd, timeout=timeout, check=False,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, start_new_session=True,
                                  user=u.uid, group=u.gid,
                                  extra_groups=list(u.groups) if u.uid is not None else None)
-        except (OSError, subprocess.SubprocessError):
-            return False
-        return res.returncode == 0
+        except subprocess.TimeoutExpired:
+            return False, probes.timed_out(words)
+        except (OSError, subprocess.SubprocessError) as err:
+            return False, str(err)
+        output = res.stdout[:probes.EXEC_OUTPUT_MAX].decode(errors="replace")
+        return res.returncode == 0, output
 
     def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
              opts: ExecOptions) -> ProcessExec:

@@ -101,9 +101,10 @@ class Runtime(Protocol):
     def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
         """command + args, expanded; ConfigError when they cannot run."""
 
-    def image_ready(self, container: Obj) -> bool:
-        """Is the container's image here (pulled if its imagePullPolicy says so)? False
-        while a pull is under way; ImageError when it cannot be had."""
+    def image_ready(self, container: Obj) -> str | None:
+        """Is the container's image here (pulled if its imagePullPolicy says so)? None
+        while a pull is under way, else what kubelet's Pulled event says of it (empty: the
+        runtime has no images); ImageError when it cannot be had."""
 
     def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
               words: list[str], env: dict[str, str]) -> None:
@@ -124,9 +125,11 @@ class Runtime(Protocol):
         """Send ``sig`` to ``c``'s process (group), if it still runs."""
 
     def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
-                   timeout: float) -> bool:
+                   timeout: float) -> tuple[bool, str]:
         """Run an exec probe's command as the container would (its environment, working
-        directory, user); True when it exits 0 within ``timeout``."""
+        directory, user): whether it exited 0 within ``timeout``, and what kubelet's prober
+        says of it (its output, at most ``probes.EXEC_OUTPUT_MAX`` bytes; ``command "..."
+        timed out``)."""
 
     def exec(self, c: ContainerState, env: dict[str, str], cwd: str,
              opts: ExecOptions) -> ExecSession:

@@ -212,6 +212,14 @@ def test_daemonset_runs_in_docker_ready_by_its_probe_and_rolls_to_a_new_version(
     assert len(engine.marks("v1.term")) == 1  # the old server saw SIGTERM
     wait_for(lambda: not engine.containers(**{dockerrt.LABEL_UID: meta.uid(pod)}),
              timeout=60, what="the old pod's containers removed")
+    # kubelet's Events of the first pod: its image, its starts, its stop
+    told = {(e["type"], e["reason"], e["message"])
+            for e in engine.stack.store.list("Event", "default")
+            if e["involvedObject"].get("uid") == meta.uid(pod)}
+    assert {("Normal", "Pulled", f'Container image "{IMAGE}" already present on machine'),
+            ("Normal", "Created", "Created container: seed"),
+            ("Normal", "Started", "Started container web"),
+            ("Normal", "Killing", "Stopping container web")} <= told
     (web2,) = engine.running()
     assert main_status(new)["containerID"] == f"docker://{web2['Id']}"
 

@@ -161,6 +161,12 @@ def container_status(pod: dict[str, Any]) -> dict[str, Any]:
     return ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
 
 
+def said(stack: Stack, pod: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """The (type, reason, message) of the Events about ``pod``."""
+    return {(e["type"], e["reason"], e["message"]) for e in stack.store.list("Event", "default")
+            if e["involvedObject"].get("uid") == meta.uid(pod)}
+
+
 def ready_pods(stack: Stack) -> dict[str, dict[str, Any]]:
     return {p["spec"]["nodeName"]: p for p in stack.pods("default")
             if is_ready(p) and not meta.is_being_deleted(p)}
@@ -303,6 +309,13 @@ def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> N
     assert cs["lastState"]["terminated"]["reason"] == "Error"
     pod = machine.stack.pods("default")[0]
     assert pod["status"]["phase"] == "Running" and not is_ready(pod)
+    # kubelet's Events: each start, and the back-off before the next one
+    backoff = ("Warning", "BackOff", "Back-off restarting failed container web in pod "
+               f"{meta.name(pod)}_default({meta.uid(pod)})")
+    told = wait_for(lambda: (e := said(machine.stack, pod)) >= {backoff} and e,
+                    what="the BackOff event")
+    assert {("Normal", "Created", "Created container: web"),
+            ("Normal", "Started", "Started container web")} <= told
 
 
 def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> None:
@@ -479,7 +492,8 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     spec["containers"][0]["workingDir"] = str(work)
     spec["containers"][0]["env"].append({"name": "SWITCH", "value": "stop-$(NODE_NAME)"})
     spec["containers"][0]["livenessProbe"] = {
-        "exec": {"command": ["sh", "-c", 'test ! -e "$SWITCH"']},
+        "exec": {"command": ["sh", "-c", 'test ! -e "$SWITCH" || { echo "$SWITCH is there"; '
+                                         "exit 1; }"]},
         "periodSeconds": 1, "failureThreshold": 2}
     machine.stack.store.apply(ds)
     pod = wait_for(lambda: ready_pods(machine.stack).get(a), timeout=60, what="pod Ready")
@@ -514,6 +528,13 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
     cs = wait_for(restarted, timeout=30, what="the container restarted by its liveness probe")
     (work / f"stop-{a}").unlink()
     assert cs["lastState"]["terminated"]["exitCode"] == 128 + signal.SIGTERM
+    # kubelet's Events of it: the probe's output, the kill, the starts
+    told = said(machine.stack, pod)
+    assert {("Warning", "Unhealthy", f"Liveness probe failed: stop-{a} is there\n"),
+            ("Normal", "Killing", "Container web failed liveness probe, will be restarted"),
+            ("Normal", "Created", "Created container: first"),
+            ("Normal", "Started", "Started container second"),
+            ("Normal", "Started", "Started container web")} <= told
     wait_for(lambda: ready_pods(machine.stack).get(a), timeout=30, what="Ready again")
     try:
         rest, _ = follow.communicate(timeout=30)  # -f ends with the run it follows

@@ -1,17 +1,21 @@
 """The process runtime's kubelet decisions (pure): crash-loop back-off, restart policy,
-phase and conditions, the container environment, probe thresholds."""
+phase and conditions, the container environment, probe thresholds; and what a failed probe
+says (against real sockets)."""
 
 from __future__ import annotations
 
 import dataclasses
+import http.server
+import threading
 from typing import Any
 
 import pytest
 
-from services.node_agent import podstatus
+from services.node_agent import podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.probes import ProbeTracker
 from shared.model import meta
+from shared.store.server import free_port
 
 POD: dict[str, Any] = {
     "metadata": {"name": "web-x", "namespace": "ns", "uid": "u1",
@@ -193,3 +197,34 @@ def test_resource_limits_are_read_as_quantities() -> None:
     for bad in ("12XB", "Mi", "1.2.3"):
         with pytest.raises(podstatus.ConfigError):
             podstatus.memory_limit(limits(memory=bad))
+
+
+def test_a_failed_probe_says_why_in_kubelets_words() -> None:
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    closed = free_port()
+    try:
+        def run(probe: dict[str, Any]) -> tuple[bool, str]:
+            return probes.run({**probe, "timeoutSeconds": 2}, {"ports": [
+                {"name": "http", "containerPort": port}]}, "127.0.0.1", lambda w, t: (True, ""))
+        assert run({"httpGet": {"port": "http", "path": "/healthz"}}) == \
+            (False, "HTTP probe failed with statuscode: 500")
+        assert run({"httpGet": {"port": closed}}) == (False, (
+            f'Get "http://127.0.0.1:{closed}/": dial tcp 127.0.0.1:{closed}: connect: '
+            "connection refused"))
+        assert run({"tcpSocket": {"port": closed}}) == \
+            (False, f"dial tcp 127.0.0.1:{closed}: connect: connection refused")
+        assert run({"tcpSocket": {"port": port}}) == (True, "")
+        assert run({"tcpSocket": {"port": "metrics"}}) == (False, "port 'metrics' not found")
+    finally:
+        server.shutdown()
+        server.server_close()
