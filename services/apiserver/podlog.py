@@ -2,7 +2,9 @@
 picks the container and its run from the pod (``shared.api.podlog``, upstream's texts), and
 proxies to the log endpoint of the node agent running it (``shared.store.nodeserver``: its
 address from the Node, its certificate pinned, its token), streaming what it sends, with ``follow``,
-``tailLines``, ``limitBytes``, ``previous`` and ``container``. Acts.
+``tailLines``, ``limitBytes``, ``previous``, ``container``, ``timestamps``, ``sinceSeconds``
+and ``sinceTime`` (their values checked here; whether the node's runtime can serve them is
+its agent's answer, relayed). Acts.
 
 Registered by ``app.make_app`` before the generic resource routes.
 """

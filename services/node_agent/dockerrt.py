@@ -365,7 +365,16 @@ class DockerRuntime(Records):
              stop: threading.Event | None = None) -> Iterator[bytes]:
         """The engine's log of the run's container (stdout and stderr); following it ends
         when the container does. The run before the current is kept (``_remove_older``);
-        one not there is upstream's "previous terminated container ... not found"."""
+        one not there is upstream's "previous terminated container ... not found".
+
+        The engine keeps the time of each line: with ``timestamps`` it prefixes each line
+        with it as kubelet does (RFC 3339 in UTC, nine digits of fraction, a space), and
+        its ``since`` keeps the lines at or after a time. Like kubelet it takes the last
+        ``tail_lines`` lines first, then drops those older than the since; ``limit_bytes``
+        (cut here) counts the prefixes too."""
+        oldest = podlog.since(opts, time.time_ns())
+        if oldest is not None and oldest < podlog.SECOND:
+            oldest = None  # (every line the engine has is later; it takes no time before)
         md = pod.get("metadata") or {}
         found = self._ours(f"{LABEL_UID}={md.get('uid')}", f"{LABEL_CONTAINER}={container}",
                            f"{LABEL_RUN}={run}")
@@ -376,7 +385,9 @@ class DockerRuntime(Records):
         try:
             chunks = self.api.logs(found[0]["Id"], stdout=True, stderr=True, stream=True,
                                    follow=opts.follow and not opts.previous,
-                                   tail="all" if opts.tail_lines is None else opts.tail_lines)
+                                   tail="all" if opts.tail_lines is None else opts.tail_lines,
+                                   timestamps=opts.timestamps,
+                                   since=None if oldest is None else oldest / podlog.SECOND)
         except docker.errors.DockerException as err:
             raise OSError(f"docker: {err}") from err
         return containerlogs.limited(chunks, opts.limit_bytes, stop)

@@ -5,11 +5,12 @@ commands in their containers (the API server relays ``.../pods/{name}/exec`` to 
 connects callers to their ports (``.../pods/{name}/portforward``). Acts.
 
 ``GET /containerLogs/{namespace}/{pod}/{container}?uid=U&run=N`` with ``tailLines``,
-``limitBytes``, ``follow`` and ``previous``: the output of run N of that container, from the
-agent's runtime (``Runtime.logs``: the process runtime's log file of the run, the docker
-runtime's engine log of the run's container). Which run to read is the caller's decision,
-from the pod's status (``shared.api.podlog.pick_run``); this endpoint only serves what the
-runtime keeps.
+``limitBytes``, ``follow``, ``previous``, ``timestamps``, ``sinceSeconds`` and ``sinceTime``:
+the output of run N of that container, from the agent's runtime (``Runtime.logs``: the
+process runtime's log file of the run, the docker runtime's engine log of the run's
+container). Which run to read is the caller's decision, from the pod's status
+(``shared.api.podlog.pick_run``); this endpoint only serves what the runtime keeps: options
+its runtime cannot serve are a 400 in its words.
 
 It listens on the node's IP (``--log-port``, 10250 by default; 0 picks a free one), with TLS
 always: its certificate is self-signed, made at each start, and its SHA-256 is published with

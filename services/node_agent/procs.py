@@ -35,7 +35,7 @@ import psutil
 from services.node_agent import containerlogs, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, Records
-from shared.api import podexec
+from shared.api import podexec, podlog
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
@@ -284,7 +284,12 @@ class ProcessRuntime(Records):
 
     def logs(self, pod: Obj, container: str, run: int, opts: LogOptions,
              stop: threading.Event | None = None) -> Iterator[bytes]:
-        """The run's log file; following it ends when the next run's file appears."""
+        """The run's log file; following it ends when the next run's file appears. The
+        file has no time per line: options that need one are refused (``podlog.untimed``),
+        rather than answered with every line, unprefixed."""
+        refusal = podlog.untimed(opts)
+        if refusal is not None:
+            raise refusal
         pod_dir = self.pod_dir(pod)
         return containerlogs.stream(log_file(pod_dir, container, run), opts,
                                     log_file(pod_dir, container, run + 1), stop)

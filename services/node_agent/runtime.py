@@ -153,10 +153,12 @@ class Runtime(Protocol):
     def logs(self, pod: Obj, container: str, run: int, opts: LogOptions,
              stop: threading.Event | None = None) -> Iterator[bytes]:
         """The output of run ``run`` of ``container`` of ``pod`` (its metadata: namespace,
-        name, uid) as ``opts`` ask: the last ``tail_lines`` lines, at most ``limit_bytes``,
-        with ``follow`` (not with ``previous``) what it writes next until the run ends or
-        ``stop`` is set. OSError when this node has no log of that run, LogError (upstream's
-        text) for a previous run the runtime does not keep; either may come with the first
+        name, uid) as ``opts`` ask: the last ``tail_lines`` lines, of those the ones at or
+        after ``podlog.since``, each prefixed with its time with ``timestamps``, at most
+        ``limit_bytes`` (prefixes counted), with ``follow`` (not with ``previous``) what it
+        writes next until the run ends or ``stop`` is set. OSError when this node has no log
+        of that run, LogError (upstream's text) for a previous run the runtime does not keep,
+        or for options it cannot serve (``podlog.untimed``); either may come with the first
         chunk."""
 
 

@@ -4,13 +4,20 @@
 serving it listens (the Node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``)
 and the request for one run. Errors carry upstream's texts; each is a BadRequest to a caller.
 
+Times of lines are nanoseconds since the epoch (the runtimes' own precision: the Docker
+engine's, kubelet's ``time.Time``), printed as kubelet prints them with ``timestamps``
+(``stamp``: RFC 3339 in UTC with nine digits of fraction, ``types.RFC3339NanoFixed``).
+
 Shared by the API server (``services/apiserver/podlog.py``), the node agent's log endpoint
 (``services/node_agent/logserver.py``) and ``daemonbus logs``.
 """
 
 from __future__ import annotations
 
+import calendar
 import ipaddress
+import re
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +40,66 @@ class LogOptions:
     tail_lines: int | None = None
     limit_bytes: int | None = None
     timestamps: bool = False
+    since_seconds: int | None = None
+    since_time: int | None = None  # nanoseconds since the epoch
+
+    @property
+    def timed(self) -> bool:
+        """Do these options need the time of each line (``timestamps``, a since)?"""
+        return self.timestamps or self.since_seconds is not None or self.since_time is not None
+
+
+# RFC 3339 as Go's time.RFC3339 parses it (a fraction of any length, an offset or Z)
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+                      r"(?:Z|([+-])(\d{2}):(\d{2}))")
+SECOND = 10**9
+
+
+def parse_time(value: str) -> int | None:
+    """An RFC 3339 time → nanoseconds since the epoch; None when it is not one."""
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    try:
+        calendar.weekday(year, month, day)  # (a day that does not exist: ValueError)
+    except ValueError:
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    offset = 0
+    if m[8]:
+        offset = (int(m[9]) * 60 + int(m[10])) * 60 * (1 if m[8] == "+" else -1)
+    seconds = calendar.timegm((year, month, day, hour, minute, second)) - offset
+    return seconds * SECOND + int((m[7] or "").ljust(9, "0"))
+
+
+def stamp(ns: int) -> str:
+    """Nanoseconds since the epoch as kubelet prefixes a line with ``timestamps``
+    (``2026-12-07T03:21:02.123456789Z``)."""
+    seconds, fraction = divmod(ns, SECOND)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:09d}Z"
+
+
+def since(opts: LogOptions, now: int) -> int | None:
+    """Decides: the time (ns) of the oldest line to show at ``now`` (ns), as kubelet's
+    ``NewLogOptions``: ``now`` less ``sinceSeconds``, or ``sinceTime`` if that is later;
+    None: every line. A line at that very time is shown."""
+    oldest = None if opts.since_seconds is None else now - opts.since_seconds * SECOND
+    if opts.since_time is not None and (oldest is None or opts.since_time > oldest):
+        oldest = opts.since_time
+    return oldest
+
+
+def untimed(opts: LogOptions) -> LogError | None:
+    """Decides: the refusal of options that need the time of each line, by a runtime that
+    records none (None: these need none)."""
+    if opts.timestamps:
+        return LogError("timestamps are not recorded by this node agent's runtime")
+    if opts.timed:
+        return LogError("the time of each line is not recorded by this node agent's runtime: "
+                        "sinceSeconds and sinceTime cannot be served")
+    return None
 
 
 def flag(name: str, raw: str | None) -> bool:
@@ -63,24 +130,23 @@ def _count(q: Mapping[str, str], name: str, least: int) -> int | None:
 
 def options(q: Mapping[str, str]) -> LogOptions:
     """Decides: the ``PodLogOptions`` of a query (``container``, ``follow``, ``previous``,
-    ``tailLines`` >= 0, ``limitBytes`` > 0, ``timestamps``; ``sinceSeconds`` > 0 or
-    ``sinceTime``, refused as ``timestamps`` is)."""
-    opts = LogOptions(container=q.get("container", ""), follow=_flag(q, "follow"),
+    ``tailLines`` >= 0, ``limitBytes`` > 0, ``timestamps``, ``sinceSeconds`` > 0 or an RFC
+    3339 ``sinceTime``, not both). Whether the runtime can serve them is the node agent's
+    to say (``untimed``)."""
+    since_seconds = _count(q, "sinceSeconds", 1)
+    since_time = None
+    if q.get("sinceTime"):
+        if since_seconds is not None:
+            raise LogError('PodLogOptions "" is invalid: []: Forbidden: at most one of '
+                           "`sinceTime` or `sinceSeconds` may be specified")
+        since_time = parse_time(q["sinceTime"])
+        if since_time is None:
+            raise LogError(f"sinceTime: invalid value {q['sinceTime']!r}, want an RFC 3339 "
+                           "time (2006-01-02T15:04:05Z)")
+    return LogOptions(container=q.get("container", ""), follow=_flag(q, "follow"),
                       previous=_flag(q, "previous"), tail_lines=_count(q, "tailLines", 0),
-                      limit_bytes=_count(q, "limitBytes", 1), timestamps=_flag(q, "timestamps"))
-    since = _count(q, "sinceSeconds", 1)
-    if since is not None and q.get("sinceTime"):
-        raise LogError('PodLogOptions "" is invalid: []: Forbidden: at most one of '
-                       "`sinceTime` or `sinceSeconds` may be specified")
-    # the process runtime writes a container's output as it comes, without a time per line:
-    # there is nothing to prefix the lines with, nor to tell the recent ones by (refused,
-    # rather than answered with every line)
-    if opts.timestamps:
-        raise LogError("timestamps are not recorded by this node agent's runtime")
-    if since is not None or q.get("sinceTime"):
-        raise LogError("the time of each line is not recorded by this node agent's runtime: "
-                       "sinceSeconds and sinceTime cannot be served")
-    return opts
+                      limit_bytes=_count(q, "limitBytes", 1), timestamps=_flag(q, "timestamps"),
+                      since_seconds=since_seconds, since_time=since_time)
 
 
 def container_names(pod: Obj) -> list[str]:
@@ -184,15 +250,14 @@ def endpoint_of(node: Obj, token: str, sha256: str, serves: str = "logs") -> End
 
 def request_path(pod: Obj, container: str, run: int, opts: LogOptions) -> str:
     """The endpoint's path and query for run ``run`` of ``container`` of ``pod``."""
-    q: dict[str, str] = {"uid": meta.uid(pod), "run": str(run)}
-    if opts.follow:
-        q["follow"] = "true"
-    if opts.previous:
-        q["previous"] = "true"
-    if opts.tail_lines is not None:
-        q["tailLines"] = str(opts.tail_lines)
-    if opts.limit_bytes is not None:
-        q["limitBytes"] = str(opts.limit_bytes)
+    given: dict[str, object] = {
+        "follow": opts.follow or None, "previous": opts.previous or None,
+        "tailLines": opts.tail_lines, "limitBytes": opts.limit_bytes,
+        "timestamps": opts.timestamps or None, "sinceSeconds": opts.since_seconds,
+        "sinceTime": None if opts.since_time is None else stamp(opts.since_time)}
+    q = {"uid": meta.uid(pod), "run": str(run)} | {
+        name: "true" if value is True else str(value)
+        for name, value in given.items() if value is not None}
     parts = [urllib.parse.quote(p, safe="") for p in
              (meta.namespace(pod), meta.name(pod), container)]
     return f"/containerLogs/{'/'.join(parts)}?{urllib.parse.urlencode(q)}"

@@ -23,6 +23,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +43,13 @@ from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
 from tests.integration.test_node_agent_process import SERVER
 from tests.integration.test_pod_exec import in_terminal
-from tests.integration.test_pod_logs import APP, first_run, lines
+from tests.integration.test_pod_logs import (
+    APP,
+    first_run,
+    lines,
+    timed_first_run,
+    timed_previous,
+)
 from tests.integration.test_pod_portforward import ECHO, forwards_both_ways, refused
 
 pytestmark = pytest.mark.cluster
@@ -296,6 +303,7 @@ def test_deleting_the_daemonset_leaves_no_container(engine: Engine) -> None:
 
 def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
                                                              tmp_path: Path) -> None:
+    began = time.time_ns()
     start(engine)
     api = ApiServer(engine.stack, tmp_path)
     api.start()
@@ -326,9 +334,11 @@ def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
     none = api.kubectl("logs", name, "--previous", check=False)
     assert none.returncode != 0
     assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
+    since_time = timed_first_run(api, name, began)  # (the engine keeps each line's time)
 
     (engine.dir / "stop1").touch()  # the run ends (exit 1); the next one starts
     wait_for(lambda: running(1), timeout=90, what="the container restarted")
+    timed_previous(api, name, since_time)
     wait_for(lambda: api.kubectl("logs", name).stdout == lines(2),
              what="the second run's lines")
     assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)

@@ -6,10 +6,12 @@ takes the same path."""
 
 from __future__ import annotations
 
+import re
 import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from shared.api import podlog
 from shared.model import meta
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import wait_for
@@ -72,6 +75,55 @@ def first_run(api: ApiServer, name: str) -> None:
     assert api.kubectl("logs", name, "--limit-bytes", "6").stdout == "run 1 "
 
 
+STAMPED = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*\n)")
+
+
+def stamped(api: ApiServer, *args: str) -> list[tuple[int, str]]:
+    """``kubectl logs --timestamps`` with ``args``: each line's time (ns) and text, its
+    prefix exactly kubelet's (RFC 3339 in UTC, nine digits of fraction, a space)."""
+    out = []
+    for line in api.kubectl("logs", "--timestamps", *args).stdout.splitlines(keepends=True):
+        m = STAMPED.fullmatch(line)
+        assert m is not None, f"not a line with kubelet's time prefix: {line!r}"
+        ns = podlog.parse_time(m[1])
+        assert ns is not None
+        out.append((ns, m[2]))
+    return out
+
+
+def timed_first_run(api: ApiServer, name: str, began: int) -> str:
+    """What kubectl shows of the first run of ``daemonset``'s pod ``name`` by time (it
+    started after ``began``, ns, and has written its five lines): each line with its time
+    (--timestamps; --limit-bytes counts the prefix), every line --since=1h, none --since
+    1s once a second has passed, none --since-time a whole second after the last. Returns
+    that --since-time, for ``timed_previous``."""
+    times = stamped(api, name)
+    assert "".join(text for _, text in times) == lines(1)
+    assert all(began <= t <= time.time_ns() for t, _ in times)
+    assert [t for t, _ in times] == sorted(t for t, _ in times)
+    assert api.kubectl("logs", name, "--timestamps", "--limit-bytes", "31").stdout == \
+        podlog.stamp(times[0][0]) + " "
+    assert api.kubectl("logs", name, "--since", "1h").stdout == lines(1)
+    # the container writes nothing more until told to end: a second on, none is that recent
+    wait_for(lambda: api.kubectl("logs", name, "--since", "1s").stdout == "", interval=0.3,
+             what="no line in the last second")
+    cut = (times[-1][0] // podlog.SECOND + 1) * podlog.SECOND
+    since_time = meta.format_time(cut / podlog.SECOND)
+    assert api.kubectl("logs", name, "--since-time", since_time).stdout == ""
+    return since_time
+
+
+def timed_previous(api: ApiServer, name: str, since_time: str) -> None:
+    """After the first run ended and the container restarted: of the previous run, the line
+    written after ``since_time`` only, also of its last two lines (--tail first, then the
+    since, as kubelet), with its time."""
+    assert api.kubectl("logs", name, "-p", "--since-time", since_time).stdout == "run 1 bye\n"
+    (t, text), = stamped(api, name, "-p", "--tail", "2", "--since-time", since_time)
+    assert text == "run 1 bye\n"
+    cut = podlog.parse_time(since_time)
+    assert cut is not None and cut <= t <= time.time_ns()
+
+
 def running_pod(machine: Machine, tmp_path: Path, ds: dict[str, Any],
                 ) -> tuple[ApiServer, str, dict[str, Any]]:
     """A stack with one process agent (its endpoint on a free port) and the API server, and
@@ -117,9 +169,13 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     none = api.kubectl("logs", name, "--previous", check=False)
     assert none.returncode != 0
     assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
+    # the process runtime keeps no time per line: its agent refuses what needs one
     since = api.kubectl("logs", name, "--since", "5s", check=False)
     assert since.returncode != 0  # (it was every line: the time of none is kept)
     assert "sinceSeconds and sinceTime cannot be served" in since.stderr
+    stamps = api.kubectl("logs", name, "--timestamps", check=False)
+    assert stamps.returncode != 0
+    assert "timestamps are not recorded by this node agent's runtime" in stamps.stderr
 
     # -f follows the run until it ends
     follow = api.popen("logs", "-f", name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -5,13 +5,26 @@ of a stream (the Docker engine's log)."""
 from __future__ import annotations
 
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from services.node_agent.containerlogs import limited, stream
-from shared.api.podlog import LogError, LogOptions, options, pick_container, pick_run
+from shared.api.podlog import (
+    SECOND,
+    LogError,
+    LogOptions,
+    options,
+    parse_time,
+    pick_container,
+    pick_run,
+    request_path,
+    since,
+    stamp,
+    untimed,
+)
 
 
 def pod(*statuses: dict[str, Any], mains: tuple[str, ...] = ("app",),
@@ -67,15 +80,51 @@ def test_query_options_are_validated() -> None:
     assert options({"container": "c", "follow": "true", "tailLines": "3",
                     "limitBytes": "10"}) == LogOptions("c", True, False, 3, 10)
     for bad in ({"tailLines": "-1"}, {"limitBytes": "0"}, {"tailLines": "x"},
-                {"follow": "maybe"}, {"timestamps": "true"}, {"sinceSeconds": "0"}):
+                {"follow": "maybe"}, {"sinceSeconds": "0"}, {"timestamps": "sometimes"}):
         with pytest.raises(LogError):
             options(bad)
-    # no time per line is kept: a since is refused, not answered with every line
-    for since in ({"sinceSeconds": "5"}, {"sinceTime": "2026-12-06T10:00:00Z"}):
-        with pytest.raises(LogError, match="sinceSeconds and sinceTime cannot be served"):
-            options(since)
     with pytest.raises(LogError, match="at most one of `sinceTime` or `sinceSeconds`"):
         options({"sinceSeconds": "5", "sinceTime": "2026-12-06T10:00:00Z"})
+    for bad_time in ("yesterday", "2026-12-06 10:00:00Z", "2026-12-06T10:00:00",
+                     "2026-02-30T10:00:00Z", "2026-12-06T24:00:00Z"):
+        with pytest.raises(LogError, match=r"sinceTime: invalid value .*, want an RFC 3339"):
+            options({"sinceTime": bad_time})
+
+
+def test_timestamps_and_since_are_passed_on_to_the_node_agent() -> None:
+    opts = options({"timestamps": "true", "sinceTime": "2026-12-06T11:00:00.5+01:00"})
+    assert opts.timestamps and opts.timed
+    assert opts.since_time == parse_time("2026-12-06T10:00:00.500000000Z")
+    path = request_path({"metadata": {"namespace": "ns", "name": "p", "uid": "u"}}, "c", 0,
+                        opts)
+    again = options(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query)))
+    assert again == opts
+    assert options({"sinceSeconds": "60"}).since_seconds == 60
+    assert not options({}).timed
+
+
+def test_since_is_the_later_of_now_less_since_seconds_and_since_time() -> None:
+    now = parse_time("2026-12-07T03:00:00Z")
+    assert now is not None
+    assert since(LogOptions(), now) is None
+    assert since(LogOptions(since_seconds=60), now) == now - 60 * SECOND
+    assert since(LogOptions(since_time=now - 5), now) == now - 5
+    assert since(LogOptions(since_seconds=60, since_time=now - 61 * SECOND), now) == \
+        now - 60 * SECOND
+
+
+def test_a_time_is_printed_as_kubelet_prefixes_a_line() -> None:
+    ns = parse_time("2026-12-07T03:21:02.123456789Z")
+    assert ns is not None and ns % SECOND == 123456789
+    assert stamp(ns) == "2026-12-07T03:21:02.123456789Z"
+    assert stamp(ns - ns % SECOND) == "2026-12-07T03:21:02.000000000Z"
+
+
+def test_a_runtime_without_times_refuses_what_needs_them() -> None:
+    assert untimed(LogOptions(tail_lines=3, follow=True)) is None
+    assert "timestamps are not recorded" in str(untimed(LogOptions(timestamps=True)))
+    for opts in (LogOptions(since_seconds=5), LogOptions(since_time=1)):
+        assert "sinceSeconds and sinceTime cannot be served" in str(untimed(opts))
 
 
 def test_stream_tails_limits_and_follows_until_the_next_run(tmp_path: Path) -> None:
