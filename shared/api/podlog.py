@@ -14,16 +14,14 @@ Shared by the API server (``services/apiserver/podlog.py``), the node agent's lo
 
 from __future__ import annotations
 
-import calendar
 import ipaddress
-import re
 import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.model import meta
+from shared.model import meta, syntax
 
 Obj = dict[str, Any]
 
@@ -49,29 +47,21 @@ class LogOptions:
         return self.timestamps or self.since_seconds is not None or self.since_time is not None
 
 
-# RFC 3339 as Go's time.RFC3339 parses it (a fraction of any length, an offset or Z)
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-                      r"(?:Z|([+-])(\d{2}):(\d{2}))")
 SECOND = 10**9
 
 
-def parse_time(value: str) -> int | None:
-    """An RFC 3339 time → nanoseconds since the epoch; None when it is not one."""
-    m = _RFC3339.fullmatch(value)
-    if m is None:
-        return None
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+def parse_time(value: str) -> int:
+    """An RFC 3339 time → nanoseconds since the epoch (to the microsecond). LogError in Go's
+    words (``time.Parse(time.RFC3339, ...)``, how upstream decodes ``sinceTime``) when it is
+    not one."""
     try:
-        calendar.weekday(year, month, day)  # (a day that does not exist: ValueError)
-    except ValueError:
-        return None
-    if hour > 23 or minute > 59 or second > 59:
-        return None
-    offset = 0
-    if m[8]:
-        offset = (int(m[9]) * 60 + int(m[10])) * 60 * (1 if m[8] == "+" else -1)
-    seconds = calendar.timegm((year, month, day, hour, minute, second)) - offset
-    return seconds * SECOND + int((m[7] or "").ljust(9, "0"))
+        syntax.parse_rfc3339(value)
+    except ValueError as err:
+        raise LogError(str(err)) from None
+    seconds = meta.parse_time(value)
+    if seconds is None:
+        raise LogError(f"sinceTime: {value!r} is not a time")
+    return round(seconds * 1_000_000) * 1000
 
 
 def stamp(ns: int) -> str:
@@ -140,9 +130,6 @@ def options(q: Mapping[str, str]) -> LogOptions:
             raise LogError('PodLogOptions "" is invalid: []: Forbidden: at most one of '
                            "`sinceTime` or `sinceSeconds` may be specified")
         since_time = parse_time(q["sinceTime"])
-        if since_time is None:
-            raise LogError(f"sinceTime: invalid value {q['sinceTime']!r}, want an RFC 3339 "
-                           "time (2006-01-02T15:04:05Z)")
     return LogOptions(container=q.get("container", ""), follow=_flag(q, "follow"),
                       previous=_flag(q, "previous"), tail_lines=_count(q, "tailLines", 0),
                       limit_bytes=_count(q, "limitBytes", 1), timestamps=_flag(q, "timestamps"),
