@@ -99,6 +99,7 @@ class ProcessAgent:
         self.clock = clock
         self.runtime = runtime
         self._events: list[Obj] = []  # Events to write with this round's commit
+        self._event_ns = 0  # the time (ns) in the last Event's name: each one's is later
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
@@ -512,6 +513,11 @@ class ProcessAgent:
         run.event_tokens -= 1
         ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
                           message, now=now, salt=f"{c.name}|{now}", component="kubelet")
+        # named as client-go's recorder names it, the pod's name and the time in nanoseconds
+        # in hex: lists (sorted by name) and kubectl describe (by time, to the second) show
+        # one second's Events in the order they happened (Pulled, Created, Started)
+        self._event_ns = max(int(now * 1e9), self._event_ns + 1)
+        ev["metadata"]["name"] = f"{meta.name(run.pod)}.{self._event_ns:x}"
         ev["involvedObject"]["fieldPath"] = \
             f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
         ev["source"]["host"] = self.cfg.node_name

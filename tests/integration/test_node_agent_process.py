@@ -316,6 +316,11 @@ def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> N
                     what="the BackOff event")
     assert {("Normal", "Created", "Created container: web"),
             ("Normal", "Started", "Started container web")} <= told
+    # named as client-go names them (the time in hex): by name, in the order they happened
+    evs = sorted((e for e in machine.stack.store.list("Event", "default")
+                  if e["involvedObject"].get("uid") == meta.uid(pod)), key=meta.name)
+    starts = [e["reason"] for e in evs if e["reason"] in ("Created", "Started")]
+    assert starts == ["Created", "Started"] * (len(starts) // 2) and starts
 
 
 def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> None:
