@@ -13,16 +13,19 @@ container's PID namespace ends with its first process.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import logging
 import os
 import pty
 import pwd
-import resource
+import select
 import shutil
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import threading
 from collections.abc import Callable, Iterator
@@ -32,15 +35,16 @@ from typing import Any
 
 import psutil
 
-from services.node_agent import containerlogs, podstatus, probes
+from services.node_agent import containerlogs, logshim, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, Records
-from shared.api import podexec, podlog
+from shared.api import podexec
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
+START_TIMEOUT = 30.0  # for the log writer to say it started the command (or why not)
 
 
 @dataclass(frozen=True)
@@ -120,19 +124,36 @@ class ProcessRuntime(Records):
             memory = podstatus.memory_limit(container)
         except podstatus.ConfigError as err:
             raise OSError(str(err)) from err
-        limit = None
-        if memory is not None:
-            def limit() -> None:
-                # (in the forked child: only this system call, no lock of the parent's)
-                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-        with open(self.log_path(pod_dir, c), "ab") as out:
-            u = self.user
-            proc = subprocess.Popen(
-                [exe, *words[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                cwd=str(container.get("workingDir") or "/"), start_new_session=True,
-                close_fds=True, user=u.uid, group=u.gid,
-                extra_groups=list(u.groups) if u.uid is not None else None,
-                preexec_fn=limit)
+        u = self.user
+        spec = {"argv": [exe, *words[1:]], "env": env,
+                "cwd": str(container.get("workingDir") or "/"), "uid": u.uid, "gid": u.gid,
+                "groups": list(u.groups), "memory": memory}
+        said = b""
+        read_end, write_end = os.pipe()  # where the log writer says how the start went
+        try:
+            with open(self.log_path(pod_dir, c), "ab") as out:
+                # the log writer runs as the agent (it reads the pipes, writes the file) and
+                # starts the command as its user, with the command's environment
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", logshim.__name__, str(write_end)],
+                    stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL, cwd="/",
+                    start_new_session=True, close_fds=True, pass_fds=(write_end,))
+            os.close(write_end)
+            write_end = -1
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):  # (it died at once: said nothing, below)
+                proc.stdin.write(json.dumps(spec).encode())
+                proc.stdin.close()
+            if select.select([read_end], [], [], START_TIMEOUT)[0]:
+                said = os.read(read_end, 4096)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        if said != b"started":
+            proc.kill()
+            proc.wait()
+            raise OSError(said.decode(errors="replace") or "the log writer did not start")
         self.children[proc.pid] = proc
         c.pid = proc.pid
         c.container_id = f"process://{proc.pid}"
@@ -284,12 +305,7 @@ class ProcessRuntime(Records):
 
     def logs(self, pod: Obj, container: str, run: int, opts: LogOptions,
              stop: threading.Event | None = None) -> Iterator[bytes]:
-        """The run's log file; following it ends when the next run's file appears. The
-        file has no time per line: options that need one are refused (``podlog.untimed``),
-        rather than answered with every line, unprefixed."""
-        refusal = podlog.untimed(opts)
-        if refusal is not None:
-            raise refusal
+        """The run's log file; following it ends when the next run's file appears."""
         pod_dir = self.pod_dir(pod)
         return containerlogs.stream(log_file(pod_dir, container, run), opts,
                                     log_file(pod_dir, container, run + 1), stop)

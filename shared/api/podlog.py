@@ -15,6 +15,7 @@ Shared by the API server (``services/apiserver/podlog.py``), the node agent's lo
 from __future__ import annotations
 
 import ipaddress
+import re
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -69,6 +70,36 @@ def stamp(ns: int) -> str:
     (``2026-12-07T03:21:02.123456789Z``)."""
     seconds, fraction = divmod(ns, SECOND)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:09d}Z"
+
+
+# A line of the CRI log format (kubelet's logs.go, containerd's and CRI-O's writers): its
+# time as ``stamp`` prints it, the stream, F for a line's end or P for a piece of a longer
+# line, the text (a P line's newline is the file's, not the text's)
+_CRI = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (stdout|stderr) ([FP]) (.*\n)",
+                  re.S)
+CRI_PIECE = 16 * 1024  # a line longer than this is written in P pieces, as containerd's
+
+
+def cri_line(ns: int, stream: str, text: bytes) -> bytes:
+    """One CRI log line of ``text`` (a whole line with its newline, else a piece of one)."""
+    if text.endswith(b"\n"):
+        return f"{stamp(ns)} {stream} F ".encode() + text
+    return f"{stamp(ns)} {stream} P ".encode() + text + b"\n"
+
+
+def is_cri(line: bytes) -> bool:
+    """Does ``line`` (a file's first, perhaps not all of it yet) begin as a CRI line does?"""
+    return _CRI.match(line + b"\n" if not line.endswith(b"\n") else line) is not None
+
+
+def parse_cri(line: bytes) -> tuple[bytes, bytes] | None:
+    """A CRI log line (with its newline) → its time as written (``stamp``'s form: ``
+    parse_time`` reads it) and its text as the container wrote it (a piece without the
+    newline the file added); None when it is not one."""
+    m = _CRI.fullmatch(line)
+    if m is None:
+        return None
+    return m[1], (m[4][:-1] if m[3] == b"P" else m[4])
 
 
 def since(opts: LogOptions, now: int) -> int | None:

@@ -26,6 +26,7 @@ import psutil
 import pytest
 import yaml
 
+from shared.api import podlog
 from shared.model import meta
 from shared.model.podutil import is_ready
 from shared.store.server import free_port
@@ -403,7 +404,9 @@ def test_restarted_agent_adopts_its_processes_and_stops_those_of_gone_pods(
     wait_for(lambda: server_nodes(machine) == [(a, "v1"), (b, "v1")], timeout=30,
              what="one server per node")
     live = {p.pid for p in machine.processes()}
-    assert container_status(pods[a])["containerID"] == f"process://{min(live & before)}"
+    # (the container's process is its log writer's child, in the group the writer leads)
+    assert container_status(pods[a])["containerID"] == \
+        f"process://{os.getpgid(min(live & before))}"
     assert len(live & before) == 1  # b's old server was stopped (SIGTERM), a's adopted
     assert [n for n in machine.marks("v1.term") if n.startswith(b)] and \
         not [n for n in machine.marks("v1.term") if n.startswith(a)]
@@ -512,7 +515,9 @@ def test_init_containers_env_working_dir_user_logs_and_an_exec_liveness_probe(
                     "HOST_IP": ip, "GREETING": f"hi {a}", "cwd": str(work),
                     "uid": 65534 if os.getuid() == 0 else os.getuid()}
     logs = machine.state / a / "pods" / f"default_{meta.name(pod)}_{meta.uid(pod)}"
-    assert (logs / "first" / "0.log").read_text() == "first init container says hello\n"
+    # the run's log file, as its log writer keeps it: CRI lines, kubelet's format
+    (line,) = (logs / "first" / "0.log").read_bytes().splitlines(keepends=True)
+    assert podlog.parse_cri(line) == (line[:30], b"first init container says hello\n")
 
     logs = ("logs", f"pod/{meta.name(pod)}", "--state-dir", str(machine.state / a))
     assert cli(machine, *logs, "-c", "first") == b"first init container says hello\n"

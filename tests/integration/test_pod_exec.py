@@ -219,7 +219,7 @@ def test_exec_ends_with_its_caller_and_with_its_container(machine: Machine,
     try:
         wait_for(lambda: execs(machine, "302"), what="the command running")
         api.kubectl("delete", "pod", name, "--wait=false")
-        assert caller.wait(timeout=60) == 137
+        assert caller.wait(timeout=60) == 137, caller.stderr and caller.stderr.read()
         assert caller.stderr is not None
         assert "command terminated with exit code 137" in caller.stderr.read().decode()
         assert not execs(machine, "302")

@@ -1,6 +1,7 @@
 """``kubectl logs`` with the real kubectl, through the API server, proxied to the log endpoint
 of a process runtime's node agent: the container asked for or the only one, an init
-container, --tail, --limit-bytes, -f until the run ends, --previous after a restart,
+container, --tail, --limit-bytes, --timestamps, --since, --since-time, -f until the run
+ends, --previous after a restart,
 upstream's errors; the endpoint itself refuses callers without its token; ``daemonbus logs``
 takes the same path."""
 
@@ -153,6 +154,7 @@ def agent_pod(machine: Machine, ds: dict[str, Any]) -> tuple[str, dict[str, Any]
 def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machine,
                                                                   tmp_path: Path) -> None:
     stack = machine.stack
+    began = time.time_ns()
     api, node, pod = running_pod(machine, tmp_path, daemonset(machine))
     name = meta.name(pod)
     port = stack.store.get("Node", f"/{node}")["status"]["daemonEndpoints"][
@@ -166,13 +168,8 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
     none = api.kubectl("logs", name, "--previous", check=False)
     assert none.returncode != 0
     assert f'previous terminated container "app" in pod "{name}" not found' in none.stderr
-    # the process runtime keeps no time per line: its agent refuses what needs one
-    since = api.kubectl("logs", name, "--since", "5s", check=False)
-    assert since.returncode != 0  # (it was every line: the time of none is kept)
-    assert "sinceSeconds and sinceTime cannot be served" in since.stderr
-    stamps = api.kubectl("logs", name, "--timestamps", check=False)
-    assert stamps.returncode != 0
-    assert "timestamps are not recorded by this node agent's runtime" in stamps.stderr
+    # the log writer keeps each line's time
+    since_time = timed_first_run(api, name, began)
 
     # -f follows the run until it ends
     follow = api.popen("logs", "-f", name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -198,6 +195,7 @@ def test_kubectl_logs_through_the_api_server_from_the_node_agent(machine: Machin
             else None
 
     wait_for(restarted, timeout=60, what="the container restarted")
+    timed_previous(api, name, since_time)
     wait_for(lambda: api.kubectl("logs", name).stdout == lines(2), what="the second run's lines")
     assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)
     assert api.kubectl("logs", name, "-p", "--tail", "1").stdout == "run 1 bye\n"

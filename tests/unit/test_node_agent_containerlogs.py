@@ -4,19 +4,24 @@ of a stream (the Docker engine's log)."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from services.node_agent import logshim
 from services.node_agent.containerlogs import limited, stream
 from shared.api.podlog import (
     SECOND,
     LogError,
     LogOptions,
+    cri_line,
     options,
+    parse_cri,
     parse_time,
     pick_container,
     pick_run,
@@ -159,3 +164,58 @@ def test_limited_cuts_a_stream_at_limit_bytes_or_when_stopped() -> None:
     stop = threading.Event()
     stop.set()
     assert list(limited(iter([b"abc", b"def"]), None, stop)) == [b"abc"]
+
+
+def test_a_file_of_cri_lines_is_read_as_kubelet_reads_one(tmp_path: Path) -> None:
+    path, newer = tmp_path / "0.log", tmp_path / "1.log"
+    t0 = parse_time("2026-12-07T03:00:00Z")
+    path.write_bytes(cri_line(t0, "stdout", b"a\n") + cri_line(t0 + SECOND, "stderr", b"b\n")
+                     + cri_line(t0 + 2 * SECOND, "stdout", b"long ")
+                     + cri_line(t0 + 3 * SECOND, "stdout", b"line\n"))
+    assert b"".join(stream(path, LogOptions())) == b"a\nb\nlong line\n"
+    assert b"".join(stream(path, LogOptions(timestamps=True))) == (
+        b"2026-12-07T03:00:00.000000000Z a\n2026-12-07T03:00:01.000000000Z b\n"
+        b"2026-12-07T03:00:02.000000000Z long line\n")  # (a piece's rest: no time)
+    assert b"".join(stream(path, LogOptions(tail_lines=2))) == b"long line\n"
+    assert b"".join(stream(path, LogOptions(since_time=t0 + SECOND))) == b"b\nlong line\n"
+    assert b"".join(stream(path, LogOptions(timestamps=True, limit_bytes=33))) == \
+        b"2026-12-07T03:00:00.000000000Z a\n"
+    more = cri_line(t0 + 4 * SECOND, "stdout", b"more\n")
+    with open(path, "ab") as f:
+        f.write(more[:20])  # half a line so far, as the reader starts
+    chunks = stream(path, LogOptions(follow=True, tail_lines=1), newer)
+    assert next(chunks) == b"line\n"
+    with open(path, "ab") as f:
+        f.write(more[20:])
+    newer.touch()  # the next run began: the rest, then the end
+    assert list(chunks) == [b"more\n"]
+
+
+def test_a_file_of_raw_output_has_no_times_to_serve(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    path.write_bytes(b"written by an earlier agent\n")
+    assert b"".join(stream(path, LogOptions())) == b"written by an earlier agent\n"
+    with pytest.raises(LogError, match="timestamps are not recorded"):
+        b"".join(stream(path, LogOptions(timestamps=True)))
+
+
+def test_the_log_writer_keeps_each_line_with_its_time_and_ends_as_its_command(
+        tmp_path: Path) -> None:
+    spec = {"argv": ["/bin/sh", "-c", "echo out; echo err >&2; printf tail; exit 3"],
+            "env": {"PATH": "/bin:/usr/bin"}, "cwd": str(tmp_path), "uid": None, "gid": None,
+            "groups": [], "memory": None}
+    said_r, said_w = os.pipe()
+    before = time.time_ns()
+    with open(tmp_path / "0.log", "wb") as out:
+        assert logshim.run(spec, out, said_w) == 3
+    assert os.read(said_r, 100) == b"started"
+    os.close(said_r)
+    lines = (tmp_path / "0.log").read_bytes().splitlines(keepends=True)
+    parsed = [parse_cri(line) for line in lines]
+    assert sorted(text for _, text in parsed) == [b"err\n", b"out\n", b"tail"]
+    assert all(before - 1000 <= parse_time(when.decode()) <= time.time_ns()
+               for when, _ in parsed)
+    said_r, said_w = os.pipe()
+    with open(tmp_path / "1.log", "wb") as out:
+        assert logshim.run({**spec, "cwd": str(tmp_path / "gone")}, out, said_w) == 127
+    assert b"No such file or directory" in os.read(said_r, 4096)

@@ -1,0 +1,144 @@
+"""A container's log writer, as containerd's shim or CRI-O's conmon is one (acts): it starts
+the container's command with its output on pipes, writes what comes to its own standard
+output (the run's log file) in the CRI log format kubelet reads, a time per line
+(``shared.api.podlog.cri_line``), and ends as the command ends, with its exit status.
+
+The process runtime (``procs.ProcessRuntime.start``) starts it in place of the command, as
+the leader of the container's process group and session, its standard output the run's log
+file (by which a restarted agent finds it, ``find_started``): the agent's records, signals
+and exit status are the same as they were for the command. It reads the command on standard
+input, as JSON (so that no environment value shows on a command line):
+``{"argv", "env", "cwd", "uid", "gid", "groups", "memory"}``; the command runs as that user,
+with the memory limit as its RLIMIT_DATA, its input /dev/null.
+
+It ignores SIGTERM, SIGINT and SIGHUP: they reach the whole group, and are the command's to
+act on; SIGKILL ends both. When the command has ended it writes what is left in the pipes
+(until they close, or for at most ``DRAIN_SECONDS`` while a process the command left behind
+holds them) and exits with the command's code, or by the signal that ended it.
+
+    python -m services.node_agent.logshim STATUS_FD < spec.json >> 0.log
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, BinaryIO
+
+from shared.api import podlog
+
+DRAIN_SECONDS = 1.0
+READ = 65536
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class _Stream:
+    """One of the command's output pipes: its lines, written as they end (a piece of one
+    longer than ``podlog.CRI_PIECE`` as it comes)."""
+
+    def __init__(self, name: str, out: BinaryIO) -> None:
+        self.name, self.out, self.held = name, out, b""
+
+    def take(self, data: bytes) -> None:
+        self.held += data
+        lines = self.held.split(b"\n")
+        self.held = lines.pop()
+        now = time.time_ns()
+        out = [podlog.cri_line(now, self.name, line + b"\n") for line in lines]
+        while len(self.held) >= podlog.CRI_PIECE:
+            piece, self.held = self.held[:podlog.CRI_PIECE], self.held[podlog.CRI_PIECE:]
+            out.append(podlog.cri_line(now, self.name, piece))
+        if out:
+            self.out.write(b"".join(out))
+            self.out.flush()
+
+    def end(self) -> None:
+        """The pipe closed: a last line without its newline is written as a piece."""
+        if self.held:
+            self.out.write(podlog.cri_line(time.time_ns(), self.name, self.held))
+            self.out.flush()
+            self.held = b""
+
+
+def _child(spec: dict[str, Any]) -> None:
+    """In the forked command, before it runs: the group's signals back to their defaults,
+    the memory limit (only system calls: the fork holds no lock of the parent's)."""
+    for sig in FORWARDED:
+        signal.signal(sig, signal.SIG_DFL)
+    if spec.get("memory") is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, (spec["memory"], spec["memory"]))
+
+
+def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
+    """Acts: run the command of ``spec``, its output as CRI lines on ``out``; says on the
+    file descriptor ``status`` ``started``, or why it could not start (then returns 127).
+    Returns its wait status as ``subprocess`` gives it (negative: the signal that ended
+    it)."""
+    for sig in FORWARDED:
+        signal.signal(sig, signal.SIG_IGN)
+    uid = spec.get("uid")
+    try:
+        proc = subprocess.Popen(
+            spec["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=spec["env"], cwd=spec["cwd"], close_fds=True,
+            user=uid, group=spec.get("gid"),
+            extra_groups=spec.get("groups") if uid is not None else None,
+            preexec_fn=lambda: _child(spec))
+    except (OSError, subprocess.SubprocessError, ValueError) as err:
+        os.write(status, str(err).encode()[:4096] or b"failed")
+        os.close(status)
+        return 127
+    os.write(status, b"started")
+    os.close(status)
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): _Stream("stdout", out),
+               proc.stderr.fileno(): _Stream("stderr", out)}
+    sel = selectors.DefaultSelector()
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    deadline = None
+    while streams:
+        if deadline is None and proc.poll() is not None:
+            deadline = time.monotonic() + DRAIN_SECONDS
+        wait = 0.2 if deadline is None else deadline - time.monotonic()
+        if wait <= 0:
+            break  # a process the command left behind holds the pipes: not waited for
+        for key, _ in sel.select(wait):
+            fd = int(key.fd)
+            try:
+                data = os.read(fd, READ)
+            except BlockingIOError:
+                continue
+            if data:
+                streams[fd].take(data)
+            else:
+                sel.unregister(fd)
+                streams.pop(fd).end()
+    for stream in streams.values():
+        stream.end()
+    return proc.wait()
+
+
+def main() -> None:
+    said = int(sys.argv[1])
+    spec = json.loads(sys.stdin.buffer.read())
+    os.close(0)
+    os.open(os.devnull, os.O_RDONLY)  # (fd 0 again, /dev/null)
+    status = run(spec, sys.stdout.buffer, said)
+    if status < 0:  # ended by a signal: so end, that the agent reads the same status
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL, SIGSTOP: no handler)
+            signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
