@@ -156,15 +156,20 @@ async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter,
 
 async def _drained(writer: asyncio.StreamWriter, request: web.Request) -> bool:
     """Acts: wait while the agent takes the input (a command that reads none holds it up),
-    as long as the caller is there; False once it is gone."""
-    while True:
-        try:
-            await asyncio.wait_for(asyncio.shield(writer.drain()), CALLER_CHECK)
-            return True
-        except TimeoutError:
+    as long as the caller is there; False once it is gone. A cancel (the session's end)
+    always ends it: not so asyncio.wait_for on Python 3.11, which returns the drain's result
+    when the cancel comes as the drain ends (the input's reader then read on, and its
+    session never ended)."""
+    drain = asyncio.ensure_future(writer.drain())
+    try:
+        while not (await asyncio.wait((drain,), timeout=CALLER_CHECK))[0]:
             transport = request.transport
             if transport is None or transport.is_closing():
                 return False
+        drain.result()  # (the agent's leg broken: its error)
+        return True
+    finally:
+        drain.cancel()
 
 
 class _SpdyExec:

@@ -1,13 +1,15 @@
 """``kubectl exec`` and ``kubectl cp`` with the real kubectl, through the API server (a
 WebSocket, ``v5.channel.k8s.io``), relayed to the exec endpoint of a process runtime's node
 agent: the container's environment, working directory and user; stdout and stderr apart;
-stdin; the command's exit code as kubectl's; a terminal with its size; upstream's errors; who
-may; the command killed when the caller goes away and when its container stops; the endpoint
-refuses callers without its token."""
+stdin; sessions at once, megabytes both ways; the command's exit code as kubectl's; a
+terminal with its size; upstream's errors; who may; the command killed when the caller goes
+away and when its container stops; the endpoint refuses callers without its token."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
+import hashlib
 import os
 import pty
 import select
@@ -124,6 +126,31 @@ def test_kubectl_exec_and_cp_run_in_the_container(machine: Machine, tmp_path: Pa
     assert (machine.dir / "in.txt").read_text() == "copied in\n"
     api.kubectl("cp", f"{name}:{machine.dir}/in.txt", str(tmp_path / "down.txt"))
     assert (tmp_path / "down.txt").read_text() == "copied in\n"
+
+
+def test_sessions_at_once_carry_megabytes_both_ways(machine: Machine,
+                                                    tmp_path: Path) -> None:
+    """Eight ``kubectl exec -i -- cat`` at once, over a WebSocket and over SPDY, each sending
+    4 MB while it reads them back: each gets exactly what it sent, and exits 0."""
+    api, pod = started(machine, tmp_path)
+    name = meta.name(pod)
+    spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+
+    def round_trip(i: int) -> tuple[int, bool, str]:
+        data = os.urandom(4 << 20)
+        proc = api.popen("exec", "-i", name, "--", "cat", env=spdy if i % 2 else None,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(data, timeout=120)
+        finally:
+            proc.kill()
+        same = hashlib.sha256(out).digest() == hashlib.sha256(data).digest()
+        return proc.returncode, same, err.decode(errors="replace")
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(round_trip, range(8)))
+    assert results == [(0, True, "")] * 8, results
 
 
 def in_terminal(api: ApiServer, name: str, typed: bytes, until: bytes,
