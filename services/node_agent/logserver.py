@@ -22,7 +22,8 @@ the Node's ``status.daemonEndpoints.kubeletEndpoint.Port``, as kubelet reports i
 ``stderr``, ``tty``: the command in that running container (``Runtime.exec``). Once answered
 200 the connection carries ``shared.api.podexec``'s frames both ways, and ends with the
 Status of how the command ended. With ``check=1`` it answers as it would, and runs nothing.
-The command is killed when the caller goes away or the container stops running.
+The command is killed when the caller goes away or the container stops running. As a
+port-forward's, the connection is read and written by one thread only (``relay.both_ways``).
 
 ``POST /attach/{namespace}/{pod}/{container}?uid=U&run=N`` with the same streams: exec's
 session without a command, the output of run N from now on as its stdout, until the caller
@@ -38,6 +39,7 @@ in upstream's words.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -45,7 +47,6 @@ import ipaddress
 import logging
 import re
 import secrets
-import selectors
 import socket
 import ssl
 import threading
@@ -61,6 +62,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from services import config
+from services.node_agent import relay
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import ExecSession, Runtime
 from shared.api import podexec, podlog, portforward
@@ -73,7 +75,6 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _UID = re.compile(r"[A-Za-z0-9-]{1,64}")
 WATCH_EVERY = 1.0  # seconds between looks at whether an exec's container still runs
 CONNECT_TIMEOUT = 10.0  # seconds a forwarded port has to accept the connection
-RELAY_BUFFER = 64 * 1024
 # what an exec runs in: the container's state, its environment, its working directory ("":
 # the runtime's default); ExecError (the caller's words) when it does not run here
 ExecTarget = Callable[[str, str], tuple[ContainerState, dict[str, str], str]]
@@ -243,56 +244,47 @@ class LogServer:
         self._answer(req)
         if q.get("check") == ["1"]:
             return  # it could run: asked no more
-        lock = threading.Lock()
-
-        def send(channel: int, data: bytes) -> None:
-            with lock:
-                try:
-                    req.wfile.write(podexec.frame(channel, data))
-                    req.wfile.flush()
-                except OSError:
-                    pass  # the caller went away: the input's reader ends the command
         try:
             session: ExecSession = _Attached(self.runtime, {"metadata": {
                 "namespace": parts[1], "name": parts[2], "uid": uid}}, container, int(run),
                 opts) if attach else self.runtime.exec(c, env, cwd, opts)
         except (OSError, ValueError) as err:  # (ValueError: a word with a NUL byte)
-            send(podexec.ERROR, podexec.status_data(podexec.failed(str(err))))
+            with contextlib.suppress(OSError):
+                req.wfile.write(podexec.frame(podexec.ERROR, podexec.status_data(
+                    podexec.failed(str(err)))))
             return
         log.info("%s pod %s/%s container %s%s", parts[0], parts[1], parts[2], container,
                  f": {' '.join(opts.command)}" if opts.command else "")
-        done = threading.Event()
-        threading.Thread(target=self._caller_input, args=(req, session, done), daemon=True,
-                         name="exec-input").start()
-        started = c.container_id
-        threading.Thread(target=self._watch_container, args=(c, started, session, done),
-                         daemon=True, name="exec-watch").start()
-        try:
-            session.pump(send)
-            code = session.wait()
-        finally:
-            done.set()
-        send(podexec.ERROR, podexec.status_data(podexec.ended(opts.command, code)))
+        self._serve_session(req, session, c, opts.command)
 
-    def _caller_input(self, req: BaseHTTPRequestHandler, session: ExecSession,
-                      done: threading.Event) -> None:
-        """Pass the caller's input on to the command; the caller gone: kill it."""
-        while True:
-            try:
-                got = podexec.read_frame(req.rfile.read)
-            except (OSError, ValueError, podexec.ExecError):
-                got = None
-            if got is None:
-                if not done.is_set():
-                    session.kill()
-                return
-            channel, data = got
-            if channel == podexec.STDIN:
-                session.write_stdin(data)
-            elif channel == podexec.CLOSE and data[:1] == bytes([podexec.STDIN]):
-                session.close_stdin()
-            elif channel == podexec.RESIZE and (size := podexec.terminal_size(data)):
-                session.resize(*size)
+    def _serve_session(self, req: BaseHTTPRequestHandler, session: ExecSession,
+                       c: ContainerState, command: tuple[str, ...]) -> None:
+        """Acts: the session and its caller joined until the Status of its end has been
+        sent, or the caller goes, which kills the command (as the container's stopping
+        does, ``_watch_container``). This thread alone reads and writes the caller's
+        connection (``relay.both_ways``); the session's threads meet it at the other end of
+        a socket pair, whose buffers bound what waits for a slow caller: its output and the
+        Status as frames (``_session_output``), the caller's frames (``_caller_input``, on a
+        thread of its own: passing input on may wait on the command)."""
+        done = threading.Event()
+        ours, theirs = socket.socketpair()
+        workers = [threading.Thread(target=target, args=args, daemon=True, name=name)
+                   for target, args, name in (
+                       (_session_output, (theirs, session, command, done), "exec-output"),
+                       (_caller_input, (theirs, session, done), "exec-input"))]
+        for t in workers:
+            t.start()
+        threading.Thread(target=self._watch_container, args=(c, c.container_id, session,
+                         done), daemon=True, name="exec-watch").start()
+        try:
+            relay.both_ways(req.connection, ours, req.rfile)
+            if not done.is_set():
+                session.kill()  # the caller went (its input may wait on a command's)
+        finally:
+            ours.close()  # (the session's threads blocked on the pair see it end)
+            for t in workers:
+                t.join()
+            theirs.close()
 
     def _watch_container(self, c: ContainerState, started: str, session: ExecSession,
                          done: threading.Event) -> None:
@@ -341,37 +333,9 @@ class LogServer:
         try:
             self._answer(req)
             log.info("port-forward to pod %s/%s port %d", ns, name, port)
-            self._relay(req, pod)
+            relay.both_ways(req.connection, pod, req.rfile)
         finally:
             pod.close()
-
-    @staticmethod
-    def _relay(req: BaseHTTPRequestHandler, pod: socket.socket) -> None:
-        """Acts: the caller's bytes to the pod and the pod's to the caller (at most a buffer
-        of each in hand) until either side closes or fails. One thread moves both ways over
-        non-blocking sockets: an SSL connection read and written by two threads at once
-        fails at random (OpenSSL's objects are not safe under concurrent use)."""
-        conn = req.connection
-        conn.setblocking(False)
-        pod.setblocking(False)
-        try:
-            to_pod = req.rfile.read1(RELAY_BUFFER)  # what the head's reader took in first
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            to_pod = b""
-        to_caller = b""
-        try:
-            while True:
-                waits = {conn: 0, pod: 0}  # what each socket is to be waited on for
-                to_caller, out = _step(to_caller, pod, conn, waits)
-                to_pod, into = _step(to_pod, conn, pod, waits)
-                if not (out or into):
-                    with selectors.DefaultSelector() as sel:
-                        for sock, events in waits.items():
-                            if events:
-                                sel.register(sock, events)
-                        sel.select()
-        except (EOFError, OSError):
-            return  # either side closed it, or failed (a reset, a TLS error)
 
     @staticmethod
     def _answer(req: BaseHTTPRequestHandler) -> None:
@@ -390,30 +354,53 @@ class LogServer:
         req.wfile.write(body)
 
 
-def _step(held: bytes, source: socket.socket, sink: socket.socket,
-          waits: dict[socket.socket, int]) -> tuple[bytes, bool]:
-    """Acts: one move of a relay's direction over non-blocking sockets: ``held`` (what
-    ``source`` gave and ``sink`` has not taken) written on, else more read. Returns what is
-    held then and whether anything moved; when nothing could, the socket that would block
-    gets what to wait for in ``waits`` (a TLS socket may want to read to write, or the
-    other way). EOFError once ``source`` has closed."""
-    sock, event = (sink, selectors.EVENT_WRITE) if held else (source, selectors.EVENT_READ)
+def _session_output(out: socket.socket, session: ExecSession, command: tuple[str, ...],
+                    done: threading.Event) -> None:
+    """Acts: the session's output, then the Status of how the command ended, as frames on
+    ``out`` (each whole: the session may send from more than one thread), waiting while
+    ``out`` is full; then ``out``'s end of writing, the relay's sign that all has been
+    sent. ``done`` is set once the command has ended."""
+    lock = threading.Lock()
+
+    def send(channel: int, data: bytes) -> None:
+        with lock:
+            try:
+                out.sendall(podexec.frame(channel, data))
+            except OSError:
+                pass  # the caller went away: the command is killed
+    code = None
     try:
-        if held:
-            return held[sink.send(held):], True
-        got = source.recv(RELAY_BUFFER)
-    except ssl.SSLWantReadError:
-        waits[sock] |= selectors.EVENT_READ
-        return held, False
-    except ssl.SSLWantWriteError:
-        waits[sock] |= selectors.EVENT_WRITE
-        return held, False
-    except BlockingIOError:
-        waits[sock] |= event
-        return held, False
-    if not got:
-        raise EOFError
-    return got, True
+        session.pump(send)
+        code = session.wait()
+    finally:
+        done.set()  # (before the Status: the caller may go once it has it)
+        if code is not None:
+            send(podexec.ERROR, podexec.status_data(podexec.ended(command, code)))
+        with contextlib.suppress(OSError):
+            out.shutdown(socket.SHUT_WR)
+
+
+def _caller_input(source: socket.socket, session: ExecSession, done: threading.Event) -> None:
+    """Acts: the caller's frames from ``source`` passed on to the command (its input, its
+    input's end, its terminal's size); their end, or one that is not a frame: the command
+    is killed unless it is done."""
+    with source.makefile("rb") as frames:
+        while True:
+            try:
+                got = podexec.read_frame(frames.read)
+            except (OSError, ValueError, podexec.ExecError):
+                got = None
+            if got is None:
+                if not done.is_set():
+                    session.kill()
+                return
+            channel, data = got
+            if channel == podexec.STDIN:
+                session.write_stdin(data)
+            elif channel == podexec.CLOSE and data[:1] == bytes([podexec.STDIN]):
+                session.close_stdin()
+            elif channel == podexec.RESIZE and (size := podexec.terminal_size(data)):
+                session.resize(*size)
 
 
 class _Attached:
