@@ -7,6 +7,7 @@ import faulthandler
 import gc
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -172,6 +173,16 @@ def full_collection_due(now: float, last_full: float, last_change: float,
         return True
     return now - last_change >= FULL_GC_IDLE_SECONDS and (since >= FULL_GC_SECONDS
                                                            or new >= grown)
+
+
+def hung_up(fd: int) -> bool:
+    """Has the peer of the connection on ``fd`` closed it (or it failed)? Seen without
+    reading it (``POLLRDHUP``), so also while what it sent before waits unread: a relay that
+    reads a caller's input only as a command takes it would otherwise not notice the
+    caller's going while the command reads none."""
+    poll = select.poll()
+    poll.register(fd, select.POLLRDHUP)
+    return bool(poll.poll(0))
 
 
 def stop_event() -> threading.Event:

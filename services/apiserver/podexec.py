@@ -17,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 
+from services import common
 from services.apiserver import auth, podlog, upgrade
 from services.apiserver import status as st
 from shared.api import podexec as rules
@@ -148,23 +151,46 @@ async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter,
             continue
         if raw and raw[0] in (rules.STDIN, rules.RESIZE, rules.CLOSE):
             writer.write(rules.frame(raw[0], bytes(raw[1:])))
-            if not await _drained(writer, request):
+            if not await _drained(writer, request, ws.ping):
                 break
     # the caller is gone (or closed): the agent's connection ends, and with it the command
+    _cut(writer)
+
+
+def _cut(writer: asyncio.StreamWriter) -> None:
+    """Acts: end the agent's connection at once, with a reset: what the caller sent and
+    the agent has not taken is dropped (closed with it still to send, the connection would
+    wait to send it first, and the agent, whose command reads none, would not see its
+    end)."""
+    sock = writer.transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
 
 
-async def _drained(writer: asyncio.StreamWriter, request: web.Request) -> bool:
+async def _drained(writer: asyncio.StreamWriter, request: web.Request,
+                   probe: Callable[[], Awaitable[object]]) -> bool:
     """Acts: wait while the agent takes the input (a command that reads none holds it up),
-    as long as the caller is there; False once it is gone. A cancel (the session's end)
-    always ends it: not so asyncio.wait_for on Python 3.11, which returns the drain's result
-    when the cancel comes as the drain ends (the input's reader then read on, and its
-    session never ended)."""
+    as long as the caller is there; False once it is gone. Meanwhile the server reads none
+    of the caller's input, and a caller that went while sending more cannot close its
+    connection (its end waits to send what the server has not taken first): each
+    ``CALLER_CHECK`` a ``probe`` (a ping) is sent it, which a connection its process has
+    closed answers with a reset. A cancel (the session's end) always ends the wait: not so
+    asyncio.wait_for on Python 3.11, which returns the drain's result when the cancel comes
+    as the drain ends (the input's reader then read on, and its session never ended)."""
     drain = asyncio.ensure_future(writer.drain())
     try:
         while not (await asyncio.wait((drain,), timeout=CALLER_CHECK))[0]:
             transport = request.transport
             if transport is None or transport.is_closing():
+                return False
+            sock = transport.get_extra_info("socket")
+            try:
+                await probe()
+            except (ConnectionError, OSError, RuntimeError):
+                return False
+            if sock is not None and common.hung_up(sock.fileno()):
                 return False
         drain.result()  # (the agent's leg broken: its error)
         return True
@@ -190,6 +216,12 @@ class _SpdyExec:
         self.streams: dict[str, int] = {}
         self.all_came = asyncio.Event()
         self.resize_text = b""
+        self.pings = 0
+
+    async def ping(self) -> None:
+        """Acts: a PING of the server's own to the caller (``_drained``'s probe)."""
+        self.pings += 1
+        await self.server.send(spdy.server_ping(self.pings))
 
     async def run(self) -> None:
         inbound = asyncio.ensure_future(self.from_caller())
@@ -240,7 +272,7 @@ class _SpdyExec:
                 for line in lines:
                     if line.strip():
                         await self.to_agent(rules.RESIZE, line)
-        self.writer.transport.abort()  # the caller is gone: the command ends with it
+        _cut(self.writer)  # the caller is gone: the command ends with it
 
     async def to_agent(self, channel: int, data: bytes) -> None:
         """Acts: a frame to the agent, waiting while it takes it as long as the caller is
@@ -248,7 +280,7 @@ class _SpdyExec:
         connection ends, and the command with it."""
         try:
             self.writer.write(rules.frame(channel, data))
-            if not await _drained(self.writer, self.request):
-                self.writer.transport.abort()
+            if not await _drained(self.writer, self.request, self.ping):
+                _cut(self.writer)
         except (OSError, ssl.SSLError, RuntimeError):
             pass  # the agent's leg broke: from_agent tells the caller

@@ -61,7 +61,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from services import config
+from services import common, config
 from services.node_agent import relay
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import ExecSession, Runtime
@@ -275,7 +275,8 @@ class LogServer:
         for t in workers:
             t.start()
         threading.Thread(target=self._watch_container, args=(c, c.container_id, session,
-                         done), daemon=True, name="exec-watch").start()
+                         done, req.connection.fileno()), daemon=True,
+                         name="exec-watch").start()
         try:
             relay.both_ways(req.connection, ours, req.rfile)
             if not done.is_set():
@@ -287,11 +288,13 @@ class LogServer:
             theirs.close()
 
     def _watch_container(self, c: ContainerState, started: str, session: ExecSession,
-                         done: threading.Event) -> None:
+                         done: threading.Event, caller: int) -> None:
         """The container stopped (or was restarted): the command ends with it, as in a
-        container's PID namespace."""
+        container's PID namespace. So does the caller's hanging up (``common.hung_up`` of
+        its connection's ``caller``): the relay reads that only as the command takes its
+        input, and a command that reads none would hold it up."""
         while not done.wait(WATCH_EVERY) and not self.stop.is_set():
-            if c.container_id != started or not c.running():
+            if c.container_id != started or not c.running() or common.hung_up(caller):
                 session.kill()
                 return
         if not done.is_set():

@@ -174,6 +174,11 @@ def ping(frame: Frame) -> bytes:
     return _control(PING, 0, frame.data[:4])
 
 
+def server_ping(n: int) -> bytes:
+    """The server's ``n``-th PING of its own (even ids, as SPDY/3 gives a server)."""
+    return _control(PING, 0, struct.pack(">I", (2 * n) & 0xFFFFFFFE))
+
+
 def goaway(last_stream: int, status: int = 0) -> bytes:
     return _control(GOAWAY, 0, struct.pack(">II", last_stream, status))
 

@@ -5,6 +5,7 @@ that comes as the agent takes the input."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
@@ -37,13 +38,22 @@ class _Transport:
             self.looked.set_result(None)
         return self.closing
 
+    def get_extra_info(self, name: str) -> None:
+        return None  # (no socket to look at)
+
 
 def _request(transport: _Transport) -> web.Request:
     return cast(web.Request, type("Request", (), {"transport": transport})())
 
 
-def _drained(writer: _Writer, transport: _Transport) -> asyncio.Task[bool]:
-    return asyncio.ensure_future(podexec._drained(cast(Any, writer), _request(transport)))
+async def _probe() -> None:
+    pass
+
+
+def _drained(writer: _Writer, transport: _Transport,
+             probe: Callable[[], Awaitable[None]] = _probe) -> asyncio.Task[bool]:
+    return asyncio.ensure_future(podexec._drained(cast(Any, writer), _request(transport),
+                                                  probe))
 
 
 def test_input_wait_ends_when_the_agent_takes_it_or_the_caller_goes(
@@ -62,6 +72,25 @@ def test_input_wait_ends_when_the_agent_takes_it_or_the_caller_goes(
         return taken, gone
 
     assert asyncio.run(scenario()) == (True, False)
+
+
+def test_input_wait_ends_when_a_ping_to_the_caller_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that went while sending more input is not seen closing (its connection
+    waits to send that first): the ping the wait sends it fails instead."""
+    monkeypatch.setattr(podexec, "CALLER_CHECK", 0.01)
+    pings = []
+
+    async def ping() -> None:
+        pings.append(1)
+        if len(pings) == 3:
+            raise ConnectionResetError("reset by peer")
+
+    async def scenario() -> bool:
+        return await _drained(_Writer(), _Transport(), ping)
+
+    assert asyncio.run(scenario()) is False
+    assert len(pings) == 3
 
 
 def test_input_wait_ends_with_a_cancel_that_comes_as_the_agent_takes_it() -> None:
