@@ -31,6 +31,7 @@ from services.apiserver import (
     health,
     leases,
     listing,
+    metricsapi,
     openapi,
     podexec,
     podlog,
@@ -186,7 +187,7 @@ def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
     plural = info.qualified_plural
     what = f'{plural} "{t.name}"' if t.name else plural
     where = f' in the namespace "{t.namespace}"' if t.namespace else ""
-    res = t.resource_name
+    res = f"{info.plural}/{t.sub}" if t.sub else info.plural  # (unqualified: its group follows)
     return st.ApiError("Forbidden", f'{what} is forbidden: User "{user.name}" cannot {verb} '
                        f'resource "{res}" in API group "{info.group}"{where}',
                        {"name": t.name or "", "group": info.group, "kind": info.plural})
@@ -320,6 +321,8 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
                                  tables.watch_mark(fmt))
     if t.kind == kinds.LEASE.kind:  # get and list: read from the leases' keys
         return await _leases(request, state, store, t, fmt)
+    if metricsapi.serves(t):  # asked of the node agents
+        return respond(_usage_table(t, await metricsapi.serve(state, t, q), fmt, q))
     if verb == "get":
         if t.kind == kinds.NAMESPACE.kind:  # from the cache: as new as the log's tip
             await _caught_up(state, store, q)
@@ -351,6 +354,14 @@ async def _leases(request: web.Request, state: State, store: Store, t: Target,
     match = listing.matcher(t, q)
     items = [o for o in found if match(o)]
     return respond(tables.render_list(t, state.cache.position, items, fmt, q))
+
+
+def _usage_table(t: Target, doc: Obj, fmt: str, q: Mapping[str, str]) -> Obj:
+    """Metrics as asked: a Table (metrics-server's columns) or as they are."""
+    if fmt != "table":
+        return doc
+    items = doc["items"] if doc["kind"].endswith("List") else [doc]
+    return tables.render_list(t, "", items, fmt, q)
 
 
 async def _list(state: State, store: Store, t: Target,
@@ -519,11 +530,11 @@ def _whoami(user: auth.User, _spec: Obj) -> Obj:
 def _may(user: auth.User, spec: Obj) -> Obj:
     attrs = spec.get("resourceAttributes")
     if isinstance(attrs, dict):
-        resource = str(attrs.get("resource") or "")
-        found = discovery.resource(
-            f"{attrs['group']}/v1" if attrs.get("group") else "v1", resource)
+        resource, group = str(attrs.get("resource") or ""), str(attrs.get("group") or "")
+        found = discovery.resource(discovery.group_version(group), resource)
         if attrs.get("subresource"):
             resource += "/" + str(attrs["subresource"])
+        resource = served.rbac_name(group, resource)
         namespaced = found.info.namespaced if found else bool(attrs.get("namespace"))
         allowed = auth.authorize(user, str(attrs.get("verb") or ""), resource, namespaced)
     else:

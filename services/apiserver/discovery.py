@@ -28,7 +28,9 @@ SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
 """The reviews every user may post (``kubectl auth can-i``, ``auth whoami``), by group
 version: (plural, kind)."""
 REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
-_GROUPS = ("apps", "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io")
+_GROUPS = {"apps": "v1", "authentication.k8s.io": "v1", "authorization.k8s.io": "v1",
+           "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1"}
+"""The API groups served, each with its one version."""
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in served.RESOURCES}
 
@@ -51,7 +53,7 @@ def _group(name: str, version: str) -> Obj:
 
 def api_group_list() -> Obj:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(name, "v1") for name in _GROUPS]}
+            "groups": [_group(name, version) for name, version in _GROUPS.items()]}
 
 
 def root_paths(served: Iterable[str]) -> Obj:
@@ -68,7 +70,12 @@ def root_paths(served: Iterable[str]) -> Obj:
 def api_group(name: str) -> Obj | None:
     if name not in _GROUPS:
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, "v1")}
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, _GROUPS[name])}
+
+
+def group_version(group: str) -> str:
+    """The version served of ``group`` ("" the core group), as ``group/version``."""
+    return f"{group}/{_GROUPS.get(group, 'v1')}" if group else "v1"
 
 
 def _api_resource(r: served.Resource) -> list[Obj]:

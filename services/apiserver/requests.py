@@ -47,8 +47,9 @@ class Target:
     @property
     def resource_name(self) -> str:
         """``daemonsets`` or ``daemonsets/status``: the name RBAC checks."""
-        plural = self.resource.info.plural
-        return f"{plural}/{self.sub}" if self.sub else plural
+        info = self.resource.info
+        return served.rbac_name(info.group, f"{info.plural}/{self.sub}" if self.sub
+                                else info.plural)
 
 
 def parse_path(group_version: str, parts: list[str]) -> Target:

@@ -400,6 +400,11 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
               show_default=True,
               help="[process, docker] Port of the agent's HTTPS endpoint serving its pods' "
                    "logs, on the node IP (kubelet's port; 0: any free one; -1: none).")
+@click.option("--metrics-resolution", type=click.FloatRange(min=0.1), default=15.0,
+              show_default=True,
+              help="[process, docker] Seconds between two samples of the node's and its "
+                   "containers' CPU and memory usage, served on its endpoint for kubectl top "
+                   "(metrics-server's resolution).")
 @click.option("--via-admission", is_flag=True,
               help="Send every write to node-admission instead of committing it (for "
                    "credentials that may not write the store: compose's node-agent user).")
@@ -413,7 +418,7 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
                    docker_network: str, log_port: int, via_admission: bool,
-                   node_lease_duration: float) -> None:
+                   node_lease_duration: float, metrics_resolution: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
     with --runtime process or docker a kubelet for this machine that runs its pods as
     processes or as Docker containers.
@@ -482,7 +487,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             state_dir=state_dir or processagent.default_state_dir(name), labels=labels,
             taints=tuple(dict(t) for t in taints), heartbeat=heartbeat,
             lease_duration=node_lease_duration, backoff_initial=backoff_initial,
-            log_port=None if log_port < 0 else log_port)
+            log_port=None if log_port < 0 else log_port,
+            metrics_resolution=metrics_resolution)
         state = pcfg.state_dir
         rt: runtime_.Runtime
         if runtime == "docker":

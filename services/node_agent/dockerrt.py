@@ -39,7 +39,7 @@ import docker.utils.socket
 from services.node_agent import containerlogs, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
-from shared.api import podexec, podlog
+from shared.api import metrics, podexec, podlog
 from shared.api.podexec import ExecOptions
 
 log = logging.getLogger("node-agent")
@@ -62,6 +62,17 @@ def container_name(pod: Obj, container: str, run: int) -> str:
 
 def engine_id(c: ContainerState) -> str:
     return c.container_id.removeprefix(SCHEME) if c.container_id.startswith(SCHEME) else ""
+
+
+def working_set(memory_stats: Obj | None) -> int:
+    """A container's memory working set from the engine's memory stats, as cAdvisor and
+    kubelet compute it: its usage less its inactive file cache (cgroup v2's
+    ``inactive_file``, v1's ``total_inactive_file``), never below zero."""
+    stats = memory_stats or {}
+    usage = int(stats.get("usage") or 0)
+    detail = stats.get("stats") or {}
+    inactive = int(detail.get("inactive_file", detail.get("total_inactive_file")) or 0)
+    return max(0, usage - inactive)
 
 
 def pull_policy(container: Obj) -> str:
@@ -351,6 +362,23 @@ class DockerRuntime(Records):
         if (pod.get("spec") or {}).get("hostNetwork"):
             return LOOPBACK if any(c.running() for c in containers) else ""
         return self.pod_ip(pod, containers)
+
+    def usage(self, containers: list[ContainerState]) -> dict[str, metrics.Sample]:
+        """The engine's stats of each running container (one read each, not waiting for a
+        second): its cgroup's CPU time and its memory working set (``working_set``)."""
+        out = {}
+        for c in containers:
+            eid = engine_id(c)
+            if not c.running() or (self._seen.get(eid) or {}).get("State") != "running":
+                continue
+            try:
+                stats = self.api.stats(eid, stream=False, one_shot=True)
+                cpu = int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
+            except (docker.errors.DockerException, KeyError, TypeError, ValueError):
+                continue  # gone meanwhile, or not measured (yet)
+            out[c.container_id] = metrics.Sample(cpu / 1e9,
+                                                 working_set(stats.get("memory_stats")))
+        return out
 
     def sweep(self, known: set[str]) -> None:
         for eid, s in list(self._seen.items()):

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from services.node_agent import lifecycle
+from shared.api import metrics
 
 Obj = dict[str, Any]
 
@@ -80,6 +81,18 @@ def resources() -> Obj:
     return {"cpu": str(psutil.cpu_count() or 1),
             "memory": f"{psutil.virtual_memory().total // 1024}Ki",
             "pods": str(lifecycle.MAX_PODS)}
+
+
+def usage() -> metrics.Sample:
+    """The node's CPU time used so far (every CPU's time not idle nor waiting for I/O,
+    seconds) and its memory in use (total less available, as kubelet's node working set
+    approximates it)."""
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+    # (guest time is counted in user time already: once)
+    busy -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
+    mem = psutil.virtual_memory()
+    return metrics.Sample(busy, int(mem.total - mem.available))
 
 
 def _read(path: str) -> str:

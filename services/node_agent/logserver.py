@@ -35,6 +35,10 @@ a pod on the host's network, else the pod's IP). The connection is made before t
 a refusal is a 400 in kubelet's words; once answered 200 the caller's connection carries the
 port's bytes both ways, until either side closes it, which closes both. A bad port is a 400
 in upstream's words.
+
+``GET /metrics/usage``: the resource usage of the node and of its pods' running containers
+over the sampler's last window (``usage.Sampler``; ``shared.api.metrics``'s document), as
+kubelet's resource metrics that metrics-server scrapes; 503 until a window is over.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from services import common, config
 from services.node_agent import relay
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import ExecSession, Runtime
-from shared.api import podexec, podlog, portforward
+from shared.api import metrics, podexec, podlog, portforward
 from shared.store.nodeserver import Credentials
 
 log = logging.getLogger("node-agent")
@@ -78,6 +82,8 @@ CONNECT_TIMEOUT = 10.0  # seconds a forwarded port has to accept the connection
 # what an exec runs in: the container's state, its environment, its working directory ("":
 # the runtime's default); ExecError (the caller's words) when it does not run here
 ExecTarget = Callable[[str, str], tuple[ContainerState, dict[str, str], str]]
+# the usage document of the last window (``shared.api.metrics``): None before there is one
+Usage = Callable[[], bytes | None]
 # where a port of pod ``uid`` is reached: None when the pod does not run here, "" while
 # nothing of it runs
 ForwardHost = Callable[[str], str | None]
@@ -130,8 +136,10 @@ class LogServer:
 
     def __init__(self, rt: Runtime, state_dir: Path, ip: str, port: int,
                  exec_target: ExecTarget | None = None,
-                 forward_host: ForwardHost | None = None) -> None:
+                 forward_host: ForwardHost | None = None,
+                 usage: Usage | None = None) -> None:
         self.runtime = rt
+        self.usage = usage
         self.exec_target = exec_target
         self.forward_host = forward_host
         crt, key, digest = _self_signed(state_dir / "server", ip)
@@ -146,7 +154,10 @@ class LogServer:
             protocol_version = "HTTP/1.0"  # the body ends when the connection does
 
             def do_GET(self) -> None:
-                server.handle(self)
+                if urllib.parse.urlsplit(self.path).path == metrics.PATH:
+                    server.handle_usage(self)
+                else:
+                    server.handle(self)
 
             def do_POST(self) -> None:
                 if self.path.startswith("/portforward/"):
@@ -219,6 +230,20 @@ class LogServer:
                 req.wfile.flush()
         except OSError:
             return  # the caller went away
+
+    def handle_usage(self, req: BaseHTTPRequestHandler) -> None:
+        """Acts: the usage document of the last window; 503 before there is one."""
+        if not self._authorized(req):
+            return
+        doc = self.usage() if self.usage is not None else None
+        if doc is None:
+            self._error(req, 503, "no resource metrics yet: the first window is not over")
+            return
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(doc)))
+        req.end_headers()
+        req.wfile.write(doc)
 
     def handle_exec(self, req: BaseHTTPRequestHandler) -> None:
         if not self._authorized(req):

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from services import common
-from services.node_agent import host, lifecycle, logserver, podstatus, probes
+from services.node_agent import host, lifecycle, logserver, podstatus, probes, usage
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
-from shared.api import podexec
+from shared.api import metrics, podexec
 from shared.eventlog.entry import CommitResult
 from shared.model import events, meta
 from shared.store import adapters, errors, nodelease, noderequests, nodeserver
@@ -64,6 +64,7 @@ class ProcessConfig:
     lease_duration: float = nodelease.DURATION_SECONDS
     log_port: int | None = logserver.DEFAULT_PORT  # None: serve no logs
     backoff_initial: float = podstatus.BACKOFF_INITIAL
+    metrics_resolution: float = metrics.DEFAULT_RESOLUTION  # seconds between usage samples
 
 
 @dataclass
@@ -112,6 +113,8 @@ class ProcessAgent:
         self.logs: logserver.LogServer | None = None
         self.outage = common.Outage(log)
         self.prober = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="probe")
+        self.sampler = usage.Sampler(runtime, self.running_containers, cfg.metrics_resolution,
+                                     clock)
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -174,7 +177,8 @@ class ProcessAgent:
         try:
             self.logs = logserver.LogServer(self.runtime, self.cfg.state_dir,
                                             self.cfg.node_ip, self.cfg.log_port,
-                                            self.exec_target, self.forward_host)
+                                            self.exec_target, self.forward_host,
+                                            self.sampler.document)
         except OSError as err:
             log.warning("no log endpoint (port %d on %s): %s", self.cfg.log_port,
                         self.cfg.node_ip, err)
@@ -193,6 +197,12 @@ class ProcessAgent:
         cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
                            (spec.get("containers") or []) if s.get("name") == name), {})
         return c, self._env(run.pod, cspec), str(cspec.get("workingDir") or "")
+
+    def running_containers(self) -> list[tuple[Obj, list[ContainerState]]]:
+        """The pods this agent runs, their metadata with their running containers (called on
+        the sampler's thread: reads what the loop keeps, changes nothing)."""
+        return [(run.pod.get("metadata") or {}, [c for c in run.containers() if c.running()])
+                for run in list(self.runs.values()) if not run.gone]
 
     def forward_host(self, uid: str) -> str | None:
         """Where a port of pod ``uid`` is reached from here (``Runtime.forward_host``): None
@@ -214,6 +224,8 @@ class ProcessAgent:
     def run(self, stop: threading.Event) -> None:
         self.adopt()
         self.serve_logs()
+        if self.logs is not None:
+            self.sampler.start(stop)
         while not stop.is_set():
             try:
                 self.register()

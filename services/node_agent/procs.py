@@ -38,7 +38,7 @@ import psutil
 from services.node_agent import containerlogs, logshim, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, Records
-from shared.api import podexec
+from shared.api import metrics, podexec
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
@@ -299,6 +299,32 @@ class ProcessRuntime(Records):
         """The loopback address (processes share the host's network, as a pod's containers
         share its network namespace, whose localhost kubelet dials)."""
         return LOOPBACK if any(c.running() for c in containers) else ""
+
+    def usage(self, containers: list[ContainerState]) -> dict[str, metrics.Sample]:
+        """Each container's process group (what it started stays in it, as in a container's
+        cgroup), read in one pass over the host's processes: the CPU time of its live
+        members, with what their ended children used, and the sum of their resident memory;
+        not the log writer's own (the group's leader, ``logshim``), as kubelet counts no
+        shim's."""
+        leaders = {c.pid: c for c in containers if c.running() and self.is_ours(c)}
+        cpu = dict.fromkeys(leaders, 0.0)
+        memory = dict.fromkeys(leaders, 0)
+        for p in psutil.process_iter(["cpu_times", "memory_info"]):
+            try:
+                group = p.pid if p.pid in leaders else os.getpgid(p.pid)
+                if group not in leaders:
+                    continue
+                own = p.pid != group or logshim.__name__ not in p.cmdline()
+            except (OSError, psutil.Error):
+                continue
+            t, mem = p.info["cpu_times"], p.info["memory_info"]
+            if t is None or mem is None:
+                continue
+            cpu[group] += t.children_user + t.children_system + \
+                (t.user + t.system if own else 0.0)
+            memory[group] += mem.rss if own else 0
+        return {c.container_id: metrics.Sample(cpu[pid], memory[pid])
+                for pid, c in leaders.items()}
 
     def sweep(self, known: set[str]) -> None:
         """Nothing: a process without a record cannot be told from the host's own."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from services.node_agent.podstatus import ContainerState
+from shared.api import metrics
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
@@ -145,6 +146,11 @@ class Runtime(Protocol):
         """Where the agent connects to reach a port of the pod (``kubectl port-forward``):
         the loopback address when the pod shares the host's network, else its own IP; ""
         while no container of it runs (or its IP is not known yet)."""
+
+    def usage(self, containers: list[ContainerState]) -> dict[str, metrics.Sample]:
+        """What the running ``containers`` have used (by container id): their CPU time so
+        far and their memory working set now; a container that cannot be measured is left
+        out. Called on the agent's sampler thread."""
 
     def sweep(self, known: set[str]) -> None:
         """Remove what this node's runtime runs for pods not in ``known`` (uids) and not in

@@ -3,14 +3,16 @@ as discovery lists them (``services.apiserver.discovery``) and the OpenAPI docum
 paths for them (``shared.api.openapi``). Pure: constants.
 
 The served kinds are the store's (``shared.model.kinds``; Namespaces as
-``shared.api.namespaces`` serves them, with or without an object) and Lease, the node
-leases read from their keys (read only).
+``shared.api.namespaces`` serves them, with or without an object), Lease, the node
+leases read from their keys, and the Metrics API's NodeMetrics and PodMetrics, asked of the
+node agents (``shared.api.metrics``); those are read only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.api import metrics
 from shared.model import kinds
 
 #: the Kubernetes version whose API is served: the API server's (``/version``) and every
@@ -55,11 +57,21 @@ RESOURCES: tuple[Resource, ...] = (
              subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
     Resource(kinds.CONTROLLER_REVISION),
     Resource(kinds.LEASE, verbs=("get", "list")),
+    Resource(metrics.NODE_METRICS, verbs=("get", "list")),
+    Resource(metrics.POD_METRICS, verbs=("get", "list")),
 )
 STORED_KINDS = tuple(r.info.kind for r in RESOURCES if r.stored)
 
 
 _BY_KIND = {r.info.kind: r for r in RESOURCES}
+
+
+def rbac_name(group: str, resource: str) -> str:
+    """The name the roles grant ``resource`` (``pods``, ``pods/log``) of ``group`` by: its
+    own, but qualified by its group for the Metrics API's (``pods.metrics.k8s.io``), whose
+    plurals are the core group's too and whose grants are not (an editor writes pods, and
+    nobody writes their metrics)."""
+    return f"{resource}.{group}" if group == metrics.GROUP_VERSION.split("/")[0] else resource
 
 
 def by_kind(kind: str) -> Resource | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.api import schema
+from shared.api import metrics, schema
 from shared.model import labels, meta
 
 Obj = dict[str, Any]
@@ -475,9 +475,34 @@ LEASE = Printer((_NAME, Column("Holder", doc=("io.k8s.api.coordination.v1.LeaseS
                                               "holderIdentity")), _AGE), _lease)
 
 
+# NodeMetrics, PodMetrics (metrics-server's columns: a pod's usage is its containers' sum) ---
+
+
+def _usage_cells(usage: Obj, window: Any) -> list[Cell]:
+    return [_str(usage.get("cpu")), _str(usage.get("memory")), _str(window)]
+
+
+def _node_metrics(m: Obj, now: float) -> list[Cell]:
+    return [meta.name(m), *_usage_cells(_map(m.get("usage")), m.get("window"))]
+
+
+def _pod_metrics(m: Obj, now: float) -> list[Cell]:
+    total = metrics.total([_map(c.get("usage")) for c in _dicts(m.get("containers"))])
+    return [meta.name(m), *_usage_cells(total, m.get("window"))]
+
+
+_USAGE = (Column("Name", format="name", doc="Name of the resource"),
+          Column("cpu", format="quantity", doc="CPU used, in cores, over the window"),
+          Column("memory", format="quantity", doc="Memory working set at its end"),
+          Column("Window", format="duration", doc="The window the usage was measured over"))
+NODE_METRICS = Printer(_USAGE, _node_metrics)
+POD_METRICS = Printer(_USAGE, _pod_metrics)
+
+
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
     "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
+    "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }
 
 

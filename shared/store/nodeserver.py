@@ -40,6 +40,20 @@ def lookup(client: redis.Redis, keys: Keys, node: str) -> Credentials | None:
     """The credentials ``node``'s agent published; None when none (or malformed ones)."""
     with redis_errors("node server lookup"):
         raw = client.get(keys.node_server(node))
+    return _credentials(raw)
+
+
+def lookup_many(client: redis.Redis, keys: Keys, nodes: list[str]) -> dict[str, Credentials]:
+    """The credentials the agents of ``nodes`` published, of those that did (one ``MGET``)."""
+    if not nodes:
+        return {}
+    with redis_errors("node server lookup"):
+        values = client.mget([keys.node_server(n) for n in nodes])
+    return {n: creds for n, raw in zip(nodes, values, strict=True)
+            if (creds := _credentials(raw)) is not None}
+
+
+def _credentials(raw: bytes | str | None) -> Credentials | None:
     if raw is None:
         return None
     try:

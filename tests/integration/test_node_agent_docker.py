@@ -41,6 +41,7 @@ from shared.store import nodeserver
 from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
+from tests.integration.test_kubectl_top import assert_burns_and_holds, burner, measured, top_row
 from tests.integration.test_node_agent_process import SERVER
 from tests.integration.test_pod_exec import in_terminal
 from tests.integration.test_pod_logs import (
@@ -71,10 +72,11 @@ class Engine:
     ip: str
     port: int
 
-    def agent(self) -> None:
+    def agent(self, *args: str) -> None:
+        """Start its agent (``args``: more of its options)."""
         self.stack.start("agent", "node-agent", "--runtime", "docker", "--node-name", self.node,
                          "--node-ip", self.ip, "--state-dir", str(self.state),
-                         "--backoff-initial", "0.5", "--log-port", "0")
+                         "--backoff-initial", "0.5", "--log-port", "0", *args)
 
     def containers(self, **labels: str) -> list[dict[str, Any]]:
         """The engine's summaries of the containers of this test's node (any state; one
@@ -172,9 +174,9 @@ def main_status(pod: dict[str, Any]) -> dict[str, Any]:
     return ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
 
 
-def start(e: Engine) -> None:
+def start(e: Engine, *agent_args: str) -> None:
     e.stack.start_all(workers=1, node_agent=False)
-    e.agent()
+    e.agent(*agent_args)
     # (timeouts are generous: the machine may be loaded, and each process starts slowly)
     wait_for(lambda: e.stack.store.try_get("Node", "/" + e.node), timeout=120,
              what="the node registered")
@@ -422,3 +424,26 @@ def test_port_forward_to_a_docker_pod_on_its_network(engine: Engine) -> None:
     assert refused(ep, f"/portforward/default/{name}?uid={uid}&port={port + 1}") == (
         400, f"error forwarding port {port + 1} to pod {name}, uid {uid}: dial tcp "
              f"{pod['status']['podIP']}:{port + 1}: connect: connection refused")
+
+
+def test_kubectl_top_of_a_docker_pod_from_the_engines_stats(engine: Engine,
+                                                           tmp_path: Path) -> None:
+    start(engine, "--metrics-resolution", "2")
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    engine.stack.store.apply(burner(IMAGE, "python3"))
+
+    def running() -> dict[str, Any] | None:
+        ready = [p for p in pods(engine) if "running" in (main_status(p).get("state") or {})]
+        return ready[0] if ready else None
+
+    name = meta.name(wait_for(running, timeout=90, what="the pod running"))
+    row = wait_for(lambda: measured(api, "pod", name), timeout=60, interval=0.5,
+                   what="the pod's metrics")
+    shown, cpu_m, memory_mi = top_row(row.strip())
+    assert shown == name
+    assert_burns_and_holds(cpu_m, memory_mi)  # (the working set: the cgroup's, less its cache)
+    by_container = api.kubectl("top", "pod", name, "--containers", "--no-headers").stdout
+    assert by_container.split()[:2] == [name, "burn"]
+    node = wait_for(lambda: measured(api, "node"), timeout=30, what="the node's metrics")
+    assert node.split()[0] == engine.node

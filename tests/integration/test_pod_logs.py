@@ -132,15 +132,16 @@ def running_pod(machine: Machine, tmp_path: Path, ds: dict[str, Any],
     return api, node, pod
 
 
-def agent_pod(machine: Machine, ds: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A stack with one process agent (its endpoint on a free port), and ``ds``'s pod
-    running there: the node, the pod."""
+def agent_pod(machine: Machine, ds: dict[str, Any], *agent_args: str,
+              ) -> tuple[str, dict[str, Any]]:
+    """A stack with one process agent (its endpoint on a free port; ``agent_args``: more of
+    its options), and ``ds``'s pod running there: the node, the pod."""
     stack = machine.stack
     stack.start_all(workers=1, node_agent=False)
     node = sorted(machine.ips)[0]
     stack.start(f"agent-{node}", "node-agent", "--runtime", "process", "--node-name", node,
                 "--node-ip", machine.ips[node], "--state-dir", str(machine.state / node),
-                "--backoff-initial", "0.5", "--log-port", "0")
+                "--backoff-initial", "0.5", "--log-port", "0", *agent_args)
     stack.store.apply(ds)
 
     def running() -> dict[str, Any] | None:
