@@ -43,11 +43,15 @@ def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
     out = api.kubectl("version").stdout
     assert "Server Version: v1.32" in out
     res = api.kubectl("api-resources", "--no-headers").stdout
-    rows = {line.split()[0]: line.split() for line in res.splitlines()}
-    assert rows["daemonsets"][1:] == ["ds", "apps/v1", "true", "DaemonSet"]
-    assert rows["pods"][1:] == ["po", "v1", "true", "Pod"]
-    assert rows["nodes"][1:] == ["no", "v1", "false", "Node"]
-    assert rows["events"][1] == "ev" and rows["namespaces"][1] == "ns"
+    # (pods and nodes twice: the core group's, and the Metrics API's, which have no short name)
+    rows = {(words[0], words[-3]): words for line in res.splitlines()
+            if (words := line.split())}
+    assert rows["daemonsets", "apps/v1"][1:] == ["ds", "apps/v1", "true", "DaemonSet"]
+    assert rows["pods", "v1"][1:] == ["po", "v1", "true", "Pod"]
+    assert rows["nodes", "v1"][1:] == ["no", "v1", "false", "Node"]
+    assert rows["events", "v1"][1] == "ev" and rows["namespaces", "v1"][1] == "ns"
+    assert rows["pods", "metrics.k8s.io/v1beta1"][1:] == [
+        "metrics.k8s.io/v1beta1", "true", "PodMetrics"]
     cats = api.kubectl("api-resources", "--categories=all", "-o", "name").stdout.split()
     assert sorted(cats) == ["daemonsets.apps", "pods"]
     paths = json.loads(api.kubectl("get", "--raw", "/").stdout)["paths"]
