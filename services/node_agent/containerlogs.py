@@ -78,6 +78,8 @@ def _raw(f: Any, path: Path, opts: LogOptions, newer: Path | None,
 def _cri(f: Any, path: Path, opts: LogOptions, newer: Path | None,
          stop: threading.Event | None) -> Iterator[bytes]:
     oldest = podlog.since(opts, time.time_ns())
+    # (the times as written, all of one width in UTC, compare as the times do)
+    cut = None if oldest is None else podlog.stamp(oldest).encode()
     new_line = True  # (a piece of a line after another piece is printed without a time)
 
     def shown(lines: list[bytes]) -> bytes:
@@ -88,7 +90,7 @@ def _cri(f: Any, path: Path, opts: LogOptions, newer: Path | None,
             if parsed is None:
                 continue  # (not a CRI line: kubelet skips one it cannot parse too)
             when, text = parsed
-            if oldest is not None and podlog.parse_time(when.decode()) < oldest:
+            if cut is not None and when < cut:
                 continue
             out.append(when + b" " + text if opts.timestamps and new_line else text)
             new_line = text.endswith(b"\n")

@@ -36,7 +36,7 @@ from shared.api import podlog
 
 DRAIN_SECONDS = 1.0
 READ = 65536
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GROUP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class _Stream:
@@ -70,7 +70,7 @@ class _Stream:
 def _child(spec: dict[str, Any]) -> None:
     """In the forked command, before it runs: the group's signals back to their defaults,
     the memory limit (only system calls: the fork holds no lock of the parent's)."""
-    for sig in FORWARDED:
+    for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     if spec.get("memory") is not None:
         resource.setrlimit(resource.RLIMIT_DATA, (spec["memory"], spec["memory"]))
@@ -81,7 +81,7 @@ def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
     file descriptor ``status`` ``started``, or why it could not start (then returns 127).
     Returns its wait status as ``subprocess`` gives it (negative: the signal that ended
     it)."""
-    for sig in FORWARDED:
+    for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     uid = spec.get("uid")
     try:

@@ -425,16 +425,16 @@ class ProcessAgent:
         return self._report(run, now)
 
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
+        pod = run.pod
         if c.restart_at is not None and now < c.restart_at:
             if run.backoff_told.get(c.name) != c.restart_at:  # once per back-off
                 run.backoff_told[c.name] = c.restart_at
                 self._event(run, "Warning", "BackOff", "Back-off restarting failed container "
-                            f"{c.name} in pod {meta.name(pod := run.pod)}_"
-                            f"{meta.namespace(pod)}({meta.uid(pod)})", c, now)
+                            f"{c.name} in pod {meta.name(pod)}_{meta.namespace(pod)}"
+                            f"({meta.uid(pod)})", c, now)
             return
         if c.terminated is not None and c.restart_at is None:
             return  # ended for good (its restartPolicy)
-        pod = run.pod
         try:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env())
             words = self.runtime.argv(cspec, env)

@@ -93,8 +93,8 @@ def is_cri(line: bytes) -> bool:
 
 
 def parse_cri(line: bytes) -> tuple[bytes, bytes] | None:
-    """A CRI log line (with its newline) → its time as written (``stamp``'s form: ``
-    parse_time`` reads it) and its text as the container wrote it (a piece without the
+    """A CRI log line (with its newline) → its time as written (``stamp``'s form, which
+    ``parse_time`` reads) and its text as the container wrote it (a piece without the
     newline the file added); None when it is not one."""
     m = _CRI.fullmatch(line)
     if m is None:
