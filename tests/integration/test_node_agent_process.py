@@ -8,6 +8,7 @@ fixture kills whatever is left of them, pass or fail."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import select
@@ -26,6 +27,7 @@ import psutil
 import pytest
 import yaml
 
+from services.node_agent import logshim
 from shared.api import podlog
 from shared.model import meta
 from shared.model.podutil import is_ready
@@ -91,6 +93,17 @@ class Machine:
                 out.append(p)
         return out
 
+    def writers(self) -> list[psutil.Process]:
+        """The log writers of this test's containers (their output a log file of its state),
+        whose commands may name nothing of the test's."""
+        out = []
+        for p in psutil.process_iter(["cmdline"]):
+            if logshim.__name__ in (p.info["cmdline"] or []):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{p.pid}/fd/1").startswith(str(self.state)):
+                        out.append(p)
+        return out
+
     def marks(self, what: str) -> list[str]:
         return sorted(f.name for f in self.dir.glob(f"marks/*.{what}.*"))
 
@@ -118,15 +131,13 @@ def machine(stack: Stack, tmp_path: Path) -> Iterator[Machine]:
     finally:
         for name in [n for n in stack.procs if n.startswith("agent-")]:
             stack.kill(name)
-        for p in m.processes():
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
+        # each container's process group: its log writer and what its command started
+        # (a writer the killed agent had just started may start its command only now)
+        for p in m.writers() + m.processes():
+            with contextlib.suppress(OSError, psutil.Error):
+                os.killpg(os.getpgid(p.pid), signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
                 p.kill()
-            except psutil.Error:
-                pass
         shutil.rmtree(d, ignore_errors=True)
 
 
