@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import ssl
-import struct
 from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
@@ -154,19 +152,7 @@ async def _from_caller(ws: web.WebSocketResponse, writer: asyncio.StreamWriter,
             if not await _drained(writer, request, ws.ping):
                 break
     # the caller is gone (or closed): the agent's connection ends, and with it the command
-    _cut(writer)
-
-
-def _cut(writer: asyncio.StreamWriter) -> None:
-    """Acts: end the agent's connection at once, with a reset: what the caller sent and
-    the agent has not taken is dropped (closed with it still to send, the connection would
-    wait to send it first, and the agent, whose command reads none, would not see its
-    end)."""
-    sock = writer.transport.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
+    podlog.cut(writer)
 
 
 async def _drained(writer: asyncio.StreamWriter, request: web.Request,
@@ -272,7 +258,7 @@ class _SpdyExec:
                 for line in lines:
                     if line.strip():
                         await self.to_agent(rules.RESIZE, line)
-        _cut(self.writer)  # the caller is gone: the command ends with it
+        podlog.cut(self.writer)  # the caller is gone: the command ends with it
 
     async def to_agent(self, channel: int, data: bytes) -> None:
         """Acts: a frame to the agent, waiting while it takes it as long as the caller is
@@ -281,6 +267,6 @@ class _SpdyExec:
         try:
             self.writer.write(rules.frame(channel, data))
             if not await _drained(self.writer, self.request, self.ping):
-                _cut(self.writer)
+                podlog.cut(self.writer)
         except (OSError, ssl.SSLError, RuntimeError):
             pass  # the agent's leg broke: from_agent tells the caller

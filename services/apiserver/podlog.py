@@ -12,8 +12,11 @@ Registered by ``app.make_app`` before the generic resource routes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -144,6 +147,18 @@ async def open_stream(ep: rules.Endpoint, path: str, serves: str,
                               f"{ep.base} went away: {str(err) or 'timed out'}") from err
         raise
     return reader, writer
+
+
+def cut(writer: asyncio.StreamWriter) -> None:
+    """Acts: end an agent's leg (``open_stream``'s) at once, with a reset: what it was given
+    and has not sent is dropped. (Closed with bytes still to send, a connection waits to
+    send them first, and an agent that is not reading them, a command that reads no input,
+    a pod's port that takes none, would not see its end.)"""
+    sock = writer.transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 def upgrade_required(protocols: tuple[str, ...]) -> st.ApiError:

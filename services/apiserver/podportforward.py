@@ -103,12 +103,12 @@ class _Target:
 
 
 def _close(writer: asyncio.StreamWriter | None, at_once: bool = True) -> None:
-    """Acts: an agent's leg closed, at once (what it has not sent is dropped) or once it
-    has sent what it was given."""
+    """Acts: an agent's leg closed, at once (``podlog.cut``: what it has not sent is
+    dropped) or once it has sent what it was given."""
     if writer is not None:
         with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
             if at_once:
-                writer.transport.abort()
+                podlog.cut(writer)
             else:
                 writer.close()
 
