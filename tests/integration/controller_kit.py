@@ -23,10 +23,12 @@ Obj = dict[str, Any]
 
 def daemonset(name: str, namespace: str = "default", *, labels: dict[str, str] | None = None,
               image: str = "registry.k8s.io/pause:3.9", node_selector: dict[str, str] | None = None,
-              selector: Obj | None = None, **spec: Any) -> Obj:
-    """A DaemonSet manifest; extra keyword arguments go into ``spec``."""
+              selector: Obj | None = None, pod: Obj | None = None, **spec: Any) -> Obj:
+    """A DaemonSet manifest (``pod``: its pod spec, else one ``image`` container); extra
+    keyword arguments go into ``spec``."""
     lb = dict(labels or {"app": name})
-    pod_spec: Obj = {"containers": [{"name": "main", "image": image}]}
+    pod_spec: Obj = copy.deepcopy(pod) if pod is not None else \
+        {"containers": [{"name": "main", "image": image}]}
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
     return {

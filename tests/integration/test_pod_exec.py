@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 from kubernetes import client, config
 from kubernetes.stream import stream
 
 from shared.model import meta
 from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset as daemonset_of
 from tests.integration.stack import wait_for
 from tests.integration.test_node_agent_process import Machine, machine
 from tests.integration.test_pod_logs import refuses_without_its_token, running_pod
@@ -35,19 +35,13 @@ __all__ = ["machine"]  # the fixture, shared with the process runtime's tests
 
 
 def daemonset(m: Machine) -> dict[str, Any]:
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "shell", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "shell"}},
-                 "template": {"metadata": {"labels": {"app": "shell"}}, "spec": {
-                     "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "app", "image": "none",
-                                     # (the directory: the fixture's mark of what is ours)
-                                     "command": ["sh", "-c", "sleep 100000; true",
-                                                 str(m.dir)],
-                                     "env": [{"name": "GREETING", "value": "hello there"}],
-                                     "workingDir": str(m.dir)}]}}},
-    }))
+    return daemonset_of("shell", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "none",
+                        # (the directory: the fixture's mark of what is ours)
+                        "command": ["sh", "-c", "sleep 100000; true", str(m.dir)],
+                        "env": [{"name": "GREETING", "value": "hello there"}],
+                        "workingDir": str(m.dir)}]})
 
 
 def started(machine: Machine, tmp_path: Path) -> tuple[ApiServer, dict[str, Any]]:
@@ -284,15 +278,10 @@ def ticking(m: Machine) -> dict[str, Any]:
     the directory (the fixture's mark of what is ours), then says bye and ends."""
     script = ('i=0; while [ ! -e "$0/stop" ]; do echo "tick $i"; i=$((i+1)); sleep 0.2; '
               'done; echo bye')
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "ticker", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "ticker"}},
-                 "template": {"metadata": {"labels": {"app": "ticker"}}, "spec": {
-                     "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "app", "image": "none",
-                                     "command": ["sh", "-c", script, str(m.dir)]}]}}},
-    }))
+    return daemonset_of("ticker", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "none",
+                        "command": ["sh", "-c", script, str(m.dir)]}]})
 
 
 def test_kubectl_attach_follows_the_containers_output(machine: Machine,

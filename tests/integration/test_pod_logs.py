@@ -18,11 +18,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from shared.api import podlog
 from shared.model import meta
 from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset as daemonset_of
 from tests.integration.stack import wait_for
 from tests.integration.test_node_agent_process import Machine, container_status, machine
 
@@ -51,18 +50,12 @@ def lines(run: int, bye: bool = False) -> str:
 def daemonset(m: Machine) -> dict[str, Any]:
     (m.dir / "app.py").write_text(APP)
     (m.dir / "app.py").chmod(0o644)
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "chatty", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "chatty"}},
-                 "template": {"metadata": {"labels": {"app": "chatty"}}, "spec": {
-                     "terminationGracePeriodSeconds": 1,
-                     "initContainers": [{"name": "setup", "image": "python:3", "command": [
-                         "python3", "-c", "print('setup done')", str(m.dir)]}],
-                     "containers": [{"name": "app", "image": "python:3",
-                                     "command": ["python3", str(m.dir / "app.py"),
-                                                 str(m.dir)]}]}}},
-    }))
+    return daemonset_of("chatty", pod={
+        "terminationGracePeriodSeconds": 1,
+        "initContainers": [{"name": "setup", "image": "python:3", "command": [
+            "python3", "-c", "print('setup done')", str(m.dir)]}],
+        "containers": [{"name": "app", "image": "python:3",
+                        "command": ["python3", str(m.dir / "app.py"), str(m.dir)]}]})
 
 
 def first_run(api: ApiServer, name: str) -> None:

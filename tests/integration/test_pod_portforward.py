@@ -23,7 +23,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client, config
 from kubernetes.stream import portforward
 
@@ -32,6 +31,7 @@ from shared.model import meta
 from shared.store import nodeserver
 from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
+from tests.integration.controller_kit import daemonset as daemonset_of
 from tests.integration.stack import wait_for
 from tests.integration.test_node_agent_process import Machine, machine
 from tests.integration.test_pod_logs import agent_pod, refuses_without_its_token, running_pod
@@ -71,16 +71,11 @@ for n in itertools.count(1):
 def daemonset(m: Machine, port: int) -> dict[str, Any]:
     (m.dir / "echo.py").write_text(ECHO)
     (m.dir / "echo.py").chmod(0o644)
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "echo", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "echo"}},
-                 "template": {"metadata": {"labels": {"app": "echo"}}, "spec": {
-                     "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "app", "image": "python:3", "command": [
-                         "python3", str(m.dir / "echo.py"), str(port), str(m.dir / "marks"),
-                         "127.0.0.1"]}]}}},
-    }))
+    return daemonset_of("echo", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "python:3", "command": [
+            "python3", str(m.dir / "echo.py"), str(port), str(m.dir / "marks"),
+            "127.0.0.1"]}]})
 
 
 def post(ep: Endpoint, path: str) -> tuple[int, ssl.SSLSocket, bytes]:
@@ -191,18 +186,12 @@ BIG = 3 * 1024 * 1024 + 17  # bytes of a file served through many frames
 def web_daemonset(m: Machine, port: int) -> dict[str, Any]:
     """A web server on the pod's localhost (the directory in its words: the fixture's mark
     of what is ours)."""
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
-                     "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "app", "image": "python:3",
-                                     "command": ["python3", "-m", "http.server", str(port),
-                                                 "--bind", "127.0.0.1",
-                                                 "--directory", str(m.dir)],
-                                     "ports": [{"containerPort": port}]}]}}},
-    }))
+    return daemonset_of("web", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "python:3",
+                        "command": ["python3", "-m", "http.server", str(port),
+                                    "--bind", "127.0.0.1", "--directory", str(m.dir)],
+                        "ports": [{"containerPort": port}]}]})
 
 
 class Forwarding:
