@@ -45,10 +45,7 @@ REGISTER_RETRY = 2.0  # seconds between tries to register a Node that is not the
 # kubelet's image pull back-off: 10 s doubling to 5 min
 PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
-# client-go's event spam filter (its EventSourceObjectSpamFilter): per object a burst of 25
-# Events, then one more per 5 minutes
-EVENT_BURST = 25.0
-EVENT_REFILL_SECONDS = 300.0
+CONFIG_RETRY = 10.0  # seconds: kubelet's pod worker's back-off after a failed sync
 PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
                "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
 
@@ -78,10 +75,9 @@ class PodRun:
     mains: list[ContainerState]
     trackers: dict[tuple[str, str], probes.ProbeTracker] = field(default_factory=dict)
     gone: bool = False  # the pod object is gone: stop everything, then forget
-    # its Events' spam filter (``_event``): the tokens left, when they were counted
-    event_tokens: float = EVENT_BURST
-    event_at: float | None = None
     backoff_told: dict[str, float] = field(default_factory=dict)  # container → restart_at
+    # container → when its configuration error was last told (``_maybe_start``)
+    config_told: dict[str, float] = field(default_factory=dict)
 
     def containers(self) -> list[ContainerState]:
         return self.inits + self.mains
@@ -99,7 +95,10 @@ class ProcessAgent:
         self.cfg = cfg
         self.clock = clock
         self.runtime = runtime
-        self._events: list[Obj] = []  # Events to write with this round's commit
+        # the Events to write with this round's commit, each once (a repeat of one not yet
+        # written is counted on it), by their correlator's key
+        self._events: dict[tuple[str, ...], events.Correlated] = {}
+        self._correlator = events.Correlator()
         self._event_ns = 0  # the time (ns) in the last Event's name: each one's is later
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
@@ -293,10 +292,28 @@ class ProcessAgent:
                     del self.runs[uid]
                     self._written.pop(uid, None)
         self.runtime.sweep(set(self.runs) | set(self._recorded))
-        ops.extend(self.store.create_op(ev, ensure=True) for ev in self._events)
-        self._events.clear()
+        told, self._events = list(self._events.values()), {}
+        ops.extend(self._event_op(e) for e in told)
         if ops:
-            self._safe(lambda: self._commit(ops))
+            self._safe(lambda: self._told(told, self._commit(ops)))
+
+    def _event_op(self, told: events.Correlated) -> Op:
+        """The op of an Event: created, or its repeat counted on the one written before."""
+        if told.repeat:
+            return self.store.recount_op(told.event)
+        op = self.store.create_op(told.event, ensure=True)
+        self._correlator.stored(told, op.obj or told.event)
+        return op
+
+    def _told(self, told: list[events.Correlated], results: list[Result]) -> None:
+        """An Event not stored (refused, or a repeat of one removed since) is forgotten by
+        the correlator: the next one like it is created anew."""
+        lost = {res.op.key for res in results if res.op.kind == "Event"
+                and res.status not in (CommitResult.OK, CommitResult.EXISTS,
+                                       CommitResult.QUEUED)}
+        for t in told:
+            if meta.key(t.event) in lost:
+                self._correlator.forget(t)
 
     def _safe(self, fn: Callable[[], object]) -> None:
         try:
@@ -440,6 +457,10 @@ class ProcessAgent:
             words = self.runtime.argv(cspec, env)
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
+            # kubelet's pod worker tries again after its back-off, telling each time
+            if now - run.config_told.get(c.name, -CONFIG_RETRY) >= CONFIG_RETRY:
+                run.config_told[c.name] = now
+                self._event(run, "Warning", "Failed", f"Error: {err}", c, now)
             return
         if not self._image_ready(run, cspec, c, now):
             return
@@ -511,18 +532,11 @@ class ProcessAgent:
 
     def _event(self, run: PodRun, type_: str, reason: str, message: str, c: ContainerState,
                now: float) -> None:
-        """An Event about the pod, as kubelet records it (source: kubelet on this node), unless
-        the pod has had its share: client-go's spam filter gives each object a burst of
-        ``EVENT_BURST`` Events, then one per ``EVENT_REFILL_SECONDS`` (a crash-looping or
-        unhealthy container would otherwise write one every few seconds for as long as it
-        lasts)."""
-        if run.event_at is not None:
-            run.event_tokens = min(EVENT_BURST, run.event_tokens +
-                                   (now - run.event_at) / EVENT_REFILL_SECONDS)
-        run.event_at = now
-        if run.event_tokens < 1:
-            return
-        run.event_tokens -= 1
+        """An Event about the pod, as kubelet records it (source: kubelet on this node),
+        through client-go's correlator (``events.Correlator``): a repeat counts on the one
+        written before (``x5 over 2m``), ten that differ only by message are combined, and
+        each pod has a burst of 25, then one per 5 minutes (a crash-looping or unhealthy
+        container would otherwise write one every few seconds for as long as it lasts)."""
         ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
                           message, now=now, salt=f"{c.name}|{now}", component="kubelet")
         # named as client-go's recorder names it, the pod's name and the time in nanoseconds
@@ -534,7 +548,13 @@ class ProcessAgent:
             f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
         ev["source"]["host"] = self.cfg.node_name
         ev["reportingInstance"] = self.cfg.node_name
-        self._events.append(ev)
+        told = self._correlator.correlate(ev, now)
+        if told is None:
+            return
+        first = self._events.get(told.key)
+        if first is not None and not first.repeat:  # its create goes in this round's commit
+            told = events.Correlated(told.event, False, told.key)
+        self._events[told.key] = told
 
     @staticmethod
     def _policy(pod: Obj, c: ContainerState) -> str:

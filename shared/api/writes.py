@@ -443,6 +443,13 @@ def update(obj: Obj, old: Obj, replace: bool = True) -> Write:
     return _updated(new, meta.resource_version(obj) or meta.resource_version(old), old)
 
 
+def recount(event: Obj) -> Write:
+    """A recorder's repeat of an Event it wrote: ``event`` as stored with its ``count``,
+    ``lastTimestamp`` and ``message`` new (``events.Correlator``), at whatever version it
+    is: client-go's recorder patches these three and names no precondition."""
+    return Write(WriteMode.UPDATE, event, Trust.CONTROLLER, "*")
+
+
 def status_update(obj: Obj, old: Obj) -> Write:
     """The ``/status`` subresource: ``old``'s spec and metadata, ``obj``'s status (for a
     DaemonSet in its JSON shape and validated against the stored one)."""

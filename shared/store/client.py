@@ -350,6 +350,10 @@ class Store:
         """``writes.system_status``: a system component's status write over ``old``."""
         return Op.of(writes.system_status(new, old))
 
+    def recount_op(self, event: Obj) -> Op:
+        """``writes.recount``: a repeated Event counted on the one written before."""
+        return Op.of(writes.recount(event))
+
     def final_delete_op(self, old: Obj) -> Op:
         """``writes.final_delete``: remove an object whose deletion is due."""
         return Op.of(writes.final_delete(old))

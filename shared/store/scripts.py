@@ -126,6 +126,7 @@ local DELETION = {finalizers = true, ownerReferences = true, deletionTimestamp =
                   deletionGracePeriodSeconds = true, generation = true}
 local FINALIZERS = {finalizers = true}
 local TAINTS, CONDITIONS = {taints = true}, {conditions = true}
+local RECOUNT = {count = true, lastTimestamp = true, message = true}
 
 local function decode(raw)
   if not raw then return nil end
@@ -343,13 +344,16 @@ local function refused_by(mode, kind, field, pair, exists, payload)
       .. "empties namespaces being deleted and sets node conditions and taints"
   elseif role == "node-agent" then
     if kind == "Event" then
-      -- kubelet's events (image pulls): new ones, about a pod, from one of its nodes
+      -- kubelet's events: about a pod, from one of its nodes; new ones, or a repeat counted
+      -- on one it wrote (client-go's recorder patches count, lastTimestamp and message)
       local src, about = new.source, new.involvedObject
-      if creating and type(src) == "table" and owns(src.host) and type(about) == "table"
+      if type(src) == "table" and owns(src.host) and type(about) == "table"
           and about.kind == "Pod" then
-        return nil
+        if creating then return nil end
+        if mode == "update" and old and same_but(old, new, RECOUNT, NONE) then return nil end
       end
-      return "a node agent creates only events about pods, from its own nodes"
+      return "a node agent creates only events about pods, from its own nodes, and counts "
+        .. "their repeats"
     end
     if kind == "Node" then
       if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end

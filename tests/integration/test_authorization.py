@@ -180,7 +180,7 @@ def test_node_agent_status_writes_are_decided_alike_however_they_are_laid_out(
     assert world.get("Pod", "default/agent-node-b")["spec"]["nodeName"] == "node-b"
 
 
-def test_node_agent_creates_events_about_pods_from_its_node_only(
+def test_node_agent_creates_events_about_pods_from_its_node_only_and_counts_repeats(
         world: World, caplog: pytest.LogCaptureFixture) -> None:
     agent = world.store(roles.NODE_AGENT)
     pod = {**world.get("Pod", "default/agent-node-a"), "apiVersion": "v1", "kind": "Pod"}
@@ -200,8 +200,15 @@ def test_node_agent_creates_events_about_pods_from_its_node_only(
     refused(world, roles.NODE_AGENT, [agent.create_op(kubelet_event(pod, None, "3"))],
             caplog)  # from no node
     stored = world.get("Event", f"default/{kubelet_event(pod, 'node-a', '1')['metadata']['name']}")
-    refused(world, roles.NODE_AGENT, [agent.update_op({**stored, "message": "forged"}, stored)],
-            caplog)  # changing an Event
+    # a repeat counted on it, as client-go's recorder patches it, at whatever version
+    counted = {**stored, "count": 2, "lastTimestamp": "2001-09-09T01:47:00Z",
+               "message": "(combined from similar events): Error: ImagePullBackOff"}
+    assert [r.status for r in agent.commit([agent.recount_op(counted)])] == ["ok"]
+    assert world.get("Event", meta.key(stored))["count"] == 2
+    refused(world, roles.NODE_AGENT, [agent.recount_op({**counted, "reason": "Forged"})],
+            caplog)  # changing what it is about or says besides its message
+    refused(world, roles.NODE_AGENT, [agent.recount_op(
+        {**counted, "involvedObject": {**counted["involvedObject"], "name": "other"}})], caplog)
 
 
 def test_a_forbidden_op_makes_its_whole_batch_write_nothing(world: World,
