@@ -40,7 +40,7 @@ __all__ = ["machine"]  # the fixture, shared with the process runtime's tests
 
 # (the docker runtime's test runs it too) an echo server on ``bind``:``port``: it greets
 # each connection with its number, echoes what it is sent, closes the connection itself
-# after "bye\n", and marks a connection its caller closed (eof.N)
+# after "bye\n", and marks a connection its caller closed (eof.N) or reset (reset.N)
 ECHO = '''
 import itertools, os, socket, sys, threading
 port, marks, bind = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -49,14 +49,18 @@ def mark(what):
     open(os.path.join(marks, what), "w").close()
 
 def echo(conn, n):
-    conn.sendall(f"hello {n}\\n".encode())
-    tail = b""
-    while data := conn.recv(65536):
-        conn.sendall(data)
-        tail = (tail + data)[-4:]
-        if tail == b"bye\\n":
-            conn.close()
-            return
+    try:
+        conn.sendall(f"hello {n}\\n".encode())
+        tail = b""
+        while data := conn.recv(65536):
+            conn.sendall(data)
+            tail = (tail + data)[-4:]
+            if tail == b"bye\\n":
+                conn.close()
+                return
+    except OSError:
+        mark(f"reset.{n}")
+        return
     conn.close()
     mark(f"eof.{n}")
 
@@ -314,3 +318,37 @@ def test_kubectl_port_forward_reaches_the_pods_port(machine: Machine, tmp_path: 
     assert pf.error(port) is None
     assert f"error forwarding port {closed} to pod" in (pf.error(closed) or "")
     pf.close()
+
+
+def test_a_killed_kubectl_port_forward_ends_the_pods_connections(machine: Machine,
+                                                                 tmp_path: Path) -> None:
+    """The caller gone without a word (kubectl killed, its connections to the API server
+    dropped by the kernel): the connections it forwarded end at the pod too, one that only
+    waits for data and one whose caller had more to send than the pod read."""
+    port = free_port()
+    api, _node, pod = running_pod(machine, tmp_path, daemonset(machine, port))
+    marks = machine.dir / "marks"
+    wait_for(lambda: (marks / "listening").exists(), what="the echo server")
+    fwd = Forwarding(api, f"pod/{meta.name(pod)}", port)
+    try:
+        fwd.ready()
+        idle = socket.create_connection(("127.0.0.1", fwd.local), timeout=30)
+        assert idle.recv(64) == b"hello 1\n"
+        busy = socket.create_connection(("127.0.0.1", fwd.local), timeout=30)
+        assert busy.recv(64) == b"hello 2\n"
+        busy.setblocking(False)
+        try:  # more than the pod echoes back while nothing reads its echo here
+            for _ in range(256):
+                busy.send(os.urandom(1 << 16))
+        except BlockingIOError:
+            pass
+        fwd.proc.kill()
+        fwd.proc.wait(timeout=30)
+        wait_for(lambda: all((marks / f"eof.{n}").exists() or (marks / f"reset.{n}").exists()
+                             for n in (1, 2)),
+                 timeout=30, what="the pod seeing both connections end")
+    finally:
+        fwd.stop()
+        for s in ("idle", "busy"):
+            if s in locals():
+                locals()[s].close()
