@@ -19,51 +19,21 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from services.apiserver import protowire
+
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 
 Obj = dict[str, Any]
 Fields = dict[int, list[Any]]
 
-
-class ProtobufError(ValueError):
-    """The body is not a well-formed Kubernetes protobuf message we read."""
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if i >= len(data) or shift > 63:
-            raise ProtobufError("truncated varint")
-        b = data[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i
-        shift += 7
+ProtobufError = protowire.ProtobufError
 
 
 def fields(data: bytes) -> Fields:
     """Field number → values (ints for varints, bytes for length-delimited)."""
     out: Fields = {}
-    i = 0
-    while i < len(data):
-        tag, i = _varint(data, i)
-        number, wire = tag >> 3, tag & 7
-        value: Any
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 2:
-            length, i = _varint(data, i)
-            if i + length > len(data):
-                raise ProtobufError("truncated field")
-            value, i = data[i:i + length], i + length
-        elif wire == 1:
-            value, i = data[i:i + 8], i + 8
-        elif wire == 5:
-            value, i = data[i:i + 4], i + 4
-        else:
-            raise ProtobufError(f"unsupported wire type {wire}")
+    for number, _wire, value in protowire.scan(data):
         out.setdefault(number, []).append(value)
     return out
 
