@@ -2,13 +2,16 @@
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
 Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
-namespace`` a Namespace) into the JSON shape of the same object.
+namespace`` a Namespace, ``debug node/...``, ``debug --copy-to`` and ``run`` a Pod) into the
+JSON shape of the same object, which then takes the path a JSON body takes.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
 The wire format: the magic ``k8s\\0``, then a ``runtime.Unknown`` message (1: typeMeta
-{1: apiVersion, 2: kind}, 2: raw, the object's own message). Only the fields the API server
-reads are decoded; unknown fields are skipped, as protobuf readers do. The writers at the
+{1: apiVersion, 2: kind}, 2: raw, the object's own message). A Pod is decoded whole by the
+tables of ``protopod`` (``protowire`` reads them), and a field they do not know is refused
+(the caller is told to send JSON) rather than dropped; of the other kinds, only the fields
+the API server reads are decoded and unknown ones are skipped. The writers at the
 end (``varint``, ``message``, ...) encode the one document served as protobuf, the OpenAPI
 v2 document (``services.apiserver.openapi``).
 """
@@ -19,7 +22,7 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from services.apiserver import protowire
+from services.apiserver import protopod, protowire
 
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -136,18 +139,21 @@ DECODERS: dict[str, Callable[[Fields], Obj]] = {
 
 def decode(body: bytes) -> Obj:
     """The JSON-shaped object of a protobuf body; raises ProtobufError for anything but
-    the kinds in DECODERS."""
+    a Pod (``protopod``, every field read) and the kinds in DECODERS (the fields the API
+    server reads)."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf magic")
     unknown = fields(body[len(MAGIC):])
     type_meta = _msg(unknown, 1)
     api_version, kind = _str(type_meta, 1) or "", _str(type_meta, 2) or ""
+    raw = unknown.get(2)
+    data = raw[-1] if raw and isinstance(raw[-1], bytes) else b""
+    if kind == protopod.KIND:  # strict: a field its tables do not know fails the decode
+        return {"apiVersion": api_version, "kind": kind, **protopod.decode(data)}
     decoder = DECODERS.get(kind)
     if decoder is None:
         raise ProtobufError(f"kind {kind!r} is not accepted as protobuf; send JSON")
-    raw = unknown.get(2)
-    obj = decoder(fields(raw[-1]) if raw else {})
-    return {"apiVersion": api_version, "kind": kind, **obj}
+    return {"apiVersion": api_version, "kind": kind, **decoder(fields(data))}
 
 
 # ---- writing ----------------------------------------------------------------------------------
