@@ -568,3 +568,24 @@ def test_kubectl_auth_whoami_names_the_tokens_user_and_role(api: ApiServer) -> N
     table = api.kubectl("auth", "whoami", user="viewer").stdout.splitlines()
     assert table[0].split() == ["ATTRIBUTE", "VALUE"]
     assert table[1].split() == ["Username", "viewer"]
+
+
+def test_kubectl_debug_copy_to_creates_the_copy_it_posts_as_protobuf(api: ApiServer,
+                                                                      stack: Stack) -> None:
+    """``kubectl debug POD --copy-to``: kubectl reads the pod, adds its debugging container
+    and posts the copy as Kubernetes protobuf, which is created as the JSON of it would be
+    (the general profile: the pod's probes dropped, its processes shared)."""
+    api.kubectl("apply", "-f", str(FLUENTD))
+    _ready_pods(stack, "kube-system", 1)
+    pod = api.kubectl("get", "pods", "-n", "kube-system", "-o", "name").stdout.split()[0]
+    original = api.json("get", "-n", "kube-system", pod)
+    api.kubectl("debug", "-n", "kube-system", pod, "--image=busybox", "--copy-to=the-copy",
+                "--container=debugger", "--profile=general", "--", "sleep", "60")
+    copy = api.json("get", "-n", "kube-system", "pod/the-copy")
+    names = [c["name"] for c in copy["spec"]["containers"]]
+    assert names == [c["name"] for c in original["spec"]["containers"]] + ["debugger"]
+    assert copy["spec"]["shareProcessNamespace"] is True
+    assert copy["spec"]["volumes"] == original["spec"]["volumes"]
+    assert copy["spec"]["containers"][0]["resources"] == \
+        original["spec"]["containers"][0]["resources"]
+    assert "ownerReferences" not in copy["metadata"]
