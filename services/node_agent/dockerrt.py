@@ -234,7 +234,9 @@ class DockerRuntime(Records):
                 made = self.client.containers.create(
                     str(container.get("image")), command=cmd, entrypoint=entrypoint,
                     environment=env, working_dir=container.get("workingDir") or None,
-                    name=name, labels=labels, volumes=binds, detach=True, **options)
+                    name=name, labels=labels, volumes=binds, detach=True,
+                    stdin_open=bool(container.get("stdin")), tty=bool(container.get("tty")),
+                    **options)
                 eid = str(made.id)
             except docker.errors.APIError as err:
                 if err.status_code != 409:  # (409: created by a run of the agent that died)
@@ -342,6 +344,24 @@ class DockerRuntime(Records):
         except docker.errors.DockerException as err:
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         return DockerExec(self.api, str(ex["Id"]), sock, opts.tty)
+
+    def attach(self, c: ContainerState, opts: ExecOptions) -> DockerAttach | None:
+        """The engine's attach to the running container ``c`` when the caller sends input
+        and the container keeps its input open (``stdin: true``): its streams on the
+        engine's hijacked connection. None otherwise (the caller follows its output)."""
+        if not opts.stdin:
+            return None
+        try:
+            eid = engine_id(c)
+            config = self.api.inspect_container(eid).get("Config") or {}
+            if not config.get("OpenStdin"):
+                return None
+            sock = self.api.attach_socket(eid, params={
+                "stdin": 1, "stdout": int(opts.stdout), "stderr": int(opts.stderr),
+                "stream": 1})
+        except docker.errors.DockerException as err:
+            raise OSError(getattr(err, "explanation", None) or str(err)) from err
+        return DockerAttach(self.api, eid, sock, bool(config.get("Tty")))
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         if (pod.get("spec") or {}).get("hostNetwork"):
@@ -494,3 +514,24 @@ class DockerExec:
             self.raw.close()
         except OSError:
             pass
+
+
+class DockerAttach(DockerExec):
+    """The engine's attach to a running container for a caller (``ExecSession``): its output
+    from now on, the caller's input to its open stdin; it ends when the caller goes or the
+    container stops, and leaves the container running."""
+
+    def close_stdin(self) -> None:
+        """The caller's input ended; the container's stays open (no stdinOnce: a later
+        caller may attach), and its output still comes (the engine would end the whole
+        attach at a half-close)."""
+
+    def resize(self, width: int, height: int) -> None:
+        try:
+            self.api.resize(self.id, height=height, width=width)
+        except docker.errors.DockerException:
+            pass
+
+    def wait(self) -> int:
+        self._close()
+        return 0

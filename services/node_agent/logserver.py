@@ -27,7 +27,9 @@ port-forward's, the connection is read and written by one thread only (``relay.b
 
 ``POST /attach/{namespace}/{pod}/{container}?uid=U&run=N`` with the same streams: exec's
 session without a command, the output of run N from now on as its stdout, until the caller
-goes or the container stops (kubelet's attach; the containers here read no input).
+goes or the container stops (kubelet's attach). The caller's input reaches a container that
+keeps its input open (``stdin: true``) on a runtime that passes it on (``Runtime.attach``:
+docker's attach); elsewhere it is dropped.
 
 ``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
 pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
@@ -270,9 +272,10 @@ class LogServer:
         if q.get("check") == ["1"]:
             return  # it could run: asked no more
         try:
-            session: ExecSession = _Attached(self.runtime, {"metadata": {
-                "namespace": parts[1], "name": parts[2], "uid": uid}}, container, int(run),
-                opts) if attach else self.runtime.exec(c, env, cwd, opts)
+            session: ExecSession = (self.runtime.attach(c, opts) or _Attached(
+                self.runtime, {"metadata": {"namespace": parts[1], "name": parts[2],
+                                            "uid": uid}}, container, int(run), opts)) \
+                if attach else self.runtime.exec(c, env, cwd, opts)
         except (OSError, ValueError) as err:  # (ValueError: a word with a NUL byte)
             with contextlib.suppress(OSError):
                 req.wfile.write(podexec.frame(podexec.ERROR, podexec.status_data(
@@ -434,7 +437,8 @@ def _caller_input(source: socket.socket, session: ExecSession, done: threading.E
 class _Attached:
     """A caller attached to a running container (``ExecSession``): the container's output
     from now on, as exec's stdout, until the caller goes or the container stops (either
-    kills it). Its containers read no input: what the caller types is dropped."""
+    kills it), where the runtime passes no input on (``Runtime.attach``): what the caller
+    types is dropped."""
 
     def __init__(self, rt: Runtime, pod: dict[str, Any], container: str, run: int,
                  opts: podexec.ExecOptions) -> None:

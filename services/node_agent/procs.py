@@ -292,6 +292,10 @@ class ProcessRuntime(Records):
             os.close(slave)
         return ProcessExec(proc, [(podexec.STDOUT, master)], master, tty=master)
 
+    def attach(self, c: ContainerState, opts: ExecOptions) -> None:
+        """None: a process's input is not kept open for callers (its output is followed)."""
+        return None
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         return ""  # the node's: processes share the host's network
 

@@ -139,6 +139,11 @@ class Runtime(Protocol):
         terminal when ``opts.tty``. OSError (its message the caller's) when it cannot be
         run."""
 
+    def attach(self, c: ContainerState, opts: ExecOptions) -> ExecSession | None:
+        """An attach to the running container ``c`` that passes the caller's input on (its
+        ``stdin`` kept open); None when this runtime or container reads none (the caller
+        then follows its output alone). OSError when it cannot attach."""
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The pod's IP once known from what runs, else "" (then the node's, from binding)."""
 

@@ -75,14 +75,15 @@ def test_kubectl_debug_node_runs_a_pod_in_the_hosts_namespaces_with_its_root(
 def test_kubectl_debug_node_attached_with_the_netadmin_profile(engine: docker_kit.Engine,
                                                                tmp_path: Path) -> None:
     """``-i``: kubectl posts the container with stdin open, waits for it to run and
-    attaches to it (the agent's attach reads no input, so nothing is typed); the profile's
-    capabilities come through the protobuf body into the pod."""
+    attaches to it: what it is given reaches the shell, whose answer comes back through the
+    attach; the profile's capabilities come through the protobuf body into the pod."""
     docker_kit.start(engine)
     api = ApiServer(engine.stack, tmp_path)
     api.start()
     out = api.kubectl("debug", f"node/{engine.node}", "-i", f"--image={docker_kit.IMAGE}",
-                      "--profile=netadmin", "--", "sh", "-c", "sleep 1; echo attached",
-                      input="", timeout=120)
+                      "--profile=netadmin", "--", "sh",
+                      input="echo typed $((6*7)); echo attached >&2; exit\n", timeout=120)
+    assert out.stdout.splitlines()[-1:] == ["typed 42"], (out.stdout, out.stderr)
     name = _created(out.stdout + out.stderr, engine.node)
     pod = _debugger(engine, name)
     assert (pod["spec"]["hostNetwork"], pod["spec"]["hostPID"]) == (True, True)
@@ -91,4 +92,5 @@ def test_kubectl_debug_node_attached_with_the_netadmin_profile(engine: docker_ki
     assert c["securityContext"] == {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}}
     wait_for(lambda: (_debugger(engine, name).get("status") or {}).get("phase") == "Succeeded",
              timeout=90, what="the debugging pod run to its end")
-    assert api.kubectl("logs", name).stdout == "attached\n", (out.stdout, out.stderr)
+    assert "attached" in out.stderr.splitlines()  # its stderr on kubectl's
+    assert sorted(api.kubectl("logs", name).stdout.splitlines()) == ["attached", "typed 42"]
