@@ -316,17 +316,34 @@ class DockerRuntime(Records):
     def exec_probe(self, c: ContainerState, words: list[str], env: dict[str, str], cwd: str,
                    timeout: float) -> tuple[bool, str]:
         """The command run in the container (``docker exec``), with the container's
-        environment; a probe that outlasts ``timeout`` failed (the engine cannot stop it).
-        Run detached, its output is not kept."""
-        eid = engine_id(c)
+        environment, its output (stdout and stderr, as they came) read from the engine's
+        connection; a probe that outlasts ``timeout`` failed (the engine cannot stop it:
+        its connection is closed)."""
+        deadline = time.monotonic() + timeout
         try:
-            ex = self.api.exec_create(eid, words, environment=env, workdir=cwd or None)
-            self.api.exec_start(ex["Id"], detach=True)
-            deadline = time.monotonic() + timeout
+            ex = self.api.exec_create(engine_id(c), words, environment=env,
+                                      workdir=cwd or None, stdout=True, stderr=True)
+            sock: Any = self.api.exec_start(ex["Id"], socket=True)
+            raw: socket.socket = getattr(sock, "_sock", sock)
+            got = bytearray()
+            try:
+                while (left := deadline - time.monotonic()) > 0:
+                    raw.settimeout(left)
+                    chunk = raw.recv(1 << 16)
+                    if not chunk:
+                        break
+                    got += chunk[:max(0, 2 * probes.EXEC_OUTPUT_MAX - len(got))]
+                else:
+                    return False, probes.timed_out(words)
+            except TimeoutError:
+                return False, probes.timed_out(words)
+            finally:
+                raw.close()
+            output = _demuxed(bytes(got))[:probes.EXEC_OUTPUT_MAX].decode(errors="replace")
             while time.monotonic() < deadline:
                 info = self.api.exec_inspect(ex["Id"])
                 if not info.get("Running"):
-                    return info.get("ExitCode") == 0, ""
+                    return info.get("ExitCode") == 0, output
                 time.sleep(EXEC_POLL)
         except docker.errors.DockerException as err:
             return False, f"docker: {err}"
@@ -451,6 +468,18 @@ class DockerRuntime(Records):
         except docker.errors.DockerException as err:
             log.warning("cannot remove the volumes of pod %s: %s", uid, err)
         super().forget(pod_dir)
+
+
+def _demuxed(stream: bytes) -> bytes:
+    """The payloads of the engine's multiplexed stream (each frame: its stream's number,
+    three zero bytes, its size as 4 bytes big-endian, the bytes), in the order they came;
+    a frame cut short keeps what arrived."""
+    out, i = bytearray(), 0
+    while i + 8 <= len(stream):
+        size = int.from_bytes(stream[i + 4:i + 8], "big")
+        out += stream[i + 8:i + 8 + size]
+        i += 8 + size
+    return bytes(out)
 
 
 class DockerExec:

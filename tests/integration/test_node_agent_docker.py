@@ -233,6 +233,23 @@ def test_daemonset_runs_in_docker_ready_by_its_probe_and_rolls_to_a_new_version(
     assert main_status(new)["containerID"] == f"docker://{web2['Id']}"
 
 
+def test_a_failing_exec_probe_says_what_its_command_said(engine: Engine) -> None:
+    start(engine)
+    ds = daemonset(engine, "v1")
+    (web,) = ds["spec"]["template"]["spec"]["containers"]
+    web["readinessProbe"] = {"exec": {"command": [
+        "sh", "-c", "echo not ready; echo from $(pwd) >&2; exit 1"]}, "periodSeconds": 1}
+    engine.stack.store.apply(ds)
+    unhealthy = ("Warning", "Unhealthy", "Readiness probe failed: not ready\nfrom /work\n")
+
+    def told() -> bool:
+        return any(unhealthy == (e["type"], e["reason"], e["message"])
+                   for e in engine.stack.store.list("Event", "default"))
+
+    wait_for(told, timeout=90, what="the Unhealthy event with the probe's output")
+    assert not any(is_ready(p) for p in pods(engine))
+
+
 def test_an_image_that_cannot_be_pulled_is_err_image_pull_then_image_pull_back_off(
         engine: Engine) -> None:
     start(engine)
