@@ -8,10 +8,12 @@ anyway for process start times and trees (``procs``).
 from __future__ import annotations
 
 import ipaddress
+import os
 import platform
 import re
 import socket
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -93,6 +95,25 @@ def usage() -> metrics.Sample:
     busy -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
     mem = psutil.virtual_memory()
     return metrics.Sample(busy, int(mem.total - mem.available))
+
+
+# kubelet's default hard eviction thresholds (its eviction manager reports each signal
+# under its threshold as the node's pressure condition): memory.available<100Mi,
+# nodefs.available<10%, nodefs.inodesFree<5%; it sets none for pid.available by default
+MEMORY_AVAILABLE_MIN = 100 * 2**20
+NODEFS_AVAILABLE_MIN = 0.10
+NODEFS_INODES_FREE_MIN = 0.05
+
+
+def pressure(root: Path) -> dict[str, bool]:
+    """kubelet's MemoryPressure, DiskPressure (of the file system holding ``root``, its
+    state) and PIDPressure, by its default thresholds."""
+    fs = os.statvfs(root)
+    space = fs.f_bavail / fs.f_blocks if fs.f_blocks else 1.0
+    inodes = fs.f_favail / fs.f_files if fs.f_files else 1.0
+    return {"MemoryPressure": psutil.virtual_memory().available < MEMORY_AVAILABLE_MIN,
+            "DiskPressure": space < NODEFS_AVAILABLE_MIN or inodes < NODEFS_INODES_FREE_MIN,
+            "PIDPressure": False}
 
 
 def _read(path: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,25 +245,56 @@ def _run(cfg: AgentConfig, pod: Obj, stamp: str) -> None:
     ]
 
 
-def node_step(cfg: AgentConfig, node: Obj, now: float) -> Obj | None:
-    """Report the node Ready (and refresh the heartbeat when it is due); None = no change."""
+READY_MESSAGE = "kubelet is posting ready status"
+SIMULATED_READY_MESSAGE = f"{READY_MESSAGE} (simulated by daemonbus node-agent)"
+#: kubelet's node conditions besides Ready, in its order: (reason, message) without the
+#: pressure and with it
+PRESSURE: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "MemoryPressure": (("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                       ("KubeletHasInsufficientMemory",
+                        "kubelet has insufficient memory available")),
+    "DiskPressure": (("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                     ("KubeletHasDiskPressure", "kubelet has disk pressure")),
+    "PIDPressure": (("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                    ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
+}
+
+
+def node_step(cfg: AgentConfig, node: Obj, now: float,
+              pressure: Mapping[str, bool] | None = None,
+              message: str = SIMULATED_READY_MESSAGE) -> Obj | None:
+    """Report the node Ready with ``message``, and each condition of ``pressure`` (type →
+    under it: kubelet's MemoryPressure, DiskPressure, PIDPressure) as kubelet words it;
+    written when one of them changed, else when the heartbeat is due. None = no change."""
     status = node.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    had = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    ready = had.get("Ready")
     last = meta.parse_time((ready or {}).get("lastHeartbeatTime"))
+    changed = (ready or {}).get("message") != message or any(
+        (had.get(kind) or {}).get("status") != str(under) for kind, under in
+        (pressure or {}).items())
     if ready is not None and ready.get("status") == "True" and last is not None \
-            and now < last + cfg.heartbeat and status.get("addresses"):
+            and now < last + cfg.heartbeat and status.get("addresses") and not changed:
         return None
     new = copy.deepcopy(node)
     st = new.setdefault("status", {})
     st.setdefault("addresses", [{"type": "InternalIP", "address": node_ip(meta.name(node))},
                                 {"type": "Hostname", "address": meta.name(node)}])
     stamp = meta.format_time(now)
-    cond = {"type": "Ready", "status": "True", "reason": "KubeletReady",
-            "message": "kubelet is posting ready status (simulated by daemonbus node-agent)",
-            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
-    if ready is not None and ready.get("status") == "True":
-        cond["lastTransitionTime"] = ready.get("lastTransitionTime") or stamp
-    st["conditions"] = [c for c in st.get("conditions") or [] if c.get("type") != "Ready"] + [cond]
+
+    def posted(kind: str, state: str, reason: str, words: str) -> Obj:
+        before = had.get(kind) or {}
+        since = before.get("lastTransitionTime") if before.get("status") == state else None
+        return {"type": kind, "status": state, "reason": reason, "message": words,
+                "lastHeartbeatTime": stamp, "lastTransitionTime": since or stamp}
+
+    given = pressure or {}
+    ours = [posted(kind, str(given[kind]), *PRESSURE[kind][given[kind]])
+            for kind in PRESSURE if kind in given]
+    ours.append(posted("Ready", "True", "KubeletReady", message))
+    kinds = {c["type"] for c in ours}
+    st["conditions"] = [c for c in st.get("conditions") or [] if c.get("type") not in kinds] \
+        + ours
     return new
 
 

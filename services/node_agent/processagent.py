@@ -45,6 +45,7 @@ REGISTER_RETRY = 2.0  # seconds between tries to register a Node that is not the
 # kubelet's image pull back-off: 10 s doubling to 5 min
 PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
+PRESSURE_EVERY = 10.0  # seconds: kubelet's --node-status-update-frequency
 CONFIG_RETRY = 10.0  # seconds: kubelet's pod worker's back-off after a failed sync
 PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
                "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
@@ -99,6 +100,9 @@ class ProcessAgent:
         # written is counted on it), by their correlator's key
         self._events: dict[tuple[str, ...], events.Correlated] = {}
         self._correlator = events.Correlator()
+        self._pressure: dict[str, bool] = {}  # the node's pressure conditions, last seen
+        self._pressure_at = 0.0
+        self._started_told = self._conditions_told = False  # (``_node_events``)
         self._event_ns = 0  # the time (ns) in the last Event's name: each one's is later
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
@@ -262,9 +266,14 @@ class ProcessAgent:
                 self._safe(lambda: self.leases.renew([self.cfg.node_name], now,
                                                      self.cfg.lease_duration))
                 self._renew_at = now + nodelease.renew_interval(self.cfg.lease_duration)
-            beat = lifecycle.node_step(self._node_cfg, node, now)
+            if now >= self._pressure_at:  # (kubelet's node status update frequency)
+                self._pressure = host.pressure(self.cfg.state_dir)
+                self._pressure_at = now + PRESSURE_EVERY
+            beat = lifecycle.node_step(self._node_cfg, node, now, self._pressure,
+                                       lifecycle.READY_MESSAGE)
             if beat is not None:
                 ops.append(self.store.status_op(beat, node))
+                self._node_events(node, beat, now)
         desired = {meta.uid(p): p for p in self.cache.by_index("node", self.cfg.node_name)}
         for uid, pod in desired.items():
             if not (pod.get("spec") or {}).get("nodeName"):
@@ -296,6 +305,23 @@ class ProcessAgent:
         ops.extend(self._event_op(e) for e in told)
         if ops:
             self._safe(lambda: self._told(told, self._commit(ops)))
+
+    def _node_events(self, old: Obj, new: Obj, now: float) -> None:
+        """kubelet's Events of its node's conditions: once this agent starts, then at each
+        change (``Node x status is now: NodeHasSufficientMemory``, ..., ``NodeReady``)."""
+        if not self._started_told:
+            self._started_told = True
+            self._node_event("Normal", "Starting", "Starting kubelet.", now)
+        before = {c.get("type"): c.get("status")
+                  for c in (old.get("status") or {}).get("conditions") or []}
+        for c in (new.get("status") or {}).get("conditions") or []:
+            if before.get(c["type"]) == c["status"] and self._conditions_told:
+                continue
+            now_is = "NodeReady" if c["type"] == "Ready" else \
+                "Node" + str(c["reason"]).removeprefix("Kubelet")
+            self._node_event("Normal", now_is,
+                             f"Node {self.cfg.node_name} status is now: {now_is}", now)
+        self._conditions_told = True
 
     def _event_op(self, told: events.Correlated) -> Op:
         """The op of an Event: created, or its repeat counted on the one written before."""
@@ -532,20 +558,35 @@ class ProcessAgent:
 
     def _event(self, run: PodRun, type_: str, reason: str, message: str, c: ContainerState,
                now: float) -> None:
-        """An Event about the pod, as kubelet records it (source: kubelet on this node),
-        through client-go's correlator (``events.Correlator``): a repeat counts on the one
-        written before (``x5 over 2m``), ten that differ only by message are combined, and
-        each pod has a burst of 25, then one per 5 minutes (a crash-looping or unhealthy
-        container would otherwise write one every few seconds for as long as it lasts)."""
+        """An Event about the pod's container ``c``, as kubelet records it (``_tell``)."""
         ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
                           message, now=now, salt=f"{c.name}|{now}", component="kubelet")
-        # named as client-go's recorder names it, the pod's name and the time in nanoseconds
-        # in hex: lists (sorted by name) and kubectl describe (by time, to the second) show
-        # one second's Events in the order they happened (Pulled, Created, Started)
-        self._event_ns = max(int(now * 1e9), self._event_ns + 1)
-        ev["metadata"]["name"] = f"{meta.name(run.pod)}.{self._event_ns:x}"
         ev["involvedObject"]["fieldPath"] = \
             f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
+        self._tell(ev, meta.name(run.pod), now)
+
+    def _node_event(self, type_: str, reason: str, message: str, now: float) -> None:
+        """An Event about this node, as kubelet records it: about a reference whose uid is
+        the node's name, in the default namespace (``_tell``)."""
+        name = self.cfg.node_name
+        ev = events.event({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": name, "uid": name}}, type_, reason, message,
+                          now=now, salt=str(now), component="kubelet")
+        ev["metadata"]["namespace"] = "default"
+        self._tell(ev, name, now)
+
+    def _tell(self, ev: Obj, about: str, now: float) -> None:
+        """``ev`` (from kubelet on this node) through client-go's correlator
+        (``events.Correlator``): a repeat counts on the one written before (``x5 over 2m``),
+        ten that differ only by message are combined, and each object has a burst of 25,
+        then one per 5 minutes (a crash-looping or unhealthy container would otherwise write
+        one every few seconds for as long as it lasts). Written with this round's commit."""
+        # named as client-go's recorder names it, the object's name and the time in
+        # nanoseconds in hex: lists (sorted by name) and kubectl describe (by time, to the
+        # second) show one second's Events in the order they happened (Pulled, Created,
+        # Started)
+        self._event_ns = max(int(now * 1e9), self._event_ns + 1)
+        ev["metadata"]["name"] = f"{about}.{self._event_ns:x}"
         ev["source"]["host"] = self.cfg.node_name
         ev["reportingInstance"] = self.cfg.node_name
         told = self._correlator.correlate(ev, now)

@@ -344,16 +344,17 @@ local function refused_by(mode, kind, field, pair, exists, payload)
       .. "empties namespaces being deleted and sets node conditions and taints"
   elseif role == "node-agent" then
     if kind == "Event" then
-      -- kubelet's events: about a pod, from one of its nodes; new ones, or a repeat counted
-      -- on one it wrote (client-go's recorder patches count, lastTimestamp and message)
+      -- kubelet's events: about a pod or its own node, from one of its nodes; new ones, or
+      -- a repeat counted on one it wrote (client-go's recorder patches count,
+      -- lastTimestamp and message)
       local src, about = new.source, new.involvedObject
       if type(src) == "table" and owns(src.host) and type(about) == "table"
-          and about.kind == "Pod" then
+          and (about.kind == "Pod" or (about.kind == "Node" and owns(about.name))) then
         if creating then return nil end
         if mode == "update" and old and same_but(old, new, RECOUNT, NONE) then return nil end
       end
-      return "a node agent creates only events about pods, from its own nodes, and counts "
-        .. "their repeats"
+      return "a node agent creates only events about pods and its nodes, from its own nodes, "
+        .. "and counts their repeats"
     end
     if kind == "Node" then
       if not owns(md.name) then return "node " .. md.name .. " is not this node agent's" end

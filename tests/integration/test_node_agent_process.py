@@ -213,6 +213,27 @@ def test_agent_registers_this_machine_as_a_ready_node(machine: Machine) -> None:
     assert cap["pods"] == "110" and node["status"]["allocatable"] == cap
     assert node["status"]["nodeInfo"]["operatingSystem"] == "linux"
     assert {"type": "InternalIP", "address": machine.ips[name]} in node["status"]["addresses"]
+    # kubelet's conditions, in its order and words (this machine is under no pressure)
+    assert [(c["type"], c["status"], c["reason"], c["message"])
+            for c in node["status"]["conditions"]] == [
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory",
+         "kubelet has sufficient memory available"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID",
+         "kubelet has sufficient PID available"),
+        ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+    # and its Events of them, about the node (its name its uid), in the default namespace
+
+    def told() -> set[tuple[str, str]]:
+        return {(e["reason"], e["message"]) for e in machine.stack.store.list("Event", "default")
+                if e["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": name,
+                                           "namespace": "", "uid": name,
+                                           "resourceVersion": ""}}
+
+    wanted = {("Starting", "Starting kubelet.")} | {
+        (f"Node{now_is}", f"Node {name} status is now: Node{now_is}") for now_is in
+        ("HasSufficientMemory", "HasNoDiskPressure", "HasSufficientPID", "Ready")}
+    wait_for(lambda: told() >= wanted, what="kubelet's node Events")
 
 
 def test_daemonset_runs_on_two_agents_ready_by_http_probe_and_rolls_to_new_args(

@@ -113,6 +113,26 @@ def test_node_reported_ready_then_heartbeat_only_when_due() -> None:
     assert again["lastHeartbeatTime"] != ready["lastHeartbeatTime"]
 
 
+def test_a_pressure_condition_that_changes_is_posted_at_once_and_keeps_its_transition() -> None:
+    cfg = AgentConfig(heartbeat=300)
+    calm = {"MemoryPressure": False, "DiskPressure": False, "PIDPressure": False}
+    first = node_step(cfg, lifecycle.new_node("a"), 100.0, calm, lifecycle.READY_MESSAGE)
+    assert first is not None
+    assert [c["type"] for c in first["status"]["conditions"]] == [
+        "MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    assert node_step(cfg, first, 110.0, calm, lifecycle.READY_MESSAGE) is None  # no change
+    full = node_step(cfg, first, 120.0, {**calm, "DiskPressure": True},
+                     lifecycle.READY_MESSAGE)
+    assert full is not None  # before the heartbeat is due
+    disk, memory = (next(c for c in full["status"]["conditions"] if c["type"] == t)
+                    for t in ("DiskPressure", "MemoryPressure"))
+    assert (disk["status"], disk["reason"], disk["message"]) == (
+        "True", "KubeletHasDiskPressure", "kubelet has disk pressure")
+    assert disk["lastTransitionTime"] == meta.format_time(120.0)
+    assert memory["lastTransitionTime"] == meta.format_time(100.0)  # unchanged
+    assert memory["lastHeartbeatTime"] == meta.format_time(120.0)
+
+
 def test_shards_split_nodes_between_agents_without_overlap() -> None:
     names = [f"node-{i:05d}" for i in range(1000)]
     a = {n for n in names if serves(AgentConfig(shard=0, shards=2), n)}
