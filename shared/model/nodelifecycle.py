@@ -17,6 +17,10 @@ Taints follow the Ready condition (``doNoScheduleTaintingPass`` and
 ``timeAdded``); True → neither. The taint manager (``tainteviction``) then evicts the pods
 that do not tolerate the NoExecute taint; daemon pods tolerate both for ever (their default
 tolerations), so they stay, and the NoSchedule taint keeps new daemon pods off the node.
+As upstream's ``TaintNodesByCondition``, a MemoryPressure, DiskPressure or PIDPressure (or
+NetworkUnavailable) condition True taints its node ``node.kubernetes.io/memory-pressure``
+(...) NoSchedule, and a cordoned node (``spec.unschedulable``) is tainted
+``node.kubernetes.io/unschedulable`` NoSchedule; daemon pods tolerate these too.
 
 Where every node of a zone (``topology.kubernetes.io/region`` and ``zone`` labels; nodes
 without them form one zone) is not Ready, upstream assumes the control plane lost the nodes,
@@ -43,7 +47,15 @@ Obj = dict[str, Any]
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
-CONTROLLER_TAINTS = (NOT_READY, UNREACHABLE)
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+#: upstream's nodeConditionToTaintKeyStatusMap but for Ready: a condition with that status
+#: taints its node NoSchedule (TaintNodesByCondition)
+CONDITION_TAINTS = {"MemoryPressure": ("True", "node.kubernetes.io/memory-pressure"),
+                    "DiskPressure": ("True", "node.kubernetes.io/disk-pressure"),
+                    "PIDPressure": ("True", "node.kubernetes.io/pid-pressure"),
+                    "NetworkUnavailable": ("True", "node.kubernetes.io/network-unavailable")}
+CONTROLLER_TAINTS = (NOT_READY, UNREACHABLE, UNSCHEDULABLE,
+                     *(key for _status, key in CONDITION_TAINTS.values()))
 MONITOR_GRACE = 40.0  # --node-monitor-grace-period
 STARTUP_GRACE = 60.0  # --node-startup-grace-period
 MONITOR_PERIOD = 5.0  # --node-monitor-period
@@ -166,15 +178,23 @@ def zone(node: Obj) -> str:
     return f"{region}:\x00:{z}" if region or z else ""
 
 
-def wanted_taints(ready: str, posted: bool, evicting: bool) -> list[tuple[str, str]]:
+def wanted_taints(ready: str, posted: bool, evicting: bool,
+                  node: Obj | None = None) -> list[tuple[str, str]]:
     """The controller's taints (key, effect) for a node whose Ready is ``ready``; ``posted``:
-    an agent ever reported it; ``evicting``: its zone is not fully disrupted."""
+    an agent ever reported it; ``evicting``: its zone is not fully disrupted. With ``node``
+    (as its conditions are now) also upstream's NoSchedule taints of its other conditions
+    and of its being cordoned (``doNoScheduleTaintingPass``)."""
     key = UNREACHABLE if ready == "Unknown" else NOT_READY if ready == "False" and posted else ""
-    if not key:
-        return []
-    out = [(key, taints.NO_SCHEDULE)]
-    if evicting:
+    out = [(key, taints.NO_SCHEDULE)] if key else []
+    if key and evicting:
         out.append((key, taints.NO_EXECUTE))
+    if node is not None:
+        for c in (node.get("status") or {}).get("conditions") or []:
+            status, tainted = CONDITION_TAINTS.get(c.get("type"), ("", ""))
+            if tainted and c.get("status") == status:
+                out.append((tainted, taints.NO_SCHEDULE))
+        if (node.get("spec") or {}).get("unschedulable"):
+            out.append((UNSCHEDULABLE, taints.NO_SCHEDULE))
     return out
 
 
@@ -291,7 +311,7 @@ class Monitor:
             node = nodes[name]
             cur = looked.get(name, node)
             z, ready, posted = self._at[name]
-            cur = with_taints(cur, wanted_taints(ready, posted, not self._disrupted(z)),
+            cur = with_taints(cur, wanted_taints(ready, posted, not self._disrupted(z), cur),
                               now) or cur
             if cur is not node:
                 out.writes[name] = cur

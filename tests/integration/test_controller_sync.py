@@ -159,12 +159,20 @@ def test_cordon_alone_does_not_evict_and_uncordon_changes_nothing(stack: Stack) 
     wait_for(lambda: _on(stack, key, nodes), what="a pod on each node")
     before = {meta.uid(p) for p in kit.owned_pods(stack.store, key)}
     assert "cordoned" in _cli(stack, "cordon", nodes[0])
+    unschedulable = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+    def tainted() -> list[dict[str, Any]]:
+        return [{k: t.get(k) for k in ("key", "effect")} for t in
+                (stack.store.get("Node", "/" + nodes[0]).get("spec") or {}).get("taints") or []]
+
+    wait_for(lambda: tainted() == [unschedulable], what="the cordoned node's taint")
     # a DaemonSet applied after the cordon still lands there (the taint is tolerated)
     late = _apply(stack, "cordon", name="late")
     wait_for(lambda: _on(stack, late, nodes), what="the late DaemonSet on both nodes")
     assert {meta.uid(p) for p in kit.owned_pods(stack.store, key)} == before
     assert _status_is(stack, key, desiredNumberScheduled=2, numberMisscheduled=0)
     assert "uncordoned" in _cli(stack, "uncordon", nodes[0])
+    wait_for(lambda: tainted() == [], what="the taint gone with the cordon")
     wait_for(lambda: _status_is(stack, late, numberReady=2), what="late ready on both")
     assert {meta.uid(p) for p in kit.owned_pods(stack.store, key)} == before
 

@@ -40,6 +40,29 @@ def look(nodes: list[dict[str, Any]], leases: dict[str, str | None],
         int.from_bytes(v.encode(), "big")) for n, v in leases.items()}, saved, now, CFG)
 
 
+def test_pressure_and_a_cordon_taint_the_node_no_schedule_while_they_last() -> None:
+    calm = {"MemoryPressure": False, "DiskPressure": False, "PIDPressure": False}
+    node = lifecycle.node_step(lifecycle.AgentConfig(), ready_node("a"), T0, calm)
+    assert node is not None
+    d = look([node], {"a": "1"}, {}, T0)
+    assert not d.writes
+    pressed = lifecycle.node_step(lifecycle.AgentConfig(), node, T0 + 1,
+                                  {**calm, "MemoryPressure": True, "DiskPressure": True})
+    assert pressed is not None
+    pressed["spec"]["unschedulable"] = True
+    d = look([pressed], {"a": "2"}, d.health, T0 + 1)
+    assert controller_taints(d.writes["a"]) == {
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule")}
+    tainted = d.writes["a"]
+    calmed = lifecycle.node_step(lifecycle.AgentConfig(), tainted, T0 + 2, calm)
+    assert calmed is not None
+    calmed["spec"]["unschedulable"] = False
+    d = look([calmed], {"a": "3"}, d.health, T0 + 2)
+    assert controller_taints(d.writes["a"]) == set()
+
+
 def test_node_whose_lease_stops_is_ready_unknown_and_tainted_unreachable_after_grace() -> None:
     a, b = ready_node("a"), ready_node("b")
     d = look([a, b], {"a": "1", "b": "1"}, {}, T0)
