@@ -243,11 +243,18 @@ class DockerRuntime(Records):
                     raise
                 eid = str(self.api.inspect_container(name)["Id"])
             self.api.start(eid)
+            # its address (the pod's IP from its start, never the node's first) and image
+            info = self.api.inspect_container(eid)
+            image = self.api.inspect_image(  # type: ignore[no-untyped-call]
+                str(info.get("Image") or ""))
         except docker.errors.DockerException as err:
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         c.pid, c.create_time = 0, 0.0
         c.container_id = SCHEME + eid
-        self._seen[eid] = {"Id": eid, "State": "running", "Labels": labels}  # till refresh
+        c.image_id = image_id(image)
+        self._seen[eid] = {"Id": eid, "State": "running", "Labels": labels,  # till refresh
+                           "NetworkSettings": {"Networks": (info.get("NetworkSettings") or {})
+                                               .get("Networks") or {}}}
         self._remove_older(pod, c)
 
     def _remove_older(self, pod: Obj, c: ContainerState) -> None:
@@ -380,6 +387,9 @@ class DockerRuntime(Records):
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         return DockerAttach(self.api, eid, sock, bool(config.get("Tty")))
 
+    def on_host_network(self, pod: Obj) -> bool:
+        return bool((pod.get("spec") or {}).get("hostNetwork"))
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         if (pod.get("spec") or {}).get("hostNetwork"):
             return ""
@@ -468,6 +478,14 @@ class DockerRuntime(Records):
         except docker.errors.DockerException as err:
             log.warning("cannot remove the volumes of pod %s: %s", uid, err)
         super().forget(pod_dir)
+
+
+def image_id(image: Obj) -> str:
+    """A container's ``imageID`` as kubelet's docker runtime named it: the image's first
+    repository digest (``docker-pullable://repo@sha256:…``) when it was pulled from one, else
+    its own id (``docker://sha256:…``)."""
+    digests = image.get("RepoDigests") or []
+    return f"docker-pullable://{digests[0]}" if digests else f"docker://{image.get('Id', '')}"
 
 
 def _demuxed(stream: bytes) -> bytes:

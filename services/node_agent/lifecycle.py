@@ -180,7 +180,8 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
 
 def bind(pod: Obj, node: str, host_ip: str, ip: str, stamp: str) -> Obj:
     """Decides: ``pod`` bound to ``node`` (the scheduler's part: spec.nodeName) and Pending
-    there (the kubelet's first status: PodScheduled, startTime, hostIP, podIP)."""
+    there (the kubelet's first status: PodScheduled, startTime, hostIP, podIP: "" while the
+    pod has no address yet, and none is written)."""
     new = _evolve(pod)
     new["spec"]["nodeName"] = node
     st = new["status"]
@@ -188,8 +189,9 @@ def bind(pod: Obj, node: str, host_ip: str, ip: str, stamp: str) -> Obj:
     _set_condition(st, _condition("PodScheduled", "True", stamp))
     st.setdefault("startTime", stamp)
     st["hostIP"] = host_ip
-    st["podIP"] = ip
-    st["podIPs"] = [{"ip": ip}]
+    if ip:
+        st["podIP"] = ip
+        st["podIPs"] = [{"ip": ip}]
     return new
 
 

@@ -49,6 +49,7 @@ class ContainerState:
     starting: bool = False  # its process is being started (run number ``restart_count``)
     pull_backoff: float = 0.0  # the image pull's next back-off step; 0 = none pending
     pull_at: float | None = None  # ImagePullBackOff until then
+    image_id: str = ""  # the image the current run was made from, as kubelet names it
 
     def running(self) -> bool:
         return (self.pid > 0 or bool(self.container_id)) and self.terminated is None
@@ -83,7 +84,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "last_terminated": (dict, type(None)), "backoff": _NUMBER,
     "restart_at": (*_NUMBER, type(None)), "waiting_reason": (str,), "waiting_message": (str,),
     "stop_deadline": (*_NUMBER, type(None)), "starting": (bool,), "container_id": (str,),
-    "pull_backoff": _NUMBER, "pull_at": (*_NUMBER, type(None)),
+    "pull_backoff": _NUMBER, "pull_at": (*_NUMBER, type(None)), "image_id": (str,),
 }
 
 
@@ -244,7 +245,7 @@ def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> O
             w["message"] = c.waiting_message
         state = {"waiting": w}
     last = c.last_terminated if c.restart_at is None else (c.terminated or c.last_terminated)
-    out: Obj = {"name": c.name, "image": str(spec.get("image") or ""), "imageID": "",
+    out: Obj = {"name": c.name, "image": str(spec.get("image") or ""), "imageID": c.image_id,
                 "ready": c.ready and c.started and c.running(),
                 "restartCount": c.restart_count,
                 "started": (c.started or c.init) and c.running(),

@@ -280,9 +280,10 @@ class ProcessAgent:
                 # (an unbound pod is removed by its delete at once: nothing to release)
                 if node is not None and not meta.is_being_deleted(pod):
                     stamp = meta.format_time(now)
-                    ip = self.cfg.node_ip
-                    ops.append(self.store.status_op(
-                        lifecycle.bind(pod, self.cfg.node_name, ip, ip, stamp), pod))
+                    ops.append(self.store.status_op(lifecycle.bind(
+                        pod, self.cfg.node_name, self.cfg.node_ip,
+                        self.cfg.node_ip if self.runtime.on_host_network(pod) else "",
+                        stamp), pod))
                 continue
             run = self.runs.get(uid) or self._new_run(pod)
             run.pod = pod
@@ -679,7 +680,11 @@ class ProcessAgent:
                     f"Container {c.name} failed {which} probe, will be restarted", c, now)
 
     def _pod_ip(self, run: PodRun) -> str:
-        return self.runtime.pod_ip(run.pod, run.containers()) or self.cfg.node_ip
+        """The pod's address: its runtime's (docker: its running container's on the pods'
+        network), or the node's for a pod on the node's network; "" while it has none."""
+        if self.runtime.on_host_network(run.pod):
+            return self.cfg.node_ip
+        return self.runtime.pod_ip(run.pod, run.containers())
 
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod
@@ -687,8 +692,9 @@ class ProcessAgent:
         # the node's address as it is now (a machine may come back with another one), and
         # the pod's: the node's too, unless the runtime gave it one of its own
         ip = self._pod_ip(run)
-        status["hostIP"], status["podIP"], status["podIPs"] = \
-            self.cfg.node_ip, ip, [{"ip": ip}]
+        status["hostIP"] = self.cfg.node_ip
+        if ip:  # (kubelet writes none before the pod has one)
+            status["podIP"], status["podIPs"] = ip, [{"ip": ip}]
         if status == (pod.get("status") or {}):
             return []
         rv = meta.resource_version(pod)

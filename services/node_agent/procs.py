@@ -296,6 +296,9 @@ class ProcessRuntime(Records):
         """None: a process's input is not kept open for callers (its output is followed)."""
         return None
 
+    def on_host_network(self, pod: Obj) -> bool:
+        return True  # every pod: there is no network of pods here
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         return ""  # the node's: processes share the host's network
 

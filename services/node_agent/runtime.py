@@ -144,8 +144,11 @@ class Runtime(Protocol):
         ``stdin`` kept open); None when this runtime or container reads none (the caller
         then follows its output alone). OSError when it cannot attach."""
 
+    def on_host_network(self, pod: Obj) -> bool:
+        """Whether ``pod`` is on the node's network (its IP the node's)."""
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
-        """The pod's IP once known from what runs, else "" (then the node's, from binding)."""
+        """The IP of a pod off the node's network once known from what runs, else ""."""
 
     def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
         """Where the agent connects to reach a port of the pod (``kubectl port-forward``):

@@ -38,6 +38,7 @@ from services.node_agent import dockerrt
 from shared.model import meta
 from shared.model.podutil import is_ready
 from shared.store import nodeserver
+from shared.store.cache import Cache
 from shared.store.server import free_port
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.stack import Stack, wait_for
@@ -434,6 +435,13 @@ def test_port_forward_to_a_docker_pod_on_its_network(engine: Engine) -> None:
         return ready[0] if ready else None
 
     pod = wait_for(addressed, timeout=90, what="the pod running with its own IP")
+    # from its first status on: never the node's address first (kubelet knows a pod's IP
+    # before its containers start), and its image named as kubelet's docker runtime names it
+    versions = [ch.new for ch in Cache(engine.stack.store, ["Pod"], name="versions").poll(
+        count=100_000, block_ms=0) if meta.uid(ch.new) == meta.uid(pod)]
+    assert {(v.get("status") or {}).get("podIP") for v in versions} <= {
+        None, pod["status"]["podIP"]}, versions
+    assert main_status(pod)["imageID"].startswith("docker://sha256:")
     wait_for(lambda: (engine.dir / "marks" / "listening").exists(), what="the echo server")
     ep = nodeserver.endpoint(engine.stack.store, engine.node, "port-forward")
     name, uid = meta.name(pod), meta.uid(pod)
