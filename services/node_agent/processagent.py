@@ -690,7 +690,7 @@ class ProcessAgent:
         pod = run.pod
         status = podstatus.pod_status(pod, run.inits, run.mains, now)
         # the node's address as it is now (a machine may come back with another one), and
-        # the pod's: the node's too, unless the runtime gave it one of its own
+        # the pod's (``_pod_ip``)
         ip = self._pod_ip(run)
         status["hostIP"] = self.cfg.node_ip
         if ip:  # (kubelet writes none before the pod has one)
