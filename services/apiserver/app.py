@@ -37,6 +37,7 @@ from services.apiserver import (
     podlog,
     podportforward,
     protobuf,
+    protobuf_kinds,
     requests,
     tables,
     watch,
@@ -203,7 +204,7 @@ async def _body(request: web.Request, fields: handlers.FieldCheck | None = None)
     ctype = request.content_type
     if ctype == protobuf.MEDIA_TYPE:
         try:
-            return protobuf.decode(raw)
+            return protobuf_kinds.decode(raw)
         except protobuf.ProtobufError as err:
             raise st.ApiError("UnsupportedMediaType", f"the body of the request could not "
                               f"be decoded as protobuf: {err}") from err

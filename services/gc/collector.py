@@ -96,7 +96,7 @@ class Collector:
         # no decision records: handle acts on objects alone (a DaemonSet's record names
         # every node without a pod while it fans out, megabytes at 50,000 nodes)
         self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event",
-                                   "Namespace"],
+                                   "Namespace", "ConfigMap"],
                            name="gc", decisions=False, indexes={
                                "owner-pods": ("Pod", decide.owner_uids),
                                "owner-revisions": ("ControllerRevision", decide.owner_uids),

@@ -234,6 +234,7 @@ FIELDS: Mapping[str, _Fields] = {
     }),
     "DaemonSet": _META_ONLY,
     "ControllerRevision": _META_ONLY,
+    "ConfigMap": _META_ONLY,
     "Lease": _META_ONLY,
 }
 """The selectable fields of each kind, as upstream's field label conversion functions

@@ -405,6 +405,18 @@ CONTROLLER_REVISION = Printer((
     Column("Revision", doc=(_APPS + "ControllerRevision", "revision")), _AGE), _revision)
 
 
+# ConfigMap ---------------------------------------------------------------------------------
+
+
+def _config_map(cm: Obj, now: float) -> list[Cell]:
+    return [meta.name(cm), len(_map(cm.get("data"))) + len(_map(cm.get("binaryData"))),
+            age(meta.creation_timestamp(cm), now)]
+
+
+CONFIG_MAP = Printer((_NAME, Column("Data", doc=(_CORE + "ConfigMap", "data")), _AGE),
+                     _config_map)
+
+
 # Event -------------------------------------------------------------------------------------
 
 
@@ -502,6 +514,7 @@ POD_METRICS = Printer(_USAGE, _pod_metrics)
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
     "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
+    "ConfigMap": CONFIG_MAP,
     "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }
 

@@ -365,6 +365,7 @@ def default(obj: Any) -> Any:
     if kind == kinds.NAMESPACE.kind:
         return default_namespace(obj)
     out = copy.deepcopy(obj)
-    if isinstance(out, dict) and kind in (kinds.CONTROLLER_REVISION.kind, kinds.EVENT.kind):
+    if isinstance(out, dict) and kind in (kinds.CONTROLLER_REVISION.kind, kinds.EVENT.kind,
+                                            kinds.CONFIG_MAP.kind):
         _default_namespace(out)
     return out

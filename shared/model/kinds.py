@@ -1,4 +1,4 @@
-"""The six kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
+"""The seven kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
 
 ``resolve`` maps what a user types after ``kubectl get`` (``ds``, ``daemonsets.apps``,
 ``Pods``, ``daemonsets.v1.apps``) to a :class:`KindInfo`, like kubectl's RESTMapper with its
@@ -97,8 +97,11 @@ EVENT = KindInfo("Event", "v1", "events", "event", ("ev",), namespaced=True)
 #: create namespace``, a Namespace in a manifest), for its labels and annotations and for its
 #: deletion, which deletes everything in it (``services.gc``)
 NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False)
+#: configuration for pods (env, envFrom, volumes), written by admin only; node agents read it
+CONFIG_MAP = KindInfo("ConfigMap", "v1", "configmaps", "configmap", ("cm",), namespaced=True)
 
-ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE)
+ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE,
+                             CONFIG_MAP)
 #: the kinds the store keeps, by name (the log, the view, every cache)
 STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 

@@ -244,6 +244,28 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     return errs
 
 
+CONFIG_MAP_KEY_FMT = r"[-._a-zA-Z0-9]+"
+_CONFIG_MAP_KEY_RE = re.compile(CONFIG_MAP_KEY_FMT)
+_CONFIG_MAP_KEY_ERR_MSG = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")
+
+
+def is_config_map_key(value: str) -> list[str]:
+    """``IsConfigMapKey``: a key of a ConfigMap's ``data``/``binaryData`` (a file name in a
+    volume: no ``.`` or ``..``, nothing starting with ``..``, the atomic writer's names)."""
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
+    if not _CONFIG_MAP_KEY_RE.fullmatch(value):
+        errs.append(regex_error(_CONFIG_MAP_KEY_ERR_MSG, CONFIG_MAP_KEY_FMT,
+                                "key.name", "KEY_NAME", "key-name"))
+    if value in (".", ".."):
+        errs.append(f"must not be '{value}'")
+    elif value.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
 def _mask_trailing_dash(name: str) -> str:
     """A generateName prefix may end in '-': upstream swaps its last two bytes for 'a'."""
     if len(name) > 1 and name.endswith("-"):

@@ -1,4 +1,4 @@
-"""Validation of the five stored kinds, with Kubernetes' rendered messages. Pure.
+"""Validation of the stored kinds, with Kubernetes' rendered messages. Pure.
 
 ``validate(obj, old=None)`` dispatches on ``apiVersion``/``kind``. Every function returns a
 list of error strings (empty when valid) and never raises, whatever it is given: a value of the
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.model import (
+    configmap,
     fielderr,
     intorstr,
     kinds,
@@ -574,6 +575,53 @@ def validate_namespace(obj: Any, old: Any = None) -> list[str]:
     return errs
 
 
+_IMMUTABLE_SET = "field is immutable when `immutable` is set"
+
+
+def _config_map_update(obj: dict[Any, Any], old: dict[Any, Any], errs: list[str]) -> None:
+    metavalidation.validate_object_meta_update(obj.get("metadata"), old.get("metadata"),
+                                               "metadata", errs)
+    if old.get("immutable") is True:
+        if obj.get("immutable") is not True:
+            errs.append(fielderr.forbidden("immutable", _IMMUTABLE_SET))
+        for f in ("data", "binaryData"):
+            if (obj.get(f) or None) != (old.get(f) or None):
+                errs.append(fielderr.forbidden(f, _IMMUTABLE_SET))
+
+
+def validate_config_map(obj: Any, old: Any = None) -> list[str]:
+    """``ValidateConfigMap`` (and with ``old``, ``ValidateConfigMapUpdate``): metadata named
+    as a DNS subdomain; each key of ``data`` and ``binaryData`` a config key, none in both;
+    ``binaryData`` values base64; the values' total size at most 1 MiB; an ``immutable``
+    ConfigMap keeps its data, its binaryData and ``immutable: true``. Decides only."""
+    if not isinstance(obj, dict):
+        return _not_an_object(obj)
+    errs: list[str] = []
+    if isinstance(old, dict):
+        _config_map_update(obj, old, errs)
+    metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
+    typed.as_bool(obj.get("immutable"), "immutable", errs)
+    data = typed.as_str_map(obj.get("data"), "data", errs) or {}
+    binary = typed.as_str_map(obj.get("binaryData"), "binaryData", errs) or {}
+    size = 0
+    for key, value in sorted(data.items()):
+        path = fielderr.key("data", key)
+        errs.extend(fielderr.invalid(path, key, m) for m in syntax.is_config_map_key(key))
+        if key in binary:
+            errs.append(fielderr.invalid(path, key, "duplicate of key present in binaryData"))
+        size += syntax.byte_len(value)
+    for key, value in sorted(binary.items()):
+        path = fielderr.key("binaryData", key)
+        errs.extend(fielderr.invalid(path, key, m) for m in syntax.is_config_map_key(key))
+        try:
+            size += len(configmap.decode_binary(value))
+        except ValueError as err:
+            errs.append(fielderr.invalid(path, fielderr.cut(value), str(err)))
+    if size > configmap.MAX_SIZE:
+        errs.append(fielderr.too_long("", configmap.MAX_SIZE))
+    return errs
+
+
 _VALIDATORS = {
     kinds.DAEMONSET.kind: validate_daemonset,
     kinds.POD.kind: validate_pod,
@@ -581,6 +629,7 @@ _VALIDATORS = {
     kinds.CONTROLLER_REVISION.kind: validate_controller_revision,
     kinds.EVENT.kind: validate_event,
     kinds.NAMESPACE.kind: validate_namespace,
+    kinds.CONFIG_MAP.kind: validate_config_map,
 }
 
 

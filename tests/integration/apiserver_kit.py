@@ -138,6 +138,18 @@ def manifest(name: str) -> Any:
     return yaml.safe_load((TESTDATA / name).read_text())
 
 
+def in_front(stack: Stack, tmp: Path, nodes: int = 3,
+             agent_args: tuple[str, ...] = ()) -> ApiServer:
+    """``stack`` started with one worker and ``nodes`` simulated nodes (their agent started
+    with ``agent_args``), and an API server in front of it (whoever owns the stack stops
+    them all)."""
+    stack.start_all(workers=1, nodes=nodes, agent_args=agent_args)
+    wait_for(lambda: len(stack.store.list("Node")) == nodes, what=f"{nodes} nodes")
+    server = ApiServer(stack, tmp)
+    server.start()
+    return server
+
+
 @contextmanager
 def running(redis_url: str, name: str, tmp: Path, nodes: int = 3,
             agent_args: tuple[str, ...] = ()) -> Iterator[ApiServer]:
@@ -145,11 +157,7 @@ def running(redis_url: str, name: str, tmp: Path, nodes: int = 3,
     ``agent_args``) on prefix ``name``, with an API server in front: for a module-scoped
     fixture of the API server's tests."""
     stack = Stack(redis_url, f"{name}{os.getpid()}", tmp)
-    stack.start_all(workers=1, nodes=nodes, agent_args=agent_args)
     try:
-        wait_for(lambda: len(stack.store.list("Node")) == nodes, what=f"{nodes} nodes")
-        server = ApiServer(stack, tmp)
-        server.start()
-        yield server
+        yield in_front(stack, tmp, nodes, agent_args)
     finally:
         stack.stop()

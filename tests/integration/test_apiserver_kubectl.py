@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from services.cli.main import cli
 from services.replay import why
 from shared.model import kinds, meta
 from tests import testdata
+from tests.integration import apiserver_kit
 from tests.integration.apiserver_kit import TESTDATA, ApiServer
 from tests.integration.stack import Stack, wait_for
 
@@ -26,12 +26,8 @@ FLUENTD = TESTDATA / "kubernetes-website-fluentd-elasticsearch.yaml"
 
 
 @pytest.fixture
-def api(stack: Stack, tmp_path: Path) -> Iterator[ApiServer]:
-    stack.start_all(workers=1, nodes=3)
-    wait_for(lambda: len(stack.store.list("Node")) == 3, what="3 nodes")
-    server = ApiServer(stack, tmp_path)
-    server.start()
-    yield server
+def api(stack: Stack, tmp_path: Path) -> ApiServer:
+    return apiserver_kit.in_front(stack, tmp_path)
 
 
 def _ready_pods(stack: Stack, ns: str, n: int) -> None:

@@ -348,6 +348,33 @@ def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
     assert world.admin.try_get("Namespace", "/default") is None
 
 
+def test_only_admin_writes_configmaps_and_gc_deletes_them_with_their_namespace(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """ConfigMaps are the user's: no controller or node agent creates, changes or deletes
+    one; the gc deletes one only as its namespace's deletion empties it."""
+    made = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "agent-config", "namespace": "default"},
+            "data": {"level": "info"}}
+    cm = world.admin.create(made)
+    changed = copy.deepcopy(cm)
+    changed["data"]["level"] = "debug"
+    other = copy.deepcopy(made)
+    other["metadata"]["name"] = "other"
+    for role in (roles.RECONCILER, roles.STATUS_WRITER, roles.GC, roles.NODE_AGENT):
+        store = world.store(role)
+        refused(world, role, [store.create_op(other)], caplog)
+        refused(world, role, [store.update_op(changed, cm)], caplog)
+        refused(world, role, [store.final_delete_op(cm)], caplog)
+    world.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    ns = world.get("Namespace", "/default")
+    ns["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    world.admin.commit([world.admin.raw_update_op(ns, meta.resource_version(ns))])
+    gc = world.store(roles.GC)
+    refused(world, roles.GC, [gc.update_op(changed, cm)], caplog)  # still not its data
+    assert gc.commit([gc.final_delete_op(cm)])[0].ok  # in a namespace being deleted
+    assert world.admin.try_get("ConfigMap", "default/agent-config") is None
+
+
 def test_gc_sets_node_conditions_and_taints_only(world: World,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """The node lifecycle controller's writes: a Node's conditions and taints, nothing else

@@ -29,6 +29,9 @@ from shared.model import kinds
         ("ev", "Event"),
         ("event", "Event"),
         ("events", "Event"),
+        ("cm", "ConfigMap"),
+        ("configmap", "ConfigMap"),
+        ("configmaps", "ConfigMap"),
     ],
 )
 def test_resolve_accepts_kubectl_names(resource: str, kind: str) -> None:
@@ -72,6 +75,7 @@ def test_api_versions() -> None:
         "ControllerRevision": "apps/v1",
         "Event": "v1",
         "Namespace": "v1",
+        "ConfigMap": "v1",
     }
 
 
