@@ -9,6 +9,7 @@ functions never touch a process.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -171,20 +172,89 @@ def field_ref(pod: Obj, path: str) -> str:
     raise ConfigError(f"unsupported fieldPath: {path}")
 
 
-def container_env(pod: Obj, container: Obj, base: dict[str, str]) -> dict[str, str]:
-    """The environment of one container: ``base`` (PATH, HOME), then ``env`` in order, each
-    value expanded against the ones before it, valueFrom.fieldRef from the pod."""
+#: finds a ConfigMap of the pod's namespace by name (None: there is none)
+ConfigMaps = Callable[[str], Obj | None]
+_ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def _no_config_maps(_name: str) -> Obj | None:
+    return None
+
+
+def _config_map(pod: Obj, ref: Obj, config_maps: ConfigMaps) -> Obj | None:
+    """The ConfigMap ``ref`` names, None when it is optional and missing; ConfigError with
+    kubelet's words when it is missing and not optional."""
+    name = str(ref.get("name") or "")
+    found = config_maps(name)
+    if found is None and not ref.get("optional"):
+        raise ConfigError(f'configmap "{name}" not found')
+    return found
+
+
+def env_from(pod: Obj, container: Obj, config_maps: ConfigMaps) -> tuple[dict[str, str],
+                                                                         list[str]]:
+    """``envFrom``'s variables (kubelet's makeEnvironmentVariables: each configMapRef's data,
+    its keys prefixed, a later source over an earlier one), and the names skipped as invalid
+    environment variable names (sorted; kubelet says so in an InvalidEnvironmentVariableNames
+    Event). Secrets are not served: a secretRef is a ConfigError."""
+    out: dict[str, str] = {}
+    skipped: list[str] = []
+    for source in container.get("envFrom") or []:
+        ref = source.get("configMapRef")
+        if ref is None:
+            raise ConfigError("envFrom: only configMapRef is supported (daemonbus serves no "
+                              "Secrets)")
+        cm = _config_map(pod, ref, config_maps)
+        prefix = str(source.get("prefix") or "")
+        for key, value in ((cm or {}).get("data") or {}).items():
+            if _ENV_VAR_NAME.fullmatch(prefix + key):
+                out[prefix + key] = str(value)
+            else:
+                skipped.append(prefix + key)
+    return out, sorted(skipped)
+
+
+def _value_from(pod: Obj, name: str, source: Obj, config_maps: ConfigMaps) -> str | None:
+    """One ``valueFrom``: a fieldRef's value, a configMapKeyRef's (None: optional and
+    missing, the variable is left out)."""
+    if source.get("fieldRef"):
+        return field_ref(pod, str(source["fieldRef"].get("fieldPath") or ""))
+    ref = source.get("configMapKeyRef")
+    if not ref:
+        raise ConfigError(f"env {name}: only valueFrom.fieldRef and valueFrom.configMapKeyRef "
+                          "are supported")
+    cm = _config_map(pod, ref, config_maps)
+    if cm is None:
+        return None
+    key = str(ref.get("key") or "")
+    value = (cm.get("data") or {}).get(key)
+    if value is None:
+        if ref.get("optional"):
+            return None
+        raise ConfigError(f"couldn't find key {key} in ConfigMap "
+                          f"{meta.namespace(pod)}/{ref.get('name')}")
+    return str(value)
+
+
+def container_env(pod: Obj, container: Obj, base: dict[str, str],
+                  config_maps: ConfigMaps = _no_config_maps) -> dict[str, str]:
+    """The environment of one container, as kubelet makes it: ``base`` (PATH, HOME), then
+    ``envFrom`` (ConfigMaps, :func:`env_from`), then ``env`` in order over them, a value
+    expanded against the variables before it, a ``valueFrom`` read from the pod (fieldRef)
+    or a ConfigMap of its namespace (configMapKeyRef, found by ``config_maps``). A missing
+    ConfigMap or key that is not optional is a ConfigError in kubelet's words."""
     env = dict(base)
+    env.update(env_from(pod, container, config_maps)[0])
     for item in container.get("env") or []:
         name = str(item.get("name") or "")
-        if "valueFrom" in item and item["valueFrom"] is not None:
-            ref = (item["valueFrom"] or {}).get("fieldRef")
-            if not ref:
-                raise ConfigError(f"env {name}: only valueFrom.fieldRef is supported by the "
-                                  "process runtime")
-            env[name] = field_ref(pod, str(ref.get("fieldPath") or ""))
+        if item.get("value"):
+            env[name] = expand(str(item["value"]), env)
+        elif item.get("valueFrom") is not None:
+            value = _value_from(pod, name, item["valueFrom"] or {}, config_maps)
+            if value is not None:
+                env[name] = value
         else:
-            env[name] = expand(str(item.get("value") or ""), env)
+            env[name] = ""
     return env
 
 

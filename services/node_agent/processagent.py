@@ -104,7 +104,9 @@ class ProcessAgent:
         self._pressure_at = 0.0
         self._started_told = self._conditions_told = False  # (``_node_events``)
         self._event_ns = 0  # the time (ns) in the last Event's name: each one's is later
-        self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False, indexes={
+        # ConfigMaps: its pods' env, envFrom and volumes (every one of them: docs/security.md)
+        self.cache = Cache(store, ["Node", "Pod", "ConfigMap"], name="node-agent",
+                           decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
         self.runs: dict[str, PodRun] = {}
@@ -216,11 +218,17 @@ class ProcessAgent:
             return None
         return self.runtime.forward_host(run.pod, run.containers())
 
+    def config_maps(self, pod: Obj) -> podstatus.ConfigMaps:
+        """The ConfigMaps of ``pod``'s namespace by name, as this agent's cache has them."""
+        ns = meta.namespace(pod)
+        return lambda name: self.cache.get("ConfigMap", f"{ns}/{name}")
+
     def _env(self, pod: Obj, cspec: Obj) -> dict[str, str]:
         """The environment a command run beside ``cspec``'s process gets (an exec probe's,
         a caller's): the container's, else (its env cannot be made) the runtime's base."""
         try:
-            return podstatus.container_env(pod, cspec, self.runtime.base_env())
+            return podstatus.container_env(pod, cspec, self.runtime.base_env(),
+                                           self.config_maps(pod))
         except podstatus.ConfigError:
             return self.runtime.base_env()
 
@@ -480,7 +488,8 @@ class ProcessAgent:
         if c.terminated is not None and c.restart_at is None:
             return  # ended for good (its restartPolicy)
         try:
-            env = podstatus.container_env(pod, cspec, self.runtime.base_env())
+            env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
+                                          self.config_maps(pod))
             words = self.runtime.argv(cspec, env)
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)

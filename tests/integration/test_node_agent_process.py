@@ -390,6 +390,35 @@ def test_a_container_it_cannot_configure_waits_and_says_why(machine: Machine) ->
              what="the Failed event")
 
 
+def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Machine) -> None:
+    (node,) = start(machine, nodes=1)
+    out = machine.dir / "marks" / "env"
+    ds = daemonset(machine, "v1", probe=False, command=[
+        "sh", "-c", f'echo "$LEVEL $P_LEVEL $FROM_KEY" > {out}; exec sleep 600'])
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    container["envFrom"] = [{"configMapRef": {"name": "agent-config"}},
+                            {"configMapRef": {"name": "agent-config"}, "prefix": "P_"}]
+    container["env"].append({"name": "FROM_KEY", "valueFrom": {"configMapKeyRef": {
+        "name": "agent-config", "key": "mode"}}})
+    machine.stack.store.apply(ds)
+
+    def waiting() -> dict[str, Any] | None:
+        pods = machine.stack.pods("default")
+        cs = container_status(pods[0]) if pods else {}
+        state = (cs.get("state") or {}).get("waiting") or {}
+        return state if state.get("reason") == "CreateContainerConfigError" else None
+
+    # kubelet's words while the ConfigMap is missing; it runs once the ConfigMap is there
+    assert wait_for(waiting, timeout=30, what="CreateContainerConfigError")["message"] == \
+        'configmap "agent-config" not found'
+    machine.stack.store.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "agent-config", "namespace": "default"},
+                               "data": {"LEVEL": "debug", "mode": "tail"}})
+    wait_for(lambda: out.exists() and out.read_text().strip(), timeout=30,
+             what=f"the container's environment on {node}")
+    assert out.read_text() == "debug debug tail\n"
+
+
 def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> None:
     start(machine)
     machine.stack.store.apply(daemonset(machine, "v1"))

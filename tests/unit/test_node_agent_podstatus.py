@@ -147,6 +147,50 @@ def test_unsupported_env_sources_are_a_config_error() -> None:
         podstatus.argv({"args": ["x"]}, {})
 
 
+CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "ns"},
+          "data": {"LEVEL": "info", "log.file": "/x", "1bad": "y", "HOST": "cm"}}
+
+
+def in_ns(name: str) -> Any:
+    return CONFIG if name == "cfg" else None
+
+
+def test_env_from_config_maps_prefixed_and_overridden_by_env() -> None:
+    container = {"envFrom": [{"configMapRef": {"name": "cfg"}},
+                             {"configMapRef": {"name": "cfg"}, "prefix": "P_"},
+                             {"configMapRef": {"name": "gone", "optional": True}}],
+                 "env": [{"name": "HOST", "value": "env"},
+                         {"name": "L", "valueFrom": {"configMapKeyRef": {"name": "cfg",
+                                                                         "key": "LEVEL"}}},
+                         {"name": "M", "valueFrom": {"configMapKeyRef": {
+                             "name": "cfg", "key": "missing", "optional": True}}},
+                         {"name": "N", "valueFrom": {"configMapKeyRef": {
+                             "name": "gone", "key": "k", "optional": True}}}]}
+    env = podstatus.container_env(POD, container, {"PATH": "/bin"}, in_ns)
+    assert env == {"PATH": "/bin", "LEVEL": "info", "log.file": "/x", "HOST": "env",
+                   "P_LEVEL": "info", "P_log.file": "/x", "P_1bad": "y", "P_HOST": "cm",
+                   "L": "info"}
+    # kubelet skips keys that are not environment variable names, and says which
+    assert podstatus.env_from(POD, container, in_ns)[1] == ["1bad"]
+
+
+@pytest.mark.parametrize("item, message", [
+    ({"name": "X", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k"}}},
+     'configmap "gone" not found'),
+    ({"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "nope"}}},
+     "couldn't find key nope in ConfigMap ns/cfg"),
+])
+def test_a_missing_config_map_or_key_not_optional_is_kubelets_config_error(
+        item: Any, message: str) -> None:
+    with pytest.raises(podstatus.ConfigError) as err:
+        podstatus.container_env(POD, {"env": [item]}, {}, in_ns)
+    assert str(err.value) == message
+    with pytest.raises(podstatus.ConfigError) as err:
+        podstatus.container_env(POD, {"envFrom": [{"configMapRef": {"name": "gone"}}]}, {},
+                                in_ns)
+    assert str(err.value) == 'configmap "gone" not found'
+
+
 def test_probe_thresholds_and_timing() -> None:
     t = ProbeTracker({"initialDelaySeconds": 5, "periodSeconds": 2, "successThreshold": 2,
                       "failureThreshold": 2}, started_at=100.0, ok=False)
