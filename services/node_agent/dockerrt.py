@@ -36,7 +36,7 @@ import docker.errors
 import docker.utils
 import docker.utils.socket
 
-from services.node_agent import containerlogs, podstatus, probes
+from services.node_agent import configvolumes, containerlogs, podstatus, probes
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
 from shared.api import metrics, podexec, podlog
@@ -170,9 +170,10 @@ class DockerRuntime(Records):
 
     # ---- containers ------------------------------------------------------------------------
 
-    def _volumes(self, pod: Obj, container: Obj) -> list[str]:
+    def _volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[str]:
         """The container's volumeMounts as the engine's binds (hostPath: the host's path;
-        emptyDir: an engine volume of the pod's)."""
+        emptyDir: an engine volume of the pod's; configMap: the directory the agent keeps
+        its files in under the pod's own, ``configvolumes.volume_dir``, read-only)."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         vols = {str(v.get("name")): v for v in (pod.get("spec") or {}).get("volumes") or []}
         binds = []
@@ -183,13 +184,16 @@ class DockerRuntime(Records):
                 raise OSError(f"volumeMount {name}: no such volume")
             if v.get("hostPath") is not None:
                 source = str((v["hostPath"] or {}).get("path") or "")
+            elif "configMap" in v:
+                source = str(configvolumes.volume_dir(pod_dir, name))
+                m = {**m, "readOnly": True}  # (kubelet mounts it read-only, whatever it says)
             elif "emptyDir" in v:
                 source = f"k8s_{uid}_{name}"
                 self.client.volumes.create(source, labels={LABEL_UID: uid,
                                                            LABEL_NODE: self.node})
             else:
-                raise OSError(f"volume {name}: the docker runtime mounts only hostPath and "
-                              "emptyDir volumes")
+                raise OSError(f"volume {name}: the docker runtime mounts only hostPath, "
+                              "emptyDir and configMap volumes")
             if m.get("subPath"):
                 raise OSError(f"volumeMount {name}: subPath is not supported")
             mode = "ro" if m.get("readOnly") else "rw"
@@ -229,7 +233,7 @@ class DockerRuntime(Records):
             options["nano_cpus"] = int(cpu * 1e9)
         name = container_name(pod, c.name, c.restart_count)
         try:
-            binds = self._volumes(pod, container)
+            binds = self._volumes(pod_dir, pod, container)
             try:
                 made = self.client.containers.create(
                     str(container.get("image")), command=cmd, entrypoint=entrypoint,

@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from services import common
-from services.node_agent import host, lifecycle, logserver, podstatus, probes, usage
+from services.node_agent import (
+    atomicwriter,
+    configvolumes,
+    host,
+    lifecycle,
+    logserver,
+    podstatus,
+    probes,
+    usage,
+)
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
 from shared.api import metrics, podexec
@@ -79,6 +88,10 @@ class PodRun:
     backoff_told: dict[str, float] = field(default_factory=dict)  # container → restart_at
     # container → when its configuration error was last told (``_maybe_start``)
     config_told: dict[str, float] = field(default_factory=dict)
+    # configMap volumes (a runtime that mounts them): what each holds as written, and why
+    # one could not be made (``ProcessAgent._config_volumes``)
+    volumes: dict[str, configvolumes.Payload] = field(default_factory=dict)
+    volume_errors: dict[str, str] = field(default_factory=dict)
 
     def containers(self) -> list[ContainerState]:
         return self.inits + self.mains
@@ -459,6 +472,7 @@ class ProcessAgent:
         for c in run.containers():
             if c.running() and c.stop_deadline is not None and now >= c.stop_deadline:
                 self.runtime.signal(c, signal.SIGKILL)
+        self._config_volumes(run)
         init_specs = spec.get("initContainers") or []
         initialized = True
         for cspec, c in zip(init_specs, run.inits, strict=False):
@@ -476,6 +490,35 @@ class ProcessAgent:
         self._probe(run, now)
         return self._report(run, now)
 
+    @property
+    def _mounts(self) -> bool:
+        """Whether the runtime mounts volumes (docker; the process runtime has no mount
+        namespace: ``configvolumes``)."""
+        return self.runtime.kind != "process"
+
+    def _config_volumes(self, run: PodRun) -> None:
+        """Acts: write the pod's configMap volumes as their ConfigMaps are now, each round
+        (kubelet updates a mounted ConfigMap's files eventually, atomically), under the pod's
+        own directory; keep why one could not be made for the containers that mount it."""
+        if not self._mounts:
+            return
+        ns = meta.namespace(run.pod)
+        for name, source in configvolumes.config_map_volumes(run.pod).items():
+            cm = self.cache.get("ConfigMap", f"{ns}/{source.get('name')}")
+            try:
+                files = configvolumes.payload(source, cm)
+            except podstatus.ConfigError as err:
+                run.volume_errors[name] = str(err)
+                continue
+            run.volume_errors.pop(name, None)
+            if run.volumes.get(name) != files:
+                try:
+                    atomicwriter.write(configvolumes.volume_dir(run.pod_dir, name), files)
+                except OSError as err:
+                    run.volume_errors[name] = str(err)
+                    continue
+                run.volumes[name] = files
+
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
         pod = run.pod
         if c.restart_at is not None and now < c.restart_at:
@@ -491,6 +534,7 @@ class ProcessAgent:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
                                           self.config_maps(pod))
             words = self.runtime.argv(cspec, env)
+            configvolumes.check_mounts(pod, cspec, self._mounts, run.volume_errors)
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
             # kubelet's pod worker tries again after its back-off, telling each time

@@ -17,7 +17,9 @@ cluster's tests are, and fail rather than skip without them.
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import os
 import select
 import subprocess
@@ -128,16 +130,20 @@ def engine(stack: Stack, tmp_path: Path) -> Iterator[Engine]:
         subprocess.run(["rm", "-rf", str(d)], check=False)
 
 
+def named_daemonset(name: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """DaemonSet ``name`` in default of pods labelled ``app: <name>`` with ``pod_spec``."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}}
+
+
 def daemonset(e: Engine, version: str, image: str = IMAGE) -> dict[str, Any]:
     env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
            {"name": "PORT", "value": str(e.port)},
            {"name": "MARKS", "value": "/srv/marks"}]
-    return yaml.safe_load(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+    return yaml.safe_load(yaml.safe_dump(named_daemonset("web", {
                      "hostNetwork": True, "terminationGracePeriodSeconds": 5,
                      "volumes": [{"name": "srv", "hostPath": {"path": str(e.dir)}},
                                  {"name": "work", "emptyDir": {}}],
@@ -159,7 +165,7 @@ def daemonset(e: Engine, version: str, image: str = IMAGE) -> dict[str, Any]:
                          "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
                                             "periodSeconds": 1},
                          "livenessProbe": {"exec": {"command": ["test", "-f", "seed"]},
-                                           "periodSeconds": 1}}]}}}}))
+                                           "periodSeconds": 1}}]})))
 
 
 def pods(e: Engine) -> list[dict[str, Any]]:
@@ -364,6 +370,51 @@ def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
     assert api.kubectl("logs", name, "--previous").stdout == lines(1, bye=True)
     assert api.kubectl("logs", name, "-p", "--tail", "1").stdout == "run 1 bye\n"
     assert cli(engine, "logs", f"pod/{name}", "--previous") == lines(1, bye=True).encode()
+
+
+LOOKS = ('f=/etc/app/greeting; while :; do echo "$(cat $f) $(readlink $f) '
+         '$(stat -L -c %a $f) $(cat /etc/app/bin/blob | wc -c) '
+         '$(touch /etc/app/x 2>/dev/null && echo rw || echo ro)" > /srv/marks/seen.tmp; '
+         'mv /srv/marks/seen.tmp /srv/marks/seen; sleep 0.2; done')
+
+
+def config_map(greeting: str) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "app-config", "namespace": "default"},
+                       "data": {"greeting": greeting},
+                       "binaryData": {"blob": base64.b64encode(bytes(300)).decode()}})
+
+
+def test_a_configmap_volume_is_mounted_read_only_and_follows_kubectl_apply(
+        engine: Engine, tmp_path: Path) -> None:
+    start(engine)
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    api.kubectl("apply", "-f", "-", input=config_map("hello"))
+    api.kubectl("apply", "-f", "-", input=json.dumps(named_daemonset("reader", {
+                     "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+                     "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}},
+                                 {"name": "config", "configMap": {
+                                     "name": "app-config", "items": [
+                                         {"key": "greeting", "path": "greeting"},
+                                         {"key": "blob", "path": "bin/blob", "mode": 0o600}]}}],
+                     "containers": [{
+                         "name": "reader", "image": IMAGE, "command": ["sh", "-c", LOOKS],
+                         "volumeMounts": [{"name": "srv", "mountPath": "/srv"},
+                                          {"name": "config", "mountPath": "/etc/app"}]}]})))
+    seen = engine.dir / "marks" / "seen"
+
+    def says(text: str) -> bool:
+        return seen.exists() and seen.read_text().strip() == text
+
+    # kubelet's layout (the file a link into ..data), the default mode, the binary key's
+    # bytes, and read-only
+    wait_for(lambda: says("hello ..data/greeting 644 300 ro"), timeout=90,
+             what=f"the mounted ConfigMap (last: {seen.read_text() if seen.exists() else ''})")
+    api.kubectl("apply", "-f", "-", input=config_map("bonjour"))
+    wait_for(lambda: says("bonjour ..data/greeting 644 300 ro"), timeout=60,
+             what="the changed ConfigMap in the running container")
+    assert main_status(pods(engine)[0])["restartCount"] == 0  # the same container saw it
 
 
 def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,

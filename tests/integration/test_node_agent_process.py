@@ -370,6 +370,14 @@ def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> N
         "metadata"]["name"]
 
 
+def config_error(m: Machine) -> dict[str, Any] | None:
+    """The waiting state of the first pod's container, if it is CreateContainerConfigError."""
+    pods = m.stack.pods("default")
+    cs = container_status(pods[0]) if pods else {}
+    state = (cs.get("state") or {}).get("waiting") or {}
+    return state if state.get("reason") == "CreateContainerConfigError" else None
+
+
 def test_a_container_it_cannot_configure_waits_and_says_why(machine: Machine) -> None:
     start(machine, nodes=1)
     ds = daemonset(machine, "v1", probe=False)
@@ -377,13 +385,7 @@ def test_a_container_it_cannot_configure_waits_and_says_why(machine: Machine) ->
     machine.stack.store.apply(ds)
     why = "the process runtime needs a command (there is no image entrypoint)"
 
-    def waiting() -> dict[str, Any] | None:
-        pods = machine.stack.pods("default")
-        cs = container_status(pods[0]) if pods else {}
-        state = (cs.get("state") or {}).get("waiting") or {}
-        return state if state.get("reason") == "CreateContainerConfigError" else None
-
-    assert wait_for(waiting, timeout=30, what="CreateContainerConfigError")["message"] == why
+    assert wait_for(lambda: config_error(machine), timeout=30, what="CreateContainerConfigError")["message"] == why
     # kubelet's Warning, the only place kubectl describe shows the reason
     pod = machine.stack.pods("default")[0]
     wait_for(lambda: ("Warning", "Failed", f"Error: {why}") in said(machine.stack, pod),
@@ -402,14 +404,8 @@ def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Ma
         "name": "agent-config", "key": "mode"}}})
     machine.stack.store.apply(ds)
 
-    def waiting() -> dict[str, Any] | None:
-        pods = machine.stack.pods("default")
-        cs = container_status(pods[0]) if pods else {}
-        state = (cs.get("state") or {}).get("waiting") or {}
-        return state if state.get("reason") == "CreateContainerConfigError" else None
-
     # kubelet's words while the ConfigMap is missing; it runs once the ConfigMap is there
-    assert wait_for(waiting, timeout=30, what="CreateContainerConfigError")["message"] == \
+    assert wait_for(lambda: config_error(machine), timeout=30, what="CreateContainerConfigError")["message"] == \
         'configmap "agent-config" not found'
     machine.stack.store.apply({"apiVersion": "v1", "kind": "ConfigMap",
                                "metadata": {"name": "agent-config", "namespace": "default"},
@@ -417,6 +413,24 @@ def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Ma
     wait_for(lambda: out.exists() and out.read_text().strip(), timeout=30,
              what=f"the container's environment on {node}")
     assert out.read_text() == "debug debug tail\n"
+
+
+def test_a_configmap_volume_mount_is_a_config_error_of_the_process_runtime(
+        machine: Machine) -> None:
+    start(machine, nodes=1)
+    machine.stack.store.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "files", "namespace": "default"},
+                               "data": {"a.conf": "x"}})
+    ds = daemonset(machine, "v1", probe=False)
+    pod_spec = ds["spec"]["template"]["spec"]
+    pod_spec["volumes"] = [{"name": "files", "configMap": {"name": "files"}}]
+    pod_spec["containers"][0]["volumeMounts"] = [{"name": "files", "mountPath": "/etc/x"}]
+    machine.stack.store.apply(ds)
+    state = wait_for(lambda: config_error(machine), timeout=30, what="the config error")
+    assert state["message"] == ("volumeMount files at /etc/x: the process runtime cannot "
+                                "mount configMap volumes (it has no mount namespace); use env "
+                                "or envFrom, or the docker runtime")
+    assert machine.marks("start") == []  # nothing ran without its files
 
 
 def test_deleting_the_daemonset_leaves_no_process_behind(machine: Machine) -> None:

@@ -1,0 +1,73 @@
+"""configMap volumes (kubelet's configmap volume plugin's MakePayload) and the atomic
+writer's layout and updates (on a temporary directory)."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.node_agent import atomicwriter, configvolumes, podstatus
+
+CM: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "cfg", "namespace": "ns"},
+                      "data": {"a.conf": "A", "b.conf": "B"},
+                      "binaryData": {"blob": base64.b64encode(b"\x00\xff").decode()}}
+POD: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+    "volumes": [{"name": "config", "configMap": {"name": "cfg"}},
+                {"name": "scratch", "emptyDir": {}}],
+    "containers": [{"name": "c", "volumeMounts": [
+        {"name": "config", "mountPath": "/etc/x"}, {"name": "scratch", "mountPath": "/s"}]}]}}
+
+
+def test_every_key_with_the_default_mode_or_the_items_with_their_own() -> None:
+    assert configvolumes.payload({"name": "cfg"}, CM) == {
+        "a.conf": (b"A", 0o644), "b.conf": (b"B", 0o644), "blob": (b"\x00\xff", 0o644)}
+    source = {"name": "cfg", "defaultMode": 0o400,
+              "items": [{"key": "a.conf", "path": "etc/a"}, {"key": "blob", "path": "b",
+                                                             "mode": 0o600}]}
+    assert configvolumes.payload(source, CM) == {"etc/a": (b"A", 0o400),
+                                                 "b": (b"\x00\xff", 0o600)}
+
+
+def test_missing_config_map_or_key_is_kubelets_error_unless_optional() -> None:
+    with pytest.raises(podstatus.ConfigError, match='configmap "gone" not found'):
+        configvolumes.payload({"name": "gone"}, None)
+    assert configvolumes.payload({"name": "gone", "optional": True}, None) == {}
+    items = {"name": "cfg", "items": [{"key": "nope", "path": "n"}]}
+    with pytest.raises(podstatus.ConfigError,
+                       match="configmap references non-existent config key: nope"):
+        configvolumes.payload(items, CM)
+    assert configvolumes.payload({**items, "optional": True}, CM) == {}
+    with pytest.raises(podstatus.ConfigError, match="invalid path"):
+        configvolumes.payload({"name": "cfg", "items": [{"key": "a.conf", "path": "../x"}]},
+                              CM)
+
+
+def test_the_process_runtime_refuses_a_configmap_mount_and_docker_says_why_it_failed() -> None:
+    container = POD["spec"]["containers"][0]
+    assert configvolumes.mounted(POD, container) == [("config", "/etc/x")]
+    with pytest.raises(podstatus.ConfigError, match="cannot mount configMap volumes"):
+        configvolumes.check_mounts(POD, container, False, {})
+    configvolumes.check_mounts(POD, container, True, {})
+    with pytest.raises(podstatus.ConfigError) as err:
+        configvolumes.check_mounts(POD, container, True, {"config": 'configmap "cfg" not found'})
+    assert str(err.value) == ('MountVolume.SetUp failed for volume "config" : configmap "cfg" '
+                              "not found")
+
+
+def test_the_atomic_writer_swaps_data_and_keeps_links_to_what_is_there(tmp_path: Path) -> None:
+    target = tmp_path / "config"
+    assert atomicwriter.write(target, {"a": (b"1", 0o644), "d/b": (b"2", 0o600)})
+    assert os.readlink(target / "a") == "..data/a" and os.readlink(target / "d") == "..data/d"
+    assert (target / "d" / "b").read_bytes() == b"2"
+    assert ((target / "d" / "b").stat().st_mode & 0o777) == 0o600
+    first = os.readlink(target / "..data")
+    assert not atomicwriter.write(target, {"a": (b"1", 0o644), "d/b": (b"2", 0o600)})
+    assert atomicwriter.write(target, {"a": (b"3", 0o644)})
+    assert (target / "a").read_bytes() == b"3"
+    assert not (target / "d").exists() and not (target / first).exists()  # old version gone
+    assert sorted(p.name for p in target.iterdir() if not p.name.startswith("..")) == ["a"]
