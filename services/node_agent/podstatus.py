@@ -194,11 +194,11 @@ def _config_map(pod: Obj, ref: Obj, config_maps: ConfigMaps) -> Obj | None:
 def env_from(pod: Obj, container: Obj, config_maps: ConfigMaps) -> tuple[dict[str, str],
                                                                          list[str]]:
     """``envFrom``'s variables (kubelet's makeEnvironmentVariables: each configMapRef's data,
-    its keys prefixed, a later source over an earlier one), and the names skipped as invalid
-    environment variable names (sorted; kubelet says so in an InvalidEnvironmentVariableNames
-    Event). Secrets are not served: a secretRef is a ConfigError."""
+    its keys prefixed, a later source over an earlier one), and what kubelet warns of the
+    keys it skipped as invalid environment variable names (its InvalidEnvironmentVariableNames
+    Event's message, one per source). Secrets are not served: a secretRef is a ConfigError."""
     out: dict[str, str] = {}
-    skipped: list[str] = []
+    warnings: list[str] = []
     for source in container.get("envFrom") or []:
         ref = source.get("configMapRef")
         if ref is None:
@@ -206,12 +206,17 @@ def env_from(pod: Obj, container: Obj, config_maps: ConfigMaps) -> tuple[dict[st
                               "Secrets)")
         cm = _config_map(pod, ref, config_maps)
         prefix = str(source.get("prefix") or "")
+        skipped: list[str] = []
         for key, value in ((cm or {}).get("data") or {}).items():
             if _ENV_VAR_NAME.fullmatch(prefix + key):
                 out[prefix + key] = str(value)
             else:
                 skipped.append(prefix + key)
-    return out, sorted(skipped)
+        if skipped:
+            warnings.append(f"Keys [{', '.join(sorted(skipped))}] from the EnvFrom configMap "
+                            f"{meta.namespace(pod)}/{ref.get('name')} were skipped since they "
+                            "are considered invalid environment variable names.")
+    return out, warnings
 
 
 def _value_from(pod: Obj, name: str, source: Obj, config_maps: ConfigMaps) -> str | None:

@@ -544,6 +544,8 @@ class ProcessAgent:
             return
         if not self._image_ready(run, cspec, c, now):
             return
+        for warning in podstatus.env_from(pod, cspec, self.config_maps(pod))[1]:
+            self._event(run, "Warning", "InvalidEnvironmentVariableNames", warning, c, now)
         if c.terminated is not None:  # a restart: the run before becomes lastState
             c.restart_count += 1
             c.last_terminated = c.terminated

@@ -409,10 +409,15 @@ def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Ma
         'configmap "agent-config" not found'
     machine.stack.store.apply({"apiVersion": "v1", "kind": "ConfigMap",
                                "metadata": {"name": "agent-config", "namespace": "default"},
-                               "data": {"LEVEL": "debug", "mode": "tail"}})
+                               "data": {"LEVEL": "debug", "mode": "tail", "9lives": "x"}})
     wait_for(lambda: out.exists() and out.read_text().strip(), timeout=30,
              what=f"the container's environment on {node}")
     assert out.read_text() == "debug debug tail\n"
+    pod = machine.stack.pods("default")[0]
+    skipped = ("Warning", "InvalidEnvironmentVariableNames", "Keys [9lives] from the EnvFrom "
+               "configMap default/agent-config were skipped since they are considered invalid "
+               "environment variable names.")
+    wait_for(lambda: skipped in said(machine.stack, pod), what="kubelet's warning")
 
 
 def test_a_configmap_volume_mount_is_a_config_error_of_the_process_runtime(

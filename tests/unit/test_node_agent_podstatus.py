@@ -171,7 +171,9 @@ def test_env_from_config_maps_prefixed_and_overridden_by_env() -> None:
                    "P_LEVEL": "info", "P_log.file": "/x", "P_1bad": "y", "P_HOST": "cm",
                    "L": "info"}
     # kubelet skips keys that are not environment variable names, and says which
-    assert podstatus.env_from(POD, container, in_ns)[1] == ["1bad"]
+    assert podstatus.env_from(POD, container, in_ns)[1] == [
+        "Keys [1bad] from the EnvFrom configMap ns/cfg were skipped since they are considered "
+        "invalid environment variable names."]
 
 
 @pytest.mark.parametrize("item, message", [
