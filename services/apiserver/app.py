@@ -37,7 +37,6 @@ from services.apiserver import (
     podlog,
     podportforward,
     protobuf,
-    protobuf_kinds,
     requests,
     tables,
     watch,
@@ -204,7 +203,7 @@ async def _body(request: web.Request, fields: handlers.FieldCheck | None = None)
     ctype = request.content_type
     if ctype == protobuf.MEDIA_TYPE:
         try:
-            return protobuf_kinds.decode(raw)
+            return protobuf.decode(raw)
         except protobuf.ProtobufError as err:
             raise st.ApiError("UnsupportedMediaType", f"the body of the request could not "
                               f"be decoded as protobuf: {err}") from err

@@ -2,8 +2,9 @@
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
 Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
-namespace`` a Namespace, ``debug node/...``, ``debug --copy-to`` and ``run`` a Pod) into the
-JSON shape of the same object, which then takes the path a JSON body takes.
+namespace`` a Namespace, ``create configmap`` a ConfigMap, ``debug node/...``, ``debug
+--copy-to`` and ``run`` a Pod) into the JSON shape of the same object, which then takes the
+path a JSON body takes.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
@@ -18,6 +19,7 @@ v2 document (``services.apiserver.openapi``).
 
 from __future__ import annotations
 
+import base64
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -127,8 +129,29 @@ def _namespace(f: Fields) -> Obj:
     return out  # its status is the server's: not read
 
 
+def _config_map(f: Fields) -> Obj:
+    """1 metadata, 2 data (map<string, string>), 3 binaryData (map<string, bytes>: served
+    as base64 strings, the JSON of a Go ``[]byte``), 4 immutable (set only when given)."""
+    out: Obj = {"metadata": _meta(_msg(f, 1))}
+    data = _string_map(f, 2)
+    if data:
+        out["data"] = data
+    if 3 in f:
+        binary: dict[str, str] = {}
+        for raw in f[3]:
+            entry = fields(raw) if isinstance(raw, bytes) else {}
+            value = entry.get(2, [b""])[-1]
+            binary[_str(entry, 1) or ""] = base64.b64encode(
+                value if isinstance(value, bytes) else b"").decode()
+        out["binaryData"] = binary
+    if 4 in f:
+        out["immutable"] = bool(f[4][-1])
+    return out
+
+
 DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "Namespace": _namespace,
+    "ConfigMap": _config_map,
     "SelfSubjectAccessReview": _access_review,
     "SelfSubjectRulesReview": _rules_review,
     "SelfSubjectReview": _self_review,
