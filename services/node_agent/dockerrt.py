@@ -90,6 +90,7 @@ def _uid(pod_dir: Path) -> str:
 
 class DockerRuntime(Records):
     kind = "docker"
+    mounts = True
 
     def __init__(self, state_dir: Path, node_name: str, client: docker.DockerClient,
                  network: str = "bridge") -> None:

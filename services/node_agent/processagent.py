@@ -490,17 +490,11 @@ class ProcessAgent:
         self._probe(run, now)
         return self._report(run, now)
 
-    @property
-    def _mounts(self) -> bool:
-        """Whether the runtime mounts volumes (docker; the process runtime has no mount
-        namespace: ``configvolumes``)."""
-        return self.runtime.kind != "process"
-
     def _config_volumes(self, run: PodRun) -> None:
         """Acts: write the pod's configMap volumes as their ConfigMaps are now, each round
         (kubelet updates a mounted ConfigMap's files eventually, atomically), under the pod's
         own directory; keep why one could not be made for the containers that mount it."""
-        if not self._mounts:
+        if not self.runtime.mounts:
             return
         ns = meta.namespace(run.pod)
         for name, source in configvolumes.config_map_volumes(run.pod).items():
@@ -534,7 +528,7 @@ class ProcessAgent:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
                                           self.config_maps(pod))
             words = self.runtime.argv(cspec, env)
-            configvolumes.check_mounts(pod, cspec, self._mounts, run.volume_errors)
+            configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
         except podstatus.ConfigError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
             # kubelet's pod worker tries again after its back-off, telling each time

@@ -86,6 +86,7 @@ class ProcessRuntime(Records):
     """Starts, signals and watches container processes (and keeps their records)."""
 
     kind = "process"
+    mounts = False  # (no mount namespace: a process sees the host's file system)
 
     def __init__(self, state_dir: Path, user: User) -> None:
         super().__init__(state_dir)

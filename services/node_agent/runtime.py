@@ -77,6 +77,7 @@ class Runtime(Protocol):
     """What the agent's lifecycle needs of a runtime, besides the records."""
 
     kind: str  # the containerID scheme: process, docker
+    mounts: bool  # whether it mounts volumes in its containers (``configvolumes``)
 
     # ---- records (``Records``) -----------------------------------------------------------
     def pod_dir(self, pod: Obj) -> Path: ...
