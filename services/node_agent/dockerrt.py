@@ -374,7 +374,8 @@ class DockerRuntime(Records):
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         return DockerExec(self.api, str(ex["Id"]), sock, opts.tty)
 
-    def attach(self, c: ContainerState, opts: ExecOptions) -> DockerAttach | None:
+    def attach(self, pod: Obj, c: ContainerState, run: int,
+               opts: ExecOptions) -> DockerAttach | None:
         """The engine's attach to the running container ``c`` when the caller sends input
         and the container keeps its input open (``stdin: true``): its streams on the
         engine's hijacked connection. None otherwise (the caller follows its output)."""

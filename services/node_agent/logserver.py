@@ -28,8 +28,8 @@ port-forward's, the connection is read and written by one thread only (``relay.b
 ``POST /attach/{namespace}/{pod}/{container}?uid=U&run=N`` with the same streams: exec's
 session without a command, the output of run N from now on as its stdout, until the caller
 goes or the container stops (kubelet's attach). The caller's input reaches a container that
-keeps its input open (``stdin: true``) on a runtime that passes it on (``Runtime.attach``:
-docker's attach); elsewhere it is dropped.
+keeps its input open (``stdin: true``: ``Runtime.attach``, the engine's attach for docker,
+the run's named pipe for a process); elsewhere it is dropped.
 
 ``POST /portforward/{namespace}/{pod}?uid=U&port=P``: one TCP connection to port P of that
 pod, where its runtime says it is reached (``Runtime.forward_host``: the loopback address for
@@ -60,7 +60,6 @@ import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -70,7 +69,7 @@ from cryptography.x509.oid import NameOID
 from services import common, config
 from services.node_agent import relay
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.runtime import ExecSession, Runtime
+from services.node_agent.runtime import ExecSession, FollowedAttach, Runtime
 from shared.api import metrics, podexec, podlog, portforward
 from shared.store.nodeserver import Credentials
 
@@ -272,9 +271,10 @@ class LogServer:
         if q.get("check") == ["1"]:
             return  # it could run: asked no more
         try:
-            session: ExecSession = (self.runtime.attach(c, opts) or _Attached(
-                self.runtime, {"metadata": {"namespace": parts[1], "name": parts[2],
-                                            "uid": uid}}, container, int(run), opts)) \
+            pod = {"metadata": {"namespace": parts[1], "name": parts[2], "uid": uid}}
+            session: ExecSession = (self.runtime.attach(pod, c, int(run), opts) or
+                                    FollowedAttach(self.runtime, pod, container, int(run),
+                                                   opts)) \
                 if attach else self.runtime.exec(c, env, cwd, opts)
         except (OSError, ValueError) as err:  # (ValueError: a word with a NUL byte)
             with contextlib.suppress(OSError):
@@ -432,36 +432,3 @@ def _caller_input(source: socket.socket, session: ExecSession, done: threading.E
                 session.close_stdin()
             elif channel == podexec.RESIZE and (size := podexec.terminal_size(data)):
                 session.resize(*size)
-
-
-class _Attached:
-    """A caller attached to a running container (``ExecSession``): the container's output
-    from now on, as exec's stdout, until the caller goes or the container stops (either
-    kills it), where the runtime passes no input on (``Runtime.attach``): what the caller
-    types is dropped."""
-
-    def __init__(self, rt: Runtime, pod: dict[str, Any], container: str, run: int,
-                 opts: podexec.ExecOptions) -> None:
-        self.stop = threading.Event()
-        self.chunks = rt.logs(pod, container, run, podlog.LogOptions(
-            follow=True, tail_lines=0), self.stop) if opts.stdout or opts.stderr else iter(())
-
-    def pump(self, send: Callable[[int, bytes], None]) -> None:
-        for chunk in self.chunks:
-            send(podexec.STDOUT, chunk)
-        self.stop.wait()  # (with no output asked for: until the caller or the container goes)
-
-    def write_stdin(self, data: bytes) -> None:
-        pass
-
-    def close_stdin(self) -> None:
-        pass
-
-    def resize(self, width: int, height: int) -> None:
-        pass
-
-    def wait(self) -> int:
-        return 0
-
-    def kill(self) -> None:
-        self.stop.set()

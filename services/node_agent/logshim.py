@@ -8,8 +8,10 @@ the leader of the container's process group and session, its standard output the
 file (by which a restarted agent finds it, ``find_started``): the agent's records, signals
 and exit status are the same as they were for the command. It reads the command on standard
 input, as JSON (so that no environment value shows on a command line):
-``{"argv", "env", "cwd", "uid", "gid", "groups", "memory"}``; the command runs as that user,
-with the memory limit as its RLIMIT_DATA, its input /dev/null.
+``{"argv", "env", "cwd", "uid", "gid", "groups", "memory", "stdin"}``; the command runs as
+that user, with the memory limit as its RLIMIT_DATA, its input /dev/null, or with
+``stdin`` (a container that keeps its input open) that named pipe, which ``kubectl attach
+-i`` writes to (``runtime.FollowedAttach``).
 
 It ignores SIGTERM, SIGINT and SIGHUP: they reach the whole group, and are the command's to
 act on; SIGKILL ends both. When the command has ended it writes what is left in the pipes
@@ -84,9 +86,13 @@ def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     uid = spec.get("uid")
+    stdin = subprocess.DEVNULL
     try:
+        if spec.get("stdin"):  # a container that keeps its input open: the run's pipe, held
+            # open for reading and writing, so the command never reads an end of it
+            stdin = os.open(spec["stdin"], os.O_RDWR)
         proc = subprocess.Popen(
-            spec["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            spec["argv"], stdin=stdin, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=spec["env"], cwd=spec["cwd"], close_fds=True,
             user=uid, group=spec.get("gid"),
             extra_groups=spec.get("groups") if uid is not None else None,
@@ -95,6 +101,9 @@ def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
         os.write(status, str(err).encode()[:4096] or b"failed")
         os.close(status)
         return 127
+    finally:
+        if stdin >= 0:
+            os.close(stdin)  # (the command holds it)
     os.write(status, b"started")
     os.close(status)
     assert proc.stdout is not None and proc.stderr is not None

@@ -37,7 +37,7 @@ import psutil
 
 from services.node_agent import containerlogs, logshim, podstatus, probes
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.runtime import LOOPBACK, Exit, Records
+from services.node_agent.runtime import LOOPBACK, Exit, FollowedAttach, Records
 from shared.api import metrics, podexec
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
@@ -80,6 +80,12 @@ def log_file(pod_dir: Path, container: str, run: int) -> Path:
     """The log of a container's run number ``run`` (its restartCount then; one file per
     run, as kubelet keeps them)."""
     return pod_dir / container / f"{run}.log"
+
+
+def input_pipe(pod_dir: Path, container: str, run: int) -> Path:
+    """The named pipe a container that keeps its input open (``stdin: true``) reads, in its
+    run number ``run``."""
+    return pod_dir / container / f"{run}.stdin"
 
 
 class ProcessRuntime(Records):
@@ -128,7 +134,12 @@ class ProcessRuntime(Records):
         u = self.user
         spec = {"argv": [exe, *words[1:]], "env": env,
                 "cwd": str(container.get("workingDir") or "/"), "uid": u.uid, "gid": u.gid,
-                "groups": list(u.groups), "memory": memory}
+                "groups": list(u.groups), "memory": memory, "stdin": None}
+        if container.get("stdin"):
+            pipe = input_pipe(pod_dir, c.name, c.restart_count)
+            pipe.unlink(missing_ok=True)
+            os.mkfifo(pipe, 0o600)
+            spec["stdin"] = str(pipe)
         said = b""
         read_end, write_end = os.pipe()  # where the log writer says how the start went
         try:
@@ -293,9 +304,14 @@ class ProcessRuntime(Records):
             os.close(slave)
         return ProcessExec(proc, [(podexec.STDOUT, master)], master, tty=master)
 
-    def attach(self, c: ContainerState, opts: ExecOptions) -> None:
-        """None: a process's input is not kept open for callers (its output is followed)."""
-        return None
+    def attach(self, pod: Obj, c: ContainerState, run: int,
+               opts: ExecOptions) -> FollowedAttach | None:
+        """Its output followed and the caller's input written to the run's pipe, when the
+        caller sends input and the container keeps its input open (``input_pipe``)."""
+        pipe = input_pipe(self.pod_dir(pod), c.name, run)
+        if not opts.stdin or not pipe.exists():
+            return None
+        return FollowedAttach(self, pod, c.name, run, opts, pipe)
 
     def on_host_network(self, pod: Obj) -> bool:
         return True  # every pod: there is no network of pods here

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from services.node_agent.podstatus import ContainerState
-from shared.api import metrics
+from shared.api import metrics, podexec
 from shared.api.podexec import ExecOptions
 from shared.api.podlog import LogOptions
 
@@ -71,6 +72,60 @@ class ExecSession(Protocol):
 
     def kill(self) -> None:
         """End the command and what it started (the caller went away, the container ended)."""
+
+
+class FollowedAttach:
+    """A caller attached to a running container (``ExecSession``): the container's output
+    from now on (its log followed), as exec's stdout, until the caller goes or the container
+    stops (either kills it); with ``pipe`` (the named pipe a process reads as its input) what
+    the caller types is written there, else it is dropped. The end of the caller's input is
+    not the container's: it stays open for the next caller (no ``stdinOnce``)."""
+
+    def __init__(self, rt: Runtime, pod: Obj, container: str, run: int, opts: ExecOptions,
+                 pipe: Path | None = None) -> None:
+        self.stop = threading.Event()
+        self.chunks = rt.logs(pod, container, run, LogOptions(
+            follow=True, tail_lines=0), self.stop) if opts.stdout or opts.stderr else iter(())
+        self.pipe = pipe
+        self._fd = -1
+
+    def pump(self, send: Callable[[int, bytes], None]) -> None:
+        for chunk in self.chunks:
+            send(podexec.STDOUT, chunk)
+        self.stop.wait()  # (with no output asked for: until the caller or the container goes)
+
+    def write_stdin(self, data: bytes) -> None:
+        """Acts: ``data`` into the pipe, as fast as the process reads it (dropped once the
+        session is over, or when the pipe is gone with its run)."""
+        if self.pipe is None:
+            return
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.pipe, os.O_WRONLY | os.O_NONBLOCK)
+            view = memoryview(data)
+            while view and not self.stop.is_set():
+                if select.select([], [self._fd], [], 0.2)[1]:
+                    try:
+                        view = view[os.write(self._fd, view):]
+                    except BlockingIOError:
+                        continue
+        except OSError:
+            self.pipe = None
+
+    def close_stdin(self) -> None:
+        pass
+
+    def resize(self, width: int, height: int) -> None:
+        pass
+
+    def wait(self) -> int:
+        return 0
+
+    def kill(self) -> None:
+        self.stop.set()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class Runtime(Protocol):
@@ -140,10 +195,12 @@ class Runtime(Protocol):
         terminal when ``opts.tty``. OSError (its message the caller's) when it cannot be
         run."""
 
-    def attach(self, c: ContainerState, opts: ExecOptions) -> ExecSession | None:
-        """An attach to the running container ``c`` that passes the caller's input on (its
-        ``stdin`` kept open); None when this runtime or container reads none (the caller
-        then follows its output alone). OSError when it cannot attach."""
+    def attach(self, pod: Obj, c: ContainerState, run: int,
+               opts: ExecOptions) -> ExecSession | None:
+        """An attach to the running container ``c`` (run ``run``) of ``pod`` that passes the
+        caller's input on (its ``stdin`` kept open); None when the container reads none
+        (the caller then follows its output alone, ``FollowedAttach``). OSError when it
+        cannot attach."""
 
     def on_host_network(self, pod: Obj) -> bool:
         """Whether ``pod`` is on the node's network (its IP the node's)."""

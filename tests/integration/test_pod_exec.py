@@ -28,7 +28,7 @@ from shared.model import meta
 from tests.integration.apiserver_kit import ApiServer
 from tests.integration.controller_kit import daemonset as daemonset_of
 from tests.integration.stack import wait_for
-from tests.integration.test_node_agent_process import Machine, machine
+from tests.integration.test_node_agent_process import Machine, container_status, machine
 from tests.integration.test_pod_logs import refuses_without_its_token, running_pod
 
 __all__ = ["machine"]  # the fixture, shared with the process runtime's tests
@@ -319,3 +319,37 @@ def test_kubectl_attach_follows_the_containers_output(machine: Machine,
     assert refused.returncode != 0
     assert (f'pods "{name}" is forbidden: User "viewer" cannot create resource "pods/attach" '
             'in API group "" in the namespace "default"') in refused.stderr
+
+
+def test_kubectl_attach_i_writes_to_a_process_that_keeps_its_input_open(
+        machine: Machine, tmp_path: Path) -> None:
+    """stdin: true: the process reads a pipe its log writer holds open, and ``kubectl attach
+    -i`` writes the caller's input there; the answer comes back as the container's output,
+    and the end of one caller's input is not the container's: the next caller goes on."""
+    ds = daemonset_of("reader", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "none", "stdin": True, "command": [
+            "sh", "-c", 'while read line; do echo "got $line"; '
+            '[ "$line" = bye ] && exit 0; done; echo "input ended"', str(machine.dir)]}]})
+    api, _node, pod = running_pod(machine, tmp_path, ds)
+    name = meta.name(pod)
+    first = api.popen("attach", "-i", name, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True)
+    assert first.stdin is not None and first.stdout is not None
+    try:
+        first.stdin.write("hello\n")
+        first.stdin.close()  # this caller's input ends here
+        assert select.select([first.stdout], [], [], 30)[0], "kubectl attach showed nothing"
+        assert first.stdout.readline() == "got hello\n"
+    finally:
+        first.kill()
+        first.wait(timeout=30)
+    out = api.kubectl("attach", "-i", name, input="bye\n", timeout=60)  # ends with it
+    assert out.stdout.splitlines()[-1:] == ["got bye"], (out.stdout, out.stderr)
+
+    def restarted() -> bool:
+        pods = api.stack.pods("default")
+        return bool(pods) and container_status(pods[0]).get("restartCount", 0) >= 1
+
+    wait_for(restarted, what="the container started again after its bye")
+    assert api.kubectl("logs", "--previous", name).stdout == "got hello\ngot bye\n"
