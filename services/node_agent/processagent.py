@@ -88,9 +88,10 @@ class PodRun:
     backoff_told: dict[str, float] = field(default_factory=dict)  # container → restart_at
     # container → when its configuration error was last told (``_maybe_start``)
     config_told: dict[str, float] = field(default_factory=dict)
-    # configMap volumes (a runtime that mounts them): what each holds as written, and why
-    # one could not be made (``ProcessAgent._config_volumes``)
-    volumes: dict[str, configvolumes.Payload] = field(default_factory=dict)
+    # configMap volumes (a runtime that mounts them): what each was last made from (its
+    # source and the ConfigMap object the cache held), and why one could not be made
+    # (``ProcessAgent._config_volumes``)
+    volumes_from: dict[str, tuple[Obj, Obj | None]] = field(default_factory=dict)
     volume_errors: dict[str, str] = field(default_factory=dict)
 
     def containers(self) -> list[ContainerState]:
@@ -491,27 +492,31 @@ class ProcessAgent:
         return self._report(run, now)
 
     def _config_volumes(self, run: PodRun) -> None:
-        """Acts: write the pod's configMap volumes as their ConfigMaps are now, each round
-        (kubelet updates a mounted ConfigMap's files eventually, atomically), under the pod's
-        own directory; keep why one could not be made for the containers that mount it."""
+        """Acts: write the pod's configMap volumes as their ConfigMaps are now (kubelet
+        updates a mounted ConfigMap's files eventually, atomically), under the pod's own
+        directory, once per version of each (the cache holds a new object for each);
+        keep why one could not be made for the containers that mount it."""
         if not self.runtime.mounts:
             return
         ns = meta.namespace(run.pod)
         for name, source in configvolumes.config_map_volumes(run.pod).items():
             cm = self.cache.get("ConfigMap", f"{ns}/{source.get('name')}")
+            made = run.volumes_from.get(name)
+            if made is not None and made[1] is cm and made[0] == source:
+                continue  # as made (or refused) from this version already
             try:
                 files = configvolumes.payload(source, cm)
             except podstatus.ConfigError as err:
                 run.volume_errors[name] = str(err)
+                run.volumes_from[name] = (source, cm)
+                continue
+            try:  # (a no-op when the files there are these already)
+                atomicwriter.write(configvolumes.volume_dir(run.pod_dir, name), files)
+            except OSError as err:
+                run.volume_errors[name] = str(err)  # (tried again next round)
                 continue
             run.volume_errors.pop(name, None)
-            if run.volumes.get(name) != files:
-                try:
-                    atomicwriter.write(configvolumes.volume_dir(run.pod_dir, name), files)
-                except OSError as err:
-                    run.volume_errors[name] = str(err)
-                    continue
-                run.volumes[name] = files
+            run.volumes_from[name] = (source, cm)
 
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
         pod = run.pod

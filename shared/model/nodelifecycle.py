@@ -178,23 +178,21 @@ def zone(node: Obj) -> str:
     return f"{region}:\x00:{z}" if region or z else ""
 
 
-def wanted_taints(ready: str, posted: bool, evicting: bool,
-                  node: Obj | None = None) -> list[tuple[str, str]]:
-    """The controller's taints (key, effect) for a node whose Ready is ``ready``; ``posted``:
-    an agent ever reported it; ``evicting``: its zone is not fully disrupted. With ``node``
-    (as its conditions are now) also upstream's NoSchedule taints of its other conditions
+def wanted_taints(ready: str, posted: bool, evicting: bool, node: Obj) -> list[tuple[str, str]]:
+    """The controller's taints (key, effect) for ``node`` (as its conditions are now), whose
+    Ready is ``ready``; ``posted``: an agent ever reported it; ``evicting``: its zone is not
+    fully disrupted. Besides Ready's, upstream's NoSchedule taints of its other conditions
     and of its being cordoned (``doNoScheduleTaintingPass``)."""
     key = UNREACHABLE if ready == "Unknown" else NOT_READY if ready == "False" and posted else ""
     out = [(key, taints.NO_SCHEDULE)] if key else []
     if key and evicting:
         out.append((key, taints.NO_EXECUTE))
-    if node is not None:
-        for c in (node.get("status") or {}).get("conditions") or []:
-            status, tainted = CONDITION_TAINTS.get(c.get("type"), ("", ""))
-            if tainted and c.get("status") == status:
-                out.append((tainted, taints.NO_SCHEDULE))
-        if (node.get("spec") or {}).get("unschedulable"):
-            out.append((UNSCHEDULABLE, taints.NO_SCHEDULE))
+    for c in (node.get("status") or {}).get("conditions") or []:
+        status, tainted = CONDITION_TAINTS.get(c.get("type"), ("", ""))
+        if tainted and c.get("status") == status:
+            out.append((tainted, taints.NO_SCHEDULE))
+    if (node.get("spec") or {}).get("unschedulable"):
+        out.append((UNSCHEDULABLE, taints.NO_SCHEDULE))
     return out
 
 
