@@ -88,6 +88,12 @@ def input_pipe(pod_dir: Path, container: str, run: int) -> Path:
     return pod_dir / container / f"{run}.stdin"
 
 
+def terminal_pipe(pod_dir: Path, container: str, run: int) -> Path:
+    """The named pipe that sets the size of the terminal of a container with ``tty: true``
+    (``logshim``), in its run number ``run``: a line ``COLUMNS ROWS``."""
+    return pod_dir / container / f"{run}.tty"
+
+
 class ProcessRuntime(Records):
     """Starts, signals and watches container processes (and keeps their records)."""
 
@@ -132,14 +138,18 @@ class ProcessRuntime(Records):
         except podstatus.ConfigError as err:
             raise OSError(str(err)) from err
         u = self.user
+        if container.get("tty"):  # as the runtimes set it for a container with a terminal
+            env = {"TERM": "xterm", **env}
         spec = {"argv": [exe, *words[1:]], "env": env,
                 "cwd": str(container.get("workingDir") or "/"), "uid": u.uid, "gid": u.gid,
-                "groups": list(u.groups), "memory": memory, "stdin": None}
-        if container.get("stdin"):
-            pipe = input_pipe(pod_dir, c.name, c.restart_count)
-            pipe.unlink(missing_ok=True)
-            os.mkfifo(pipe, 0o600)
-            spec["stdin"] = str(pipe)
+                "groups": list(u.groups), "memory": memory, "stdin": None, "tty": None}
+        for key, path, asked in (("stdin", input_pipe, container.get("stdin")),
+                                 ("tty", terminal_pipe, container.get("tty"))):
+            if asked:
+                pipe = path(pod_dir, c.name, c.restart_count)
+                pipe.unlink(missing_ok=True)
+                os.mkfifo(pipe, 0o600)
+                spec[key] = str(pipe)
         said = b""
         read_end, write_end = os.pipe()  # where the log writer says how the start went
         try:
@@ -307,11 +317,14 @@ class ProcessRuntime(Records):
     def attach(self, pod: Obj, c: ContainerState, run: int,
                opts: ExecOptions) -> FollowedAttach | None:
         """Its output followed and the caller's input written to the run's pipe, when the
-        caller sends input and the container keeps its input open (``input_pipe``)."""
+        caller sends input and the container keeps its input open (``input_pipe``); the
+        caller's terminal size to its terminal's pipe when both have one (``terminal_pipe``)."""
         pipe = input_pipe(self.pod_dir(pod), c.name, run)
         if not opts.stdin or not pipe.exists():
             return None
-        return FollowedAttach(self, pod, c.name, run, opts, pipe)
+        sizes = terminal_pipe(self.pod_dir(pod), c.name, run)
+        return FollowedAttach(self, pod, c.name, run, opts, pipe,
+                              sizes if opts.tty and sizes.exists() else None)
 
     def on_host_network(self, pod: Obj) -> bool:
         return True  # every pod: there is no network of pods here

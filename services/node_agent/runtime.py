@@ -78,15 +78,18 @@ class FollowedAttach:
     """A caller attached to a running container (``ExecSession``): the container's output
     from now on (its log followed), as exec's stdout, until the caller goes or the container
     stops (either kills it); with ``pipe`` (the named pipe a process reads as its input) what
-    the caller types is written there, else it is dropped. The end of the caller's input is
-    not the container's: it stays open for the next caller (no ``stdinOnce``)."""
+    the caller types is written there, else it is dropped; with ``sizes`` (the named pipe
+    that sizes its terminal) the caller's terminal size is written there. The end of the
+    caller's input is not the container's: it stays open for the next caller (no
+    ``stdinOnce``)."""
 
     def __init__(self, rt: Runtime, pod: Obj, container: str, run: int, opts: ExecOptions,
-                 pipe: Path | None = None) -> None:
+                 pipe: Path | None = None, sizes: Path | None = None) -> None:
         self.stop = threading.Event()
         self.chunks = rt.logs(pod, container, run, LogOptions(
             follow=True, tail_lines=0), self.stop) if opts.stdout or opts.stderr else iter(())
         self.pipe = pipe
+        self.sizes = sizes
         self._fd = -1
 
     def pump(self, send: Callable[[int, bytes], None]) -> None:
@@ -116,7 +119,20 @@ class FollowedAttach:
         pass
 
     def resize(self, width: int, height: int) -> None:
-        pass
+        """Acts: the line ``COLUMNS ROWS`` into the terminal's pipe (dropped when no
+        terminal reads it: its run is over)."""
+        if self.sizes is None:
+            return
+        try:
+            fd = os.open(self.sizes, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            os.write(fd, f"{width} {height}\n".encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def wait(self) -> int:
         return 0

@@ -3,7 +3,8 @@ WebSocket, ``v5.channel.k8s.io``), relayed to the exec endpoint of a process run
 agent: the container's environment, working directory and user; stdout and stderr apart;
 stdin; sessions at once, megabytes both ways; the command's exit code as kubectl's; a
 terminal with its size; upstream's errors; who may; the command killed when the caller goes
-away and when its container stops; the endpoint refuses callers without its token."""
+away and when its container stops; the endpoint refuses callers without its token; ``kubectl
+attach`` to a process's output, its input, and its own terminal."""
 
 from __future__ import annotations
 
@@ -353,3 +354,57 @@ def test_kubectl_attach_i_writes_to_a_process_that_keeps_its_input_open(
 
     wait_for(restarted, what="the container started again after its bye")
     assert api.kubectl("logs", "--previous", name).stdout == "got hello\ngot bye\n"
+
+
+def test_kubectl_attach_it_gives_a_process_with_a_terminal_its_callers_size(
+        machine: Machine, tmp_path: Path) -> None:
+    """stdin and tty: true: the process's input and output are a terminal of its own (its
+    log writer's session's), what ``kubectl attach -it`` types reaches it, the caller's
+    terminal size is its size, and its output, a prompt's too, comes back as it comes. The
+    interactive shell, in a process group of its own (job control), still goes with its
+    pod."""
+    ds = daemonset_of("console", pod={
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "none", "stdin": True, "tty": True,
+                        "command": ["sh", "-s", str(machine.dir)]}]})
+    api, _node, pod = running_pod(machine, tmp_path, ds)
+    name = meta.name(pod)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 91, 0, 0))
+    proc = api.popen("attach", "-it", name, stdin=slave, stdout=slave, stderr=slave,
+                     start_new_session=True)
+    os.close(slave)
+    seen = b""
+
+    def shown(typed: bytes, until: bytes, every: float = 0.5) -> None:
+        """Types ``typed`` (again every ``every`` s) until the terminal shows ``until``."""
+        nonlocal seen
+        deadline = time.monotonic() + 30
+        while until not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {until!r} in what the terminal showed: {seen!r}"
+            os.write(master, typed)
+            ends = time.monotonic() + min(every, left)
+            while until not in seen and (wait := ends - time.monotonic()) > 0:
+                if select.select([master], [], [], wait)[0]:
+                    seen += os.read(master, 4096)
+
+    try:
+        # the size reaches the terminal once the attach is under way: asked until it shows
+        shown(b"stty size\n", b"33 91")
+        shown(b"echo term=$TERM; tty; echo done $((6*7))\n", b"done 42")
+        assert b"term=xterm" in seen
+        assert b"/dev/pts/" in seen
+        # the shell's prompt (as the pod user) came before its line ended: what was typed
+        # follows it
+        assert b"\n$ echo term" in seen
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        os.close(master)
+    logs = api.kubectl("logs", name).stdout
+    assert "done 42" in logs and "33 91" in logs  # a terminal's output is its stdout
+    assert len(machine.processes()) == 1
+    machine.stack.store.delete("DaemonSet", "default/console")
+    wait_for(lambda: not machine.stack.pods("default"), timeout=30, what="pods released")
+    assert machine.processes() == []
