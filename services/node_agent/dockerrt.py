@@ -9,7 +9,10 @@ image is present, unless the policy is Always), ``command`` (the entrypoint) and
 (the command), ``env``, ``workingDir``, ``hostNetwork`` (the engine host's network) or else
 the agent's --docker-network (the pod's IP is its first container's address there),
 ``ports`` with a ``hostPort`` (published), ``hostPath`` and ``emptyDir`` volumes (a volume
-of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu).
+of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
+the security context (``securitycontext``: user and groups, privileged, capabilities, a
+read-only root, no new privileges, seccomp, sysctls, ``hostPID``, ``hostIPC``), checked
+against the image's user for ``runAsNonRoot`` as kubelet checks it.
 The containers of one pod do not share a network namespace (there is no sandbox container):
 daemons that talk to each other over localhost need ``hostNetwork``.
 
@@ -36,7 +39,7 @@ import docker.errors
 import docker.utils
 import docker.utils.socket
 
-from services.node_agent import configvolumes, containerlogs, podstatus, probes
+from services.node_agent import configvolumes, containerlogs, podstatus, probes, securitycontext
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
 from shared.api import metrics, podexec, podlog
@@ -169,6 +172,22 @@ class DockerRuntime(Records):
             raise ImageError("ErrImagePull", f"failed to pull image {image!r}: {explanation}")
         return pull.result()
 
+    def _image_user(self, container: Obj) -> str:
+        """The ``User`` its image runs as (empty: root)."""
+        try:
+            image = self.api.inspect_image(  # type: ignore[no-untyped-call]
+                str(container.get("image")))
+        except docker.errors.DockerException as err:
+            raise OSError(getattr(err, "explanation", None) or str(err)) from err
+        return str((image.get("Config") or {}).get("User") or "")
+
+    def check_config(self, pod: Obj, container: Obj) -> None:
+        user = self._image_user(container)
+        securitycontext.engine_options(pod, container, user)  # (what it cannot give)
+        why = securitycontext.non_root_error(pod, container, user)
+        if why is not None:
+            raise podstatus.ConfigError(why)
+
     # ---- containers ------------------------------------------------------------------------
 
     def _volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[str]:
@@ -212,7 +231,13 @@ class DockerRuntime(Records):
                   LABEL_POD: str(md.get("name") or ""),
                   LABEL_NAMESPACE: str(md.get("namespace") or ""),
                   LABEL_CONTAINER: c.name, LABEL_RUN: str(c.restart_count)}
-        options: Obj = {}
+        try:
+            options = securitycontext.engine_options(pod, container,
+                                                     self._image_user(container))
+            memory = podstatus.memory_limit(container)
+            cpu = podstatus.cpu_limit(container)
+        except podstatus.ConfigError as err:
+            raise OSError(str(err)) from err
         if spec.get("hostNetwork"):
             options["network_mode"] = "host"
         else:
@@ -222,11 +247,6 @@ class DockerRuntime(Records):
                      for p in container.get("ports") or [] if p.get("hostPort")}
             if ports:
                 options["ports"] = ports
-        try:
-            memory = podstatus.memory_limit(container)
-            cpu = podstatus.cpu_limit(container)
-        except podstatus.ConfigError as err:
-            raise OSError(str(err)) from err
         if memory is not None:
             options["mem_limit"] = memory
             options["memswap_limit"] = memory

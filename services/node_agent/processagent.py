@@ -535,13 +535,17 @@ class ProcessAgent:
             words = self.runtime.argv(cspec, env)
             configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
         except podstatus.ConfigError as err:
-            c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
-            # kubelet's pod worker tries again after its back-off, telling each time
-            if now - run.config_told.get(c.name, -CONFIG_RETRY) >= CONFIG_RETRY:
-                run.config_told[c.name] = now
-                self._event(run, "Warning", "Failed", f"Error: {err}", c, now)
+            self._config_error(run, c, err, now)
             return
         if not self._image_ready(run, cspec, c, now):
+            return
+        try:
+            self.runtime.check_config(pod, cspec)
+        except podstatus.ConfigError as err:
+            self._config_error(run, c, err, now)
+            return
+        except OSError as err:  # (the runtime cannot say yet: the next round asks again)
+            log.warning("pod %s container %s: %s", meta.name(pod), c.name, err)
             return
         for warning in podstatus.env_from(pod, cspec, self.config_maps(pod))[1]:
             self._event(run, "Warning", "InvalidEnvironmentVariableNames", warning, c, now)
@@ -574,6 +578,16 @@ class ProcessAgent:
         self.runtime.save(run.pod_dir, c)
         self._event(run, "Normal", "Created", f"Created container: {c.name}", c, now)
         self._event(run, "Normal", "Started", f"Started container {c.name}", c, now)
+
+    def _config_error(self, run: PodRun, c: ContainerState, err: podstatus.ConfigError,
+                      now: float) -> None:
+        """``c`` waits as CreateContainerConfigError, saying why in a Warning Event once per
+        ``CONFIG_RETRY`` (kubelet's pod worker tries again after its back-off, telling each
+        time)."""
+        c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
+        if now - run.config_told.get(c.name, -CONFIG_RETRY) >= CONFIG_RETRY:
+            run.config_told[c.name] = now
+            self._event(run, "Warning", "Failed", f"Error: {err}", c, now)
 
     def _image_ready(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> bool:
         """Is ``c``'s image here? A failed pull is ErrImagePull (with a Warning Event), and

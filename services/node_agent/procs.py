@@ -122,6 +122,9 @@ class ProcessRuntime(Records):
     def image_ready(self, container: Obj) -> str | None:
         return ""  # no image: the command is the host's
 
+    def check_config(self, pod: Obj, container: Obj) -> None:
+        pass  # (every command runs as the agent's pod user, whatever its securityContext)
+
     def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
               words: list[str], env: dict[str, str]) -> None:
         """Start ``c``'s process; ``c`` gets its pid and start time. Raises OSError when it

@@ -179,6 +179,10 @@ class Runtime(Protocol):
         while a pull is under way, else what kubelet's Pulled event says of it (empty: the
         runtime has no images); ImageError when it cannot be had."""
 
+    def check_config(self, pod: Obj, container: Obj) -> None:
+        """Once its image is here: ConfigError when the container cannot be run as its spec
+        asks with that image (``runAsNonRoot`` and an image that runs as root, say)."""
+
     def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
               words: list[str], env: dict[str, str]) -> None:
         """Start ``c`` (run number ``c.restart_count``); it gets its pid or container id.

@@ -417,6 +417,75 @@ def test_a_configmap_volume_is_mounted_read_only_and_follows_kubectl_apply(
     assert main_status(pods(engine)[0])["restartCount"] == 0  # the same container saw it
 
 
+FACTS = ('echo user=$(id -u); echo group=$(id -g); echo groups="$(id -G)"; '
+         'grep -E "^(CapBnd|CapEff|NoNewPrivs)" /proc/self/status; '
+         'touch /x 2>/dev/null && echo root=rw || echo root=ro; '
+         'test -d /proc/$HOST_PID && echo pid=host || echo pid=own; echo end; sleep 3600')
+
+
+def facts(e: Engine, container: str) -> dict[str, str]:
+    """What ``FACTS`` printed in the pod's ``container``, once it has."""
+    def printed() -> str | None:
+        found = e.containers(**{dockerrt.LABEL_CONTAINER: container})
+        out = e.client.api.logs(found[0]["Id"]).decode() if found else ""
+        return out if "end" in out.split() else None
+
+    out = wait_for(printed, timeout=90, what=f"what {container} printed")
+    return dict(line.replace(":\t", "=").split("=", 1) for line in out.splitlines()
+                if "=" in line or ":\t" in line)
+
+
+def test_a_pods_security_context_is_what_its_containers_run_with(engine: Engine) -> None:
+    """User, groups, capabilities, no new privileges, a read-only root and the host's
+    process namespace as the pod asks; runAsNonRoot with an image that runs as root never
+    starts, in kubelet's words. (Not privileged: the engine here lacks a capability, and
+    refuses every privileged container.)"""
+    start(engine)
+    env = [{"name": "HOST_PID", "value": str(os.getpid())}]
+    engine.stack.store.apply(named_daemonset("guarded", {
+        "hostNetwork": True, "hostPID": True, "terminationGracePeriodSeconds": 1,
+        "securityContext": {"supplementalGroups": [3456]},
+        "containers": [
+            {"name": "locked", "image": IMAGE, "command": ["sh", "-c", FACTS], "env": env,
+             "securityContext": {"runAsUser": 1234, "runAsGroup": 2345,
+                                 "readOnlyRootFilesystem": True,
+                                 "allowPrivilegeEscalation": False,
+                                 "capabilities": {"drop": ["ALL"],
+                                                  "add": ["NET_BIND_SERVICE"]}}},
+            {"name": "admin", "image": IMAGE, "command": ["sh", "-c", FACTS], "env": env,
+             "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]}))
+    locked = facts(engine, "locked")
+    assert (locked["user"], locked["group"]) == ("1234", "2345")
+    assert "3456" in locked["groups"].split()
+    assert int(locked["CapBnd"], 16) == 1 << 10  # CAP_NET_BIND_SERVICE alone
+    assert int(locked["CapEff"], 16) == 0  # (not root)
+    assert locked["NoNewPrivs"] == "1"
+    assert (locked["root"], locked["pid"]) == ("ro", "host")
+    admin = facts(engine, "admin")
+    assert admin["user"] == "0"
+    assert int(admin["CapEff"], 16) & (1 << 21)  # CAP_SYS_ADMIN, which no default gives
+    assert (admin["root"], admin["pid"]) == ("rw", "host")
+
+    engine.stack.store.apply(named_daemonset("strict", {
+        "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+        "securityContext": {"runAsNonRoot": True},
+        "containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "3600"]}]}))
+
+    def refused() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        for pod in pods(engine):
+            if meta.name(pod).startswith("strict-"):
+                waiting = (main_status(pod).get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") == "CreateContainerConfigError":
+                    return pod, waiting
+        return None
+
+    pod, waiting = wait_for(refused, timeout=90, what="CreateContainerConfigError")
+    assert waiting["message"] == (
+        "container has runAsNonRoot and image will run as root (pod: "
+        f'"{meta.name(pod)}_default({meta.uid(pod)})", container: app)')
+    assert not engine.containers(**{dockerrt.LABEL_UID: meta.uid(pod)})  # nothing made
+
+
 def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
                                                              tmp_path: Path) -> None:
     start(engine)
