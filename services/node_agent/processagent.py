@@ -88,6 +88,9 @@ class PodRun:
     backoff_told: dict[str, float] = field(default_factory=dict)  # container → restart_at
     # container → when its configuration error was last told (``_maybe_start``)
     config_told: dict[str, float] = field(default_factory=dict)
+    # container → when to check again a configuration its image refused (the image is
+    # looked at, and its Pulled Event told, once per CONFIG_RETRY, as kubelet's back-off)
+    config_retry_at: dict[str, float] = field(default_factory=dict)
     # configMap volumes (a runtime that mounts them): what each was last made from (its
     # source and the ConfigMap object the cache held), and why one could not be made
     # (``ProcessAgent._config_volumes``)
@@ -529,6 +532,8 @@ class ProcessAgent:
             return
         if c.terminated is not None and c.restart_at is None:
             return  # ended for good (its restartPolicy)
+        if now < run.config_retry_at.get(c.name, now):
+            return
         try:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
                                           self.config_maps(pod))
@@ -543,10 +548,12 @@ class ProcessAgent:
             self.runtime.check_config(pod, cspec)
         except podstatus.ConfigError as err:
             self._config_error(run, c, err, now)
+            run.config_retry_at[c.name] = now + CONFIG_RETRY
             return
         except OSError as err:  # (the runtime cannot say yet: the next round asks again)
             log.warning("pod %s container %s: %s", meta.name(pod), c.name, err)
             return
+        run.config_retry_at.pop(c.name, None)
         for warning in podstatus.env_from(pod, cspec, self.config_maps(pod))[1]:
             self._event(run, "Warning", "InvalidEnvironmentVariableNames", warning, c, now)
         if c.terminated is not None:  # a restart: the run before becomes lastState

@@ -484,6 +484,10 @@ def test_a_pods_security_context_is_what_its_containers_run_with(engine: Engine)
         "container has runAsNonRoot and image will run as root (pod: "
         f'"{meta.name(pod)}_default({meta.uid(pod)})", container: app)')
     assert not engine.containers(**{dockerrt.LABEL_UID: meta.uid(pod)})  # nothing made
+    # the image is looked at again (and told of) once per kubelet's back-off, not each round
+    pulled = [e for e in engine.stack.store.list("Event", "default")
+              if e["involvedObject"].get("uid") == meta.uid(pod) and e["reason"] == "Pulled"]
+    assert len(pulled) == 1 and pulled[0].get("count", 1) <= 2, pulled
 
 
 def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
