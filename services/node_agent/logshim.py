@@ -44,6 +44,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from shared.api import podlog
@@ -127,25 +128,23 @@ def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
                 os.close(fd)  # (the command holds it)
     os.write(status, b"started")
     os.close(status)
+    sel = selectors.DefaultSelector()
     if master >= 0:
-        _Terminal(spec, master, _Stream("stdout", out, at_once=True)).run(proc)
-        os.close(master)
+        terminal = _Terminal(spec, master, _Stream("stdout", out, at_once=True), sel)
+        try:
+            _serve(proc, sel, terminal.step)
+        finally:
+            terminal.close()
         return proc.wait()
     assert proc.stdout is not None and proc.stderr is not None
     streams = {proc.stdout.fileno(): _Stream("stdout", out),
                proc.stderr.fileno(): _Stream("stderr", out)}
-    sel = selectors.DefaultSelector()
     for fd in streams:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    deadline = None
-    while streams:
-        if deadline is None and proc.poll() is not None:
-            deadline = time.monotonic() + DRAIN_SECONDS
-        wait = 0.2 if deadline is None else deadline - time.monotonic()
-        if wait <= 0:
-            break  # a process the command left behind holds the pipes: not waited for
-        for key, _ in sel.select(wait):
+
+    def step(ready: list[tuple[selectors.SelectorKey, int]]) -> bool:
+        for key, _ in ready:
             fd = int(key.fd)
             try:
                 data = os.read(fd, READ)
@@ -156,18 +155,36 @@ def run(spec: dict[str, Any], out: BinaryIO, status: int) -> int:
             else:
                 sel.unregister(fd)
                 streams.pop(fd).end()
+        return bool(streams)
+
+    _serve(proc, sel, step)
     for stream in streams.values():
         stream.end()
     return proc.wait()
 
 
+def _serve(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
+           step: Callable[[list[tuple[selectors.SelectorKey, int]]], bool]) -> None:
+    """Hands ``step`` what ``sel`` finds ready until it says the command's output is over
+    (False), or for at most ``DRAIN_SECONDS`` after the command ended: a process the command
+    left behind may hold its output, and is not waited for."""
+    deadline = None
+    while True:
+        if deadline is None and proc.poll() is not None:
+            deadline = time.monotonic() + DRAIN_SECONDS
+        wait = 0.2 if deadline is None else deadline - time.monotonic()
+        if wait <= 0 or not step(sel.select(wait)):
+            return
+
+
 class _Terminal:
     """A command's terminal (its pty's ``master`` end): its output to ``screen``, what comes
     through the run's ``stdin`` pipe typed into it, and its size set from the lines
-    ``COLUMNS ROWS`` that come through its ``tty`` pipe."""
+    ``COLUMNS ROWS`` that come through its ``tty`` pipe; served through ``sel``."""
 
-    def __init__(self, spec: dict[str, Any], master: int, screen: _Stream) -> None:
-        self.master, self.screen = master, screen
+    def __init__(self, spec: dict[str, Any], master: int, screen: _Stream,
+                 sel: selectors.BaseSelector) -> None:
+        self.master, self.screen, self.sel = master, screen, sel
         self.typed = b""  # what the terminal has not taken yet
         self.sizes = b""  # the start of a size line
         os.set_blocking(master, False)
@@ -175,35 +192,24 @@ class _Terminal:
         for what in ("stdin", "tty"):
             if spec.get(what):  # held open for reading and writing: never at an end
                 self.inputs[os.open(spec[what], os.O_RDWR | os.O_NONBLOCK)] = what
-
-    def run(self, proc: subprocess.Popen[bytes]) -> None:
-        """Until the terminal has no writer left (the command and what it started ended),
-        or for at most ``DRAIN_SECONDS`` after the command ended."""
-        sel = selectors.DefaultSelector()
-        for fd in (self.master, *self.inputs):
+        for fd in (master, *self.inputs):
             sel.register(fd, selectors.EVENT_READ)
-        deadline = None
-        try:
-            while True:
-                if deadline is None and proc.poll() is not None:
-                    deadline = time.monotonic() + DRAIN_SECONDS
-                wait = 0.2 if deadline is None else deadline - time.monotonic()
-                if wait <= 0:
-                    break
-                if self.typed:  # the terminal's input was full: again soon
-                    wait = min(wait, 0.05)
-                    self._type(b"")
-                if not self._step(sel.select(wait)):
-                    break
-        finally:
-            self.screen.end()
-            for fd in self.inputs:
-                os.close(fd)
 
-    def _step(self, ready: list[tuple[selectors.SelectorKey, int]]) -> bool:
-        """Handles what is ready; False once the terminal has no writer left."""
-        for key, _ in ready:
+    def close(self) -> None:
+        self.screen.end()
+        for fd in self.inputs:
+            os.close(fd)
+        os.close(self.master)
+
+    def step(self, ready: list[tuple[selectors.SelectorKey, int]]) -> bool:
+        """Handles what is ready; False once the terminal has no writer left (the command
+        and what it started ended)."""
+        for key, events in ready:
             fd = int(key.fd)
+            if fd == self.master and events & selectors.EVENT_WRITE:
+                self._type(b"")
+            if not events & selectors.EVENT_READ:
+                continue
             try:
                 data = os.read(fd, READ)
             except BlockingIOError:
@@ -223,6 +229,8 @@ class _Terminal:
         return True
 
     def _type(self, data: bytes) -> None:
+        """Into the terminal what it takes now; the rest when it can take more (the master
+        end watched for writing meanwhile)."""
         self.typed += data
         try:
             self.typed = self.typed[os.write(self.master, self.typed):]
@@ -230,6 +238,9 @@ class _Terminal:
             pass
         except OSError:  # the terminal is going: nothing reads what was typed
             self.typed = b""
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.typed else 0)
+        if self.sel.get_key(self.master).events != events:
+            self.sel.modify(self.master, events)
 
     def _resize(self, data: bytes) -> None:
         *lines, self.sizes = (self.sizes + data).split(b"\n")
