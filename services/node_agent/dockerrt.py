@@ -12,7 +12,8 @@ the agent's --docker-network (the pod's IP is its first container's address ther
 of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
 the security context (``securitycontext``: user and groups, privileged, capabilities, a
 read-only root, no new privileges, seccomp, sysctls, ``hostPID``, ``hostIPC``), checked
-against the image's user for ``runAsNonRoot`` as kubelet checks it.
+against the image's user for ``runAsNonRoot`` as kubelet checks it, and a file of the agent's
+at ``terminationMessagePath`` (``runtime.termination_message`` reads it as the run ends).
 The containers of one pod do not share a network namespace (there is no sandbox container):
 daemons that talk to each other over localhost need ``hostNetwork``.
 
@@ -41,7 +42,7 @@ import docker.utils.socket
 
 from services.node_agent import configvolumes, containerlogs, podstatus, probes, securitycontext
 from services.node_agent.podstatus import ContainerState
-from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records
+from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records, termination_file
 from shared.api import metrics, podexec, podlog
 from shared.api.podexec import ExecOptions
 
@@ -255,6 +256,13 @@ class DockerRuntime(Records):
         name = container_name(pod, c.name, c.restart_count)
         try:
             binds = self._volumes(pod_dir, pod, container)
+            said = container.get("terminationMessagePath")
+            if said:  # (emptied: what the run before said was read as it ended)
+                told = termination_file(pod_dir, c.name)
+                told.parent.mkdir(parents=True, exist_ok=True)
+                told.write_bytes(b"")
+                told.chmod(0o666)  # (whatever user the container runs as may write it)
+                binds.append(f"{told}:{said}:rw")
             try:
                 made = self.client.containers.create(
                     str(container.get("image")), command=cmd, entrypoint=entrypoint,

@@ -34,6 +34,7 @@ from services.node_agent import (
     logserver,
     podstatus,
     probes,
+    runtime,
     usage,
 )
 from services.node_agent.podstatus import ContainerState
@@ -56,6 +57,13 @@ PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
 PRESSURE_EVERY = 10.0  # seconds: kubelet's --node-status-update-frequency
 CONFIG_RETRY = 10.0  # seconds: kubelet's pod worker's back-off after a failed sync
+
+
+def container_spec(pod: Obj, name: str) -> Obj:
+    """The spec of the (init) container ``name`` of ``pod`` (empty: none of that name)."""
+    spec = pod.get("spec") or {}
+    return next((s for s in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                 if s.get("name") == name), {})
 PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
                "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
 
@@ -215,9 +223,7 @@ class ProcessAgent:
             if run is not None and not run.gone else None
         if run is None or c is None or not c.running():
             raise podexec.ExecError(f'container not found ("{name}")')
-        spec = run.pod.get("spec") or {}
-        cspec: Obj = next((s for s in (spec.get("initContainers") or []) +
-                           (spec.get("containers") or []) if s.get("name") == name), {})
+        cspec = container_spec(run.pod, name)
         return c, self._env(run.pod, cspec), str(cspec.get("workingDir") or "")
 
     def running_containers(self) -> list[tuple[Obj, list[ContainerState]]]:
@@ -450,8 +456,11 @@ class ProcessAgent:
                                               message="the process ended while the node "
                                                       "agent was away")
         else:
-            term = podstatus.terminated_state(ended.code, ended.signal, c.started_at, now, cid,
-                                              reason=ended.reason)
+            code = 128 + ended.signal if ended.signal else ended.code
+            term = podstatus.terminated_state(
+                ended.code, ended.signal, c.started_at, now, cid, reason=ended.reason,
+                message=runtime.termination_message(self.runtime, run.pod_dir, run.pod,
+                                                    container_spec(run.pod, c.name), c, code))
         log.info("pod %s container %s exited: %s", meta.name(run.pod), c.name,
                  term.get("exitCode"))
         podstatus.after_exit(c, policy, term, now, self.cfg.backoff_initial)

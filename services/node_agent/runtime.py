@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from services.node_agent.podstatus import ContainerState
 from shared.api import metrics, podexec
 from shared.api.podexec import ExecOptions
-from shared.api.podlog import LogOptions
+from shared.api.podlog import LogError, LogOptions
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -252,6 +252,42 @@ class Runtime(Protocol):
         of that run, LogError (upstream's text) for a previous run the runtime does not keep,
         or for options it cannot serve (``podlog.untimed``); either may come with the first
         chunk."""
+
+
+# kubelet's bounds of a termination message: the file's first 4 KiB; from the log, its last
+# 80 lines, at most 2 KiB of them
+MESSAGE_FILE_BYTES = 4096
+MESSAGE_LOG_LINES = 80
+MESSAGE_LOG_BYTES = 2048
+
+
+def termination_file(pod_dir: Path, container: str) -> Path:
+    """The file a runtime that mounts one gives a container at its
+    ``terminationMessagePath`` (emptied at each start), where it may say why it ended."""
+    return pod_dir / container / "termination-log"
+
+
+def termination_message(rt: Runtime, pod_dir: Path, pod: Obj, container: Obj,
+                        c: ContainerState, exit_code: int) -> str:
+    """What kubelet puts in the terminated state's ``message`` of the run of ``c`` that
+    ended with ``exit_code``: its termination file's first 4 KiB (a runtime that mounts one);
+    when that says nothing, the run ended in error and ``terminationMessagePolicy`` is
+    ``FallbackToLogsOnError``, the last 80 lines of its log, at most 2 KiB of them. Acts
+    (reads)."""
+    try:
+        with open(termination_file(pod_dir, c.name), "rb") as f:
+            said = f.read(MESSAGE_FILE_BYTES)
+    except OSError:
+        said = b""
+    if not said and exit_code != 0 and \
+            container.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+        try:
+            said = b"".join(rt.logs(pod, c.name, c.restart_count,
+                                    LogOptions(tail_lines=MESSAGE_LOG_LINES)))
+        except (OSError, LogError):
+            said = b""
+        said = said[-MESSAGE_LOG_BYTES:]
+    return said.decode(errors="replace")
 
 
 def pod_dir(state_dir: Path, pod: Obj) -> Path:

@@ -490,6 +490,35 @@ def test_a_pods_security_context_is_what_its_containers_run_with(engine: Engine)
     assert len(pulled) == 1 and pulled[0].get("count", 1) <= 2, pulled
 
 
+def test_a_container_says_why_it_ended_in_its_termination_message_file(engine: Engine) -> None:
+    """What a container writes to its terminationMessagePath is its terminated state's
+    message, as kubelet reads it; a later run starts with the file empty."""
+    start(engine)
+    engine.stack.store.apply(named_daemonset("teller", {
+        "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+        "securityContext": {"runAsUser": 1234},  # (any user may write it)
+        "containers": [{"name": "app", "image": IMAGE, "command": ["sh", "-c",
+                        'cat /dev/termination-log; echo "run $(date +%s%N) failed" > '
+                        '/dev/termination-log; exit 2']}]}))
+
+    def ended(runs: int) -> dict[str, Any] | None:
+        for pod in pods(engine):
+            cs = main_status(pod)
+            if cs.get("restartCount", 0) >= runs:
+                return (cs.get("lastState") or {}).get("terminated")
+        return None
+
+    term = wait_for(lambda: ended(1), timeout=90, what="the first run ended")
+    assert term["exitCode"] == 2
+    assert term["message"].startswith("run ") and term["message"].endswith(" failed\n")
+    later = wait_for(lambda: (t := ended(2)) and t["message"] != term["message"] and t,
+                     timeout=90, what="the second run ended")
+    assert later["message"].startswith("run ")  # its own message, not the first run's
+    found = engine.containers(**{dockerrt.LABEL_CONTAINER: "app"})
+    logs = b"".join(engine.client.api.logs(c["Id"]) for c in found)
+    assert b"failed" not in logs  # each run found the file empty
+
+
 def test_kubectl_exec_in_a_docker_pod_through_the_api_server(engine: Engine,
                                                              tmp_path: Path) -> None:
     start(engine)

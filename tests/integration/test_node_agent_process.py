@@ -370,6 +370,38 @@ def test_command_that_exits_1_goes_to_crash_loop_back_off(machine: Machine) -> N
         "metadata"]["name"]
 
 
+def test_a_run_that_ends_in_error_says_why_from_its_log_when_asked(machine: Machine) -> None:
+    """terminationMessagePolicy FallbackToLogsOnError: the terminated state's message is the
+    end of the run's log (its last 80 lines, 2 KiB at most), as kubelet's; with the default
+    policy (File) a process, which has no termination file here, says nothing."""
+    start(machine, nodes=1)
+    ds = daemonset(machine, "v1", probe=False, command=[
+        "sh", "-c", 'i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; '
+        'echo "cannot open /etc/app.conf" >&2; exit 3', str(machine.dir)])
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    machine.stack.store.apply(ds)
+
+    def ended() -> dict[str, Any] | None:
+        pods = machine.stack.pods("default")
+        cs = container_status(pods[0]) if pods else {}
+        return (cs.get("lastState") or {}).get("terminated")
+
+    term = wait_for(ended, timeout=30, what="the first run ended")
+    assert term["exitCode"] == 3
+    lines = term["message"].splitlines()
+    assert lines[-1] == "cannot open /etc/app.conf"
+    assert len(lines) == 80 and lines[0] == "line 21"  # the last 80 lines of its log
+    container["terminationMessagePolicy"] = "File"
+    machine.stack.store.apply(ds)
+
+    def ended_again() -> dict[str, Any] | None:
+        term = ended()
+        return term if term is not None and "message" not in term else None
+
+    wait_for(ended_again, timeout=30, what="a run of the File policy ended, saying nothing")
+
+
 def config_error(m: Machine) -> dict[str, Any] | None:
     """The waiting state of the first pod's container, if it is CreateContainerConfigError."""
     pods = m.stack.pods("default")
