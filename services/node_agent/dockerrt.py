@@ -18,8 +18,12 @@ The containers of one pod do not share a network namespace (there is no sandbox 
 daemons that talk to each other over localhost need ``hostNetwork``.
 
 The lifecycle's records live in the state dir (``runtime.Records``) as for the process
-runtime; the labels let an agent whose state dir was lost remove what it left (``sweep``),
-and find a container it was starting when it died (``find_started``). A container's output
+runtime. The engine mounts the state dir's files into containers (configMap volumes,
+termination message files) by their paths on its own host, so an agent that runs in a
+container of its own needs the state dir's ``pods`` mounted from that host at the same
+path (as ``compose.yaml`` mounts machine-2's). The labels let an agent whose state dir was lost
+remove what it left (``sweep``), and find a container it was starting when it died
+(``find_started``). A container's output
 is the engine's log of it, served by the agent's log endpoint (``logs``); a container that
 ended is kept until the one after its restart ends too, for ``--previous``.
 """
