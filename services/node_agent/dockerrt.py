@@ -260,13 +260,13 @@ class DockerRuntime(Records):
         name = container_name(pod, c.name, c.restart_count)
         try:
             binds = self._volumes(pod_dir, pod, container)
-            said = container.get("terminationMessagePath")
-            if said:  # (emptied: what the run before said was read as it ended)
+            at = container.get("terminationMessagePath")
+            if at:  # (emptied: what the run before said was read as it ended)
                 told = termination_file(pod_dir, c.name)
                 told.parent.mkdir(parents=True, exist_ok=True)
                 told.write_bytes(b"")
                 told.chmod(0o666)  # (whatever user the container runs as may write it)
-                binds.append(f"{told}:{said}:rw")
+                binds.append(f"{told}:{at}:rw")
             try:
                 made = self.client.containers.create(
                     str(container.get("image")), command=cmd, entrypoint=entrypoint,

@@ -456,11 +456,13 @@ class ProcessAgent:
                                               message="the process ended while the node "
                                                       "agent was away")
         else:
-            code = 128 + ended.signal if ended.signal else ended.code
-            term = podstatus.terminated_state(
-                ended.code, ended.signal, c.started_at, now, cid, reason=ended.reason,
-                message=runtime.termination_message(self.runtime, run.pod_dir, run.pod,
-                                                    container_spec(run.pod, c.name), c, code))
+            term = podstatus.terminated_state(ended.code, ended.signal, c.started_at, now, cid,
+                                              reason=ended.reason)
+            message = runtime.termination_message(self.runtime, run.pod_dir, run.pod,
+                                                  container_spec(run.pod, c.name), c,
+                                                  term["exitCode"])
+            if message:
+                term["message"] = message
         log.info("pod %s container %s exited: %s", meta.name(run.pod), c.name,
                  term.get("exitCode"))
         podstatus.after_exit(c, policy, term, now, self.cfg.backoff_initial)
