@@ -21,11 +21,11 @@ The lifecycle's records live in the state dir (``runtime.Records``) as for the p
 runtime. The engine mounts the state dir's files into containers (configMap volumes,
 termination message files) by their paths on its own host, so an agent that runs in a
 container of its own needs the state dir's ``pods`` mounted from that host at the same
-path (as ``compose.yaml`` mounts machine-2's). The labels let an agent whose state dir was lost
-remove what it left (``sweep``), and find a container it was starting when it died
-(``find_started``). A container's output
-is the engine's log of it, served by the agent's log endpoint (``logs``); a container that
-ended is kept until the one after its restart ends too, for ``--previous``.
+path (as ``compose.yaml`` mounts machine-2's). The labels let an agent whose state dir was
+lost remove what it left (``sweep``), and find a container it was starting when it died
+(``find_started``). A container's output is the engine's log of it, served by the agent's
+log endpoint (``logs``); a container that ended is kept until the one after its restart
+ends too, for ``--previous``.
 """
 
 from __future__ import annotations
@@ -177,17 +177,17 @@ class DockerRuntime(Records):
             raise ImageError("ErrImagePull", f"failed to pull image {image!r}: {explanation}")
         return pull.result()
 
-    def _image_user(self, container: Obj) -> str:
-        """The ``User`` its image runs as (empty: root)."""
+    def _image(self, container: Obj) -> Obj:
+        """The engine's inspection of the container's image (present)."""
         try:
-            image = self.api.inspect_image(  # type: ignore[no-untyped-call]
+            image: Obj = self.api.inspect_image(  # type: ignore[no-untyped-call]
                 str(container.get("image")))
         except docker.errors.DockerException as err:
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
-        return str((image.get("Config") or {}).get("User") or "")
+        return image
 
     def check_config(self, pod: Obj, container: Obj) -> None:
-        user = self._image_user(container)
+        user = image_user(self._image(container))
         securitycontext.engine_options(pod, container, user)  # (what it cannot give)
         why = securitycontext.non_root_error(pod, container, user)
         if why is not None:
@@ -236,9 +236,9 @@ class DockerRuntime(Records):
                   LABEL_POD: str(md.get("name") or ""),
                   LABEL_NAMESPACE: str(md.get("namespace") or ""),
                   LABEL_CONTAINER: c.name, LABEL_RUN: str(c.restart_count)}
+        image = self._image(container)  # (its user here, its id for the status)
         try:
-            options = securitycontext.engine_options(pod, container,
-                                                     self._image_user(container))
+            options = securitycontext.engine_options(pod, container, image_user(image))
             memory = podstatus.memory_limit(container)
             cpu = podstatus.cpu_limit(container)
         except podstatus.ConfigError as err:
@@ -280,10 +280,8 @@ class DockerRuntime(Records):
                     raise
                 eid = str(self.api.inspect_container(name)["Id"])
             self.api.start(eid)
-            # its address (the pod's IP from its start, never the node's first) and image
+            # its address (the pod's IP from its start, never the node's first)
             info = self.api.inspect_container(eid)
-            image = self.api.inspect_image(  # type: ignore[no-untyped-call]
-                str(info.get("Image") or ""))
         except docker.errors.DockerException as err:
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         c.pid, c.create_time = 0, 0.0
@@ -429,8 +427,6 @@ class DockerRuntime(Records):
         return bool((pod.get("spec") or {}).get("hostNetwork"))
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
-        if (pod.get("spec") or {}).get("hostNetwork"):
-            return ""
         for c in containers:
             if c.init or not c.running():
                 continue
@@ -444,7 +440,7 @@ class DockerRuntime(Records):
     def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The loopback address for a hostNetwork pod (the engine runs beside the agent);
         else the address of its first running container on the pods' network (``pod_ip``)."""
-        if (pod.get("spec") or {}).get("hostNetwork"):
+        if self.on_host_network(pod):
             return LOOPBACK if any(c.running() for c in containers) else ""
         return self.pod_ip(pod, containers)
 
@@ -516,6 +512,11 @@ class DockerRuntime(Records):
         except docker.errors.DockerException as err:
             log.warning("cannot remove the volumes of pod %s: %s", uid, err)
         super().forget(pod_dir)
+
+
+def image_user(image: Obj) -> str:
+    """The ``User`` an image runs as (empty: root)."""
+    return str((image.get("Config") or {}).get("User") or "")
 
 
 def image_id(image: Obj) -> str:

@@ -275,8 +275,9 @@ def node_step(cfg: AgentConfig, node: Obj, now: float,
     last = meta.parse_time((ready or {}).get("lastHeartbeatTime"))
     # (a new Ready message alone waits for the heartbeat: a benchmark's nodes registered
     # Ready in words of their own are not all written again at once)
+    given = pressure or {}
     changed = any((had.get(kind) or {}).get("status") != str(under)
-                  for kind, under in (pressure or {}).items())
+                  for kind, under in given.items())
     if ready is not None and ready.get("status") == "True" and last is not None \
             and now < last + cfg.heartbeat and status.get("addresses") and not changed:
         return None
@@ -292,7 +293,6 @@ def node_step(cfg: AgentConfig, node: Obj, now: float,
         return {"type": kind, "status": state, "reason": reason, "message": words,
                 "lastHeartbeatTime": stamp, "lastTransitionTime": since or stamp}
 
-    given = pressure or {}
     ours = [posted(kind, str(given[kind]), *PRESSURE[kind][given[kind]])
             for kind in PRESSURE if kind in given]
     ours.append(posted("Ready", "True", "KubeletReady", message))

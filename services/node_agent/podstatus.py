@@ -242,14 +242,19 @@ def _value_from(pod: Obj, name: str, source: Obj, config_maps: ConfigMaps) -> st
 
 
 def container_env(pod: Obj, container: Obj, base: dict[str, str],
-                  config_maps: ConfigMaps = _no_config_maps) -> dict[str, str]:
+                  config_maps: ConfigMaps = _no_config_maps,
+                  warnings: list[str] | None = None) -> dict[str, str]:
     """The environment of one container, as kubelet makes it: ``base`` (PATH, HOME), then
-    ``envFrom`` (ConfigMaps, :func:`env_from`), then ``env`` in order over them, a value
-    expanded against the variables before it, a ``valueFrom`` read from the pod (fieldRef)
-    or a ConfigMap of its namespace (configMapKeyRef, found by ``config_maps``). A missing
-    ConfigMap or key that is not optional is a ConfigError in kubelet's words."""
+    ``envFrom`` (ConfigMaps, :func:`env_from`; its warnings of skipped keys added to
+    ``warnings``), then ``env`` in order over them, a value expanded against the variables
+    before it, a ``valueFrom`` read from the pod (fieldRef) or a ConfigMap of its namespace
+    (configMapKeyRef, found by ``config_maps``). A missing ConfigMap or key that is not
+    optional is a ConfigError in kubelet's words."""
     env = dict(base)
-    env.update(env_from(pod, container, config_maps)[0])
+    variables, skipped = env_from(pod, container, config_maps)
+    env.update(variables)
+    if warnings is not None:
+        warnings.extend(skipped)
     for item in container.get("env") or []:
         name = str(item.get("name") or "")
         if item.get("value"):

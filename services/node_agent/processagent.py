@@ -58,14 +58,15 @@ PULL_BACKOFF_MAX = 300.0
 PRESSURE_EVERY = 10.0  # seconds: kubelet's --node-status-update-frequency
 CONFIG_RETRY = 10.0  # seconds: kubelet's pod worker's back-off after a failed sync
 
+PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
+               "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
+
 
 def container_spec(pod: Obj, name: str) -> Obj:
     """The spec of the (init) container ``name`` of ``pod`` (empty: none of that name)."""
     spec = pod.get("spec") or {}
     return next((s for s in (spec.get("initContainers") or []) + (spec.get("containers") or [])
                  if s.get("name") == name), {})
-PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
-               "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
 
 
 @dataclass(frozen=True)
@@ -312,8 +313,7 @@ class ProcessAgent:
                 if node is not None and not meta.is_being_deleted(pod):
                     stamp = meta.format_time(now)
                     ops.append(self.store.status_op(lifecycle.bind(
-                        pod, self.cfg.node_name, self.cfg.node_ip,
-                        self.cfg.node_ip if self.runtime.on_host_network(pod) else "",
+                        pod, self.cfg.node_name, self.cfg.node_ip, self._pod_ip(pod, []),
                         stamp), pod))
                 continue
             run = self.runs.get(uid) or self._new_run(pod)
@@ -545,9 +545,10 @@ class ProcessAgent:
             return  # ended for good (its restartPolicy)
         if now < run.config_retry_at.get(c.name, now):
             return
+        skipped: list[str] = []  # (envFrom's keys that are no variable names)
         try:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
-                                          self.config_maps(pod))
+                                          self.config_maps(pod), skipped)
             words = self.runtime.argv(cspec, env)
             configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
         except podstatus.ConfigError as err:
@@ -565,7 +566,7 @@ class ProcessAgent:
             log.warning("pod %s container %s: %s", meta.name(pod), c.name, err)
             return
         run.config_retry_at.pop(c.name, None)
-        for warning in podstatus.env_from(pod, cspec, self.config_maps(pod))[1]:
+        for warning in skipped:
             self._event(run, "Warning", "InvalidEnvironmentVariableNames", warning, c, now)
         if c.terminated is not None:  # a restart: the run before becomes lastState
             c.restart_count += 1
@@ -746,7 +747,7 @@ class ProcessAgent:
         if not tracker.due(now):
             return None
         env = self._env(run.pod, cspec)
-        pod_ip = self._pod_ip(run)
+        pod_ip = self._pod_ip(run.pod, run.containers())
         cwd = str(cspec.get("workingDir") or "/")
 
         def exec_probe(words: list[str], timeout: float) -> tuple[bool, str]:
@@ -765,19 +766,19 @@ class ProcessAgent:
         self._event(run, "Normal", "Killing",
                     f"Container {c.name} failed {which} probe, will be restarted", c, now)
 
-    def _pod_ip(self, run: PodRun) -> str:
+    def _pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The pod's address: its runtime's (docker: its running container's on the pods'
         network), or the node's for a pod on the node's network; "" while it has none."""
-        if self.runtime.on_host_network(run.pod):
+        if self.runtime.on_host_network(pod):
             return self.cfg.node_ip
-        return self.runtime.pod_ip(run.pod, run.containers())
+        return self.runtime.pod_ip(pod, containers)
 
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod
         status = podstatus.pod_status(pod, run.inits, run.mains, now)
         # the node's address as it is now (a machine may come back with another one), and
         # the pod's (``_pod_ip``)
-        ip = self._pod_ip(run)
+        ip = self._pod_ip(run.pod, run.containers())
         status["hostIP"] = self.cfg.node_ip
         if ip:  # (kubelet writes none before the pod has one)
             status["podIP"], status["podIPs"] = ip, [{"ip": ip}]

@@ -322,10 +322,11 @@ class ProcessRuntime(Records):
         """Its output followed and the caller's input written to the run's pipe, when the
         caller sends input and the container keeps its input open (``input_pipe``); the
         caller's terminal size to its terminal's pipe when both have one (``terminal_pipe``)."""
-        pipe = input_pipe(self.pod_dir(pod), c.name, run)
+        pod_dir = self.pod_dir(pod)
+        pipe = input_pipe(pod_dir, c.name, run)
         if not opts.stdin or not pipe.exists():
             return None
-        sizes = terminal_pipe(self.pod_dir(pod), c.name, run)
+        sizes = terminal_pipe(pod_dir, c.name, run)
         return FollowedAttach(self, pod, c.name, run, opts, pipe,
                               sizes if opts.tty and sizes.exists() else None)
 
