@@ -29,7 +29,8 @@ SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
 version: (plural, kind)."""
 REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
 _GROUPS = {"apps": "v1", "authentication.k8s.io": "v1", "authorization.k8s.io": "v1",
-           "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1"}
+           "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1",
+           "rbac.authorization.k8s.io": "v1"}
 """The API groups served, each with its one version."""
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in served.RESOURCES}

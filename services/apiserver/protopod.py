@@ -14,7 +14,8 @@ from services.apiserver import protowire
 
 KIND = "Pod"
 
-_META: protowire.Schema = {
+#: ObjectMeta and the meta types it and a LabelSelector hold (the access kinds use them too)
+META: protowire.Schema = {
     "ObjectMeta": {
         1: "name", 2: "generateName", 3: "namespace", 4: "selfLink", 5: "uid",
         6: "resourceVersion", 7: "generation:int", 8: "creationTimestamp:time",
@@ -219,7 +220,7 @@ _STATUS: protowire.Schema = {
 
 SCHEMA: protowire.Schema = {
     KIND: {1: "metadata:ObjectMeta", 2: "spec:PodSpec", 3: "status:PodStatus"},
-    **_META, **_SPEC, **_AFFINITY, **_VOLUMES, **_STATUS}
+    **META, **_SPEC, **_AFFINITY, **_VOLUMES, **_STATUS}
 
 
 def decode(data: bytes) -> protowire.Obj:

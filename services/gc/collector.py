@@ -95,8 +95,7 @@ class Collector:
         self.max_rate = max_deletes_per_second
         # no decision records: handle acts on objects alone (a DaemonSet's record names
         # every node without a pod while it fans out, megabytes at 50,000 nodes)
-        self.cache = Cache(store, ["DaemonSet", "Pod", "ControllerRevision", "Node", "Event",
-                                   "Namespace", "ConfigMap"],
+        self.cache = Cache(store, ["Node", "Namespace", *decide.NAMESPACED_KINDS],
                            name="gc", decisions=False, indexes={
                                "owner-pods": ("Pod", decide.owner_uids),
                                "owner-revisions": ("ControllerRevision", decide.owner_uids),

@@ -92,7 +92,8 @@ def expired_events(events: Iterable[Obj], cutoff: float) -> list[Obj]:
 #: what a namespace holds, in the order its deletion deletes them (upstream's namespace
 #: controller deletes every kind at once; the DaemonSets first here, so that none makes a
 #: pod again while its pods go)
-NAMESPACED_KINDS = ("DaemonSet", "Pod", "ControllerRevision", "Event", "ConfigMap")
+NAMESPACED_KINDS = ("DaemonSet", "Pod", "ControllerRevision", "Event",
+                    *(k.kind for k in kinds.USER_KINDS if k.namespaced))
 
 
 def namespace_step(members: Iterable[Obj]) -> tuple[list[Obj], bool]:

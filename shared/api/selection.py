@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.model import kinds, meta
 from shared.model import labels as labelsel
-from shared.model import meta
 
 Obj = dict[str, Any]
 
@@ -234,7 +234,7 @@ FIELDS: Mapping[str, _Fields] = {
     }),
     "DaemonSet": _META_ONLY,
     "ControllerRevision": _META_ONLY,
-    "ConfigMap": _META_ONLY,
+    **{info.kind: _META_ONLY for info in kinds.USER_KINDS},
     "Lease": _META_ONLY,
 }
 """The selectable fields of each kind, as upstream's field label conversion functions

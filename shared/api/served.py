@@ -56,7 +56,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.DAEMONSET, categories=("all",),
              subresources=(("status", "DaemonSet", ("get", "patch", "update")),)),
     Resource(kinds.CONTROLLER_REVISION),
-    Resource(kinds.CONFIG_MAP),
+    *(Resource(info) for info in kinds.USER_KINDS),
     Resource(kinds.LEASE, verbs=("get", "list")),
     Resource(metrics.NODE_METRICS, verbs=("get", "list")),
     Resource(metrics.POD_METRICS, verbs=("get", "list")),

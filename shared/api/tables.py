@@ -417,6 +417,52 @@ CONFIG_MAP = Printer((_NAME, Column("Data", doc=(_CORE + "ConfigMap", "data")), 
                      _config_map)
 
 
+# ServiceAccount and RBAC -------------------------------------------------------------------
+
+_RBAC = "io.k8s.api.rbac.v1."
+
+
+def _service_account(sa: Obj, now: float) -> list[Cell]:
+    return [meta.name(sa), len(_dicts(sa.get("secrets"))), age(meta.creation_timestamp(sa), now)]
+
+
+SERVICE_ACCOUNT = Printer((_NAME, Column("Secrets", doc=(_CORE + "ServiceAccount", "secrets")),
+                           _AGE), _service_account)
+
+
+def _role(role: Obj, now: float) -> list[Cell]:
+    created = meta.parse_time(str(meta.creation_timestamp(role) or ""))
+    return [meta.name(role), meta.format_time(created) if created is not None else ""]
+
+
+ROLE = Printer((_NAME, Column("Created At", "date", doc=(_META, "creationTimestamp"))), _role)
+
+
+def _subjects(binding: Obj) -> list[Cell]:
+    """``rbac.SubjectsStrings``: users, groups and ServiceAccounts (``namespace/name``)."""
+    found: dict[str, list[str]] = {"User": [], "Group": [], "ServiceAccount": []}
+    for subject in _dicts(binding.get("subjects")):
+        kind, name = _str(subject.get("kind")), _str(subject.get("name"))
+        if kind == "ServiceAccount":
+            found[kind].append(f"{_str(subject.get('namespace'))}/{name}")
+        elif kind in found:
+            found[kind].append(name)
+    return [", ".join(found[k]) for k in ("User", "Group", "ServiceAccount")]
+
+
+def _binding(binding: Obj, now: float) -> list[Cell]:
+    ref = _map(binding.get("roleRef"))
+    return [meta.name(binding), f"{_str(ref.get('kind'))}/{_str(ref.get('name'))}",
+            age(meta.creation_timestamp(binding), now), *_subjects(binding)]
+
+
+BINDING = Printer((
+    _NAME, Column("Role", doc=(_RBAC + "RoleBinding", "roleRef")), _AGE,
+    Column("Users", priority=1, doc="Users in the roleBinding"),
+    Column("Groups", priority=1, doc="Groups in the roleBinding"),
+    Column("ServiceAccounts", priority=1, doc="ServiceAccounts in the roleBinding")), _binding)
+
+
 # Event -------------------------------------------------------------------------------------
 
 
@@ -514,7 +560,8 @@ POD_METRICS = Printer(_USAGE, _pod_metrics)
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
     "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
-    "ConfigMap": CONFIG_MAP,
+    "ConfigMap": CONFIG_MAP, "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
+    "ClusterRole": ROLE, "RoleBinding": BINDING, "ClusterRoleBinding": BINDING,
     "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }
 

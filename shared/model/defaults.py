@@ -15,7 +15,7 @@ import copy
 import re
 from typing import Any
 
-from shared.model import kinds, podutil
+from shared.model import accessvalidation, kinds, podutil
 
 Obj = dict[str, Any]
 
@@ -365,7 +365,11 @@ def default(obj: Any) -> Any:
     if kind == kinds.NAMESPACE.kind:
         return default_namespace(obj)
     out = copy.deepcopy(obj)
-    if isinstance(out, dict) and kind in (kinds.CONTROLLER_REVISION.kind, kinds.EVENT.kind,
-                                            kinds.CONFIG_MAP.kind):
+    if not isinstance(out, dict):
+        return out
+    info = kinds.by_kind(kind) if isinstance(kind, str) else None
+    if info is not None and info.namespaced:
         _default_namespace(out)
+    if kind in (kinds.ROLE_BINDING.kind, kinds.CLUSTER_ROLE_BINDING.kind):
+        accessvalidation.default_binding(out)
     return out

@@ -1,4 +1,4 @@
-"""The seven kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
+"""The kinds daemonbus stores, and the resource names kubectl accepts for them. Pure.
 
 ``resolve`` maps what a user types after ``kubectl get`` (``ds``, ``daemonsets.apps``,
 ``Pods``, ``daemonsets.v1.apps``) to a :class:`KindInfo`, like kubectl's RESTMapper with its
@@ -100,8 +100,26 @@ NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), name
 #: configuration for pods (env, envFrom, volumes), written by admin only; node agents read it
 CONFIG_MAP = KindInfo("ConfigMap", "v1", "configmaps", "configmap", ("cm",), namespaced=True)
 
+#: the objects of access control a bundle carries beside its DaemonSet: kept and served as
+#: upstream validates them, granting nothing (daemonbus's own users and roles are its token
+#: file's; its pods call no API: docs/security.md)
+SERVICE_ACCOUNT = KindInfo("ServiceAccount", "v1", "serviceaccounts", "serviceaccount", ("sa",),
+                           namespaced=True)
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLE = KindInfo("Role", f"{RBAC_GROUP}/v1", "roles", "role", (), namespaced=True)
+ROLE_BINDING = KindInfo("RoleBinding", f"{RBAC_GROUP}/v1", "rolebindings", "rolebinding", (),
+                        namespaced=True)
+CLUSTER_ROLE = KindInfo("ClusterRole", f"{RBAC_GROUP}/v1", "clusterroles", "clusterrole", (),
+                        namespaced=False)
+CLUSTER_ROLE_BINDING = KindInfo("ClusterRoleBinding", f"{RBAC_GROUP}/v1", "clusterrolebindings",
+                                "clusterrolebinding", (), namespaced=False)
+#: the kinds that only users write and that no controller acts on: a namespace being deleted
+#: takes its own with it (``services.gc``), and nothing else deletes them
+USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
+                                    CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
+
 ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE,
-                             CONFIG_MAP)
+                             *USER_KINDS)
 #: the kinds the store keeps, by name (the log, the view, every cache)
 STORED: tuple[str, ...] = tuple(k.kind for k in ALL)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.model import (
+    accessvalidation,
     configmap,
     fielderr,
     intorstr,
@@ -630,6 +631,7 @@ _VALIDATORS = {
     kinds.EVENT.kind: validate_event,
     kinds.NAMESPACE.kind: validate_namespace,
     kinds.CONFIG_MAP.kind: validate_config_map,
+    **accessvalidation.VALIDATORS,
 }
 
 

@@ -86,7 +86,10 @@ local function may_write(key)
 end
 
 local KINDS = {Node = true, Pod = true, DaemonSet = true, ControllerRevision = true,
-               Event = true, Namespace = true, ConfigMap = true}
+               Event = true, Namespace = true, ConfigMap = true, ServiceAccount = true,
+               Role = true, RoleBinding = true, ClusterRole = true, ClusterRoleBinding = true}
+-- the namespaced kinds only users write (shared.model.kinds.USER_KINDS)
+local USERS_OWN = {ConfigMap = true, ServiceAccount = true, Role = true, RoleBinding = true}
 local ROLES = {admin = true, reconciler = true, ["status-writer"] = true, gc = true,
                ["node-agent"] = true}
 local bound = tag ~= nil and ROLES[role] and may_write("daemonbus-role:" .. tag .. ":" .. role)
@@ -319,9 +322,9 @@ local function refused_by(mode, kind, field, pair, exists, payload)
     if mode == "delete" and kind == "DaemonSet" and deleting(old) then return nil end
     -- the namespace controller: what is in a namespace being deleted, then the namespace
     if mode == "delete" and kind == "DaemonSet" and terminating(ns) then return nil end
-    if kind == "ConfigMap" and terminating(ns) and (mode == "delete"
+    if USERS_OWN[kind] and terminating(ns) and (mode == "delete"
         or (mode == "update" and deletion_only(old, new, NONE))) then
-      return nil  -- (admin alone writes ConfigMaps otherwise)
+      return nil  -- (admin alone writes these otherwise)
     end
     if mode == "delete" and kind == "Namespace" and deleting(old) then return nil end
     if mode == "update" and kind == "Namespace" and deleting(old)

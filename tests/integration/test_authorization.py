@@ -348,31 +348,61 @@ def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
     assert world.admin.try_get("Namespace", "/default") is None
 
 
-def test_only_admin_writes_configmaps_and_gc_deletes_them_with_their_namespace(
-        world: World, caplog: pytest.LogCaptureFixture) -> None:
-    """ConfigMaps are the user's: no controller or node agent creates, changes or deletes
-    one; the gc deletes one only as its namespace's deletion empties it."""
-    made = {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "agent-config", "namespace": "default"},
-            "data": {"level": "info"}}
-    cm = world.admin.create(made)
-    changed = copy.deepcopy(cm)
-    changed["data"]["level"] = "debug"
+USERS_OWN = [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "agent-config"},
+     "data": {"level": "info"}},
+    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"},
+     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+     "metadata": {"name": "rb"},
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}},
+]
+
+
+@pytest.mark.parametrize("made", USERS_OWN, ids=lambda obj: obj["kind"])
+def test_only_admin_writes_the_users_kinds_and_gc_deletes_them_with_their_namespace(
+        world: World, caplog: pytest.LogCaptureFixture, made: dict[str, Any]) -> None:
+    """ConfigMaps, ServiceAccounts, Roles and RoleBindings are the user's: no controller or
+    node agent creates, changes or deletes one; the gc deletes one only as its namespace's
+    deletion empties it."""
+    made = copy.deepcopy(made)
+    made["metadata"]["namespace"] = "default"
+    kind = made["kind"]
+    obj = world.admin.create(made)
+    changed = copy.deepcopy(obj)
+    changed["metadata"]["annotations"] = {"changed": "yes"}
     other = copy.deepcopy(made)
     other["metadata"]["name"] = "other"
     for role in (roles.RECONCILER, roles.STATUS_WRITER, roles.GC, roles.NODE_AGENT):
         store = world.store(role)
         refused(world, role, [store.create_op(other)], caplog)
-        refused(world, role, [store.update_op(changed, cm)], caplog)
-        refused(world, role, [store.final_delete_op(cm)], caplog)
+        refused(world, role, [store.update_op(changed, obj)], caplog)
+        refused(world, role, [store.final_delete_op(obj)], caplog)
     world.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     ns = world.get("Namespace", "/default")
     ns["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     world.admin.commit([world.admin.raw_update_op(ns, meta.resource_version(ns))])
     gc = world.store(roles.GC)
-    refused(world, roles.GC, [gc.update_op(changed, cm)], caplog)  # still not its data
-    assert gc.commit([gc.final_delete_op(cm)])[0].ok  # in a namespace being deleted
-    assert world.admin.try_get("ConfigMap", "default/agent-config") is None
+    refused(world, roles.GC, [gc.update_op(changed, obj)], caplog)  # still not its own
+    assert gc.commit([gc.final_delete_op(obj)])[0].ok  # in a namespace being deleted
+    assert world.admin.try_get(kind, f"default/{meta.name(made)}") is None
+
+
+def test_no_controller_writes_a_cluster_role_or_its_binding(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """The cluster-wide access kinds are in no namespace: the gc never deletes one."""
+    role = world.admin.create({"apiVersion": "rbac.authorization.k8s.io/v1",
+                               "kind": "ClusterRole", "metadata": {"name": "reader"}})
+    binding = world.admin.create({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "reader"}})
+    for role_name in (roles.RECONCILER, roles.STATUS_WRITER, roles.GC, roles.NODE_AGENT):
+        store = world.store(role_name)
+        for obj in (role, binding):
+            refused(world, role_name, [store.final_delete_op(obj)], caplog)
 
 
 def test_gc_sets_node_conditions_and_taints_only(world: World,

@@ -32,6 +32,12 @@ from shared.model import kinds
         ("cm", "ConfigMap"),
         ("configmap", "ConfigMap"),
         ("configmaps", "ConfigMap"),
+        ("sa", "ServiceAccount"),
+        ("serviceaccounts", "ServiceAccount"),
+        ("clusterroles", "ClusterRole"),
+        ("clusterrolebinding.rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("roles.v1.rbac.authorization.k8s.io", "Role"),
+        ("RoleBindings", "RoleBinding"),
     ],
 )
 def test_resolve_accepts_kubectl_names(resource: str, kind: str) -> None:
@@ -63,8 +69,9 @@ def test_kind_info_fields() -> None:
     assert kinds.resolve("po").qualified_name == "pod"
 
 
-def test_node_and_namespace_are_the_cluster_scoped_kinds() -> None:
-    assert [k.kind for k in kinds.ALL if not k.namespaced] == ["Node", "Namespace"]
+def test_the_cluster_scoped_kinds() -> None:
+    assert [k.kind for k in kinds.ALL if not k.namespaced] == [
+        "Node", "Namespace", "ClusterRole", "ClusterRoleBinding"]
 
 
 def test_api_versions() -> None:
@@ -76,6 +83,11 @@ def test_api_versions() -> None:
         "Event": "v1",
         "Namespace": "v1",
         "ConfigMap": "v1",
+        "ServiceAccount": "v1",
+        "Role": "rbac.authorization.k8s.io/v1",
+        "RoleBinding": "rbac.authorization.k8s.io/v1",
+        "ClusterRole": "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
     }
 
 
