@@ -2,10 +2,10 @@
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
 Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
-namespace`` a Namespace, ``create configmap`` a ConfigMap, ``create serviceaccount``,
-``create role`` and the other access kinds (``protoaccess``), ``debug node/...``, ``debug
---copy-to`` and ``run`` a Pod) into the JSON shape of the same object, which then takes the
-path a JSON body takes.
+namespace`` a Namespace, ``create configmap`` a ConfigMap, ``create service``, ``create
+serviceaccount``, ``create role`` and the RBAC group's other kinds (``protokinds``), ``debug
+node/...``, ``debug --copy-to`` and ``run`` a Pod) into the JSON shape of the same object,
+which then takes the path a JSON body takes.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from services.apiserver import protoaccess, protopod, protowire
+from services.apiserver import protokinds, protopod, protowire
 
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -174,8 +174,8 @@ def decode(body: bytes) -> Obj:
     data = raw[-1] if raw and isinstance(raw[-1], bytes) else b""
     if kind == protopod.KIND:  # strict: a field its tables do not know fails the decode
         return {"apiVersion": api_version, "kind": kind, **protopod.decode(data)}
-    if kind in protoaccess.KINDS:  # strict too
-        return {"apiVersion": api_version, "kind": kind, **protoaccess.decode(kind, data)}
+    if kind in protokinds.KINDS:  # strict too
+        return {"apiVersion": api_version, "kind": kind, **protokinds.decode(kind, data)}
     decoder = DECODERS.get(kind)
     if decoder is None:
         raise ProtobufError(f"kind {kind!r} is not accepted as protobuf; send JSON")

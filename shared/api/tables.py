@@ -417,6 +417,45 @@ CONFIG_MAP = Printer((_NAME, Column("Data", doc=(_CORE + "ConfigMap", "data")), 
                      _config_map)
 
 
+# Service -----------------------------------------------------------------------------------
+
+
+def _external_ip(spec: Obj, status: Obj) -> str:
+    """``getServiceExternalIP``: what reaches the Service from outside."""
+    kind, external = _str(spec.get("type")), [_str(ip) for ip in spec.get("externalIPs") or []]
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) if external else NONE
+    if kind == "LoadBalancer":
+        ingress = [_str(i.get("ip") or i.get("hostname"))
+                   for i in _dicts(_map(status.get("loadBalancer")).get("ingress"))]
+        found = [i for i in ingress if i] + external
+        return ",".join(found) if found else "<pending>"
+    if kind == "ExternalName":
+        return _str(spec.get("externalName"))
+    return "<unknown>"
+
+
+def _service(svc: Obj, now: float) -> list[Cell]:
+    spec, status = _map(svc.get("spec")), _map(svc.get("status"))
+    ips = spec.get("clusterIPs") or []
+    ports = ",".join(
+        (f"{_int(p.get('port'))}:{_int(p.get('nodePort'))}/{_str(p.get('protocol'))}"
+         if _int(p.get("nodePort")) > 0 else f"{_int(p.get('port'))}/{_str(p.get('protocol'))}")
+        for p in _dicts(spec.get("ports")))
+    return [meta.name(svc), _str(spec.get("type")), _str(ips[0]) if ips else NONE,
+            _external_ip(spec, status), ports or NONE, age(meta.creation_timestamp(svc), now),
+            labels.format_node_selector(spec.get("selector"))]
+
+
+_SVC_SPEC = _CORE + "ServiceSpec"
+SERVICE = Printer((
+    _NAME, Column("Type", doc=(_SVC_SPEC, "type")),
+    Column("Cluster-IP", doc=(_SVC_SPEC, "clusterIP")),
+    Column("External-IP", doc=(_SVC_SPEC, "externalIPs")),
+    Column("Port(s)", doc=(_SVC_SPEC, "ports")), _AGE,
+    Column("Selector", priority=1, doc=(_SVC_SPEC, "selector"))), _service)
+
+
 # ServiceAccount and RBAC -------------------------------------------------------------------
 
 _RBAC = "io.k8s.api.rbac.v1."
@@ -560,7 +599,7 @@ POD_METRICS = Printer(_USAGE, _pod_metrics)
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
     "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
-    "ConfigMap": CONFIG_MAP, "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
+    "ConfigMap": CONFIG_MAP, "Service": SERVICE, "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
     "ClusterRole": ROLE, "RoleBinding": BINDING, "ClusterRoleBinding": BINDING,
     "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }

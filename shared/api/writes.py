@@ -20,6 +20,7 @@ import enum
 import json
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,17 +251,26 @@ def stamp(obj: Obj, now: float) -> Obj:
     return obj
 
 
-def prepare_create(given: Any, now: float, created: str | None = None) -> Obj:
-    """A user's new object (a copy): shaped, its namespace and defaults set, validated, its
-    server-set metadata dropped and stamped (PrepareForCreate); ``created``: the creation
-    time it keeps instead of now (a namespace without an object given one is as old as it
-    was)."""
+Allocate = Callable[[Obj, "Obj | None"], object]
+"""What the registry allocates for a new object or an update (given the object, and the
+stored one for an update), before it is validated: a Service's cluster IP and node ports
+(``shared.store.client`` reads the others' from the view, ``shared.api.serviceips``)."""
+
+
+def prepare_create(given: Any, now: float, created: str | None = None,
+                   allocate: Allocate | None = None) -> Obj:
+    """A user's new object (a copy): shaped, its namespace and defaults set, what the
+    registry allocates allocated, validated, its server-set metadata dropped and stamped
+    (PrepareForCreate); ``created``: the creation time it keeps instead of now (a namespace
+    without an object given one is as old as it was)."""
     obj = shape(copy.deepcopy(encoding.plain(given)))
     requested_tg = requested_template_generation(obj) if obj["kind"] == "DaemonSet" else 0
     info = kinds.by_kind(str(obj.get("kind")))
     if info is not None:
         obj.setdefault("apiVersion", info.api_version)
     obj = decoded(with_namespace(obj))
+    if allocate is not None:
+        allocate(obj, None)
     check(obj)
     md = obj["metadata"]
     for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -285,13 +295,17 @@ def prepare_create(given: Any, now: float, created: str | None = None) -> Obj:
         if model_validation.NAMESPACE_FINALIZER not in fins:
             spec["finalizers"] = [*fins, model_validation.NAMESPACE_FINALIZER]
         obj["status"] = {"phase": "Active"}
+    elif obj.get("kind") == kinds.SERVICE.kind:
+        obj["status"] = {"loadBalancer": {}}  # (a load balancer's controller would fill it)
     return obj
 
 
-def create(obj: Any, now: float, ensure: bool = False, created: str | None = None) -> Write:
-    """A user's create (``ensure``: if absent; ``created``: as :func:`prepare_create`)."""
+def create(obj: Any, now: float, ensure: bool = False, created: str | None = None,
+           allocate: Allocate | None = None) -> Write:
+    """A user's create (``ensure``: if absent; ``created`` and ``allocate``: as
+    :func:`prepare_create`)."""
     return Write(WriteMode.ENSURE if ensure else WriteMode.CREATE,
-                 prepare_create(obj, now, created), Trust.USER)
+                 prepare_create(obj, now, created, allocate), Trust.USER)
 
 
 def controller_create(obj: Obj, ensure: bool = False) -> Write:
@@ -302,7 +316,7 @@ def controller_create(obj: Obj, ensure: bool = False) -> Write:
 
 # ---- update --------------------------------------------------------------------------------
 
-STATUS_KEPT = frozenset({kinds.POD.kind, kinds.NODE.kind})
+STATUS_KEPT = frozenset({kinds.POD.kind, kinds.NODE.kind, kinds.SERVICE.kind})
 """The kinds besides a DaemonSet and a Namespace whose update of the main resource keeps the
 stored status (PrepareForUpdate of pkg/registry/core/pod/strategy.go and
 pkg/registry/core/node/strategy.go: ``newPod.Status = oldPod.Status``): their status is
@@ -310,8 +324,9 @@ written through ``/status`` (:func:`status_update`) or by the node agent
 (:func:`system_status`), never by an update of the object."""
 
 
-def prepare_update(new: Obj, old: Obj) -> Obj:
+def prepare_update(new: Obj, old: Obj, allocate: Allocate | None = None) -> Obj:
     """An update of ``old`` (as stored) to ``new`` (a copy; PrepareForUpdate): defaults;
+    what the registry allocates (``allocate``, as :func:`prepare_create`'s);
     identity (a uid given must be the stored one: the validation refuses another as
     immutable), deletion and the status of a kind with a /status subresource kept
     (:data:`STATUS_KEPT`); generation raised on a spec change, templateGeneration on a
@@ -359,6 +374,8 @@ def prepare_update(new: Obj, old: Obj) -> Obj:
             new["status"] = copy.deepcopy(old["status"])
         else:
             new.pop("status", None)
+    if allocate is not None:
+        allocate(new, old)
     check(new, old)
     return new
 
@@ -433,13 +450,14 @@ def finalize_update(obj: Obj, old: Obj) -> Write:
     return _updated(new, meta.resource_version(old), old)
 
 
-def update(obj: Obj, old: Obj, replace: bool = True) -> Write:
+def update(obj: Obj, old: Obj, replace: bool = True, allocate: Allocate | None = None) -> Write:
     """An update of ``old`` (as read) to ``obj``; precondition: ``obj``'s rv if it has one,
     else ``old``'s, and with ``replace`` (a PUT's object, not a patched one: upstream's
-    patcher names no precondition) ``obj``'s uid (:func:`check_uid`)."""
+    patcher names no precondition) ``obj``'s uid (:func:`check_uid`); ``allocate``: as
+    :func:`prepare_create`'s."""
     if replace:
         check_uid(obj, old)
-    new = prepare_update(obj, old)
+    new = prepare_update(obj, old, allocate)
     return _updated(new, meta.resource_version(obj) or meta.resource_version(old), old)
 
 
@@ -768,14 +786,15 @@ def apply_merge(manifest: Obj, current: Obj) -> Obj:
     return new
 
 
-def apply(manifest: Obj, current: Obj | None, now: float) -> tuple[str, Write | None]:
+def apply(manifest: Obj, current: Obj | None, now: float,
+          allocate: Allocate | None = None) -> tuple[str, Write | None]:
     """What ``kubectl apply`` of ``manifest`` (:func:`apply_manifest`) over ``current`` (as
     read; None: absent) writes: ("created", a create), ("configured", an update) or
-    ("unchanged", None)."""
+    ("unchanged", None); ``allocate``: as :func:`prepare_create`'s."""
     if current is None:
-        return "created", create(manifest, now)
+        return "created", create(manifest, now, allocate=allocate)
     new = apply_merge(manifest, current)
-    prepared = prepare_update(new, current)
+    prepared = prepare_update(new, current, allocate)
     if no_op(prepared, current):
         return "unchanged", None
     return "configured", _updated(prepared, meta.resource_version(current), current)

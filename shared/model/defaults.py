@@ -352,6 +352,54 @@ def default_namespace(obj: Any) -> Any:
     return out
 
 
+DEFAULT_AFFINITY_SECONDS = 10800  # a ClientIP session affinity's timeout (3 hours)
+
+
+def default_service(obj: Any) -> Any:
+    """``SetDefaults_Service``, on a deep copy: ClusterIP, no session affinity (ClientIP's
+    timeout 3 hours), TCP ports aimed at the same port, the external traffic policy of a
+    Service reachable from outside and the internal one of every Service with cluster IPs
+    ``Cluster``, a LoadBalancer's node ports allocated. Decides only."""
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    _default_namespace(out)
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    if not spec.get("sessionAffinity"):
+        spec["sessionAffinity"] = "None"
+    if spec["sessionAffinity"] == "None":
+        spec.pop("sessionAffinityConfig", None)
+    elif spec["sessionAffinity"] == "ClientIP":
+        config = spec.get("sessionAffinityConfig")
+        client = config.get("clientIP") if isinstance(config, dict) else None
+        if not isinstance(client, dict) or client.get("timeoutSeconds") is None:
+            spec["sessionAffinityConfig"] = {
+                "clientIP": {"timeoutSeconds": DEFAULT_AFFINITY_SECONDS}}
+    if not spec.get("type"):
+        spec["type"] = "ClusterIP"
+    ports = spec.get("ports")
+    for port in ports if isinstance(ports, list) else ():
+        if not isinstance(port, dict):
+            continue
+        if not port.get("protocol"):
+            port["protocol"] = "TCP"
+        if port.get("targetPort") in (None, 0, ""):
+            port["targetPort"] = port.get("port")
+    kind = spec["type"]
+    if (kind in ("LoadBalancer", "NodePort") or (kind == "ClusterIP"
+                                                 and spec.get("externalIPs"))) \
+            and not spec.get("externalTrafficPolicy"):
+        spec["externalTrafficPolicy"] = "Cluster"
+    if spec.get("internalTrafficPolicy") is None and kind in ("NodePort", "LoadBalancer",
+                                                               "ClusterIP"):
+        spec["internalTrafficPolicy"] = "Cluster"
+    if kind == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
+        spec["allocateLoadBalancerNodePorts"] = True
+    return out
+
+
 def default(obj: Any) -> Any:
     """Default any stored object by its kind (a deep copy; unknown kinds are only copied).
     Decides only."""
@@ -364,6 +412,8 @@ def default(obj: Any) -> Any:
         return default_node(obj)
     if kind == kinds.NAMESPACE.kind:
         return default_namespace(obj)
+    if kind == kinds.SERVICE.kind:
+        return default_service(obj)
     out = copy.deepcopy(obj)
     if not isinstance(out, dict):
         return out

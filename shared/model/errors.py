@@ -54,8 +54,9 @@ class InvalidError(StoreError):
 
     def __init__(self, kind: str, name: str, causes: list[str]) -> None:
         self.kind, self.name, self.causes = kind, name, causes
-        super().__init__(f'{kind}.apps "{name}" is invalid: ' + ", ".join(causes) if kind == "DaemonSet"
-                         else f'{kind} "{name}" is invalid: ' + ", ".join(causes))
+        info = kinds.by_kind(kind)
+        qualified = f"{kind}.{info.group}" if info is not None and info.group else kind
+        super().__init__(f'{qualified} "{name}" is invalid: ' + ", ".join(causes))
 
 
 class BadRequestError(StoreError):

@@ -113,9 +113,12 @@ CLUSTER_ROLE = KindInfo("ClusterRole", f"{RBAC_GROUP}/v1", "clusterroles", "clus
                         namespaced=False)
 CLUSTER_ROLE_BINDING = KindInfo("ClusterRoleBinding", f"{RBAC_GROUP}/v1", "clusterrolebindings",
                                 "clusterrolebinding", (), namespaced=False)
+#: kept and served as upstream's registry keeps them (its cluster IP and node ports allocated
+#: by the API server, ``shared.api.serviceips``); nothing routes their traffic
+SERVICE = KindInfo("Service", "v1", "services", "service", ("svc",), namespaced=True)
 #: the kinds that only users write and that no controller acts on: a namespace being deleted
 #: takes its own with it (``services.gc``), and nothing else deletes them
-USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
+USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SERVICE, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
                                     CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
 
 ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE,

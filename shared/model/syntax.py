@@ -6,6 +6,7 @@ Each ``is_*`` function returns the list of problems with a value, worded exactly
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from shared.model import fielderr
@@ -235,6 +236,32 @@ def is_dns1123_label(value: str) -> list[str]:
     return errs
 
 
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_RE = re.compile(DNS1035_LABEL_FMT)
+_DNS1035_LABEL_ERR_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
+    "an alphabetic character, and end with an alphanumeric character")
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    """``IsDNS1035Label``: a Service's name."""
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_LABEL_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_LABEL_MAX_LENGTH))
+    if not _DNS1035_LABEL_RE.fullmatch(value):
+        errs.append(regex_error(_DNS1035_LABEL_ERR_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errs
+
+
+def is_valid_ip(value: str) -> list[str]:
+    """``IsValidIP``: an IPv4 or IPv6 address."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
+    return []
+
+
 def is_dns1123_subdomain(value: str) -> list[str]:
     errs: list[str] = []
     if byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
@@ -276,6 +303,11 @@ def _mask_trailing_dash(name: str) -> str:
 def name_is_dns_subdomain(name: str, prefix: bool = False) -> list[str]:
     """``NameIsDNSSubdomain``: object names of most kinds (prefix: a generateName)."""
     return is_dns1123_subdomain(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns1035_label(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNS1035Label``: Service names."""
+    return is_dns1035_label(_mask_trailing_dash(name) if prefix else name)
 
 
 def name_is_dns_label(name: str, prefix: bool = False) -> list[str]:

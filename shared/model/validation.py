@@ -31,6 +31,7 @@ from shared.model import (
     podvalidation,
     rolloutopts,
     schedvalidation,
+    servicevalidation,
     syntax,
     typed,
 )
@@ -632,6 +633,7 @@ _VALIDATORS = {
     kinds.NAMESPACE.kind: validate_namespace,
     kinds.CONFIG_MAP.kind: validate_config_map,
     **accessvalidation.VALIDATORS,
+    kinds.SERVICE.kind: servicevalidation.validate_service,
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from shared.api import writes
+from shared.api import serviceips, writes
 from shared.eventlog.entry import CommitResult, WriteMode
 from shared.model import kinds, meta
 from shared.store import codec, errors, roles, scripts
@@ -333,18 +333,26 @@ class Store:
 
     def prepare_create(self, obj: Obj, now: float | None = None) -> Obj:
         """``writes.prepare_create``: validate, default and stamp a new object."""
-        return writes.prepare_create(obj, self.clock() if now is None else now)
+        return writes.prepare_create(obj, self.clock() if now is None else now,
+                                     allocate=self.allocate)
+
+    def allocate(self, obj: Obj, old: Obj | None) -> None:
+        """What the registry allocates (``writes.Allocate``): a Service's cluster IP and
+        node ports, picked from those no stored Service holds (read from the view now)."""
+        if obj.get("kind") == kinds.SERVICE.kind:
+            ips, ports = serviceips.taken(self.list(kinds.SERVICE.kind), obj)
+            serviceips.allocate(obj, old, ips, ports)
 
     def create_op(self, obj: Obj, ensure: bool = False, prepared: bool = False) -> Op:
         """A create (``ensure``: if absent) of a user's object, or with ``prepared`` of a
         controller's, already stamped and not validated again."""
         if prepared:
             return Op.of(writes.controller_create(obj, ensure))
-        return Op.of(writes.create(obj, self.clock(), ensure))
+        return Op.of(writes.create(obj, self.clock(), ensure, allocate=self.allocate))
 
     def update_op(self, obj: Obj, old: Obj) -> Op:
         """``writes.update``: an update of ``old`` (as read) to ``obj``."""
-        return Op.of(writes.update(obj, old))
+        return Op.of(writes.update(obj, old, allocate=self.allocate))
 
     def status_op(self, new: Obj, old: Obj) -> Op:
         """``writes.system_status``: a system component's status write over ``old``."""
@@ -408,7 +416,7 @@ class Store:
     def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
         """Create ``obj``; ``created``: the creation time it keeps (a namespace without an
         object given one is as old as it was), else now."""
-        write = writes.create(obj, self.clock(), created=created)
+        write = writes.create(obj, self.clock(), created=created, allocate=self.allocate)
         return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
 
     def update(self, obj: Obj, dry: bool = False, replace: bool = True) -> Obj:
@@ -420,7 +428,7 @@ class Store:
         if replace:
             writes.check_uid(obj, old)
         writes.check_version(obj, old)
-        return self._write(writes.update(obj, old, replace), old, dry)
+        return self._write(writes.update(obj, old, replace, self.allocate), old, dry)
 
     def update_status(self, obj: Obj, dry: bool = False, current: Obj | None = None,
                       replace: bool = True) -> Obj:
@@ -509,7 +517,7 @@ class Store:
         kind, key = str(manifest.get("kind")), writes.manifest_key(manifest)
         for _ in range(CONFLICT_RETRIES):
             current = self.try_get(kind, key)
-            verb, write = writes.apply(manifest, current, self.clock())
+            verb, write = writes.apply(manifest, current, self.clock(), self.allocate)
             if write is None:
                 assert current is not None
                 return verb, current

@@ -49,7 +49,7 @@ def test_kubectl_version_and_api_resources(api: ApiServer) -> None:
     assert rows["pods", "metrics.k8s.io/v1beta1"][1:] == [
         "metrics.k8s.io/v1beta1", "true", "PodMetrics"]
     cats = api.kubectl("api-resources", "--categories=all", "-o", "name").stdout.split()
-    assert sorted(cats) == ["daemonsets.apps", "pods"]
+    assert sorted(cats) == ["daemonsets.apps", "pods", "services"]
     paths = json.loads(api.kubectl("get", "--raw", "/").stdout)["paths"]
     assert paths == sorted(paths)
     assert {"/api/v1", "/apis/apps", "/apis/apps/v1", "/openapi/v2", "/openapi/v3",

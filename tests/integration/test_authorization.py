@@ -352,6 +352,8 @@ USERS_OWN = [
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "agent-config"},
      "data": {"level": "info"}},
     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"},
+     "spec": {"clusterIP": "None", "ports": [{"port": 9100}]}},
     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"},
      "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -363,9 +365,9 @@ USERS_OWN = [
 @pytest.mark.parametrize("made", USERS_OWN, ids=lambda obj: obj["kind"])
 def test_only_admin_writes_the_users_kinds_and_gc_deletes_them_with_their_namespace(
         world: World, caplog: pytest.LogCaptureFixture, made: dict[str, Any]) -> None:
-    """ConfigMaps, ServiceAccounts, Roles and RoleBindings are the user's: no controller or
-    node agent creates, changes or deletes one; the gc deletes one only as its namespace's
-    deletion empties it."""
+    """ConfigMaps, Services, ServiceAccounts, Roles and RoleBindings are the user's: no
+    controller or node agent creates, changes or deletes one; the gc deletes one only as its
+    namespace's deletion empties it."""
     made = copy.deepcopy(made)
     made["metadata"]["namespace"] = "default"
     kind = made["kind"]
