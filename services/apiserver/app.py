@@ -552,15 +552,20 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
     resource_rules: list[Obj] = []
     for rule in auth.RULES.get(user.role, ()):
         verbs = ["*"] if rule.verbs is None else sorted(rule.verbs)
-        if rule.resources is None:
+        if rule.resources is None and not rule.but:
             resource_rules.append({"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]})
             continue
         by_group: dict[str, list[str]] = {}
-        for name in sorted(rule.resources):
+        if rule.resources is None:  # every resource but some
+            for r in served.RESOURCES:
+                if r.info.plural not in rule.but:
+                    by_group.setdefault(r.info.group, []).extend(
+                        [r.info.plural, *(f"{r.info.plural}/{sub[0]}" for sub in r.subresources)])
+        for name in sorted(rule.resources or ()):
             resource = next(r for r in served.RESOURCES
                             if r.info.plural == name.split("/", 1)[0])
             by_group.setdefault(resource.info.group, []).append(name)
-        resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": names}
+        resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": sorted(names)}
                            for group, names in sorted(by_group.items())]
     for gv, reviews in discovery.REVIEWS.items():
         resource_rules.append({"verbs": ["create"], "apiGroups": [gv.partition("/")[0]],

@@ -2,9 +2,10 @@
 
 The token file has one ``token,user,role`` line per user (``#`` starts a comment), in the
 spirit of kube-apiserver's ``--token-auth-file``. Roles follow the upstream user-facing
-ClusterRoles: ``view`` reads everything and writes nothing; ``edit`` also writes namespaced
-objects (DaemonSets, Pods, Events, ControllerRevisions, evictions) and runs commands in pods,
-but not Nodes and not status subresources; ``admin`` may do everything. There is no
+ClusterRoles: ``view`` reads everything but Secrets and writes nothing; ``edit`` reads
+everything and also writes namespaced objects (DaemonSets, Pods, Events, ControllerRevisions,
+evictions) and runs commands in pods, but not Nodes and not status subresources; ``admin``
+may do everything. There is no
 anonymous access: a request without a known token is 401. ``authorize`` decides (pure);
 ``TokenFile`` reads the file.
 """
@@ -95,10 +96,13 @@ class Rule:
     verbs: frozenset[str] | None
     resources: frozenset[str] | None
     namespaced_only: bool = False
+    #: with ``resources`` None: every resource but these (and their subresources)
+    but: frozenset[str] = frozenset()
 
     def allows(self, verb: str, resource: str, namespaced: bool) -> bool:
         return ((self.verbs is None or verb in self.verbs)
                 and (self.resources is None or resource in self.resources)
+                and resource.split("/", 1)[0] not in self.but
                 and (namespaced or not self.namespaced_only))
 
 
@@ -106,7 +110,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "admin": (Rule(None, None),),
     "edit": (Rule(served.READ_VERBS, None),
              Rule(served.WRITE_VERBS, NAMESPACED_WRITABLE, True)),
-    "view": (Rule(served.READ_VERBS, None),),
+    "view": (Rule(served.READ_VERBS, None, but=frozenset({"secrets"})),),
 }
 """The one role table: ``authorize`` (every request, SelfSubjectAccessReview) and
 SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""

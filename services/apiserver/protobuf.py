@@ -2,10 +2,10 @@
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
 can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
 Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
-namespace`` a Namespace, ``create configmap`` a ConfigMap, ``create service``, ``create
-serviceaccount``, ``create role`` and the RBAC group's other kinds (``protokinds``), ``debug
-node/...``, ``debug --copy-to`` and ``run`` a Pod) into the JSON shape of the same object,
-which then takes the path a JSON body takes.
+namespace`` a Namespace, ``create configmap`` a ConfigMap, ``create secret`` a Secret,
+``create service``, ``create serviceaccount``, ``create role`` and the RBAC group's other
+kinds (``protokinds``), ``debug node/...``, ``debug --copy-to`` and ``run`` a Pod) into the
+JSON shape of the same object, which then takes the path a JSON body takes.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
@@ -130,29 +130,51 @@ def _namespace(f: Fields) -> Obj:
     return out  # its status is the server's: not read
 
 
+def _bytes_map(f: Fields, n: int) -> dict[str, str]:
+    """A ``map<string, bytes>`` field, its values as base64 strings (the JSON of a Go
+    ``[]byte``)."""
+    out: dict[str, str] = {}
+    for raw in f[n]:
+        entry = fields(raw) if isinstance(raw, bytes) else {}
+        value = entry.get(2, [b""])[-1]
+        out[_str(entry, 1) or ""] = base64.b64encode(
+            value if isinstance(value, bytes) else b"").decode()
+    return out
+
+
 def _config_map(f: Fields) -> Obj:
-    """1 metadata, 2 data (map<string, string>), 3 binaryData (map<string, bytes>: served
-    as base64 strings, the JSON of a Go ``[]byte``), 4 immutable (set only when given)."""
+    """1 metadata, 2 data (map<string, string>), 3 binaryData (map<string, bytes>),
+    4 immutable (set only when given)."""
     out: Obj = {"metadata": _meta(_msg(f, 1))}
     data = _string_map(f, 2)
     if data:
         out["data"] = data
     if 3 in f:
-        binary: dict[str, str] = {}
-        for raw in f[3]:
-            entry = fields(raw) if isinstance(raw, bytes) else {}
-            value = entry.get(2, [b""])[-1]
-            binary[_str(entry, 1) or ""] = base64.b64encode(
-                value if isinstance(value, bytes) else b"").decode()
-        out["binaryData"] = binary
+        out["binaryData"] = _bytes_map(f, 3)
     if 4 in f:
         out["immutable"] = bool(f[4][-1])
+    return out
+
+
+def _secret(f: Fields) -> Obj:
+    """1 metadata, 2 data (map<string, bytes>), 3 type, 4 stringData (map<string,
+    string>), 5 immutable (``kubectl create secret generic|tls|docker-registry``)."""
+    out: Obj = {"metadata": _meta(_msg(f, 1))}
+    if 2 in f:
+        out["data"] = _bytes_map(f, 2)
+    if (kind := _str(f, 3)):
+        out["type"] = kind
+    if (strings := _string_map(f, 4)):
+        out["stringData"] = strings
+    if 5 in f:
+        out["immutable"] = bool(f[5][-1])
     return out
 
 
 DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "Namespace": _namespace,
     "ConfigMap": _config_map,
+    "Secret": _secret,
     "SelfSubjectAccessReview": _access_review,
     "SelfSubjectRulesReview": _rules_review,
     "SelfSubjectReview": _self_review,

@@ -1,8 +1,9 @@
-"""configMap volumes: the files a pod's ConfigMap volume holds, as kubelet's configmap volume
-plugin makes them (``MakePayload``), and which of them a container mounts. Decides (pure);
-``atomicwriter`` writes them, the docker runtime bind-mounts them read-only.
+"""configMap and secret volumes: the files a pod's volume of a ConfigMap or a Secret holds,
+as kubelet's configmap and secret volume plugins make them (``MakePayload``), and which of
+them a container mounts. Decides (pure); ``atomicwriter`` writes them, the docker runtime
+bind-mounts them read-only.
 
-The process runtime has no mount namespace: a container of it that mounts a configMap volume
+The process runtime has no mount namespace: a container of it that mounts such a volume
 cannot be given one (its files would have to appear at ``mountPath`` on the host for every
 pod at once), so it is a CreateContainerConfigError saying so, rather than a container that
 runs without its configuration.
@@ -10,6 +11,8 @@ runs without its configuration.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,77 +23,107 @@ Obj = dict[str, Any]
 #: a file's bytes and its mode
 Payload = dict[str, tuple[bytes, int]]
 
-DEFAULT_MODE = 0o644  # the API's default of configMap.defaultMode
-#: kubelet's directory of a pod's configMap volumes, under the pod's own directory
-PLUGIN_DIR = "volumes/kubernetes.io~configmap"
+DEFAULT_MODE = 0o644  # the API's default of configMap.defaultMode and secret.defaultMode
 
 
-def volume_dir(pod_dir: Path, name: str) -> Path:
-    """Where the files of the pod's configMap volume ``name`` are written."""
-    return pod_dir / PLUGIN_DIR / name
+@dataclass(frozen=True)
+class Plugin:
+    """A volume source of a pod that is an object's files, and kubelet's words for it."""
+
+    field: str  # the volume's source: configMap, secret
+    kind: str  # the object it names: ConfigMap, Secret
+    name_field: str  # where the source names it
+    word: str  # as a missing one is named: configmap "x" not found
+    missing_key: str  # as an item's key that is not there is told
+    directory: str  # kubelet's directory of such volumes, under the pod's own
+    contents: Callable[[Any], dict[str, bytes]]
 
 
-def config_map_volumes(pod: Obj) -> dict[str, Obj]:
-    """The pod's configMap volumes: name → its ``configMap`` source."""
-    return {str(v.get("name")): v["configMap"] or {}
-            for v in (pod.get("spec") or {}).get("volumes") or []
-            if isinstance(v, dict) and "configMap" in v}
+CONFIG_MAP = Plugin("configMap", "ConfigMap", "name", "configmap",
+                    "configmap references non-existent config key", "kubernetes.io~configmap",
+                    configmap.contents)
+SECRET = Plugin("secret", "Secret", "secretName", "secret",
+                "references non-existent secret key", "kubernetes.io~secret",
+                configmap.secret_contents)
+PLUGINS = (CONFIG_MAP, SECRET)
+
+
+def volume_dir(pod_dir: Path, plugin: Plugin, name: str) -> Path:
+    """Where the files of the pod's volume ``name`` are written."""
+    return pod_dir / "volumes" / plugin.directory / name
+
+
+def object_volumes(pod: Obj) -> dict[str, tuple[Plugin, Obj]]:
+    """The pod's configMap and secret volumes: name → its plugin and source."""
+    out: dict[str, tuple[Plugin, Obj]] = {}
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        for plugin in PLUGINS:
+            if isinstance(v, dict) and plugin.field in v:
+                out[str(v.get("name"))] = (plugin, v[plugin.field] or {})
+    return out
+
+
+def source_name(plugin: Plugin, source: Obj) -> str:
+    """The name of the object a volume's ``source`` names."""
+    return str(source.get(plugin.name_field) or "")
 
 
 def mounted(pod: Obj, container: Obj) -> list[tuple[str, str]]:
-    """The configMap volumes ``container`` mounts: (volume name, mountPath)."""
-    volumes = config_map_volumes(pod)
+    """The configMap and secret volumes ``container`` mounts: (volume name, mountPath)."""
+    volumes = object_volumes(pod)
     return [(str(m.get("name")), str(m.get("mountPath")))
             for m in container.get("volumeMounts") or [] if str(m.get("name")) in volumes]
 
 
-def _safe(path: str) -> str:
+def _safe(plugin: Plugin, path: str) -> str:
     """An item's path, relative and inside the volume (upstream's validation refuses the
     rest; the agent checks again, as it writes files)."""
     p = PurePosixPath(path)
     if not path or p.is_absolute() or ".." in p.parts or p.parts[0].startswith(".."):
-        raise podstatus.ConfigError(f"invalid path {path!r} in a configMap volume")
+        raise podstatus.ConfigError(f"invalid path {path!r} in a {plugin.field} volume")
     return str(p)
 
 
-def payload(source: Obj, cm: Obj | None) -> Payload:
-    """The files of one configMap volume (``source``) of ConfigMap ``cm`` (None: there is
-    none): every key with ``defaultMode``, or only ``items`` (key → path, mode). A missing
-    ConfigMap or item key that is not ``optional`` is a ConfigError in kubelet's words; an
-    optional missing ConfigMap is an empty volume."""
+def payload(plugin: Plugin, source: Obj, obj: Obj | None) -> Payload:
+    """The files of one volume (``source``) of the ConfigMap or Secret ``obj`` (None: there
+    is none): every key with ``defaultMode``, or only ``items`` (key → path, mode). A
+    missing object or item key that is not ``optional`` is a ConfigError in kubelet's
+    words; an optional missing object is an empty volume."""
     optional = bool(source.get("optional"))
-    if cm is None:
+    if obj is None:
         if optional:
             return {}
-        raise podstatus.ConfigError(f'configmap "{source.get("name")}" not found')
+        raise podstatus.ConfigError(f'{plugin.word} "{source_name(plugin, source)}" not found')
     default = source.get("defaultMode")
     mode = DEFAULT_MODE if default is None else int(default)
-    contents = configmap.contents(cm)
+    contents = plugin.contents(obj)
     items = source.get("items") or []
     if not items:
-        return {_safe(k): (v, mode) for k, v in contents.items()}
+        return {_safe(plugin, k): (v, mode) for k, v in contents.items()}
     out: Payload = {}
     for item in items:
         key = str(item.get("key") or "")
         if key not in contents:
             if optional:
                 continue
-            raise podstatus.ConfigError(f"configmap references non-existent config key: {key}")
+            raise podstatus.ConfigError(f"{plugin.missing_key}: {key}")
         own = item.get("mode")
-        out[_safe(str(item.get("path") or ""))] = (contents[key],
-                                                   mode if own is None else int(own))
+        out[_safe(plugin, str(item.get("path") or ""))] = (contents[key],
+                                                           mode if own is None else int(own))
     return out
 
 
 def check_mounts(pod: Obj, container: Obj, can_mount: bool, errors: dict[str, str]) -> None:
-    """ConfigError when ``container`` mounts a configMap volume it cannot be given: under a
-    runtime that cannot mount (``can_mount`` False: the process runtime), or one whose files
-    could not be made (``errors``: volume → why, kubelet's FailedMount words)."""
+    """ConfigError when ``container`` mounts a configMap or secret volume it cannot be
+    given: under a runtime that cannot mount (``can_mount`` False: the process runtime), or
+    one whose files could not be made (``errors``: volume → why, kubelet's FailedMount
+    words)."""
     for name, path in mounted(pod, container):
         if not can_mount:
             raise podstatus.ConfigError(
-                f"volumeMount {name} at {path}: the process runtime cannot mount configMap "
-                "volumes (it has no mount namespace); use env or envFrom, or the docker runtime")
+                f"volumeMount {name} at {path}: the process runtime cannot mount configMap or "
+                "secret volumes (it has no mount namespace); use env or envFrom, or the "
+                "docker runtime")
         if name in errors:
             raise podstatus.ConfigError(
                 f'MountVolume.SetUp failed for volume "{name}" : {errors[name]}')

@@ -197,10 +197,12 @@ class DockerRuntime(Records):
 
     def _volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[str]:
         """The container's volumeMounts as the engine's binds (hostPath: the host's path;
-        emptyDir: an engine volume of the pod's; configMap: the directory the agent keeps
-        its files in under the pod's own, ``configvolumes.volume_dir``, read-only)."""
+        emptyDir: an engine volume of the pod's; configMap and secret: the directory the
+        agent keeps its files in under the pod's own, ``configvolumes.volume_dir``,
+        read-only)."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         vols = {str(v.get("name")): v for v in (pod.get("spec") or {}).get("volumes") or []}
+        of_objects = configvolumes.object_volumes(pod)
         binds = []
         for m in container.get("volumeMounts") or []:
             name = str(m.get("name") or "")
@@ -209,8 +211,8 @@ class DockerRuntime(Records):
                 raise OSError(f"volumeMount {name}: no such volume")
             if v.get("hostPath") is not None:
                 source = str((v["hostPath"] or {}).get("path") or "")
-            elif "configMap" in v:
-                source = str(configvolumes.volume_dir(pod_dir, name))
+            elif name in of_objects:
+                source = str(configvolumes.volume_dir(pod_dir, of_objects[name][0], name))
                 m = {**m, "readOnly": True}  # (kubelet mounts it read-only, whatever it says)
             elif "emptyDir" in v:
                 source = f"k8s_{uid}_{name}"
@@ -218,7 +220,7 @@ class DockerRuntime(Records):
                                                            LABEL_NODE: self.node})
             else:
                 raise OSError(f"volume {name}: the docker runtime mounts only hostPath, "
-                              "emptyDir and configMap volumes")
+                              "emptyDir, configMap and secret volumes")
             if m.get("subPath"):
                 raise OSError(f"volumeMount {name}: subPath is not supported")
             mode = "ro" if m.get("readOnly") else "rw"

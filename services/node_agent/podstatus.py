@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shared.model import meta
+from shared.model import configmap, meta
 from shared.model import quantity as model_quantity
 
 Obj = dict[str, Any]
@@ -172,86 +172,109 @@ def field_ref(pod: Obj, path: str) -> str:
     raise ConfigError(f"unsupported fieldPath: {path}")
 
 
-#: finds a ConfigMap of the pod's namespace by name (None: there is none)
-ConfigMaps = Callable[[str], Obj | None]
+#: finds a ConfigMap or a Secret (by kind) of the pod's namespace by name (None: none)
+Sources = Callable[[str, str], Obj | None]
 _ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
-def _no_config_maps(_name: str) -> Obj | None:
+def _no_sources(_kind: str, _name: str) -> Obj | None:
     return None
 
 
-def _config_map(pod: Obj, ref: Obj, config_maps: ConfigMaps) -> Obj | None:
-    """The ConfigMap ``ref`` names, None when it is optional and missing; ConfigError with
+@dataclass(frozen=True)
+class _Source:
+    """A kind a container's environment is read from, and kubelet's words for it."""
+
+    kind: str  # ConfigMap, Secret
+    word: str  # as a missing one is named: configmap "x" not found
+    ref: str  # envFrom's reference to one
+    key_ref: str  # valueFrom's reference to one of its keys
+    env_word: str  # as the warning of envFrom's skipped keys names it
+
+    def values(self, obj: Obj | None) -> dict[str, str]:
+        """Its keys and values as environment variables: a ConfigMap's ``data``, a
+        Secret's ``data`` decoded (bytes kept as they are: ``surrogateescape``)."""
+        if self.kind == "ConfigMap":
+            return {k: str(v) for k, v in ((obj or {}).get("data") or {}).items()}
+        return {k: v.decode("utf-8", "surrogateescape")
+                for k, v in configmap.secret_contents(obj).items()}
+
+
+_SOURCES = (_Source("ConfigMap", "configmap", "configMapRef", "configMapKeyRef", "configMap"),
+            _Source("Secret", "secret", "secretRef", "secretKeyRef", "secret"))
+
+
+def _found(ref: Obj, source: _Source, sources: Sources) -> Obj | None:
+    """The object ``ref`` names, None when it is optional and missing; ConfigError with
     kubelet's words when it is missing and not optional."""
     name = str(ref.get("name") or "")
-    found = config_maps(name)
+    found = sources(source.kind, name)
     if found is None and not ref.get("optional"):
-        raise ConfigError(f'configmap "{name}" not found')
+        raise ConfigError(f'{source.word} "{name}" not found')
     return found
 
 
-def env_from(pod: Obj, container: Obj, config_maps: ConfigMaps) -> tuple[dict[str, str],
-                                                                         list[str]]:
-    """``envFrom``'s variables (kubelet's makeEnvironmentVariables: each configMapRef's data,
-    its keys prefixed, a later source over an earlier one), and what kubelet warns of the
-    keys it skipped as invalid environment variable names (its InvalidEnvironmentVariableNames
-    Event's message, one per source). Secrets are not served: a secretRef is a ConfigError."""
+def env_from(pod: Obj, container: Obj, sources: Sources) -> tuple[dict[str, str], list[str]]:
+    """``envFrom``'s variables (kubelet's makeEnvironmentVariables: each configMapRef's or
+    secretRef's data, its keys prefixed, a later source over an earlier one), and what
+    kubelet warns of the keys it skipped as invalid environment variable names (its
+    InvalidEnvironmentVariableNames Event's message, one per source)."""
     out: dict[str, str] = {}
     warnings: list[str] = []
-    for source in container.get("envFrom") or []:
-        ref = source.get("configMapRef")
-        if ref is None:
-            raise ConfigError("envFrom: only configMapRef is supported (daemonbus serves no "
-                              "Secrets)")
-        cm = _config_map(pod, ref, config_maps)
-        prefix = str(source.get("prefix") or "")
+    for item in container.get("envFrom") or []:
+        source = next((s for s in _SOURCES if item.get(s.ref) is not None), None)
+        if source is None:
+            raise ConfigError("envFrom: an item names neither a configMapRef nor a secretRef")
+        ref = item[source.ref]
+        prefix = str(item.get("prefix") or "")
         skipped: list[str] = []
-        for key, value in ((cm or {}).get("data") or {}).items():
+        for key, value in source.values(_found(ref, source, sources)).items():
             if _ENV_VAR_NAME.fullmatch(prefix + key):
-                out[prefix + key] = str(value)
+                out[prefix + key] = value
             else:
                 skipped.append(prefix + key)
         if skipped:
-            warnings.append(f"Keys [{', '.join(sorted(skipped))}] from the EnvFrom configMap "
-                            f"{meta.namespace(pod)}/{ref.get('name')} were skipped since they "
-                            "are considered invalid environment variable names.")
+            warnings.append(f"Keys [{', '.join(sorted(skipped))}] from the EnvFrom "
+                            f"{source.env_word} {meta.namespace(pod)}/{ref.get('name')} were "
+                            "skipped since they are considered invalid environment variable "
+                            "names.")
     return out, warnings
 
 
-def _value_from(pod: Obj, name: str, source: Obj, config_maps: ConfigMaps) -> str | None:
-    """One ``valueFrom``: a fieldRef's value, a configMapKeyRef's (None: optional and
-    missing, the variable is left out)."""
-    if source.get("fieldRef"):
-        return field_ref(pod, str(source["fieldRef"].get("fieldPath") or ""))
-    ref = source.get("configMapKeyRef")
-    if not ref:
-        raise ConfigError(f"env {name}: only valueFrom.fieldRef and valueFrom.configMapKeyRef "
-                          "are supported")
-    cm = _config_map(pod, ref, config_maps)
-    if cm is None:
+def _value_from(pod: Obj, name: str, value_from: Obj, sources: Sources) -> str | None:
+    """One ``valueFrom``: a fieldRef's value, a configMapKeyRef's or secretKeyRef's (None:
+    optional and missing, the variable is left out)."""
+    if value_from.get("fieldRef"):
+        return field_ref(pod, str(value_from["fieldRef"].get("fieldPath") or ""))
+    source = next((s for s in _SOURCES if value_from.get(s.key_ref)), None)
+    if source is None:
+        raise ConfigError(f"env {name}: only valueFrom.fieldRef, configMapKeyRef and "
+                          "secretKeyRef are supported")
+    ref = value_from[source.key_ref]
+    obj = _found(ref, source, sources)
+    if obj is None:
         return None
     key = str(ref.get("key") or "")
-    value = (cm.get("data") or {}).get(key)
+    value = source.values(obj).get(key)
     if value is None:
         if ref.get("optional"):
             return None
-        raise ConfigError(f"couldn't find key {key} in ConfigMap "
+        raise ConfigError(f"couldn't find key {key} in {source.kind} "
                           f"{meta.namespace(pod)}/{ref.get('name')}")
-    return str(value)
+    return value
 
 
 def container_env(pod: Obj, container: Obj, base: dict[str, str],
-                  config_maps: ConfigMaps = _no_config_maps,
+                  sources: Sources = _no_sources,
                   warnings: list[str] | None = None) -> dict[str, str]:
     """The environment of one container, as kubelet makes it: ``base`` (PATH, HOME), then
-    ``envFrom`` (ConfigMaps, :func:`env_from`; its warnings of skipped keys added to
-    ``warnings``), then ``env`` in order over them, a value expanded against the variables
-    before it, a ``valueFrom`` read from the pod (fieldRef) or a ConfigMap of its namespace
-    (configMapKeyRef, found by ``config_maps``). A missing ConfigMap or key that is not
-    optional is a ConfigError in kubelet's words."""
+    ``envFrom`` (ConfigMaps and Secrets, :func:`env_from`; its warnings of skipped keys
+    added to ``warnings``), then ``env`` in order over them, a value expanded against the
+    variables before it, a ``valueFrom`` read from the pod (fieldRef) or a ConfigMap or
+    Secret of its namespace (configMapKeyRef, secretKeyRef, found by ``sources``). A missing
+    ConfigMap, Secret or key that is not optional is a ConfigError in kubelet's words."""
     env = dict(base)
-    variables, skipped = env_from(pod, container, config_maps)
+    variables, skipped = env_from(pod, container, sources)
     env.update(variables)
     if warnings is not None:
         warnings.extend(skipped)
@@ -260,7 +283,7 @@ def container_env(pod: Obj, container: Obj, base: dict[str, str],
         if item.get("value"):
             env[name] = expand(str(item["value"]), env)
         elif item.get("valueFrom") is not None:
-            value = _value_from(pod, name, item["valueFrom"] or {}, config_maps)
+            value = _value_from(pod, name, item["valueFrom"] or {}, sources)
             if value is not None:
                 env[name] = value
         else:

@@ -100,8 +100,8 @@ class PodRun:
     # container → when to check again a configuration its image refused (the image is
     # looked at, and its Pulled Event told, once per CONFIG_RETRY, as kubelet's back-off)
     config_retry_at: dict[str, float] = field(default_factory=dict)
-    # configMap volumes (a runtime that mounts them): what each was last made from (its
-    # source and the ConfigMap object the cache held), and why one could not be made
+    # configMap and secret volumes (a runtime that mounts them): what each was last made
+    # from (its source and the object the cache held), and why one could not be made
     # (``ProcessAgent._config_volumes``)
     volumes_from: dict[str, tuple[Obj, Obj | None]] = field(default_factory=dict)
     volume_errors: dict[str, str] = field(default_factory=dict)
@@ -130,8 +130,9 @@ class ProcessAgent:
         self._pressure_at = 0.0
         self._started_told = self._conditions_told = False  # (``_node_events``)
         self._event_ns = 0  # the time (ns) in the last Event's name: each one's is later
-        # ConfigMaps: its pods' env, envFrom and volumes (every one of them: docs/security.md)
-        self.cache = Cache(store, ["Node", "Pod", "ConfigMap"], name="node-agent",
+        # ConfigMaps and Secrets: its pods' env, envFrom and volumes (every one of them:
+        # docs/security.md)
+        self.cache = Cache(store, ["Node", "Pod", "ConfigMap", "Secret"], name="node-agent",
                            decisions=False, indexes={
             "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
         })
@@ -242,17 +243,18 @@ class ProcessAgent:
             return None
         return self.runtime.forward_host(run.pod, run.containers())
 
-    def config_maps(self, pod: Obj) -> podstatus.ConfigMaps:
-        """The ConfigMaps of ``pod``'s namespace by name, as this agent's cache has them."""
+    def sources(self, pod: Obj) -> podstatus.Sources:
+        """The ConfigMaps and Secrets of ``pod``'s namespace by kind and name, as this
+        agent's cache has them."""
         ns = meta.namespace(pod)
-        return lambda name: self.cache.get("ConfigMap", f"{ns}/{name}")
+        return lambda kind, name: self.cache.get(kind, f"{ns}/{name}")
 
     def _env(self, pod: Obj, cspec: Obj) -> dict[str, str]:
         """The environment a command run beside ``cspec``'s process gets (an exec probe's,
         a caller's): the container's, else (its env cannot be made) the runtime's base."""
         try:
             return podstatus.container_env(pod, cspec, self.runtime.base_env(),
-                                           self.config_maps(pod))
+                                           self.sources(pod))
         except podstatus.ConfigError:
             return self.runtime.base_env()
 
@@ -506,31 +508,33 @@ class ProcessAgent:
         return self._report(run, now)
 
     def _config_volumes(self, run: PodRun) -> None:
-        """Acts: write the pod's configMap volumes as their ConfigMaps are now (kubelet
-        updates a mounted ConfigMap's files eventually, atomically), under the pod's own
-        directory, once per version of each (the cache holds a new object for each);
-        keep why one could not be made for the containers that mount it."""
+        """Acts: write the pod's configMap and secret volumes as their objects are now
+        (kubelet updates a mounted ConfigMap's or Secret's files eventually, atomically),
+        under the pod's own directory, once per version of each (the cache holds a new
+        object for each); keep why one could not be made for the containers that mount
+        it."""
         if not self.runtime.mounts:
             return
         ns = meta.namespace(run.pod)
-        for name, source in configvolumes.config_map_volumes(run.pod).items():
-            cm = self.cache.get("ConfigMap", f"{ns}/{source.get('name')}")
+        for name, (plugin, source) in configvolumes.object_volumes(run.pod).items():
+            obj = self.cache.get(plugin.kind,
+                                 f"{ns}/{configvolumes.source_name(plugin, source)}")
             made = run.volumes_from.get(name)
-            if made is not None and made[1] is cm and made[0] == source:
+            if made is not None and made[1] is obj and made[0] == source:
                 continue  # as made (or refused) from this version already
             try:
-                files = configvolumes.payload(source, cm)
+                files = configvolumes.payload(plugin, source, obj)
             except podstatus.ConfigError as err:
                 run.volume_errors[name] = str(err)
-                run.volumes_from[name] = (source, cm)
+                run.volumes_from[name] = (source, obj)
                 continue
             try:  # (a no-op when the files there are these already)
-                atomicwriter.write(configvolumes.volume_dir(run.pod_dir, name), files)
+                atomicwriter.write(configvolumes.volume_dir(run.pod_dir, plugin, name), files)
             except OSError as err:
                 run.volume_errors[name] = str(err)  # (tried again next round)
                 continue
             run.volume_errors.pop(name, None)
-            run.volumes_from[name] = (source, cm)
+            run.volumes_from[name] = (source, obj)
 
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
         pod = run.pod
@@ -548,7 +552,7 @@ class ProcessAgent:
         skipped: list[str] = []  # (envFrom's keys that are no variable names)
         try:
             env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
-                                          self.config_maps(pod), skipped)
+                                          self.sources(pod), skipped)
             words = self.runtime.argv(cspec, env)
             configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
         except podstatus.ConfigError as err:

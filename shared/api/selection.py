@@ -235,6 +235,7 @@ FIELDS: Mapping[str, _Fields] = {
     "DaemonSet": _META_ONLY,
     "ControllerRevision": _META_ONLY,
     **{info.kind: _META_ONLY for info in kinds.USER_KINDS},
+    "Secret": _Fields({**_NAMESPACED, "type": _get("type")}),
     "Service": _Fields({**_NAMESPACED, "spec.clusterIP": _get("spec", "clusterIP"),
                         "spec.type": _get("spec", "type")}),
     "Lease": _META_ONLY,

@@ -417,6 +417,15 @@ CONFIG_MAP = Printer((_NAME, Column("Data", doc=(_CORE + "ConfigMap", "data")), 
                      _config_map)
 
 
+def _secret(secret: Obj, now: float) -> list[Cell]:
+    return [meta.name(secret), _str(secret.get("type")), len(_map(secret.get("data"))),
+            age(meta.creation_timestamp(secret), now)]
+
+
+SECRET = Printer((_NAME, Column("Type", doc=(_CORE + "Secret", "type")),
+                  Column("Data", doc=(_CORE + "Secret", "data")), _AGE), _secret)
+
+
 # Service -----------------------------------------------------------------------------------
 
 
@@ -599,7 +608,8 @@ POD_METRICS = Printer(_USAGE, _pod_metrics)
 PRINTERS: Mapping[str, Printer] = {
     "DaemonSet": DAEMONSET, "Pod": POD, "Node": NODE, "Namespace": NAMESPACE,
     "ControllerRevision": CONTROLLER_REVISION, "Event": EVENT, "Lease": LEASE,
-    "ConfigMap": CONFIG_MAP, "Service": SERVICE, "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
+    "ConfigMap": CONFIG_MAP, "Secret": SECRET, "Service": SERVICE,
+    "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
     "ClusterRole": ROLE, "RoleBinding": BINDING, "ClusterRoleBinding": BINDING,
     "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }

@@ -19,10 +19,6 @@ SERVICE_ACCOUNT_KIND, USER_KIND, GROUP_KIND = "ServiceAccount", "User", "Group"
 SUBJECT_KINDS = (SERVICE_ACCOUNT_KIND, USER_KIND, GROUP_KIND)
 
 
-def _not_an_object(obj: Any) -> list[str]:
-    return [fielderr.type_error("<root>", obj, "object")]
-
-
 def _object_reference(value: Any, path: str, errs: list[str]) -> None:
     ref = typed.as_map(value, path, errs) or {}
     for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"):
@@ -34,11 +30,9 @@ def validate_service_account(obj: Any, old: Any = None) -> list[str]:
     subdomain; the types of ``secrets``, ``imagePullSecrets`` and
     ``automountServiceAccountToken``. Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
-    if isinstance(old, dict):
-        metavalidation.validate_object_meta_update(obj.get("metadata"), old.get("metadata"),
-                                                   "metadata", errs)
+    metavalidation.validate_update_of(obj, old, errs)
     metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     for i, ref in enumerate(typed.as_list(obj.get("secrets"), "secrets", errs) or []):
         _object_reference(ref, fielderr.index("secrets", i), errs)
@@ -56,9 +50,7 @@ def _meta(obj: dict[Any, Any], old: Any, namespaced: bool, errs: list[str]) -> N
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs,
                                         namespaced=namespaced,
                                         name_fn=syntax.is_valid_path_segment_name)
-    if isinstance(old, dict):
-        metavalidation.validate_object_meta_update(obj.get("metadata"), old.get("metadata"),
-                                                   "metadata", errs)
+    metavalidation.validate_update_of(obj, old, errs)
 
 
 def _policy_rule(value: Any, namespaced: bool, path: str, errs: list[str]) -> None:
@@ -99,7 +91,7 @@ def _rules(obj: dict[Any, Any], namespaced: bool, errs: list[str]) -> None:
 def validate_role(obj: Any, old: Any = None) -> list[str]:
     """``ValidateRole`` (and with ``old``, ``ValidateRoleUpdate``). Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     _meta(obj, old, True, errs)
     _rules(obj, True, errs)
@@ -110,7 +102,7 @@ def validate_cluster_role(obj: Any, old: Any = None) -> list[str]:
     """``ValidateClusterRole`` (and its update): its rules, and an ``aggregationRule``'s
     selectors (at least one). Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     _meta(obj, old, False, errs)
     _rules(obj, False, errs)
@@ -179,7 +171,7 @@ def _ref_literal(ref: dict[Any, Any]) -> fielderr.GoLiteral:
 
 def _binding(obj: Any, old: Any, namespaced: bool) -> list[str]:
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs,
                                         namespaced=namespaced,
@@ -188,9 +180,8 @@ def _binding(obj: Any, old: Any, namespaced: bool) -> list[str]:
                     ("Role", "ClusterRole") if namespaced else ("ClusterRole",), errs)
     for i, subject in enumerate(typed.as_list(obj.get("subjects"), "subjects", errs) or []):
         _subject(subject, namespaced, fielderr.index("subjects", i), errs)
+    metavalidation.validate_update_of(obj, old, errs)
     if isinstance(old, dict):
-        metavalidation.validate_object_meta_update(obj.get("metadata"), old.get("metadata"),
-                                                   "metadata", errs)
         old_ref = old.get("roleRef")
         old_ref = old_ref if isinstance(old_ref, dict) else {}
         if any((ref.get(f) or "") != (old_ref.get(f) or "")

@@ -1,4 +1,5 @@
-"""A ConfigMap's content as bytes: ``data`` (UTF-8 text) and ``binaryData``. Pure.
+"""A ConfigMap's content as bytes: ``data`` (UTF-8 text) and ``binaryData``; a Secret's:
+its ``data`` (base64, as its JSON has it). Pure.
 
 The store keeps a ConfigMap as its JSON has it, ``binaryData`` values in base64 (Go encodes
 a ``[]byte`` so): the object served, exported and replayed is the one written, and every
@@ -42,10 +43,24 @@ def contents(cm: Any) -> dict[str, bytes]:
     for k, v in (data.items() if isinstance(data, dict) else ()):
         if isinstance(k, str) and isinstance(v, str):
             out[k] = v.encode("utf-8", "surrogatepass")
-    for k, v in (binary.items() if isinstance(binary, dict) else ()):
+    out.update(_decoded(binary))
+    return out
+
+
+def _decoded(values: Any) -> dict[str, bytes]:
+    """A map of base64 values decoded; a value that is not what validation admits is left
+    out."""
+    out: dict[str, bytes] = {}
+    for k, v in (values.items() if isinstance(values, dict) else ()):
         if isinstance(k, str) and isinstance(v, str):
             try:
                 out[k] = decode_binary(v)
             except ValueError:
                 continue
     return out
+
+
+def secret_contents(secret: Any) -> dict[str, bytes]:
+    """Every key of a Secret's ``data`` with its bytes; a value that is not what validation
+    admits is left out."""
+    return _decoded(secret.get("data") if isinstance(secret, dict) else None)

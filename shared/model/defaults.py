@@ -11,6 +11,7 @@ Besides upstream's defaulters, a namespaced object without a namespace gets ``"d
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from typing import Any
@@ -400,6 +401,27 @@ def default_service(obj: Any) -> Any:
     return out
 
 
+def default_secret(obj: Any) -> Any:
+    """``SetDefaults_Secret`` (type ``Opaque``) and the v1 conversion of ``stringData``, on a
+    deep copy: each of its values goes into ``data`` (base64, over a key of the same name
+    there) and it is dropped; it is never stored. Decides only."""
+    out = copy.deepcopy(obj)
+    if not isinstance(out, dict):
+        return out
+    _default_namespace(out)
+    if not out.get("type"):
+        out["type"] = "Opaque"
+    strings = out.get("stringData")
+    if isinstance(strings, dict) and all(isinstance(v, str) for v in strings.values()):
+        data = out.get("data")
+        if not isinstance(data, dict):
+            data = out["data"] = {}
+        for key, value in strings.items():
+            data[key] = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode()
+        del out["stringData"]
+    return out
+
+
 def default(obj: Any) -> Any:
     """Default any stored object by its kind (a deep copy; unknown kinds are only copied).
     Decides only."""
@@ -414,6 +436,8 @@ def default(obj: Any) -> Any:
         return default_namespace(obj)
     if kind == kinds.SERVICE.kind:
         return default_service(obj)
+    if kind == kinds.SECRET.kind:
+        return default_secret(obj)
     out = copy.deepcopy(obj)
     if not isinstance(out, dict):
         return out

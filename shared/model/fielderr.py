@@ -243,6 +243,14 @@ def type_error(path: str, value: Any, expected: str) -> str:
     return invalid(path, value, TYPE_ERROR_DETAIL + expected)
 
 
+def not_an_object(value: Any) -> list[str]:
+    """The one error of a stored kind's object that is not an object at all."""
+    text = render(value)
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return [f"object: Invalid value: {text}: must be of type object"]
+
+
 def is_type_error(message: str) -> bool:
     """Whether ``message`` (one rendered error) is a :func:`type_error`."""
     return ": " + TYPE_ERROR_DETAIL in message

@@ -100,6 +100,9 @@ NAMESPACE = KindInfo("Namespace", "v1", "namespaces", "namespace", ("ns",), name
 #: configuration for pods (env, envFrom, volumes), written by admin only; node agents read it
 CONFIG_MAP = KindInfo("ConfigMap", "v1", "configmaps", "configmap", ("cm",), namespaced=True)
 
+#: credentials for pods (env, envFrom, volumes), written by admin only; node agents read it,
+#: and the ``view`` role may not (docs/security.md)
+SECRET = KindInfo("Secret", "v1", "secrets", "secret", (), namespaced=True)
 #: the objects of access control a bundle carries beside its DaemonSet: kept and served as
 #: upstream validates them, granting nothing (daemonbus's own users and roles are its token
 #: file's; its pods call no API: docs/security.md)
@@ -118,8 +121,8 @@ CLUSTER_ROLE_BINDING = KindInfo("ClusterRoleBinding", f"{RBAC_GROUP}/v1", "clust
 SERVICE = KindInfo("Service", "v1", "services", "service", ("svc",), namespaced=True)
 #: the kinds that only users write and that no controller acts on: a namespace being deleted
 #: takes its own with it (``services.gc``), and nothing else deletes them
-USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SERVICE, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
-                                    CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
+USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, ROLE,
+                                    ROLE_BINDING, CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
 
 ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE,
                              *USER_KINDS)

@@ -240,6 +240,13 @@ def _cluster_rest(value: Any, path: str, errs: list[str]) -> None:
     validate_object_meta(value, path, errs, namespaced=False)
 
 
+def validate_update_of(obj: Any, old: Any, errs: list[str]) -> None:
+    """:func:`validate_object_meta_update` of two objects' metadata, when ``old`` is one (an
+    update's validation; a create's has none)."""
+    if isinstance(obj, dict) and isinstance(old, dict):
+        validate_object_meta_update(obj.get("metadata"), old.get("metadata"), "metadata", errs)
+
+
 def validate_object_meta_update(new: Any, old: Any, path: str, errs: list[str]) -> None:
     """The parts of ``ValidateObjectMetaUpdate`` a client controls: name and namespace are
     immutable; uid and creationTimestamp too, when the new object carries them (the store

@@ -301,11 +301,10 @@ def validate_service(obj: Any, old: Any = None) -> list[str]:
     """``ValidateService`` (and with ``old``, ``ValidateServiceUpdate``: its cluster IPs
     and IP families never change, but to or from ExternalName). Decides only."""
     if not isinstance(obj, dict):
-        return [fielderr.type_error("<root>", obj, "object")]
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
+    metavalidation.validate_update_of(obj, old, errs)
     if isinstance(old, dict):
-        metavalidation.validate_object_meta_update(obj.get("metadata"), old.get("metadata"),
-                                                   "metadata", errs)
         _kept(spec_of(obj), spec_of(old), headless(obj), headless(old), errs)
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True,
                                         name_fn=syntax.name_is_dns1035_label)

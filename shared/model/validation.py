@@ -17,6 +17,7 @@ immutable selector (apps/v1).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from shared.model import (
@@ -53,11 +54,6 @@ _DS_COUNTERS = (
 )
 
 
-def _not_an_object(value: Any) -> list[str]:
-    text = fielderr.render(value)
-    if len(text) > 200:
-        text = text[:200] + "..."
-    return [f"object: Invalid value: {text}: must be of type object"]
 
 
 def _nonnegative(value: Any, path: str, errs: list[str], bits: int = 32) -> None:
@@ -248,7 +244,7 @@ def _validate_daemonset_update(new: dict[Any, Any], old: dict[Any, Any], errs: l
 def validate_daemonset(obj: Any, old: Any = None) -> list[str]:
     """Validate a (defaulted) DaemonSet; with ``old``, also the update rules. Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     # ValidateDaemonSet: ObjectMeta first, then the spec
     metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
@@ -427,7 +423,7 @@ def validate_node(obj: Any, old: Any = None) -> list[str]:
     """``ValidateNode`` (subset). Taint errors are reported under ``metadata.taints``, as
     upstream does. Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_cluster_meta(obj.get("metadata"), "metadata", errs)
     spec = typed.as_map(obj.get("spec"), "spec", errs) or {}
@@ -449,7 +445,7 @@ def validate_pod(obj: Any, old: Any = None) -> list[str]:
     ``ValidatePodUpdate``) also that the spec changes only where a pod's may
     (:mod:`shared.model.podupdate`). Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     podvalidation.validate_pod_spec(obj.get("spec"), "spec", errs)
@@ -466,7 +462,7 @@ def validate_controller_revision(obj: Any, old: Any = None) -> list[str]:
     """``ValidateControllerRevision``: metadata, ``data`` present, ``revision`` ≥ 0; on
     update ``data`` is immutable. Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
     if obj.get("data") is None:
@@ -486,7 +482,7 @@ def validate_event(obj: Any, old: Any = None) -> list[str]:
     ``involvedObject.namespace`` matches the event's namespace (or, for new-style events with
     ``eventTime``, the reporting fields). Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_object_meta(
         obj.get("metadata"),
@@ -558,7 +554,7 @@ def validate_namespace(obj: Any, old: Any = None) -> list[str]:
     names (an unqualified one must be ``kubernetes``), ``status.phase`` one of its two.
     Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs,
                                         namespaced=False, name_fn=syntax.name_is_dns_label)
@@ -597,7 +593,7 @@ def validate_config_map(obj: Any, old: Any = None) -> list[str]:
     ``binaryData`` values base64; the values' total size at most 1 MiB; an ``immutable``
     ConfigMap keeps its data, its binaryData and ``immutable: true``. Decides only."""
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     errs: list[str] = []
     if isinstance(old, dict):
         _config_map_update(obj, old, errs)
@@ -624,6 +620,81 @@ def validate_config_map(obj: Any, old: Any = None) -> list[str]:
     return errs
 
 
+SECRET_REQUIRED_KEYS = {
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+}
+SERVICE_ACCOUNT_NAME_KEY = "kubernetes.io/service-account.name"
+
+
+def _secret_type_errors(kind: str, data: dict[str, bytes], annotations: Any,
+                        errs: list[str]) -> None:
+    """What each built-in type of Secret needs (``ValidateSecret``'s switch)."""
+    if kind == "kubernetes.io/service-account-token":
+        if not (annotations if isinstance(annotations, dict) else {}).get(
+                SERVICE_ACCOUNT_NAME_KEY):
+            errs.append(fielderr.required(fielderr.key(C("metadata", "annotations"),
+                                                       SERVICE_ACCOUNT_NAME_KEY)))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            errs.append(fielderr.required(fielderr.key("data", "username")))
+            errs.append(fielderr.required(fielderr.key("data", "password")))
+    elif kind == "kubernetes.io/ssh-auth":
+        if not data.get("ssh-privatekey"):
+            errs.append(fielderr.required(fielderr.key("data", "ssh-privatekey")))
+    elif kind in SECRET_REQUIRED_KEYS:
+        for key in SECRET_REQUIRED_KEYS[kind]:
+            if key not in data:
+                errs.append(fielderr.required(fielderr.key("data", key)))
+        if kind in ("kubernetes.io/dockercfg", "kubernetes.io/dockerconfigjson") and \
+                SECRET_REQUIRED_KEYS[kind][0] in data:
+            key = SECRET_REQUIRED_KEYS[kind][0]
+            try:
+                parsed = json.loads(data[key])
+                if not isinstance(parsed, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as err:
+                errs.append(fielderr.invalid(fielderr.key("data", key),
+                                             "<secret contents redacted>", str(err)))
+
+
+def validate_secret(obj: Any, old: Any = None) -> list[str]:
+    """``ValidateSecret`` (and with ``old``, ``ValidateSecretUpdate``: its type never
+    changes, and an ``immutable`` one keeps its data): metadata named as a DNS subdomain;
+    each key of ``data`` a config key, each value base64, 1 MiB in all; what its type needs.
+    Decides only."""
+    if not isinstance(obj, dict):
+        return fielderr.not_an_object(obj)
+    errs: list[str] = []
+    metavalidation.validate_update_of(obj, old, errs)
+    if isinstance(old, dict):
+        if obj.get("type") != old.get("type"):
+            errs.append(fielderr.invalid("type", obj.get("type"), "field is immutable"))
+        if old.get("immutable") is True:
+            if obj.get("immutable") is not True:
+                errs.append(fielderr.forbidden("immutable", _IMMUTABLE_SET))
+            if (obj.get("data") or None) != (old.get("data") or None):
+                errs.append(fielderr.forbidden("data", _IMMUTABLE_SET))
+    metavalidation.validate_namespaced_meta(obj.get("metadata"), "metadata", errs)
+    typed.as_bool(obj.get("immutable"), "immutable", errs)
+    kind = typed.as_str(obj.get("type"), "type", errs) or ""
+    data: dict[str, bytes] = {}
+    for key, value in sorted((typed.as_str_map(obj.get("data"), "data", errs) or {}).items()):
+        path = fielderr.key("data", key)
+        errs.extend(fielderr.invalid(path, key, m) for m in syntax.is_config_map_key(key))
+        try:
+            data[key] = configmap.decode_binary(value)
+        except ValueError as err:
+            errs.append(fielderr.invalid(path, "<secret contents redacted>", str(err)))
+    if sum(len(v) for v in data.values()) > configmap.MAX_SIZE:
+        errs.append(fielderr.too_long("data", configmap.MAX_SIZE))
+    _secret_type_errors(kind, data, (obj.get("metadata") or {}).get("annotations")
+                        if isinstance(obj.get("metadata"), dict) else None, errs)
+    return errs
+
+
 _VALIDATORS = {
     kinds.DAEMONSET.kind: validate_daemonset,
     kinds.POD.kind: validate_pod,
@@ -632,6 +703,7 @@ _VALIDATORS = {
     kinds.EVENT.kind: validate_event,
     kinds.NAMESPACE.kind: validate_namespace,
     kinds.CONFIG_MAP.kind: validate_config_map,
+    kinds.SECRET.kind: validate_secret,
     **accessvalidation.VALIDATORS,
     kinds.SERVICE.kind: servicevalidation.validate_service,
 }
@@ -639,7 +711,7 @@ _VALIDATORS = {
 
 def _validate(obj: Any, old: Any) -> list[str]:
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if kind is None or kind == "":
         return [fielderr.required("kind")]
@@ -726,7 +798,7 @@ def shape_errors(kind: str, obj: Any) -> list[str]:
     if check is None:
         return []
     if not isinstance(obj, dict):
-        return _not_an_object(obj)
+        return fielderr.not_an_object(obj)
     try:
         return list(dict.fromkeys(e for e in check(obj, None) if fielderr.is_type_error(e)))
     except Exception as err:  # as in ``validate``: a bug here must not take a reader down

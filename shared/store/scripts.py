@@ -86,12 +86,12 @@ local function may_write(key)
 end
 
 local KINDS = {Node = true, Pod = true, DaemonSet = true, ControllerRevision = true,
-               Event = true, Namespace = true, ConfigMap = true, Service = true,
+               Event = true, Namespace = true, ConfigMap = true, Secret = true, Service = true,
                ServiceAccount = true, Role = true, RoleBinding = true, ClusterRole = true,
                ClusterRoleBinding = true}
 -- the namespaced kinds only users write (shared.model.kinds.USER_KINDS)
-local USERS_OWN = {ConfigMap = true, Service = true, ServiceAccount = true, Role = true,
-                   RoleBinding = true}
+local USERS_OWN = {ConfigMap = true, Secret = true, Service = true, ServiceAccount = true,
+                   Role = true, RoleBinding = true}
 local ROLES = {admin = true, reconciler = true, ["status-writer"] = true, gc = true,
                ["node-agent"] = true}
 local bound = tag ~= nil and ROLES[role] and may_write("daemonbus-role:" .. tag .. ":" .. role)

@@ -351,6 +351,8 @@ def test_gc_empties_a_namespace_being_deleted_then_deletes_it(
 USERS_OWN = [
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "agent-config"},
      "data": {"level": "info"}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+     "data": {"token": "dDBr"}},
     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"},
      "spec": {"clusterIP": "None", "ports": [{"port": 9100}]}},
@@ -365,9 +367,9 @@ USERS_OWN = [
 @pytest.mark.parametrize("made", USERS_OWN, ids=lambda obj: obj["kind"])
 def test_only_admin_writes_the_users_kinds_and_gc_deletes_them_with_their_namespace(
         world: World, caplog: pytest.LogCaptureFixture, made: dict[str, Any]) -> None:
-    """ConfigMaps, Services, ServiceAccounts, Roles and RoleBindings are the user's: no
-    controller or node agent creates, changes or deletes one; the gc deletes one only as its
-    namespace's deletion empties it."""
+    """ConfigMaps, Secrets, Services, ServiceAccounts, Roles and RoleBindings are the
+    user's: no controller or node agent creates, changes or deletes one; the gc deletes one
+    only as its namespace's deletion empties it."""
     made = copy.deepcopy(made)
     made["metadata"]["namespace"] = "default"
     kind = made["kind"]

@@ -417,6 +417,37 @@ def test_a_configmap_volume_is_mounted_read_only_and_follows_kubectl_apply(
     assert main_status(pods(engine)[0])["restartCount"] == 0  # the same container saw it
 
 
+def test_a_secret_volume_is_mounted_read_only_with_its_mode_and_follows_its_secret(
+        engine: Engine, tmp_path: Path) -> None:
+    start(engine)
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    api.kubectl("create", "secret", "generic", "es-creds", "--from-literal=password=first")
+    look = ('f=/etc/creds/password; while :; do echo "$(cat $f) $(stat -L -c %a $f) '
+            '$(touch /etc/creds/x 2>/dev/null && echo rw || echo ro)" > /srv/marks/s.tmp; '
+            'mv /srv/marks/s.tmp /srv/marks/secret; sleep 0.2; done')
+    api.kubectl("apply", "-f", "-", input=json.dumps(named_daemonset("creds", {
+        "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+        "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}},
+                    {"name": "creds", "secret": {"secretName": "es-creds",
+                                                 "defaultMode": 0o400}}],
+        "containers": [{"name": "reader", "image": IMAGE, "command": ["sh", "-c", look],
+                        "volumeMounts": [{"name": "srv", "mountPath": "/srv"},
+                                         {"name": "creds", "mountPath": "/etc/creds"}]}]})))
+    seen = engine.dir / "marks" / "secret"
+
+    def says(text: str) -> bool:
+        return seen.exists() and seen.read_text().strip() == text
+
+    wait_for(lambda: says("first 400 ro"), timeout=90,
+             what=f"the mounted Secret (last: {seen.read_text() if seen.exists() else ''})")
+    api.kubectl("patch", "secret", "es-creds", "-p", json.dumps(
+        {"stringData": {"password": "second"}}))
+    wait_for(lambda: says("second 400 ro"), timeout=60,
+             what="the changed Secret in the running container")
+    assert main_status(pods(engine)[0])["restartCount"] == 0
+
+
 FACTS = ('echo user=$(id -u); echo group=$(id -g); echo groups="$(id -G)"; '
          'grep -E "^(CapBnd|CapEff|NoNewPrivs)" /proc/self/status; '
          'touch /x 2>/dev/null && echo root=rw || echo root=ro; '

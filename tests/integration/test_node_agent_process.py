@@ -452,6 +452,26 @@ def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Ma
     wait_for(lambda: skipped in said(machine.stack, pod), what="kubelet's warning")
 
 
+def test_env_from_a_secret_waits_for_it_then_runs_with_its_bytes(machine: Machine) -> None:
+    (node,) = start(machine, nodes=1)
+    out = machine.dir / "marks" / "env"
+    ds = daemonset(machine, "v1", probe=False, command=[
+        "sh", "-c", f'echo "$ES_user $PASSWORD" > {out}; exec sleep 600'])
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    container["envFrom"] = [{"secretRef": {"name": "es-creds"}, "prefix": "ES_"}]
+    container["env"].append({"name": "PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "es-creds", "key": "password"}}})
+    machine.stack.store.apply(ds)
+    assert wait_for(lambda: config_error(machine), timeout=30,
+                    what="CreateContainerConfigError")["message"] == 'secret "es-creds" not found'
+    machine.stack.store.apply({"apiVersion": "v1", "kind": "Secret",
+                               "metadata": {"name": "es-creds", "namespace": "default"},
+                               "stringData": {"user": "fluent", "password": "s3cr\u00e9t"}})
+    wait_for(lambda: out.exists() and out.read_text().strip(), timeout=30,
+             what=f"the container's environment on {node}")
+    assert out.read_bytes() == "fluent s3cr\u00e9t\n".encode()
+
+
 def test_a_configmap_volume_mount_is_a_config_error_of_the_process_runtime(
         machine: Machine) -> None:
     start(machine, nodes=1)
@@ -465,8 +485,8 @@ def test_a_configmap_volume_mount_is_a_config_error_of_the_process_runtime(
     machine.stack.store.apply(ds)
     state = wait_for(lambda: config_error(machine), timeout=30, what="the config error")
     assert state["message"] == ("volumeMount files at /etc/x: the process runtime cannot "
-                                "mount configMap volumes (it has no mount namespace); use env "
-                                "or envFrom, or the docker runtime")
+                                "mount configMap or secret volumes (it has no mount "
+                                "namespace); use env or envFrom, or the docker runtime")
     assert machine.marks("start") == []  # nothing ran without its files
 
 

@@ -1,5 +1,5 @@
-"""configMap volumes (kubelet's configmap volume plugin's MakePayload) and the atomic
-writer's layout and updates (on a temporary directory)."""
+"""configMap and secret volumes (kubelet's configmap and secret volume plugins' MakePayload)
+and the atomic writer's layout and updates (on a temporary directory)."""
 
 from __future__ import annotations
 
@@ -16,41 +16,62 @@ CM: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": "cfg", "namespace": "ns"},
                       "data": {"a.conf": "A", "b.conf": "B"},
                       "binaryData": {"blob": base64.b64encode(b"\x00\xff").decode()}}
+SECRET: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                          "metadata": {"name": "creds", "namespace": "ns"},
+                          "data": {"token": base64.b64encode(b"s3cret\n").decode()}}
 POD: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {
     "volumes": [{"name": "config", "configMap": {"name": "cfg"}},
+                {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
                 {"name": "scratch", "emptyDir": {}}],
     "containers": [{"name": "c", "volumeMounts": [
-        {"name": "config", "mountPath": "/etc/x"}, {"name": "scratch", "mountPath": "/s"}]}]}}
+        {"name": "config", "mountPath": "/etc/x"}, {"name": "creds", "mountPath": "/etc/c"},
+        {"name": "scratch", "mountPath": "/s"}]}]}}
+CM_VOL = configvolumes.CONFIG_MAP
 
 
 def test_every_key_with_the_default_mode_or_the_items_with_their_own() -> None:
-    assert configvolumes.payload({"name": "cfg"}, CM) == {
+    assert configvolumes.payload(CM_VOL, {"name": "cfg"}, CM) == {
         "a.conf": (b"A", 0o644), "b.conf": (b"B", 0o644), "blob": (b"\x00\xff", 0o644)}
     source = {"name": "cfg", "defaultMode": 0o400,
               "items": [{"key": "a.conf", "path": "etc/a"}, {"key": "blob", "path": "b",
                                                              "mode": 0o600}]}
-    assert configvolumes.payload(source, CM) == {"etc/a": (b"A", 0o400),
+    assert configvolumes.payload(CM_VOL, source, CM) == {"etc/a": (b"A", 0o400),
                                                  "b": (b"\x00\xff", 0o600)}
 
 
 def test_missing_config_map_or_key_is_kubelets_error_unless_optional() -> None:
     with pytest.raises(podstatus.ConfigError, match='configmap "gone" not found'):
-        configvolumes.payload({"name": "gone"}, None)
-    assert configvolumes.payload({"name": "gone", "optional": True}, None) == {}
+        configvolumes.payload(CM_VOL, {"name": "gone"}, None)
+    assert configvolumes.payload(CM_VOL, {"name": "gone", "optional": True}, None) == {}
     items = {"name": "cfg", "items": [{"key": "nope", "path": "n"}]}
     with pytest.raises(podstatus.ConfigError,
                        match="configmap references non-existent config key: nope"):
-        configvolumes.payload(items, CM)
-    assert configvolumes.payload({**items, "optional": True}, CM) == {}
+        configvolumes.payload(CM_VOL, items, CM)
+    assert configvolumes.payload(CM_VOL, {**items, "optional": True}, CM) == {}
     with pytest.raises(podstatus.ConfigError, match="invalid path"):
-        configvolumes.payload({"name": "cfg", "items": [{"key": "a.conf", "path": "../x"}]},
+        configvolumes.payload(CM_VOL, {"name": "cfg", "items": [{"key": "a.conf", "path": "../x"}]},
                               CM)
+
+
+def test_a_secret_volume_holds_its_decoded_data_in_kubelets_words() -> None:
+    secret = configvolumes.object_volumes(POD)["creds"]
+    assert secret == (configvolumes.SECRET, {"secretName": "creds", "defaultMode": 0o400})
+    assert configvolumes.payload(*secret, SECRET) == {"token": (b"s3cret\n", 0o400)}
+    with pytest.raises(podstatus.ConfigError, match=r'^secret "creds" not found$'):
+        configvolumes.payload(*secret, None)
+    with pytest.raises(podstatus.ConfigError,
+                       match=r"^references non-existent secret key: nope$"):
+        configvolumes.payload(configvolumes.SECRET, {"secretName": "creds",
+                                                     "items": [{"key": "nope", "path": "n"}]},
+                              SECRET)
+    assert configvolumes.volume_dir(Path("/p"), configvolumes.SECRET, "creds") == \
+        Path("/p/volumes/kubernetes.io~secret/creds")
 
 
 def test_the_process_runtime_refuses_a_configmap_mount_and_docker_says_why_it_failed() -> None:
     container = POD["spec"]["containers"][0]
-    assert configvolumes.mounted(POD, container) == [("config", "/etc/x")]
-    with pytest.raises(podstatus.ConfigError, match="cannot mount configMap volumes"):
+    assert configvolumes.mounted(POD, container) == [("config", "/etc/x"), ("creds", "/etc/c")]
+    with pytest.raises(podstatus.ConfigError, match="cannot mount configMap or secret volumes"):
         configvolumes.check_mounts(POD, container, False, {})
     configvolumes.check_mounts(POD, container, True, {})
     with pytest.raises(podstatus.ConfigError) as err:

@@ -4,8 +4,10 @@ says (against real sockets)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import http.server
+import os
 import threading
 from typing import Any
 
@@ -139,7 +141,7 @@ def test_env_expands_earlier_variables_and_reads_pod_fields() -> None:
 
 
 def test_unsupported_env_sources_are_a_config_error() -> None:
-    for item in ({"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+    for item in ({"name": "R", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
                  {"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "spec.nope"}}}):
         with pytest.raises(podstatus.ConfigError):
             podstatus.container_env(POD, {"env": [item]}, {})
@@ -151,8 +153,13 @@ CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "
           "data": {"LEVEL": "info", "log.file": "/x", "1bad": "y", "HOST": "cm"}}
 
 
-def in_ns(name: str) -> Any:
-    return CONFIG if name == "cfg" else None
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "ns"},
+          "type": "Opaque", "data": {"TOKEN": base64.b64encode(b"t0k\xff").decode(),
+                                     "bad key": base64.b64encode(b"x").decode()}}
+
+
+def in_ns(kind: str, name: str) -> Any:
+    return {("ConfigMap", "cfg"): CONFIG, ("Secret", "creds"): SECRET}.get((kind, name))
 
 
 def test_env_from_config_maps_prefixed_and_overridden_by_env() -> None:
@@ -174,6 +181,26 @@ def test_env_from_config_maps_prefixed_and_overridden_by_env() -> None:
     assert podstatus.env_from(POD, container, in_ns)[1] == [
         "Keys [1bad] from the EnvFrom configMap ns/cfg were skipped since they are considered "
         "invalid environment variable names."]
+
+
+def test_env_from_secrets_and_secret_key_refs_as_kubelet_reads_them() -> None:
+    container = {"envFrom": [{"secretRef": {"name": "creds"}, "prefix": "S_"}],
+                 "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "creds",
+                                                                      "key": "TOKEN"}}}]}
+    env = podstatus.container_env(POD, container, {}, in_ns)
+    assert env == {"S_TOKEN": "t0k\udcff", "T": "t0k\udcff"}  # its bytes, as they are
+    assert os.fsencode(env["T"]) == b"t0k\xff"
+    assert podstatus.env_from(POD, container, in_ns)[1] == [
+        "Keys [S_bad key] from the EnvFrom secret ns/creds were skipped since they are "
+        "considered invalid environment variable names."]
+    for item, message in (
+            ({"name": "X", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}},
+             'secret "gone" not found'),
+            ({"name": "X", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "nope"}}},
+             "couldn't find key nope in Secret ns/creds")):
+        with pytest.raises(podstatus.ConfigError) as err:
+            podstatus.container_env(POD, {"env": [item]}, {}, in_ns)
+        assert str(err.value) == message
 
 
 @pytest.mark.parametrize("item, message", [
