@@ -28,10 +28,10 @@ SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
 """The reviews every user may post (``kubectl auth can-i``, ``auth whoami``), by group
 version: (plural, kind)."""
 REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
-_GROUPS = {"apps": "v1", "authentication.k8s.io": "v1", "authorization.k8s.io": "v1",
-           "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1",
-           "rbac.authorization.k8s.io": "v1"}
-"""The API groups served, each with its one version."""
+_GROUPS = dict(sorted({
+    **{gv.partition("/")[0]: gv.partition("/")[2] for gv in REVIEWS},
+    **{r.info.group: r.info.version for r in served.RESOURCES if r.info.group}}.items()))
+"""The API groups served, each with its one version: the resources' and the reviews'."""
 
 _BY_PATH = {(r.info.api_version, r.info.plural): r for r in served.RESOURCES}
 

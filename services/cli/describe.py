@@ -38,7 +38,7 @@ def daemonset(ds: Obj, pods: list[Obj], evs: list[Obj], now: float) -> str:
     selector = labels.format_selector(spec.get("selector"))
     w.write(0, f"Name:\t{meta.name(ds)}\n")
     w.write(0, f"Selector:\t{'' if selector == '<none>' else selector}\n")
-    node_selector = labels.format_node_selector((template.get("spec") or {}).get("nodeSelector"))
+    node_selector = labels.format_labels((template.get("spec") or {}).get("nodeSelector"))
     w.write(0, f"Node-Selector:\t{node_selector}\n")
     sec.multiline(w, "Labels", sec.labels_lines(meta.labels(ds)))
     sec.multiline(w, "Annotations", sec.annotation_lines(meta.annotations(ds)))

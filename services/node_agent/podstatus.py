@@ -288,6 +288,9 @@ def container_env(pod: Obj, container: Obj, base: dict[str, str],
                 env[name] = value
         else:
             env[name] = ""
+    for name, value in env.items():  # (no process can be given one: exec refuses it)
+        if "\x00" in name or "\x00" in value:
+            raise ConfigError(f"env {name.replace(chr(0), '?')}: a NUL byte in a variable")
     return env
 
 

@@ -59,13 +59,13 @@ def _free_ip(ips: set[str], rng: random.Random) -> str:
     for n in range(_FIRST, _LAST + 1):  # (a range nearly full: the first free one)
         if str(ipaddress.ip_address(n)) not in ips:
             return str(ipaddress.ip_address(n))
-    raise RuntimeError("range is full")
+    raise RuntimeError("failed to allocate a serviceIP: range is full")  # (a 500, as upstream)
 
 
 def _free_port(ports: set[int], rng: random.Random) -> int:
     free = [p for p in NODE_PORTS if p not in ports]
     if not free:
-        raise RuntimeError("range is full")
+        raise RuntimeError("failed to allocate a nodePort: range is full")
     return rng.choice(free)
 
 
@@ -202,11 +202,12 @@ def _node_ports(svc: Obj, spec: Obj, old: Obj | None, ports: set[int],
 
 def allocate(svc: Obj, old: Obj | None, ips: set[str], ports: set[int],
              rng: random.Random | None = None) -> Obj:
-    """``svc`` (a validated Service being created, or updated over ``old``) with its cluster
-    IP, IP families and node ports (the given ones checked against ``ips`` and ``ports``,
-    those others hold; the missing ones picked from what is free), changed in place and
-    returned. Raises InvalidError as upstream's allocators refuse. A Service whose fields
-    are not of their types is left as it is, for its validation to say what is wrong."""
+    """``svc`` (a Service being created, or updated over ``old``: defaulted, validated after)
+    with its cluster IP, IP families and node ports (the given ones checked against ``ips``
+    and ``ports``, those others hold; the missing ones picked from what is free), changed in
+    place and returned. Raises InvalidError as upstream's allocators refuse. A Service whose
+    fields are not of their types is left as it is, for its validation to say what is
+    wrong."""
     rng = rng or random.Random()
     spec = svc.get("spec")
     if not isinstance(spec, dict):

@@ -139,7 +139,7 @@ def _daemonset(ds: Obj, now: float) -> list[Cell]:
     return [meta.name(ds), _int(st.get("desiredNumberScheduled")),
             _int(st.get("currentNumberScheduled")), _int(st.get("numberReady")),
             _int(st.get("updatedNumberScheduled")), _int(st.get("numberAvailable")),
-            labels.format_node_selector(node_selector),
+            labels.format_labels(node_selector),
             age(meta.creation_timestamp(ds), now),
             ",".join(_str(c.get("name")) for c in containers),
             ",".join(_str(c.get("image")) for c in containers),
@@ -453,7 +453,7 @@ def _service(svc: Obj, now: float) -> list[Cell]:
         for p in _dicts(spec.get("ports")))
     return [meta.name(svc), _str(spec.get("type")), _str(ips[0]) if ips else NONE,
             _external_ip(spec, status), ports or NONE, age(meta.creation_timestamp(svc), now),
-            labels.format_node_selector(spec.get("selector"))]
+            labels.format_labels(spec.get("selector"))]
 
 
 _SVC_SPEC = _CORE + "ServiceSpec"

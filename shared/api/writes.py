@@ -318,8 +318,9 @@ def controller_create(obj: Obj, ensure: bool = False) -> Write:
 
 STATUS_KEPT = frozenset({kinds.POD.kind, kinds.NODE.kind, kinds.SERVICE.kind})
 """The kinds besides a DaemonSet and a Namespace whose update of the main resource keeps the
-stored status (PrepareForUpdate of pkg/registry/core/pod/strategy.go and
-pkg/registry/core/node/strategy.go: ``newPod.Status = oldPod.Status``): their status is
+stored status (PrepareForUpdate of pkg/registry/core/pod/strategy.go,
+pkg/registry/core/node/strategy.go and pkg/registry/core/service/strategy.go:
+``newPod.Status = oldPod.Status``): their status is
 written through ``/status`` (:func:`status_update`) or by the node agent
 (:func:`system_status`), never by an update of the object."""
 

@@ -1,7 +1,6 @@
 """Validation of the kinds of access control: ServiceAccount (``ValidateServiceAccount``) and
 the RBAC group's Role, ClusterRole, RoleBinding and ClusterRoleBinding (upstream's
-pkg/apis/rbac/validation), with Kubernetes' rendered messages, and the RBAC group's v1
-defaults. Pure.
+pkg/apis/rbac/validation), with Kubernetes' rendered messages. Pure.
 
 daemonbus keeps these objects so that a bundle applies whole and ``kubectl get`` shows what
 it holds; they grant nothing (its users' roles are its token file's, and its pods call no
@@ -209,20 +208,3 @@ VALIDATORS = {
     kinds.ROLE_BINDING.kind: validate_role_binding,
     kinds.CLUSTER_ROLE_BINDING.kind: validate_cluster_role_binding,
 }
-
-
-# ---- defaults -----------------------------------------------------------------------------
-
-
-def default_binding(obj: dict[Any, Any]) -> None:
-    """The RBAC group's v1 defaults of a binding, in place: ``roleRef.apiGroup`` is the
-    group's; a User's or Group's subject's ``apiGroup`` is the group's (a ServiceAccount's
-    stays empty)."""
-    ref = obj.get("roleRef")
-    if isinstance(ref, dict) and not ref.get("apiGroup"):
-        ref["apiGroup"] = kinds.RBAC_GROUP
-    subjects = obj.get("subjects")
-    for subject in subjects if isinstance(subjects, list) else ():
-        if (isinstance(subject, dict) and not subject.get("apiGroup")
-                and subject.get("kind") in (USER_KIND, GROUP_KIND)):
-            subject["apiGroup"] = kinds.RBAC_GROUP

@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-from shared.model import accessvalidation, kinds, podutil
+from shared.model import kinds, podutil
 
 Obj = dict[str, Any]
 
@@ -360,7 +360,7 @@ def default_service(obj: Any) -> Any:
     """``SetDefaults_Service``, on a deep copy: ClusterIP, no session affinity (ClientIP's
     timeout 3 hours), TCP ports aimed at the same port, the external traffic policy of a
     Service reachable from outside and the internal one of every Service with cluster IPs
-    ``Cluster``, a LoadBalancer's node ports allocated. Decides only."""
+    ``Cluster``, a LoadBalancer's ``allocateLoadBalancerNodePorts`` true. Decides only."""
     out = copy.deepcopy(obj)
     if not isinstance(out, dict):
         return out
@@ -422,6 +422,20 @@ def default_secret(obj: Any) -> Any:
     return out
 
 
+def default_binding(obj: Obj) -> None:
+    """The RBAC group's v1 defaults of a RoleBinding or ClusterRoleBinding, in place:
+    ``roleRef.apiGroup`` is the group's; a User's or Group's subject's ``apiGroup`` is the
+    group's (a ServiceAccount's stays empty)."""
+    ref = obj.get("roleRef")
+    if isinstance(ref, dict) and not ref.get("apiGroup"):
+        ref["apiGroup"] = kinds.RBAC_GROUP
+    subjects = obj.get("subjects")
+    for subject in subjects if isinstance(subjects, list) else ():
+        if (isinstance(subject, dict) and not subject.get("apiGroup")
+                and subject.get("kind") in ("User", "Group")):
+            subject["apiGroup"] = kinds.RBAC_GROUP
+
+
 def default(obj: Any) -> Any:
     """Default any stored object by its kind (a deep copy; unknown kinds are only copied).
     Decides only."""
@@ -445,5 +459,5 @@ def default(obj: Any) -> Any:
     if info is not None and info.namespaced:
         _default_namespace(out)
     if kind in (kinds.ROLE_BINDING.kind, kinds.CLUSTER_ROLE_BINDING.kind):
-        accessvalidation.default_binding(out)
+        default_binding(out)
     return out

@@ -103,6 +103,9 @@ CONFIG_MAP = KindInfo("ConfigMap", "v1", "configmaps", "configmap", ("cm",), nam
 #: credentials for pods (env, envFrom, volumes), written by admin only; node agents read it,
 #: and the ``view`` role may not (docs/security.md)
 SECRET = KindInfo("Secret", "v1", "secrets", "secret", (), namespaced=True)
+#: kept and served as upstream's registry keeps them (its cluster IP and node ports allocated
+#: by the API server, ``shared.api.serviceips``); nothing routes their traffic
+SERVICE = KindInfo("Service", "v1", "services", "service", ("svc",), namespaced=True)
 #: the objects of access control a bundle carries beside its DaemonSet: kept and served as
 #: upstream validates them, granting nothing (daemonbus's own users and roles are its token
 #: file's; its pods call no API: docs/security.md)
@@ -116,9 +119,6 @@ CLUSTER_ROLE = KindInfo("ClusterRole", f"{RBAC_GROUP}/v1", "clusterroles", "clus
                         namespaced=False)
 CLUSTER_ROLE_BINDING = KindInfo("ClusterRoleBinding", f"{RBAC_GROUP}/v1", "clusterrolebindings",
                                 "clusterrolebinding", (), namespaced=False)
-#: kept and served as upstream's registry keeps them (its cluster IP and node ports allocated
-#: by the API server, ``shared.api.serviceips``); nothing routes their traffic
-SERVICE = KindInfo("Service", "v1", "services", "service", ("svc",), namespaced=True)
 #: the kinds that only users write and that no controller acts on: a namespace being deleted
 #: takes its own with it (``services.gc``), and nothing else deletes them
 USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, ROLE,

@@ -39,7 +39,7 @@ __all__ = [
     "NOT_IN",
     "Requirement",
     "Selector",
-    "format_node_selector",
+    "format_labels",
     "format_selector",
     "is_empty_selector",
     "parse_selector",
@@ -113,10 +113,11 @@ def format_selector(selector: Any) -> str:
     return text or "<none>"
 
 
-def format_node_selector(node_selector: Any) -> str:
-    """A nodeSelector map as kubectl's ``NODE SELECTOR`` column shows it (``FormatLabels``):
-    sorted ``k=v`` pairs joined by commas, or ``<none>``."""
-    if not isinstance(node_selector, dict):
+def format_labels(labels: Any) -> str:
+    """A map of labels as kubectl's columns show it (``FormatLabels``: a DaemonSet's ``NODE
+    SELECTOR``, a Service's ``SELECTOR``): sorted ``k=v`` pairs joined by commas, or
+    ``<none>``."""
+    if not isinstance(labels, dict):
         return "<none>"
-    text = ",".join(sorted(f"{k}={v}" for k, v in node_selector.items()))
+    text = ",".join(sorted(f"{k}={v}" for k, v in labels.items()))
     return text or "<none>"

@@ -65,8 +65,9 @@ def _port_literal(protocol: str, port: int) -> fielderr.GoLiteral:
         + ', TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:""}, NodePort:0}')
 
 
-def _ports(spec: dict[Any, Any], is_headless: bool, errs: list[str]) -> list[dict[Any, Any]]:
-    """``validateServicePort`` of each port; the ports as read."""
+def _ports(spec: dict[Any, Any], errs: list[str]) -> list[dict[Any, Any]]:
+    """``validateServicePort`` of each port (upstream tolerates any targetPort of a
+    headless Service); the ports as read."""
     ports = [p for _i, p in typed.maps(spec.get("ports"), C("spec", "ports"), errs)]
     names: set[str] = set()
     for i, port in enumerate(ports):
@@ -94,7 +95,6 @@ def _ports(spec: dict[Any, Any], is_headless: bool, errs: list[str]) -> list[dic
         if app is not None:
             errs.extend(fielderr.invalid(C(path, "appProtocol"), app, m)
                         for m in syntax.is_qualified_name(app))
-    del is_headless  # (upstream tolerates any targetPort on a headless Service)
     return ports
 
 
@@ -297,39 +297,8 @@ def _load_balancer_fields(svc: dict[Any, Any], spec: dict[Any, Any], kind: str,
                     for m in syntax.is_qualified_name(lb_class))
 
 
-def validate_service(obj: Any, old: Any = None) -> list[str]:
-    """``ValidateService`` (and with ``old``, ``ValidateServiceUpdate``: its cluster IPs
-    and IP families never change, but to or from ExternalName). Decides only."""
-    if not isinstance(obj, dict):
-        return fielderr.not_an_object(obj)
-    errs: list[str] = []
-    metavalidation.validate_update_of(obj, old, errs)
-    if isinstance(old, dict):
-        _kept(spec_of(obj), spec_of(old), headless(obj), headless(old), errs)
-    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True,
-                                        name_fn=syntax.name_is_dns1035_label)
-    spec = typed.as_map(obj.get("spec"), "spec", errs) or {}
-    kind = typed.as_str(spec.get("type"), C("spec", "type"), errs) or ""
-    is_headless = headless(obj)
-    if not spec.get("ports") and not is_headless and kind != EXTERNAL_NAME:
-        errs.append(fielderr.required(C("spec", "ports")))
-    _by_type(spec, kind, is_headless, errs)
-    ports = _ports(spec, is_headless, errs)
-    metavalidation.validate_labels(spec.get("selector"), C("spec", "selector"), errs)
-    _affinity(spec, errs)
-    if kind != EXTERNAL_NAME:
-        _cluster_ips(spec, errs)
-    for i, ip in enumerate(typed.as_str_list(spec.get("externalIPs"), C("spec", "externalIPs"),
-                                             errs) or []):
-        path = fielderr.index(C("spec", "externalIPs"), i)
-        problems = syntax.is_valid_ip(ip)
-        errs.extend(fielderr.invalid(path, ip, m) for m in problems)
-        if not problems:
-            _special_ip(ip, path, errs)
-    if not kind:
-        errs.append(fielderr.required(C("spec", "type")))
-    elif kind not in TYPES:
-        errs.append(fielderr.not_supported(C("spec", "type"), kind, TYPES))
+def _port_conflicts(ports: list[dict[Any, Any]], kind: str, errs: list[str]) -> None:
+    """A ClusterIP Service's node ports; node ports, and ports, used twice (by protocol)."""
     node_ports: set[tuple[str, int]] = set()
     numbers: set[tuple[str, int]] = set()
     for i, port in enumerate(ports):
@@ -350,6 +319,42 @@ def validate_service(obj: Any, old: Any = None) -> list[str]:
                 errs.append(fielderr.duplicate(fielderr.index(C("spec", "ports"), i),
                                                _port_literal(protocol, number)))
             numbers.add((protocol, number))
+
+
+def validate_service(obj: Any, old: Any = None) -> list[str]:
+    """``ValidateService`` (and with ``old``, ``ValidateServiceUpdate``: its cluster IPs
+    and IP families never change, but to or from ExternalName). Decides only."""
+    if not isinstance(obj, dict):
+        return fielderr.not_an_object(obj)
+    errs: list[str] = []
+    metavalidation.validate_update_of(obj, old, errs)
+    if isinstance(old, dict):
+        _kept(spec_of(obj), spec_of(old), headless(obj), headless(old), errs)
+    metavalidation.validate_object_meta(obj.get("metadata"), "metadata", errs, namespaced=True,
+                                        name_fn=syntax.name_is_dns1035_label)
+    spec = typed.as_map(obj.get("spec"), "spec", errs) or {}
+    kind = typed.as_str(spec.get("type"), C("spec", "type"), errs) or ""
+    is_headless = headless(obj)
+    if not spec.get("ports") and not is_headless and kind != EXTERNAL_NAME:
+        errs.append(fielderr.required(C("spec", "ports")))
+    _by_type(spec, kind, is_headless, errs)
+    ports = _ports(spec, errs)
+    metavalidation.validate_labels(spec.get("selector"), C("spec", "selector"), errs)
+    _affinity(spec, errs)
+    if kind != EXTERNAL_NAME:
+        _cluster_ips(spec, errs)
+    for i, ip in enumerate(typed.as_str_list(spec.get("externalIPs"), C("spec", "externalIPs"),
+                                             errs) or []):
+        path = fielderr.index(C("spec", "externalIPs"), i)
+        problems = syntax.is_valid_ip(ip)
+        errs.extend(fielderr.invalid(path, ip, m) for m in problems)
+        if not problems:
+            _special_ip(ip, path, errs)
+    if not kind:
+        errs.append(fielderr.required(C("spec", "type")))
+    elif kind not in TYPES:
+        errs.append(fielderr.not_supported(C("spec", "type"), kind, TYPES))
+    _port_conflicts(ports, kind, errs)
     _load_balancer_fields(obj, spec, kind, errs)
     _traffic(obj, spec, kind, errs)
     return errs

@@ -150,8 +150,8 @@ def test_format_selector_none_and_error() -> None:
     )
 
 
-def test_format_node_selector() -> None:
-    assert labels.format_node_selector({"kubernetes.io/os": "linux"}) == "kubernetes.io/os=linux"
-    assert labels.format_node_selector({"b": "2", "a": "1"}) == "a=1,b=2"
-    assert labels.format_node_selector({}) == "<none>"
-    assert labels.format_node_selector(None) == "<none>"
+def test_format_labels() -> None:
+    assert labels.format_labels({"kubernetes.io/os": "linux"}) == "kubernetes.io/os=linux"
+    assert labels.format_labels({"b": "2", "a": "1"}) == "a=1,b=2"
+    assert labels.format_labels({}) == "<none>"
+    assert labels.format_labels(None) == "<none>"

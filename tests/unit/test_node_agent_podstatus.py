@@ -193,6 +193,10 @@ def test_env_from_secrets_and_secret_key_refs_as_kubelet_reads_them() -> None:
     assert podstatus.env_from(POD, container, in_ns)[1] == [
         "Keys [S_bad key] from the EnvFrom secret ns/creds were skipped since they are "
         "considered invalid environment variable names."]
+    binary = {**SECRET, "data": {"BLOB": base64.b64encode(b"a\x00b").decode()}}
+    with pytest.raises(podstatus.ConfigError, match="env BLOB: a NUL byte in a variable"):
+        podstatus.container_env(POD, {"envFrom": [{"secretRef": {"name": "creds"}}]}, {},
+                                lambda kind, name: binary)
     for item, message in (
             ({"name": "X", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}},
              'secret "gone" not found'),
