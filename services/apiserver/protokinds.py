@@ -18,7 +18,6 @@ SCHEMA: protowire.Schema = {
                        3: "imagePullSecrets:[Named]", 4: "automountServiceAccountToken:bool!"},
     "ObjectReference": {1: "kind", 2: "namespace", 3: "name", 4: "uid", 5: "apiVersion",
                         6: "resourceVersion", 7: "fieldPath"},
-    "Named": {1: "name"},
     "Role": {1: "metadata:ObjectMeta", 2: _RULES},
     "ClusterRole": {1: "metadata:ObjectMeta", 2: _RULES, 3: "aggregationRule:AggregationRule"},
     "PolicyRule": {1: "verbs:[str]", 2: "apiGroups:[str]", 3: "resources:[str]",

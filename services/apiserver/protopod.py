@@ -14,7 +14,8 @@ from services.apiserver import protowire
 
 KIND = "Pod"
 
-#: ObjectMeta and the meta types it and a LabelSelector hold (the access kinds use them too)
+#: ObjectMeta, the meta types it and a LabelSelector hold, and the one-name message
+#: (LocalObjectReference): the other kinds' tables (protokinds) use them too
 META: protowire.Schema = {
     "ObjectMeta": {
         1: "name", 2: "generateName", 3: "namespace", 4: "selfLink", 5: "uid",
@@ -28,6 +29,7 @@ META: protowire.Schema = {
     "ManagedFieldsEntry": {1: "manager", 2: "operation", 3: "apiVersion", 4: "time:time",
                            6: "fieldsType", 7: "fieldsV1:rawjson", 8: "subresource"},
     "LabelSelector": {1: "matchLabels:{str}", 2: "matchExpressions:[Requirement]"},
+    "Named": {1: "name"},  # LocalObjectReference, PodOS, PodSchedulingGate
     "Requirement": {1: "key!", 2: "operator!", 3: "values:[str]"},
 }
 
@@ -61,7 +63,6 @@ _SPEC: protowire.Schema = {
         39: "resourceClaims:[PodResourceClaim]", 40: "resources:ResourceRequirements"},
     "Container": _CONTAINER,
     "EphemeralContainer": {1: "^Container", 2: "targetContainerName"},
-    "Named": {1: "name"},  # LocalObjectReference, PodOS, PodSchedulingGate
     "ContainerPort": {1: "name", 2: "hostPort:int", 3: "containerPort:int!", 4: "protocol",
                       5: "hostIP"},
     "EnvVar": {1: "name!", 2: "value", 3: "valueFrom:EnvVarSource"},
