@@ -73,6 +73,7 @@ class CommitResult(StrEnum):
     FORBIDDEN = "forbidden"
     SKIPPED = "skipped"  # its batch was refused as a whole
     FENCED = "fenced"  # the workqueue lease it was fenced by is gone
+    TAKEN = "taken"  # a Service's cluster IP or node port another Service holds
     # not COMMIT's: a node agent's op added to its request stream, for node-admission to
     # commit (``shared.store.noderequests``)
     QUEUED = "queued"

@@ -47,6 +47,12 @@ class ConflictError(StoreError):
         )
 
 
+class TakenError(ConflictError):
+    """A Service's cluster IP or node port, free when its write was prepared, was taken by
+    another Service's write committed meanwhile (``detail``: which, and by whom); the write
+    is prepared again, its free ones picked anew."""
+
+
 class InvalidError(StoreError):
     """Validation failed; ``causes`` are field errors rendered as Kubernetes does."""
 

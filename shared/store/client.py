@@ -132,6 +132,19 @@ def slow_start_batches(count: int, first: int) -> Iterator[tuple[int, int]]:
         start, size = start + size, size * 2
 
 
+def _picking_again(write: Callable[[], Obj]) -> Obj:
+    """``write()``, done again (up to ``CONFLICT_RETRIES`` times in all) while what the
+    registry allocated for it was taken by another write committed meanwhile (``TakenError``:
+    another API server's Service took the same address or port first); each try picks anew
+    from the view as it then is."""
+    for _ in range(CONFLICT_RETRIES - 1):
+        try:
+            return write()
+        except errors.TakenError:
+            continue
+    return write()
+
+
 def _now() -> float:
     return time.time()
 
@@ -319,6 +332,8 @@ class Store:
             raise errors.NotFoundError(res.op.kind, res.op.key)
         if res.status == CommitResult.CONFLICT:
             raise errors.ConflictError(res.op.kind, res.op.key)
+        if res.status == CommitResult.TAKEN:
+            raise errors.TakenError(res.op.kind, res.op.key, f"{res.value}; try again")
         if res.status == CommitResult.FORBIDDEN:
             raise errors.ForbiddenError(res.op.kind, res.op.key, self.role, res.value)
         if not res.ok:
@@ -416,19 +431,23 @@ class Store:
     def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
         """Create ``obj``; ``created``: the creation time it keeps (a namespace without an
         object given one is as old as it was), else now."""
-        write = writes.create(obj, self.clock(), created=created, allocate=self.allocate)
-        return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
+        def once() -> Obj:
+            write = writes.create(obj, self.clock(), created=created, allocate=self.allocate)
+            return self._write(write, self.try_get(write.kind, write.key) if dry else None, dry)
+        return _picking_again(once)
 
     def update(self, obj: Obj, dry: bool = False, replace: bool = True) -> Obj:
         """Replace an object; ``metadata.resourceVersion`` must be current (else Conflict),
         and with ``replace`` (a PUT's object; a patched one names no precondition) its
         ``metadata.uid``, if it names one, the stored one's (``writes.check_uid``): both
         checked before the object, uid first, as upstream's storage does."""
-        old = self.get(str(obj.get("kind")), meta.key(obj))
-        if replace:
-            writes.check_uid(obj, old)
-        writes.check_version(obj, old)
-        return self._write(writes.update(obj, old, replace, self.allocate), old, dry)
+        def once() -> Obj:
+            old = self.get(str(obj.get("kind")), meta.key(obj))
+            if replace:
+                writes.check_uid(obj, old)
+            writes.check_version(obj, old)
+            return self._write(writes.update(obj, old, replace, self.allocate), old, dry)
+        return _picking_again(once)
 
     def update_status(self, obj: Obj, dry: bool = False, current: Obj | None = None,
                       replace: bool = True) -> Obj:

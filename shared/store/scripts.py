@@ -46,8 +46,9 @@ COMMIT = r"""
 --   payload   msgpack of the object without resourceVersion (decision record for record)
 --
 -- Returns one {status, value} pair per op: {"ok", id} | {"exists", rv} | {"conflict", rv}
--- | {"notfound", ""} | {"forbidden", reason} | {"skipped", ""} (batch aborted by another op,
--- or a slow-start batch not tried)
+-- | {"notfound", ""} | {"forbidden", reason} | {"taken", what} (a Service's cluster IP or
+-- node port another Service holds: see holdings below) | {"skipped", ""} (batch aborted by
+-- another op, or a slow-start batch not tried)
 -- | {"fenced", ""} (the fence token no longer holds the lease: nothing written); then
 -- the mark's check: {epoch|false, 1|0 (ARGV[7] is in the log), compaction point|false,
 -- 1|0 (the epoch was read)}.
@@ -399,6 +400,47 @@ local function refused_by(mode, kind, field, pair, exists, payload)
   return "unknown role"
 end
 
+-- What a Service holds that no other Service may: its cluster IPs and node ports (its
+-- health check port among them), as shared.api.serviceips.taken reads them. The API server
+-- picks free ones from the view as it prepares a write; checked again here, where the writes
+-- of two API servers that picked the same one meet, the second is "taken" (and its API
+-- server picks again, as upstream's allocators retry a conflicting update of their range).
+local function holdings(raw)
+  local o, out = decode(raw), {}
+  if not o then return out end
+  local s = spec(o)
+  for _, ip in ipairs((type(s.clusterIPs) == "table" and s.clusterIPs) or {}) do
+    if type(ip) == "string" and ip ~= "" and ip ~= "None" then out[#out + 1] = "IP " .. ip end
+  end
+  for _, p in ipairs((type(s.ports) == "table" and s.ports) or {}) do
+    if type(p) == "table" and type(p.nodePort) == "number" and p.nodePort ~= 0 then
+      out[#out + 1] = string.format("node port %d", p.nodePort)
+    end
+  end
+  if type(s.healthCheckNodePort) == "number" and s.healthCheckNodePort ~= 0 then
+    out[#out + 1] = string.format("node port %d", s.healthCheckNodePort)
+  end
+  return out
+end
+local held = nil  -- holding -> the Service holding it: the stored ones', read once per call
+local function taken(pair, field, payload)
+  local wants = holdings(payload)
+  if #wants == 0 then return nil end
+  if held == nil then
+    held = {}
+    local all = redis.call("HGETALL", KEYS[2 * pair])
+    for j = 1, #all, 2 do
+      for _, h in ipairs(holdings(all[j + 1])) do held[h] = all[j] end
+    end
+  end
+  for _, h in ipairs(wants) do
+    local by = held[h]
+    if by ~= nil and by ~= field then return h .. " is held by Service " .. by end
+  end
+  for _, h in ipairs(wants) do held[h] = field end  -- and by this one for the batch's others
+  return nil
+end
+
 local results = {}
 local failed, forbidden = false, nil
 if fenced then
@@ -444,6 +486,13 @@ for i = 0, n - 1 do
   if res[1] == "ok" and role ~= "admin" then
     local why = refused_by(mode, kind, field, pair, cur ~= nil, ARGV[b + 5])
     if why then res = {"forbidden", why} end
+  end
+  if res[1] == "ok" and kind == "Service" and mode ~= "delete" and mode ~= "record" then
+    local why = taken(pair, field, ARGV[b + 5])
+    if why then
+      res = {"taken", why}
+      failed = true
+    end
   end
   if res[1] == "forbidden" then
     forbidden = forbidden or res
