@@ -12,16 +12,20 @@
 # 3. the wheelhouse (ops/wheelhouse): the daemonbus wheel and its dependencies resolved on
 #    this host for the base image's Python version and platform (Debian 12's Python 3.11.2
 #    needs async-timeout for redis-py, a newer one does not), binary wheels only;
-# 4. $DAEMONBUS_IMAGE (default daemonbus:local) from ops/Dockerfile.
+# 4. $DAEMONBUS_IMAGE (default daemonbus:local) from ops/Dockerfile;
+# 5. $DAEMONBUS_PAUSE_IMAGE (default daemonbus-pause:local), the docker runtime's pod
+#    sandbox, from ops/pause.
 #
-# Environment: BASE_IMAGE, DAEMONBUS_BASE_IMAGE, DAEMONBUS_IMAGE, PYTHON (the host Python
-# whose pip builds the wheelhouse; default python3), DEBIAN_SUITE (bookworm), DEBIAN_MIRROR
-# (default: the first Debian URI in this host's apt sources, else debootstrap's own).
+# Environment: BASE_IMAGE, DAEMONBUS_BASE_IMAGE, DAEMONBUS_IMAGE, DAEMONBUS_PAUSE_IMAGE,
+# PYTHON (the host Python whose pip builds the wheelhouse; default python3), DEBIAN_SUITE
+# (bookworm), DEBIAN_MIRROR (default: the first Debian URI in this host's apt sources, else
+# debootstrap's own).
 # Needs root for debootstrap (only when the Debian base image is built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DAEMONBUS_IMAGE=${DAEMONBUS_IMAGE:-daemonbus:local}
+DAEMONBUS_PAUSE_IMAGE=${DAEMONBUS_PAUSE_IMAGE:-daemonbus-pause:local}
 DAEMONBUS_BASE_IMAGE=${DAEMONBUS_BASE_IMAGE:-daemonbus-base:bookworm}
 DEBIAN_SUITE=${DEBIAN_SUITE:-bookworm}
 PYTHON=${PYTHON:-python3}
@@ -151,4 +155,13 @@ if ! docker run --rm --entrypoint sh "$DAEMONBUS_IMAGE" -c 'command -v redis-ser
   echo "build-images: $DAEMONBUS_IMAGE has no redis-server: run compose with" \
        "DAEMONBUS_REDIS_IMAGE=redis:7 (in .env or the environment)" >&2
 fi
-say "images ready in $(( $(now) - T0 )) s: $DAEMONBUS_IMAGE (base $base)"
+
+# ---- 5. the pod sandbox image --------------------------------------------------------------
+say "building $DAEMONBUS_PAUSE_IMAGE from ops/pause"
+if ! docker build -f ops/pause/Dockerfile --build-arg "BASE_IMAGE=$base" \
+     -t "$DAEMONBUS_PAUSE_IMAGE" ops/pause >"$LOG" 2>&1; then
+  cat "$LOG" >&2
+  exit 1
+fi
+say "images ready in $(( $(now) - T0 )) s: $DAEMONBUS_IMAGE, $DAEMONBUS_PAUSE_IMAGE" \
+    "(base $base)"

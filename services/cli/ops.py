@@ -396,6 +396,12 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
                    "5 min).")
 @click.option("--docker-network", default="bridge", show_default=True,
               help="[docker] The engine's network of pods without hostNetwork.")
+@click.option("--pod-infra-image", default="registry.k8s.io/pause:3.10", show_default=True,
+              help="[docker] The image of each pod's sandbox (kubelet's "
+                   "--pod-infra-container-image): a container that holds the network and "
+                   "IPC namespaces its containers share; any image whose own command keeps "
+                   "running until it is stopped (ops/build-images.sh builds "
+                   "daemonbus-pause:local for machines without a registry).")
 @click.option("--log-port", type=click.IntRange(min=-1, max=65535), default=10250,
               show_default=True,
               help="[process, docker] Port of the agent's HTTPS endpoint serving its pods' "
@@ -417,7 +423,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
-                   docker_network: str, log_port: int, via_admission: bool,
+                   docker_network: str, pod_infra_image: str, log_port: int,
+                   via_admission: bool,
                    node_lease_duration: float, metrics_resolution: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
     with --runtime process or docker a kubelet for this machine that runs its pods as
@@ -439,7 +446,9 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     With --runtime docker it does the same with each container as a container of the Docker
     engine: image and imagePullPolicy (a missing image that cannot be pulled is
     ErrImagePull, then ImagePullBackOff), ports, hostNetwork, hostPath and emptyDir
-    volumes, memory and cpu limits; its endpoint serves the engine's logs of them.
+    volumes, memory and cpu limits; its endpoint serves the engine's logs of them. The
+    containers of a pod without hostNetwork share its sandbox's address and localhost
+    (--pod-infra-image).
 
     \b
     Examples:
@@ -502,7 +511,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
             except docker.errors.DockerException as err:
                 raise click.ClickException(f"--runtime docker: no Docker engine answers "
                                            f"(DOCKER_HOST or its local socket): {err}") from None
-            rt = dockerrt.DockerRuntime(state, name, client, network=docker_network)
+            rt = dockerrt.DockerRuntime(state, name, client, network=docker_network,
+                                        infra_image=pod_infra_image)
         else:
             rt = procs.ProcessRuntime(state, user)
         runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, rt,

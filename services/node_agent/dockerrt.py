@@ -7,15 +7,19 @@ uid, name and namespace, the container's name and run, and this node's name.
 What it maps from the pod: ``image`` and ``imagePullPolicy`` (no registry is asked when the
 image is present, unless the policy is Always), ``command`` (the entrypoint) and ``args``
 (the command), ``env``, ``workingDir``, ``hostNetwork`` (the engine host's network) or else
-the agent's --docker-network (the pod's IP is its first container's address there),
-``ports`` with a ``hostPort`` (published), ``hostPath`` and ``emptyDir`` volumes (a volume
+the pod's sandbox (below), ``ports`` with a ``hostPort`` (published on the sandbox), ``hostPath`` and ``emptyDir`` volumes (a volume
 of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
 the security context (``securitycontext``: user and groups, privileged, capabilities, a
 read-only root, no new privileges, seccomp, sysctls, ``hostPID``, ``hostIPC``), checked
 against the image's user for ``runAsNonRoot`` as kubelet checks it, and a file of the agent's
 at ``terminationMessagePath`` (``runtime.termination_message`` reads it as the run ends).
-The containers of one pod do not share a network namespace (there is no sandbox container):
-daemons that talk to each other over localhost need ``hostNetwork``.
+A pod without ``hostNetwork`` has a sandbox, as kubelet's: a container of the agent's
+--pod-infra-image (``k8s_POD_<pod>_<namespace>_<uid>_0``) on the agent's --docker-network,
+named for the pod's hostname, that holds the pod's network and IPC namespaces. Each of its
+containers joins them: they share its address (the pod's IP) and localhost, and its
+published ports. A sandbox that ended is replaced as kubelet replaces it: the containers
+still in the old one are killed (``refresh``) and start again, per their restartPolicy, in
+a new one.
 
 The lifecycle's records live in the state dir (``runtime.Records``) as for the process
 runtime. The engine mounts the state dir's files into containers (configMap volumes,
@@ -60,6 +64,9 @@ LABEL_NAMESPACE = "io.kubernetes.pod.namespace"
 LABEL_CONTAINER = "io.kubernetes.container.name"
 LABEL_RUN = "io.kubernetes.container.restartCount"
 SCHEME = "docker://"
+SANDBOX = "POD"  # the container name of a pod's sandbox (upper case: no container's name)
+#: kubelet's default sandbox image (its --pod-infra-container-image)
+INFRA_IMAGE = "registry.k8s.io/pause:3.10"
 EXEC_POLL = 0.05
 
 
@@ -101,12 +108,13 @@ class DockerRuntime(Records):
     mounts = True
 
     def __init__(self, state_dir: Path, node_name: str, client: docker.DockerClient,
-                 network: str = "bridge") -> None:
+                 network: str = "bridge", infra_image: str = INFRA_IMAGE) -> None:
         super().__init__(state_dir)
         self.node = node_name
         self.client = client
         self.api = client.api
         self.network = network
+        self.infra_image = infra_image
         self._version = f"docker://{client.version().get('Version', '')}"
         self._seen: dict[str, Obj] = {}  # engine id → the engine's summary of the container
         self._pulls: dict[str, Future[str]] = {}  # image → its pull under way
@@ -124,7 +132,85 @@ class DockerRuntime(Records):
         return found
 
     def refresh(self) -> None:
+        """Read what the engine has of this node's; kill each running container whose
+        sandbox is not running (it ended, or was removed): its network is gone, and it
+        starts again in the pod's new sandbox (kubelet's "pod sandbox changed")."""
         self._seen = {s["Id"]: s for s in self._ours()}
+        for eid, s in self._seen.items():
+            mode = str((s.get("HostConfig") or {}).get("NetworkMode") or "")
+            holder = self._seen.get(mode.removeprefix("container:")) or {}
+            if s.get("State") == "running" and mode.startswith("container:") \
+                    and holder.get("State") != "running":
+                labels = s.get("Labels") or {}
+                log.info("pod sandbox of %s/%s changed: killing its container %s, which "
+                         "starts again in a new one", labels.get(LABEL_NAMESPACE),
+                         labels.get(LABEL_POD), labels.get(LABEL_CONTAINER))
+                try:
+                    self.api.kill(eid)
+                except docker.errors.DockerException as err:
+                    log.warning("cannot kill container %s: %s", eid[:12], err)
+
+    def sandbox(self, pod: Obj) -> None:
+        self._sandbox(pod)
+
+    def _sandbox(self, pod: Obj) -> str:
+        """Acts: the engine id of the pod's running sandbox, made and started when there is
+        none (one that ended is removed): a container of the infra image on the pods'
+        network, named for the pod's hostname, publishing every hostPort of its containers,
+        its IPC namespace shareable."""
+        md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        found = self._ours(f"{LABEL_UID}={md.get('uid')}", f"{LABEL_CONTAINER}={SANDBOX}")
+        for s in found:
+            if s.get("State") == "running":
+                return str(s["Id"])
+        for s in found:
+            self._remove(s["Id"])
+        image = self.infra_image
+        try:
+            if not self._present(image):
+                log.info("pulling the sandbox image %s", image)
+                self._pull(image)
+        except (docker.errors.DockerException, OSError) as err:
+            raise OSError(f'Failed to create pod sandbox: failed to get sandbox image '
+                          f'"{image}": {getattr(err, "explanation", None) or err}') from err
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        ports = {f"{p.get('containerPort')}/{str(p.get('protocol') or 'TCP').lower()}":
+                 (str(p.get("hostIP") or ""), int(p["hostPort"]))
+                 for c in containers for p in c.get("ports") or [] if p.get("hostPort")}
+        labels = {LABEL_NODE: self.node, LABEL_UID: str(md.get("uid") or ""),
+                  LABEL_POD: str(md.get("name") or ""),
+                  LABEL_NAMESPACE: str(md.get("namespace") or ""),
+                  LABEL_CONTAINER: SANDBOX, LABEL_RUN: "0"}
+        name = container_name(pod, SANDBOX, 0)
+        hostname = str(spec.get("hostname") or md.get("name") or "")[:63]
+        try:
+            eid = self._started(name, labels, lambda: self.client.containers.create(
+                image, name=name, labels=labels, detach=True, network=self.network,
+                hostname=hostname, ports=ports or None, ipc_mode="shareable"))
+        except docker.errors.DockerException as err:
+            raise OSError("Failed to create pod sandbox: "
+                          f"{getattr(err, 'explanation', None) or err}") from err
+        log.info("pod %s/%s: sandbox %s started", md.get("namespace"), md.get("name"),
+                 eid[:12])
+        return eid
+
+    def _started(self, name: str, labels: dict[str, str], create: Callable[[], Any]) -> str:
+        """Acts: the engine id of the container ``create()`` makes (or of the one named
+        ``name`` that a run of the agent that died made), started, and kept as running with
+        its address (the pod's IP from its start) till the next ``refresh``. Raises
+        DockerException."""
+        try:
+            eid = str(create().id)
+        except docker.errors.APIError as err:
+            if err.status_code != 409:  # (409: made by a run of the agent that died)
+                raise
+            eid = str(self.api.inspect_container(name)["Id"])
+        self.api.start(eid)
+        info = self.api.inspect_container(eid)
+        self._seen[eid] = {"Id": eid, "State": "running", "Labels": labels,
+                           "NetworkSettings": {"Networks": (info.get("NetworkSettings") or {})
+                                               .get("Networks") or {}}}
+        return eid
 
     def base_env(self) -> dict[str, str]:
         return {}  # the image's own environment (PATH, HOME) is the engine's to add
@@ -248,12 +334,9 @@ class DockerRuntime(Records):
         if spec.get("hostNetwork"):
             options["network_mode"] = "host"
         else:
-            options["network"] = self.network
-            ports = {f"{p.get('containerPort')}/{str(p.get('protocol') or 'TCP').lower()}":
-                     (str(p.get("hostIP") or ""), int(p["hostPort"]))
-                     for p in container.get("ports") or [] if p.get("hostPort")}
-            if ports:
-                options["ports"] = ports
+            sandbox = self._sandbox(pod)
+            options["network_mode"] = f"container:{sandbox}"
+            options.setdefault("ipc_mode", f"container:{sandbox}")  # (unless hostIPC)
         if memory is not None:
             options["mem_limit"] = memory
             options["memswap_limit"] = memory
@@ -269,29 +352,17 @@ class DockerRuntime(Records):
                 told.write_bytes(b"")
                 told.chmod(0o666)  # (whatever user the container runs as may write it)
                 binds.append(f"{told}:{at}:rw")
-            try:
-                made = self.client.containers.create(
-                    str(container.get("image")), command=cmd, entrypoint=entrypoint,
-                    environment=env, working_dir=container.get("workingDir") or None,
-                    name=name, labels=labels, volumes=binds, detach=True,
-                    stdin_open=bool(container.get("stdin")), tty=bool(container.get("tty")),
-                    **options)
-                eid = str(made.id)
-            except docker.errors.APIError as err:
-                if err.status_code != 409:  # (409: created by a run of the agent that died)
-                    raise
-                eid = str(self.api.inspect_container(name)["Id"])
-            self.api.start(eid)
-            # its address (the pod's IP from its start, never the node's first)
-            info = self.api.inspect_container(eid)
+            eid = self._started(name, labels, lambda: self.client.containers.create(
+                str(container.get("image")), command=cmd, entrypoint=entrypoint,
+                environment=env, working_dir=container.get("workingDir") or None,
+                name=name, labels=labels, volumes=binds, detach=True,
+                stdin_open=bool(container.get("stdin")), tty=bool(container.get("tty")),
+                **options))
         except docker.errors.DockerException as err:
             raise OSError(getattr(err, "explanation", None) or str(err)) from err
         c.pid, c.create_time = 0, 0.0
         c.container_id = SCHEME + eid
         c.image_id = image_id(image)
-        self._seen[eid] = {"Id": eid, "State": "running", "Labels": labels,  # till refresh
-                           "NetworkSettings": {"Networks": (info.get("NetworkSettings") or {})
-                                               .get("Networks") or {}}}
         self._remove_older(pod, c)
 
     def _remove_older(self, pod: Obj, c: ContainerState) -> None:
@@ -429,19 +500,19 @@ class DockerRuntime(Records):
         return bool((pod.get("spec") or {}).get("hostNetwork"))
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
-        for c in containers:
-            if c.init or not c.running():
-                continue
-            s = self._seen.get(engine_id(c)) or {}
-            nets = ((s.get("NetworkSettings") or {}).get("Networks") or {})
-            ip = str((nets.get(self.network) or {}).get("IPAddress") or "")
-            if ip:
-                return ip
+        """The address of the pod's running sandbox on the pods' network."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        for s in self._seen.values():
+            labels = s.get("Labels") or {}
+            if labels.get(LABEL_UID) == uid and labels.get(LABEL_CONTAINER) == SANDBOX \
+                    and s.get("State") == "running":
+                nets = ((s.get("NetworkSettings") or {}).get("Networks") or {})
+                return str((nets.get(self.network) or {}).get("IPAddress") or "")
         return ""
 
     def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The loopback address for a hostNetwork pod (the engine runs beside the agent);
-        else the address of its first running container on the pods' network (``pod_ip``)."""
+        else its sandbox's address on the pods' network (``pod_ip``)."""
         if self.on_host_network(pod):
             return LOOPBACK if any(c.running() for c in containers) else ""
         return self.pod_ip(pod, containers)

@@ -549,10 +549,12 @@ class ProcessAgent:
             return  # ended for good (its restartPolicy)
         if now < run.config_retry_at.get(c.name, now):
             return
+        if not self._sandboxed(run, c, now):
+            return
         skipped: list[str] = []  # (envFrom's keys that are no variable names)
         try:
-            env = podstatus.container_env(pod, cspec, self.runtime.base_env(),
-                                          self.sources(pod), skipped)
+            env = podstatus.container_env(self._addressed(pod, run), cspec,
+                                          self.runtime.base_env(), self.sources(pod), skipped)
             words = self.runtime.argv(cspec, env)
             configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
         except podstatus.ConfigError as err:
@@ -601,6 +603,34 @@ class ProcessAgent:
         self.runtime.save(run.pod_dir, c)
         self._event(run, "Normal", "Created", f"Created container: {c.name}", c, now)
         self._event(run, "Normal", "Started", f"Started container {c.name}", c, now)
+
+    def _sandboxed(self, run: PodRun, c: ContainerState, now: float) -> bool:
+        """Whether the pod has its sandbox (made first, as kubelet's sync makes it before
+        any container); when it cannot be made, ``c`` waits as ContainerCreating and the
+        pod is told why in kubelet's FailedCreatePodSandBox Warning, tried again after the
+        pod worker's back-off."""
+        if self.runtime.on_host_network(run.pod):
+            return True
+        try:
+            self.runtime.sandbox(run.pod)
+        except OSError as err:
+            log.info("pod %s: %s", meta.key(run.pod), err)
+            c.waiting_reason, c.waiting_message = "ContainerCreating", ""
+            run.config_retry_at[c.name] = now + CONFIG_RETRY
+            ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, "Warning",
+                              "FailedCreatePodSandBox", str(err), now=now,
+                              salt=f"sandbox|{now}", component="kubelet")
+            self._tell(ev, meta.name(run.pod), now)
+            return False
+        return True
+
+    def _addressed(self, pod: Obj, run: PodRun) -> Obj:
+        """``pod`` with its IP in its status when the status has none yet (written with
+        this round's report): a container's ``status.podIP`` variable has it from its
+        first start, as the sandbox has it before any container starts."""
+        status = pod.get("status") or {}
+        ip = "" if status.get("podIP") else self._pod_ip(pod, run.containers())
+        return {**pod, "status": {**status, "podIP": ip}} if ip else pod
 
     def _config_error(self, run: PodRun, c: ContainerState, err: podstatus.ConfigError,
                       now: float) -> None:
@@ -771,8 +801,8 @@ class ProcessAgent:
                     f"Container {c.name} failed {which} probe, will be restarted", c, now)
 
     def _pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
-        """The pod's address: its runtime's (docker: its running container's on the pods'
-        network), or the node's for a pod on the node's network; "" while it has none."""
+        """The pod's address: its runtime's (docker: its sandbox's on the pods' network), or
+        the node's for a pod on the node's network; "" while it has none."""
         if self.runtime.on_host_network(pod):
             return self.cfg.node_ip
         return self.runtime.pod_ip(pod, containers)

@@ -333,6 +333,9 @@ class ProcessRuntime(Records):
     def on_host_network(self, pod: Obj) -> bool:
         return True  # every pod: there is no network of pods here
 
+    def sandbox(self, pod: Obj) -> None:
+        pass  # none: processes share the host's namespaces
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         return ""  # the node's: processes share the host's network
 

@@ -225,6 +225,12 @@ class Runtime(Protocol):
     def on_host_network(self, pod: Obj) -> bool:
         """Whether ``pod`` is on the node's network (its IP the node's)."""
 
+    def sandbox(self, pod: Obj) -> None:
+        """Acts: make the sandbox of a pod off the node's network when it has none running
+        (it holds the namespaces its containers share and has the pod's IP before any of
+        them starts); a runtime without sandboxes does nothing. OSError when it cannot be
+        made."""
+
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The IP of a pod off the node's network once known from what runs, else ""."""
 

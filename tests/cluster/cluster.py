@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose.yaml"
 ENV_FILE = ROOT / ".env"
 IMAGE = os.environ.get("DAEMONBUS_IMAGE", "daemonbus:local")
+PAUSE_IMAGE = os.environ.get("DAEMONBUS_PAUSE_IMAGE", "daemonbus-pause:local")
 
 PREFIX = "daemonbus"
 NODES = 5
@@ -47,6 +48,7 @@ SLOW_SECONDS = 2.0
 # The compose file's variables for this run (docker-compose reads them from the environment).
 SETTINGS = {
     "DAEMONBUS_IMAGE": IMAGE,
+    "DAEMONBUS_PAUSE_IMAGE": PAUSE_IMAGE,
     "DAEMONBUS_REDIS_PUBLISH": "127.0.0.1:",  # any free port on loopback
     "DAEMONBUS_APISERVER_PUBLISH": "127.0.0.1:",
     "DAEMONBUS_PREFIX": PREFIX,

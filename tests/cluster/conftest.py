@@ -31,6 +31,7 @@ from tests.cluster.cluster import (
     IMAGE,
     MACHINES,
     NODES,
+    PAUSE_IMAGE,
     RECONCILERS,
     SERVICES,
     SETTINGS,
@@ -56,11 +57,12 @@ def _require_docker() -> None:
     if info.returncode != 0:
         pytest.fail(f"cluster tests need a running Docker engine (docker info: "
                     f"{info.stderr.strip()}); ops/test.sh starts one", pytrace=False)
-    image = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True,
-                           check=False)
-    if image.returncode != 0:
-        pytest.fail(f"cluster tests need the image {IMAGE}: run `bash ops/build-images.sh`",
-                    pytrace=False)
+    for name in (IMAGE, PAUSE_IMAGE):
+        image = subprocess.run(["docker", "image", "inspect", name], capture_output=True,
+                               check=False)
+        if image.returncode != 0:
+            pytest.fail(f"cluster tests need the image {name}: run `bash ops/build-images.sh`",
+                        pytrace=False)
 
 
 def _alive(pid: int) -> bool:

@@ -1,7 +1,8 @@
 """The node agent's docker runtime with the real Docker engine: a DaemonSet of small HTTP
 servers from a local image (the project's Debian base image, which has python3), made Ready
 by its probe, rolled to a new version, an image that cannot be pulled, an agent SIGKILLed
-and started again, and deletion; ``kubectl logs`` of a container through the API server,
+and started again, and deletion; a pod's containers sharing its sandbox's localhost, and a
+sandbox that ended replaced; ``kubectl logs`` of a container through the API server,
 from the engine's log, served by the agent's endpoint; a port of a pod on the engine's
 network forwarded by that endpoint.
 
@@ -10,8 +11,8 @@ test's own, and every container it makes carries that name in a label, so the fi
 removes whatever is left of them, pass or fail. The server's script and its marks are in
 a hostPath volume; an emptyDir volume carries what an init container writes to the server.
 
-These need a running engine and the base image (ops/test.sh starts the one and
-ops/build-images.sh builds the other): they are in the ``cluster`` mark, as the compose
+These need a running engine, the base image and the sandbox image (ops/test.sh starts
+the one and ops/build-images.sh builds the others): they are in the ``cluster`` mark, as the compose
 cluster's tests are, and fail rather than skip without them.
 """
 
@@ -59,6 +60,7 @@ from tests.integration.test_pod_portforward import ECHO, forwards_both_ways, ref
 pytestmark = pytest.mark.cluster
 
 IMAGE = os.environ.get("DAEMONBUS_BASE_IMAGE", "daemonbus-base:bookworm")
+PAUSE_IMAGE = os.environ.get("DAEMONBUS_PAUSE_IMAGE", "daemonbus-pause:local")
 
 _ips = itertools.count(2)
 
@@ -79,7 +81,8 @@ class Engine:
         """Start its agent (``args``: more of its options)."""
         self.stack.start("agent", "node-agent", "--runtime", "docker", "--node-name", self.node,
                          "--node-ip", self.ip, "--state-dir", str(self.state),
-                         "--backoff-initial", "0.5", "--log-port", "0", *args)
+                         "--backoff-initial", "0.5", "--log-port", "0",
+                         "--pod-infra-image", PAUSE_IMAGE, *args)
 
     def containers(self, **labels: str) -> list[dict[str, Any]]:
         """The engine's summaries of the containers of this test's node (any state; one
@@ -105,10 +108,11 @@ def engine(stack: Stack, tmp_path: Path) -> Iterator[Engine]:
         client = docker.from_env()
         client.ping()
         client.images.get(IMAGE)
+        client.images.get(PAUSE_IMAGE)
     except docker.errors.DockerException as err:
-        pytest.fail(f"the docker runtime's tests need a running Docker engine and the image "
-                    f"{IMAGE} (bash ops/test.sh starts the one, ops/build-images.sh builds "
-                    f"the other): {err}", pytrace=False)
+        pytest.fail(f"the docker runtime's tests need a running Docker engine and the images "
+                    f"{IMAGE} and {PAUSE_IMAGE} (bash ops/test.sh starts the one, "
+                    f"ops/build-images.sh builds the others): {err}", pytrace=False)
     d = Path(tempfile.mkdtemp(prefix="daemonbus-docker-"))
     (d / "marks").mkdir()
     (d / "server.py").write_text(SERVER)
@@ -325,6 +329,86 @@ def test_deleting_the_daemonset_leaves_no_container(engine: Engine) -> None:
     assert len(engine.marks("v1.term")) == 1
     assert not engine.client.volumes.list(
         filters={"label": f"{dockerrt.LABEL_NODE}={engine.node}"})
+
+
+def test_a_pods_containers_share_its_sandboxs_localhost_and_a_new_one_replaces_it(
+        engine: Engine) -> None:
+    """The client container is Ready only when its probe reaches the server container on
+    127.0.0.1, where alone the server listens: they share the sandbox's network. A sandbox
+    killed is replaced, its containers killed and started again in the new one."""
+    start(engine)
+    port = engine.port
+    reach = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}/', timeout=1)"
+    engine.stack.store.apply(named_daemonset("pair", {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {"name": "server", "image": IMAGE, "workingDir": "/",
+             "command": ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"]},
+            {"name": "client", "image": IMAGE, "command": ["sleep", "infinity"],
+             "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {
+                 "fieldPath": "status.podIP"}}}],
+             "readinessProbe": {"exec": {"command": ["python3", "-c", reach]},
+                                "periodSeconds": 1}}]}))
+
+    def ready(restarts: int) -> dict[str, Any] | None:
+        pod = ready_pod(engine)
+        counts = [c["restartCount"] for c in (pod or {}).get("status", {}).get(
+            "containerStatuses") or []]
+        return pod if counts == [restarts, restarts] else None
+
+    pod = wait_for(lambda: ready(0), timeout=90, what="the client Ready over localhost")
+    uid = meta.uid(pod)
+    (sandbox,) = engine.containers(**{dockerrt.LABEL_UID: uid,
+                                      dockerrt.LABEL_CONTAINER: dockerrt.SANDBOX})
+    assert sandbox["Names"] == [f"/k8s_POD_{meta.name(pod)}_default_{uid}_0"]
+    assert sandbox["Image"] == PAUSE_IMAGE and sandbox["State"] == "running"
+    ip = sandbox["NetworkSettings"]["Networks"]["bridge"]["IPAddress"]
+    assert pod["status"]["podIP"] == ip and ip != engine.ip
+    for c in pod["status"]["containerStatuses"]:
+        config = engine.client.api.inspect_container(
+            c["containerID"].removeprefix("docker://"))["HostConfig"]
+        assert (config["NetworkMode"], config["IpcMode"]) == (
+            f"container:{sandbox['Id']}", f"container:{sandbox['Id']}")
+    client_id = next(c["containerID"] for c in pod["status"]["containerStatuses"]
+                     if c["name"] == "client").removeprefix("docker://")
+    said = engine.client.containers.get(client_id).exec_run(
+        ["sh", "-c", "hostname; echo $POD_IP"]).output
+    # the sandbox's hostname (the pod's name), and its address from the first start
+    assert said.decode().split() == [meta.name(pod), ip]
+
+    engine.client.api.kill(sandbox["Id"])
+    again = wait_for(lambda: ready(1), timeout=90, what="both started again, Ready")
+    assert meta.uid(again) == uid
+    (new,) = engine.containers(**{dockerrt.LABEL_UID: uid,
+                                  dockerrt.LABEL_CONTAINER: dockerrt.SANDBOX})
+    assert new["Id"] != sandbox["Id"] and new["State"] == "running"
+    assert again["status"]["podIP"] == new["NetworkSettings"]["Networks"]["bridge"][
+        "IPAddress"]
+
+    engine.stack.store.delete("DaemonSet", "default/pair")
+    wait_for(lambda: not engine.stack.pods("default"), timeout=60, what="the pod released")
+    assert not engine.containers()
+
+
+def test_a_sandbox_that_cannot_be_made_is_told_and_its_containers_wait(
+        engine: Engine) -> None:
+    closed = free_port()  # a registry on a closed loopback port: the pull fails at once
+    start(engine, "--pod-infra-image", f"127.0.0.1:{closed}/pause:missing")
+    engine.stack.store.apply(named_daemonset("lone", {"containers": [
+        {"name": "app", "image": IMAGE, "command": ["sleep", "infinity"]}]}))
+
+    def told() -> list[dict[str, Any]]:
+        return [e for e in engine.stack.store.list("Event", "default")
+                if e["reason"] == "FailedCreatePodSandBox"]
+
+    (ev,) = wait_for(told, timeout=90, what="kubelet's FailedCreatePodSandBox Warning")
+    assert ev["type"] == "Warning" and ev["message"].startswith(
+        f'Failed to create pod sandbox: failed to get sandbox image "127.0.0.1:{closed}/'
+        'pause:missing": '), ev["message"]
+    assert "fieldPath" not in ev["involvedObject"]  # the pod's, not a container's
+    (pod,) = pods(engine)
+    assert main_status(pod)["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert not engine.containers()
 
 
 def test_kubectl_logs_of_a_docker_pod_through_the_api_server(engine: Engine,
