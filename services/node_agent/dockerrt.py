@@ -131,11 +131,12 @@ class DockerRuntime(Records):
             raise OSError(f"docker: {err}") from err
         return found
 
-    def refresh(self) -> None:
+    def refresh(self) -> set[str]:
         """Read what the engine has of this node's; kill each running container whose
         sandbox is not running (it ended, or was removed): its network is gone, and it
         starts again in the pod's new sandbox (kubelet's "pod sandbox changed")."""
         self._seen = {s["Id"]: s for s in self._ours()}
+        changed: set[str] = set()
         for eid, s in self._seen.items():
             mode = str((s.get("HostConfig") or {}).get("NetworkMode") or "")
             holder = self._seen.get(mode.removeprefix("container:")) or {}
@@ -145,10 +146,12 @@ class DockerRuntime(Records):
                 log.info("pod sandbox of %s/%s changed: killing its container %s, which "
                          "starts again in a new one", labels.get(LABEL_NAMESPACE),
                          labels.get(LABEL_POD), labels.get(LABEL_CONTAINER))
+                changed.add(str(labels.get(LABEL_UID)))
                 try:
                     self.api.kill(eid)
                 except docker.errors.DockerException as err:
                     log.warning("cannot kill container %s: %s", eid[:12], err)
+        return changed
 
     def sandbox(self, pod: Obj) -> None:
         self._sandbox(pod)

@@ -287,10 +287,15 @@ class ProcessAgent:
         now = self.clock()
         ops: list[Op] = []
         try:
-            self.runtime.refresh()
+            changed = self.runtime.refresh()
         except OSError as err:
             log.warning("the container runtime does not answer: %s", err)
             return
+        for uid in changed:
+            run = self.runs.get(uid)
+            if run is not None:
+                self._event(run, "Normal", "SandboxChanged",
+                            "Pod sandbox changed, it will be killed and re-created.", None, now)
         node = self.cache.get("Node", "/" + self.cfg.node_name)
         if node is None:
             if now >= self._register_at:  # (a request to node-admission takes a moment)
@@ -617,10 +622,7 @@ class ProcessAgent:
             log.info("pod %s: %s", meta.key(run.pod), err)
             c.waiting_reason, c.waiting_message = "ContainerCreating", ""
             run.config_retry_at[c.name] = now + CONFIG_RETRY
-            ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, "Warning",
-                              "FailedCreatePodSandBox", str(err), now=now,
-                              salt=f"sandbox|{now}", component="kubelet")
-            self._tell(ev, meta.name(run.pod), now)
+            self._event(run, "Warning", "FailedCreatePodSandBox", str(err), None, now)
             return False
         return True
 
@@ -678,13 +680,16 @@ class ProcessAgent:
             self._event(run, "Normal", "Pulled", pulled, c, now)
         return True
 
-    def _event(self, run: PodRun, type_: str, reason: str, message: str, c: ContainerState,
-               now: float) -> None:
-        """An Event about the pod's container ``c``, as kubelet records it (``_tell``)."""
+    def _event(self, run: PodRun, type_: str, reason: str, message: str,
+               c: ContainerState | None, now: float) -> None:
+        """An Event about the pod's container ``c`` (None: the pod itself, its sandbox), as
+        kubelet records it (``_tell``)."""
         ev = events.event({**run.pod, "apiVersion": "v1", "kind": "Pod"}, type_, reason,
-                          message, now=now, salt=f"{c.name}|{now}", component="kubelet")
-        ev["involvedObject"]["fieldPath"] = \
-            f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
+                          message, now=now, salt=f"{c.name if c else reason}|{now}",
+                          component="kubelet")
+        if c is not None:
+            ev["involvedObject"]["fieldPath"] = \
+                f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
         self._tell(ev, meta.name(run.pod), now)
 
     def _node_event(self, type_: str, reason: str, message: str, now: float) -> None:

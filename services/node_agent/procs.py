@@ -113,8 +113,10 @@ class ProcessRuntime(Records):
     def version(self) -> str:
         return "process://daemonbus"
 
-    def refresh(self) -> None:
-        """Nothing to read ahead: each process is asked about by itself."""
+    def refresh(self) -> set[str]:
+        """Nothing to read ahead: each process is asked about by itself (and there are no
+        sandboxes)."""
+        return set()
 
     def argv(self, container: Obj, env: dict[str, str]) -> list[str]:
         return podstatus.argv(container, env)

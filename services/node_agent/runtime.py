@@ -165,8 +165,10 @@ class Runtime(Protocol):
     def version(self) -> str:
         """nodeInfo.containerRuntimeVersion."""
 
-    def refresh(self) -> None:
-        """Read what runs now, once per round of the agent (before ``exited`` and friends)."""
+    def refresh(self) -> set[str]:
+        """Read what runs now, once per round of the agent (before ``exited`` and friends);
+        the uids of the pods whose sandbox changed (their containers killed, to start again
+        in a new one)."""
 
     def base_env(self) -> dict[str, str]:
         """The environment every container starts from (before its ``env``)."""

@@ -384,6 +384,10 @@ def test_a_pods_containers_share_its_sandboxs_localhost_and_a_new_one_replaces_i
     assert new["Id"] != sandbox["Id"] and new["State"] == "running"
     assert again["status"]["podIP"] == new["NetworkSettings"]["Networks"]["bridge"][
         "IPAddress"]
+    told = [e for e in engine.stack.store.list("Event", "default")
+            if e["involvedObject"].get("uid") == uid and e["reason"] == "SandboxChanged"]
+    assert [(e["type"], e["message"], e["involvedObject"].get("fieldPath")) for e in told] \
+        == [("Normal", "Pod sandbox changed, it will be killed and re-created.", None)]
 
     engine.stack.store.delete("DaemonSet", "default/pair")
     wait_for(lambda: not engine.stack.pods("default"), timeout=60, what="the pod released")
