@@ -1,9 +1,10 @@
 """The field tables of the kinds besides a Pod that kubectl's create verbs post whole as
 Kubernetes protobuf (``kubectl create service``, ``create serviceaccount``, ``create
-role``, ``create clusterrole``, ``create rolebinding``, ``create clusterrolebinding``), for
-``protowire.decode``: every field read, an unknown one refused. Field numbers are upstream's
-(``k8s.io/api/core/v1/generated.proto``, ``k8s.io/api/rbac/v1/generated.proto``). Decides
-(pure): data.
+role``, ``create clusterrole``, ``create rolebinding``, ``create clusterrolebinding``,
+``create priorityclass``), for ``protowire.decode``: every field read, an unknown one
+refused. Field numbers are upstream's (``k8s.io/api/core/v1/generated.proto``,
+``k8s.io/api/rbac/v1/generated.proto``, ``k8s.io/api/scheduling/v1/generated.proto``).
+Decides (pure): data.
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ SCHEMA: protowire.Schema = {
     "LoadBalancerStatus": {1: "ingress:[LoadBalancerIngress]"},
     "LoadBalancerIngress": {1: "ip", 2: "hostname", 3: "ipMode:str!", 4: "ports:[PortStatus]"},
     "PortStatus": {1: "port:int!", 2: "protocol", 3: "error:str!"},
+    "PriorityClass": {1: "metadata:ObjectMeta", 2: "value:int!", 3: "globalDefault:bool",
+                      4: "description", 5: "preemptionPolicy:str!"},
     **protopod.META,
 }
 KINDS = frozenset(("Service", "ServiceAccount", "Role", "ClusterRole", "RoleBinding",
-                   "ClusterRoleBinding"))
+                   "ClusterRoleBinding", "PriorityClass"))
 
 
 def decode(kind: str, data: bytes) -> protowire.Obj:

@@ -20,15 +20,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services import common, config
 from services.apiserver import app, auth, tls
 from services.apiserver.watchcache import WatchCache
 from shared.api import served
-from shared.model import kinds, meta
+from shared.model import kinds, meta, priority
 from shared.store import errors as store_errors
 from shared.store.client import Store
 
+Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 6443
@@ -134,17 +136,24 @@ async def keep_system_namespaces(state: app.State,
     (``kinds.BUILTIN_NAMESPACES``) its Namespace object when it has none, once the watch
     cache is ready and every ``every`` seconds after, so each has a uid and a
     resourceVersion of the log's (tools take kube-system's uid for the cluster's id). It
-    keeps the creation time the namespace had without one. Replicas race harmlessly: the
-    second create of one is AlreadyExists."""
+    keeps the creation time the namespace had without one. Likewise each built-in priority
+    class (``priority.SYSTEM``; they resolve without their objects, which ``kubectl get
+    priorityclass`` shows). Replicas race harmlessly: the second create of one is
+    AlreadyExists."""
     await state.cache.ready.wait()
     while True:
         # read on the event loop, as every read of the watch cache; the writes in the pool
         missing = [(name, meta.creation_timestamp(state.namespace(name) or {}) or None)
                    for name in kinds.BUILTIN_NAMESPACES
                    if name not in state.cache.namespaces.stored]
+        classes = state.cache.objects.get(kinds.PRIORITY_CLASS.kind, {})
+        missing_classes = [pc for pc in priority.system_classes()
+                           if "/" + meta.name(pc) not in classes]
         try:
             for name, created in missing:
                 await state.run(create_system_namespace, state.store, name, created)
+            for pc in missing_classes:
+                await state.run(create_system_object, state.store, pc)
         except Exception as err:  # Redis away, say: the next round tries again
             log.warning("cannot create the built-in namespaces' objects yet: %s", err)
         await asyncio.sleep(every)
@@ -153,13 +162,19 @@ async def keep_system_namespaces(state: app.State,
 def create_system_namespace(store: Store, name: str, created: str | None) -> None:
     """Acts: create the Namespace ``name`` as the API server, created at ``created`` (None:
     now); no write when another replica stored it first."""
+    create_system_object(store, {"apiVersion": "v1", "kind": kinds.NAMESPACE.kind,
+                                 "metadata": {"name": name}}, created)
+
+
+def create_system_object(store: Store, obj: Obj, created: str | None = None) -> None:
+    """Acts: create ``obj`` as the API server (a built-in namespace's object, a built-in
+    priority class), created at ``created`` (None: now); no write when another replica
+    stored it first."""
     try:
-        store.as_writer(SYSTEM_USER).create(
-            {"apiVersion": "v1", "kind": kinds.NAMESPACE.kind, "metadata": {"name": name}},
-            created=created)
+        store.as_writer(SYSTEM_USER).create(obj, created=created)
     except store_errors.AlreadyExistsError:
         return
-    log.info("created the Namespace object of %s", name)
+    log.info("created the %s object of %s", obj["kind"], meta.name(obj))
 
 
 async def full_collections(cache: WatchCache) -> None:

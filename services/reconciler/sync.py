@@ -103,6 +103,9 @@ class _CacheSource:
     def revisions(self, namespace: str) -> list[Obj]:
         return self.cache.by_index("revisions-ns", namespace)
 
+    def priority_classes(self) -> dict[str, Obj]:
+        return {meta.name(pc): pc for pc in self.cache.objects["PriorityClass"].values()}
+
     # a per-node sync's (``inputs.NodeSource``)
 
     def node(self, name: str) -> Obj | None:

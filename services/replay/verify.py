@@ -282,6 +282,10 @@ class View(fold.View[_Slot]):
     def revisions(self, namespace: str) -> list[Obj]:
         return self.namespaced("ControllerRevision", namespace)
 
+    def priority_classes(self) -> dict[str, Obj]:
+        return {ObjectKey.parse(key).name: slot.get()
+                for key, slot in self.objects["PriorityClass"].items()}
+
 
 @dataclass(order=True)
 class _Pending:

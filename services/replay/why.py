@@ -332,7 +332,8 @@ def _live_plan(store: Store, ds: Obj, now: float, backoff_nodes: list[str] | Non
     snap = t.Snapshot(key=key, ds=ds, nodes=nodes, pods=store.list("Pod", ns),
                       revisions=store.list("ControllerRevision", ns), backoff=backoff,
                       expectations_satisfied=adapters.on(store, RedisExpectations)
-                      .satisfied(key, now), now=now)
+                      .satisfied(key, now), now=now,
+                      priority_classes=store.priority_classes())
     return planner.plan(snap)
 
 

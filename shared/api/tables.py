@@ -511,6 +511,22 @@ BINDING = Printer((
     Column("ServiceAccounts", priority=1, doc="ServiceAccounts in the roleBinding")), _binding)
 
 
+# PriorityClass -----------------------------------------------------------------------------
+
+_PC = "io.k8s.api.scheduling.v1.PriorityClass"
+
+
+def _priority_class(pc: Obj, now: float) -> list[Cell]:
+    return [meta.name(pc), pc.get("value", 0), pc.get("globalDefault") is True,
+            age(meta.creation_timestamp(pc), now), _str(pc.get("preemptionPolicy"))]
+
+
+PRIORITY_CLASS = Printer((
+    _NAME, Column("Value", "integer", doc=(_PC, "value")),
+    Column("Global-Default", "boolean", doc=(_PC, "globalDefault")), _AGE,
+    Column("PreemptionPolicy", doc=(_PC, "preemptionPolicy"))), _priority_class)
+
+
 # Event -------------------------------------------------------------------------------------
 
 
@@ -611,7 +627,7 @@ PRINTERS: Mapping[str, Printer] = {
     "ConfigMap": CONFIG_MAP, "Secret": SECRET, "Service": SERVICE,
     "ServiceAccount": SERVICE_ACCOUNT, "Role": ROLE,
     "ClusterRole": ROLE, "RoleBinding": BINDING, "ClusterRoleBinding": BINDING,
-    "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
+    "PriorityClass": PRIORITY_CLASS, "NodeMetrics": NODE_METRICS, "PodMetrics": POD_METRICS,
 }
 
 

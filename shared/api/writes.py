@@ -29,7 +29,7 @@ from shared.daemonset import status as ds_status
 from shared.eventlog import wire as encoding
 from shared.eventlog.entry import WriteMode
 from shared.model import defaults as model_defaults
-from shared.model import errors, kinds, meta, quantity, syntax
+from shared.model import errors, kinds, meta, priority, quantity, syntax
 from shared.model import validation as model_validation
 
 Obj = dict[str, Any]
@@ -546,9 +546,13 @@ def check_delete_preconditions(current: Obj, uid: str | None,
 def check_deletable(kind: str, key: str) -> None:
     """UndeletableError for what no one may delete: a namespace every cluster has
     (upstream's NamespaceLifecycle keeps default, kube-system and kube-public; daemonbus'
-    node leases are not objects, so kube-node-lease stays too)."""
+    node leases are not objects, so kube-node-lease stays too), and a built-in priority
+    class (as upstream's registry keeps them)."""
     if kind == kinds.NAMESPACE.kind and key.lstrip("/") in kinds.BUILTIN_NAMESPACES:
         raise errors.UndeletableError(kind, key, "this namespace may not be deleted")
+    if kind == kinds.PRIORITY_CLASS.kind and key.lstrip("/") in priority.SYSTEM:
+        raise errors.UndeletableError(kind, key, "this is a system priority class and cannot "
+                                      "be deleted")
 
 
 def delete(current: Obj, now: float, propagation: str | None = None,

@@ -3,13 +3,14 @@
 recomputed decision reads exactly what the recorded one did. Pure.
 
 A sync reads the DaemonSet by key, every Node, the Pods and ControllerRevisions of the
-DaemonSet's namespace, the failed-pod backoff of the nodes where one of its pods failed
-(``backoff_keys``), whether its expectations are satisfied, and the time.
+DaemonSet's namespace, the PriorityClasses (its pods' priority), the failed-pod backoff of
+the nodes where one of its pods failed (``backoff_keys``), whether its expectations are
+satisfied, and the time.
 
 A per-node sync (``planner.plan_nodes``) reads, by ``build_nodes``, the DaemonSet, the Nodes
 it is for, the Pods of the namespace targeting them, every ControllerRevision of the
-namespace, the backoff of those nodes, the expectations and the time: nothing that grows with
-the cluster.
+namespace, the PriorityClasses, the backoff of those nodes, the expectations and the time:
+nothing that grows with the cluster.
 
 A source may hand out its listings (every Node, a namespace's Pods) as :class:`Listed`, made
 when a pass first reads them: a full plan from a DaemonSet index reads neither.
@@ -17,7 +18,7 @@ when a pass first reads them: a full plan from a DaemonSet index reads neither.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol, overload
 
 from shared.daemonset import manage
@@ -28,7 +29,7 @@ from shared.model.objkey import ObjectKey
 Obj = dict[str, Any]
 
 #: the kinds a sync reads
-KINDS: tuple[str, ...] = ("DaemonSet", "Node", "Pod", "ControllerRevision")
+KINDS: tuple[str, ...] = ("DaemonSet", "Node", "Pod", "ControllerRevision", "PriorityClass")
 
 
 class Source(Protocol):
@@ -41,6 +42,10 @@ class Source(Protocol):
     def pods(self, namespace: str) -> Sequence[Obj]: ...
 
     def revisions(self, namespace: str) -> list[Obj]: ...
+
+    def priority_classes(self) -> Mapping[str, Obj]:
+        """The PriorityClasses by name."""
+        ...
 
 
 class NodeSource(Source, Protocol):
@@ -129,7 +134,7 @@ def build(key: str, source: Source, now: float, position: str,
     entries = backoff(wanted) if wanted else {}
     return t.Snapshot(key=key, ds=ds, nodes=nodes, pods=pods, revisions=revisions,
                       backoff=entries, expectations_satisfied=satisfied(), now=now,
-                      position=position)
+                      position=position, priority_classes=source.priority_classes())
 
 
 def build_nodes(key: str, nodes: Collection[str], source: NodeSource, now: float,
@@ -149,4 +154,5 @@ def build_nodes(key: str, nodes: Collection[str], source: NodeSource, now: float
     entries = backoff(wanted) if wanted else {}
     return t.Snapshot(key=key, ds=ds, nodes=[n for n in found if n is not None], pods=pods,
                       revisions=source.revisions(ns), backoff=entries,
-                      expectations_satisfied=satisfied(), now=now, position=position)
+                      expectations_satisfied=satisfied(), now=now, position=position,
+                      priority_classes=source.priority_classes())

@@ -46,7 +46,7 @@ from shared.daemonset.types import (
     SyncNodes,
     in_sorted,
 )
-from shared.model import labels, meta, podutil, rolloutopts
+from shared.model import labels, meta, podutil, priority, rolloutopts
 
 Obj = dict[str, Any]
 
@@ -169,7 +169,7 @@ def plan(snapshot: Snapshot, index: DaemonSetIndex | None = None,
     if names is None:
         names = {meta.name(p) for p in snapshot.pods} if create_nodes else ()
     result.sync_nodes = _sync_nodes(
-        ds, names, create_nodes, delete_pods, result, snapshot.position,
+        ds, names, create_nodes, delete_pods, result, snapshot,
     )
     if not result.error:
         result.cleanup = history.cleanup_history(ds, hist.old, claimed)
@@ -286,7 +286,7 @@ def plan_nodes(
     result.backoff = list(managed.backoff)
     result.requeue_after = managed.requeue_after
     result.sync_nodes = _sync_nodes(
-        ds, names, managed.creates, managed.deletes, result, snapshot.position
+        ds, names, managed.creates, managed.deletes, result, snapshot
     )
     _finish(result, ds, present, decisions, node_pods, now, 0, update_observed_gen=True,
             index=index)
@@ -440,16 +440,19 @@ def _sync_nodes(
     create_nodes: list[str],
     delete_pods: list[Obj],
     result: Plan,
-    decision: str,
+    snapshot: Snapshot,
 ) -> SyncNodes:
-    """The SyncNodes action: pods built from ``CreatePodTemplate``, named for this decision
-    (the snapshot's position) with names free in the namespace (``names``: the names of its
-    pods) and in this plan (lowest salt)."""
+    """The SyncNodes action: pods built from ``CreatePodTemplate`` and admitted as the API
+    server admits each (their priority from their class, ``priority.admit``), named for
+    this decision (the snapshot's position) with names free in the namespace (``names``:
+    the names of its pods) and in this plan (lowest salt)."""
     creates: list[CreatePod] = []
+    decision = snapshot.position
     if create_nodes:
         template = podtemplate.create_pod_template(ds, result.hash)
         taken = _Taken(names)
         try:
+            priority.admit(template["spec"], snapshot.priority_classes)
             for node in create_nodes:
                 salt = 0
                 while podtemplate.pod_name(ds, node, result.hash, salt, decision) in taken:
@@ -457,10 +460,15 @@ def _sync_nodes(
                 pod = podtemplate.new_pod(ds, template, node, result.hash, salt, decision)
                 taken.add(meta.name(pod))
                 creates.append(CreatePod(node=node, pod=pod, salt=salt))
-        except podtemplate.NoLabelsError as err:
-            # Pod control refuses every create; upstream stops after the first failed batch.
+        except (podtemplate.NoLabelsError, priority.Forbidden) as err:
+            # Pod control (or the API server's admission, named as a pod of generateName)
+            # refuses every create; upstream stops after the first failed batch, and the
+            # sync fails: it is retried with backoff (a class made meanwhile is read then)
+            why = str(err) if isinstance(err, podtemplate.NoLabelsError) else \
+                f'pods "{podtemplate.name_prefix(ds)}" is forbidden: {err}'
             creates = []
-            result.events.append(EmitEvent("Warning", "FailedCreate", f"Error creating: {err}"))
+            result.events.append(EmitEvent("Warning", "FailedCreate", f"Error creating: {why}"))
+            result.error = result.error or why
     deletes = [
         DeletePod(
             namespace=meta.namespace(p),

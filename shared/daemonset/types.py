@@ -64,6 +64,9 @@ class Snapshot:
     expectations_satisfied: bool
     now: float
     position: str = "0-0"
+    # the stored PriorityClasses by name, its pods' priority read from (``shared.model.
+    # priority.admit``; the built-in ones resolve without)
+    priority_classes: Mapping[str, Obj] = field(default_factory=dict)
 
 
 # ---- actions -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-from shared.model import kinds, podutil
+from shared.model import kinds, podutil, priority
 
 Obj = dict[str, Any]
 
@@ -111,8 +111,6 @@ def _default_probe(probe: dict[Any, Any] | None) -> None:
     _default_http_get(_field(probe, "httpGet"))
 
 
-SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-"""The priority classes every cluster has, and their values."""
 PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
                   "failureThreshold": 3}
 VOLUME_DEFAULT_MODE = 0o644  # Secret, ConfigMap, DownwardAPI and Projected volumes' mode
@@ -261,9 +259,9 @@ def default_daemonset(obj: Any) -> Any:
 def default_pod_only(spec: Obj) -> None:
     """What ``SetDefaults_Pod`` adds to a pod's (defaulted) spec, and not to a template's:
     requests copied from limits where unset, hostPort = containerPort with hostNetwork,
-    ``enableServiceLinks`` true; and the priority the Priority admission plugin gives it; in
-    place. The DaemonSet controller applies it once to the template its pods are made from
-    (as the API server does to each pod it creates)."""
+    ``enableServiceLinks`` true; in place (its priority is admission's:
+    ``shared.model.priority``). The DaemonSet controller applies it once to the template
+    its pods are made from (as the API server does to each pod it creates)."""
     host_network = spec.get("hostNetwork") is True
     for field in ("initContainers", "containers"):
         for ctr in _dicts(spec.get(field)):
@@ -280,15 +278,6 @@ def default_pod_only(spec: Obj) -> None:
                     port["hostPort"] = port["containerPort"]
     if spec.get("enableServiceLinks") is None:
         spec["enableServiceLinks"] = True
-    # the Priority admission plugin: a built-in class's value, 0 without a class (no class is
-    # the global default); a class of its own is not known here (no PriorityClass is served)
-    name = spec.get("priorityClassName")
-    if spec.get("priority") is None and (not name or isinstance(name, str)):
-        priority = SYSTEM_PRIORITIES.get(name) if name else 0
-        if priority is not None:
-            spec["priority"] = priority
-    if spec.get("priority") is not None and spec.get("preemptionPolicy") is None:
-        spec["preemptionPolicy"] = "PreemptLowerPriority"
 
 
 def default_pod(obj: Any) -> Any:
@@ -458,6 +447,8 @@ def default(obj: Any) -> Any:
     info = kinds.by_kind(kind) if isinstance(kind, str) else None
     if info is not None and info.namespaced:
         _default_namespace(out)
+    if kind == kinds.PRIORITY_CLASS.kind:
+        priority.default_priority_class(out)
     if kind in (kinds.ROLE_BINDING.kind, kinds.CLUSTER_ROLE_BINDING.kind):
         default_binding(out)
     return out

@@ -90,14 +90,20 @@ def _resource(kind: str) -> str:
     return info.qualified_plural if info is not None else kind.lower() + "s"
 
 
-class UndeletableError(ForbiddenError):
-    """A delete the API server refuses whoever asks (upstream's admission): a namespace
-    every cluster has."""
+class AdmissionError(ForbiddenError):
+    """A write the API server refuses whoever asks (one of upstream's admission plugins);
+    ``name``: the object's name as the message shows it, when not its key's (a pod to be
+    named by its ``generateName``: the prefix, as upstream's admission shows it)."""
 
-    def __init__(self, kind: str, key: str, why: str) -> None:
+    def __init__(self, kind: str, key: str, why: str, name: str | None = None) -> None:
         self.kind, self.key, self.role, self.why = kind, key, "", why
-        StoreError.__init__(self, f'{_resource(kind)} "{ObjectKey.parse(key).name}" is '
-                            f"forbidden: {why}")
+        shown = ObjectKey.parse(key).name if name is None else name
+        StoreError.__init__(self, f'{_resource(kind)} "{shown}" is forbidden: {why}')
+
+
+class UndeletableError(AdmissionError):
+    """A delete the API server refuses whoever asks: a namespace or a priority class every
+    cluster has."""
 
 
 class NamespaceTerminatingError(ForbiddenError):

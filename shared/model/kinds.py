@@ -119,10 +119,15 @@ CLUSTER_ROLE = KindInfo("ClusterRole", f"{RBAC_GROUP}/v1", "clusterroles", "clus
                         namespaced=False)
 CLUSTER_ROLE_BINDING = KindInfo("ClusterRoleBinding", f"{RBAC_GROUP}/v1", "clusterrolebindings",
                                 "clusterrolebinding", (), namespaced=False)
+#: the values of pods' priorities by name (``shared.model.priority``): read by the API
+#: server and the reconciler as the pods they create are admitted
+PRIORITY_CLASS = KindInfo("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses",
+                          "priorityclass", ("pc",), namespaced=False)
 #: the kinds that only users write and that no controller acts on: a namespace being deleted
 #: takes its own with it (``services.gc``), and nothing else deletes them
 USER_KINDS: tuple[KindInfo, ...] = (CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, ROLE,
-                                    ROLE_BINDING, CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
+                                    ROLE_BINDING, CLUSTER_ROLE, CLUSTER_ROLE_BINDING,
+                                    PRIORITY_CLASS)
 
 ALL: tuple[KindInfo, ...] = (NODE, POD, DAEMONSET, CONTROLLER_REVISION, EVENT, NAMESPACE,
                              *USER_KINDS)

@@ -30,6 +30,7 @@ from shared.model import (
     metavalidation,
     podupdate,
     podvalidation,
+    priority,
     rolloutopts,
     schedvalidation,
     servicevalidation,
@@ -705,6 +706,7 @@ _VALIDATORS = {
     kinds.CONFIG_MAP.kind: validate_config_map,
     kinds.SECRET.kind: validate_secret,
     **accessvalidation.VALIDATORS,
+    kinds.PRIORITY_CLASS.kind: priority.validate_priority_class,
     kinds.SERVICE.kind: servicevalidation.validate_service,
 }
 

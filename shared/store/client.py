@@ -24,7 +24,7 @@ import redis
 
 from shared.api import serviceips, writes
 from shared.eventlog.entry import CommitResult, WriteMode
-from shared.model import kinds, meta
+from shared.model import kinds, meta, priority
 from shared.store import codec, errors, roles, scripts
 from shared.store.keys import Keys
 from shared.store.logmark import NOT_READ, ConnectCount, LogMark
@@ -405,7 +405,7 @@ class Store:
         if write.mode == WriteMode.UPDATE and current is not None \
                 and writes.no_op(write.obj, current):
             return copy.deepcopy(current)
-        if write.mode in (WriteMode.CREATE, WriteMode.ENSURE):
+        if write.mode in (WriteMode.CREATE, WriteMode.ENSURE, WriteMode.UPDATE):
             self._admit(write)
         if dry:
             return writes.dry_run(write, current)
@@ -418,15 +418,37 @@ class Store:
         return obj
 
     def _admit(self, write: writes.Write) -> None:
-        """Upstream's NamespaceLifecycle admission of a user's create: nothing new in a
-        namespace being deleted (NamespaceTerminatingError). What slips in meanwhile (a
-        create racing the delete) its deletion deletes too."""
-        ns = meta.namespace(write.obj)
-        if not ns:
+        """Upstream's admission of a user's create or update, as prepared: its
+        NamespaceLifecycle (nothing new in a namespace being deleted:
+        NamespaceTerminatingError; what slips in meanwhile, a create racing the delete, its
+        deletion deletes too), and its Priority plugin (a new pod's priority from its class,
+        ``write.obj`` changed in place; a second global default class refused), both
+        reading the view now."""
+        if write.mode == WriteMode.UPDATE:
+            self._admit_priority_class(write)
             return
-        holder = self.try_get(kinds.NAMESPACE.kind, "/" + ns)
+        ns = meta.namespace(write.obj)
+        holder = self.try_get(kinds.NAMESPACE.kind, "/" + ns) if ns else None
         if holder is not None and meta.is_being_deleted(holder):
             raise errors.NamespaceTerminatingError(write.kind, write.key, ns)
+        if write.kind == kinds.POD.kind:
+            try:
+                priority.admit(write.obj["spec"], self.priority_classes())
+            except priority.Forbidden as err:
+                md = write.obj["metadata"]
+                raise errors.AdmissionError(write.kind, write.key, str(err),
+                                            md.get("generateName") or md.get("name")) from err
+        self._admit_priority_class(write)
+
+    def _admit_priority_class(self, write: writes.Write) -> None:
+        if write.kind == kinds.PRIORITY_CLASS.kind:
+            why = priority.default_conflict(write.obj, self.list(kinds.PRIORITY_CLASS.kind))
+            if why is not None:
+                raise errors.AdmissionError(write.kind, write.key, why)
+
+    def priority_classes(self) -> dict[str, Obj]:
+        """The stored PriorityClasses by name (``priority.admit``'s ``classes``)."""
+        return {meta.name(pc): pc for pc in self.list(kinds.PRIORITY_CLASS.kind)}
 
     def create(self, obj: Obj, dry: bool = False, created: str | None = None) -> Obj:
         """Create ``obj``; ``created``: the creation time it keeps (a namespace without an

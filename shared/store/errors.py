@@ -6,6 +6,7 @@ catches them without importing ``redis`` itself."""
 import redis
 
 from shared.model.errors import (
+    AdmissionError,
     AlreadyExistsError,
     BadRequestError,
     ConflictError,
@@ -28,6 +29,7 @@ TransportError = redis.RedisError
 TransportDown: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 
 __all__ = [
+    "AdmissionError",
     "AlreadyExistsError",
     "BadRequestError",
     "ConflictError",

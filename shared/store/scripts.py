@@ -89,7 +89,7 @@ end
 local KINDS = {Node = true, Pod = true, DaemonSet = true, ControllerRevision = true,
                Event = true, Namespace = true, ConfigMap = true, Secret = true, Service = true,
                ServiceAccount = true, Role = true, RoleBinding = true, ClusterRole = true,
-               ClusterRoleBinding = true}
+               ClusterRoleBinding = true, PriorityClass = true}
 -- the namespaced kinds only users write (shared.model.kinds.USER_KINDS)
 local USERS_OWN = {ConfigMap = true, Secret = true, Service = true, ServiceAccount = true,
                    Role = true, RoleBinding = true}

@@ -144,7 +144,7 @@ def test_field_navigation_steps_into_lists_and_maps() -> None:
 def test_root_lists_each_group_version_with_a_content_hash() -> None:
     docs = openapi.documents()
     assert set(docs) == {"api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1",
-                         "apis/rbac.authorization.k8s.io/v1"}
+                         "apis/rbac.authorization.k8s.io/v1", "apis/scheduling.k8s.io/v1"}
     index = openapi.root(docs)
     for path, doc in docs.items():
         url = index["paths"][path]["serverRelativeURL"]

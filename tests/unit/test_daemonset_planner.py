@@ -141,3 +141,27 @@ def test_requeue_after_is_the_earliest_of_backoff_and_min_ready() -> None:
         snapshot(ds, make_nodes(2), pods, backoff={key: BackoffEntry(4.0, NOW - 1)})
     )
     assert plan.requeue_after == 4.0
+
+
+def test_its_pods_get_their_priority_from_their_class_as_the_api_server_admits_them() -> None:
+    """The Priority admission plugin, which upstream applies to each pod the controller
+    posts: a class named is resolved from the snapshot's PriorityClasses (a built-in one
+    without its object); one that does not exist refuses every create."""
+    ds = make_ds()
+    ds["spec"]["template"]["spec"]["priorityClassName"] = "agents"
+    classes = {"agents": {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "agents"}, "value": 900,
+                          "preemptionPolicy": "Never"}}
+    snap = dataclasses.replace(snapshot(ds, make_nodes(2)), priority_classes=classes)
+    specs = [c.pod["spec"] for c in _creates(planner.plan(snap))]
+    assert [(s["priority"], s["preemptionPolicy"]) for s in specs] == [(900, "Never")] * 2
+
+    refused = planner.plan(snapshot(ds, make_nodes(2)))
+    assert _creates(refused) == []
+    assert EmitEvent("Warning", "FailedCreate", 'Error creating: pods "foo-" is forbidden: '
+                     "no PriorityClass with name agents was found") in refused.events
+
+    ds["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical"
+    specs = [c.pod["spec"] for c in _creates(planner.plan(snapshot(ds, make_nodes(1))))]
+    assert [(s["priority"], s["preemptionPolicy"]) for s in specs] == [
+        (2000001000, "PreemptLowerPriority")]

@@ -327,18 +327,11 @@ def test_no_service_account_stays_unset() -> None:
     assert "serviceAccountName" not in spec and "serviceAccount" not in spec
 
 
-@pytest.mark.parametrize(("class_name", "priority"), [
-    ("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000),
-    (None, 0), ("team-high", None),
-])
-def test_a_pod_gets_its_priority_as_the_admission_plugin_gives_it(
-        class_name: str | None, priority: int | None) -> None:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x:1"}]}
-    if class_name:
-        spec["priorityClassName"] = class_name
+def test_priority_is_admissions_not_a_default() -> None:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x:1"}],
+                            "priorityClassName": "system-node-critical"}
     out = defaults.default_pod({"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})["spec"]
-    assert out.get("priority") == priority
-    assert out.get("preemptionPolicy") == (None if priority is None else "PreemptLowerPriority")
+    assert "priority" not in out and "preemptionPolicy" not in out  # (shared.model.priority)
     ds = minimal_ds()
     ds["spec"]["template"]["spec"].update(spec)
     assert "priority" not in defaults.default_daemonset(ds)["spec"]["template"]["spec"]

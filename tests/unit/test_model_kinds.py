@@ -74,7 +74,7 @@ def test_kind_info_fields() -> None:
 
 def test_the_cluster_scoped_kinds() -> None:
     assert [k.kind for k in kinds.ALL if not k.namespaced] == [
-        "Node", "Namespace", "ClusterRole", "ClusterRoleBinding"]
+        "Node", "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"]
 
 
 def test_api_versions() -> None:
@@ -92,6 +92,7 @@ def test_api_versions() -> None:
         "Role": "rbac.authorization.k8s.io/v1",
         "RoleBinding": "rbac.authorization.k8s.io/v1",
         "ClusterRole": "rbac.authorization.k8s.io/v1",
+        "PriorityClass": "scheduling.k8s.io/v1",
         "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
     }
 
