@@ -155,7 +155,8 @@ async def keep_system_namespaces(state: app.State,
             for pc in missing_classes:
                 await state.run(create_system_object, state.store, pc)
         except Exception as err:  # Redis away, say: the next round tries again
-            log.warning("cannot create the built-in namespaces' objects yet: %s", err)
+            log.warning("cannot create the built-in namespaces' and priority classes' "
+                        "objects yet: %s", err)
         await asyncio.sleep(every)
 
 
