@@ -719,7 +719,10 @@ def apply_manifest(given: Any) -> Obj:
     try:
         applied = last_applied(obj)
     except errors.BadRequestError:  # a number JSON has no text for: the validation refuses
-        md["annotations"] = given  # it where it is, with its path
+        if given is None:  # it where it is, with its path (or, where nothing checks it, the
+            md.pop("annotations")  # object is stored without the annotation)
+        else:
+            md["annotations"] = given
         return obj
     md["annotations"] = {**annotations, LAST_APPLIED_ANNOTATION: applied}
     return obj

@@ -119,6 +119,20 @@ def test_apply_merges_the_manifest_over_the_stored_object_validating_it_once(
         str(generation)
 
 
+def test_a_manifest_with_a_number_json_has_no_text_for_is_applied_without_the_annotation(
+        ) -> None:
+    """Where no rule checks it (a key the schema does not have), an infinite number leaves
+    the manifest without the last-applied annotation, and with no annotations at all when
+    it had none: created, not failing on them (a fuzzed manifest found it)."""
+    manifest = daemonset()
+    manifest["spec"]["updateStrategy"] = {"": float("inf")}
+    applied = writes.apply_manifest(manifest)
+    assert "annotations" not in applied["metadata"]
+    verb, write = writes.apply(applied, None, NOW)
+    assert verb == "created" and write is not None
+    assert meta.annotations(write.obj) == {writes.TEMPLATE_GENERATION_ANNOTATION: "1"}
+
+
 def test_apply_annotates_the_manifest_as_kubectl_apply_does() -> None:
     manifest = dict(daemonset(), metadata={
         "name": "agent", "annotations": {"note": "a <b> & c", writes.LAST_APPLIED_ANNOTATION: "x"}})
