@@ -156,11 +156,26 @@ class DockerRuntime(Records):
     def sandbox(self, pod: Obj) -> None:
         self._sandbox(pod)
 
+    def _running_sandbox(self, pod: Obj) -> Obj | None:
+        """The engine's summary of the pod's running sandbox, as of this round's ``refresh``
+        (or made since), if it has one."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        for s in self._seen.values():
+            labels = s.get("Labels") or {}
+            if labels.get(LABEL_UID) == uid and labels.get(LABEL_CONTAINER) == SANDBOX \
+                    and s.get("State") == "running":
+                return s
+        return None
+
     def _sandbox(self, pod: Obj) -> str:
-        """Acts: the engine id of the pod's running sandbox, made and started when there is
+        """Acts: the engine id of the pod's running sandbox (``_running_sandbox``: the
+        engine is not asked again for each container), made and started when there is
         none (one that ended is removed): a container of the infra image on the pods'
         network, named for the pod's hostname, publishing every hostPort of its containers,
         its IPC namespace shareable."""
+        running = self._running_sandbox(pod)
+        if running is not None:
+            return str(running["Id"])
         md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         found = self._ours(f"{LABEL_UID}={md.get('uid')}", f"{LABEL_CONTAINER}={SANDBOX}")
         for s in found:
@@ -180,10 +195,7 @@ class DockerRuntime(Records):
         ports = {f"{p.get('containerPort')}/{str(p.get('protocol') or 'TCP').lower()}":
                  (str(p.get("hostIP") or ""), int(p["hostPort"]))
                  for c in containers for p in c.get("ports") or [] if p.get("hostPort")}
-        labels = {LABEL_NODE: self.node, LABEL_UID: str(md.get("uid") or ""),
-                  LABEL_POD: str(md.get("name") or ""),
-                  LABEL_NAMESPACE: str(md.get("namespace") or ""),
-                  LABEL_CONTAINER: SANDBOX, LABEL_RUN: "0"}
+        labels = self._labels(pod, SANDBOX, 0)
         name = container_name(pod, SANDBOX, 0)
         hostname = str(spec.get("hostname") or md.get("name") or "")[:63]
         try:
@@ -196,6 +208,14 @@ class DockerRuntime(Records):
         log.info("pod %s/%s: sandbox %s started", md.get("namespace"), md.get("name"),
                  eid[:12])
         return eid
+
+    def _labels(self, pod: Obj, container: str, run: int) -> dict[str, str]:
+        """The labels of a container of ``pod`` (its sandbox's: ``SANDBOX``, run 0)."""
+        md = pod.get("metadata") or {}
+        return {LABEL_NODE: self.node, LABEL_UID: str(md.get("uid") or ""),
+                LABEL_POD: str(md.get("name") or ""),
+                LABEL_NAMESPACE: str(md.get("namespace") or ""),
+                LABEL_CONTAINER: container, LABEL_RUN: str(run)}
 
     def _started(self, name: str, labels: dict[str, str], create: Callable[[], Any]) -> str:
         """Acts: the engine id of the container ``create()`` makes (or of the one named
@@ -318,15 +338,11 @@ class DockerRuntime(Records):
 
     def start(self, pod_dir: Path, pod: Obj, container: Obj, c: ContainerState,
               words: list[str], env: dict[str, str]) -> None:
-        md = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         command = container.get("command") or []
         entrypoint = words[:len(command)] if command else None
         cmd = words[len(command):] if command else (words or None)
-        labels = {LABEL_NODE: self.node, LABEL_UID: str(md.get("uid") or ""),
-                  LABEL_POD: str(md.get("name") or ""),
-                  LABEL_NAMESPACE: str(md.get("namespace") or ""),
-                  LABEL_CONTAINER: c.name, LABEL_RUN: str(c.restart_count)}
+        labels = self._labels(pod, c.name, c.restart_count)
         image = self._image(container)  # (its user here, its id for the status)
         try:
             options = securitycontext.engine_options(pod, container, image_user(image))
@@ -504,14 +520,9 @@ class DockerRuntime(Records):
 
     def pod_ip(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The address of the pod's running sandbox on the pods' network."""
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
-        for s in self._seen.values():
-            labels = s.get("Labels") or {}
-            if labels.get(LABEL_UID) == uid and labels.get(LABEL_CONTAINER) == SANDBOX \
-                    and s.get("State") == "running":
-                nets = ((s.get("NetworkSettings") or {}).get("Networks") or {})
-                return str((nets.get(self.network) or {}).get("IPAddress") or "")
-        return ""
+        s = self._running_sandbox(pod) or {}
+        nets = ((s.get("NetworkSettings") or {}).get("Networks") or {})
+        return str((nets.get(self.network) or {}).get("IPAddress") or "")
 
     def forward_host(self, pod: Obj, containers: list[ContainerState]) -> str:
         """The loopback address for a hostNetwork pod (the engine runs beside the agent);

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.model import fielderr, kinds, metavalidation, typed
+from shared.model import fielderr, kinds, meta, metavalidation, typed
 
 Obj = dict[str, Any]
 
@@ -99,10 +99,6 @@ def validate_priority_class(obj: Any, old: Any = None) -> list[str]:
     return errs
 
 
-def _name(pc: Obj) -> str:
-    return str((pc.get("metadata") or {}).get("name") or "")
-
-
 def global_default(classes: Iterable[Obj]) -> Obj | None:
     """The global default class: of several (a race let them be), the lowest value's."""
     found: Obj | None = None
@@ -118,10 +114,10 @@ def default_conflict(obj: Obj, classes: Iterable[Obj]) -> str | None:
     one is), in the admission plugin's words; None when it may."""
     if obj.get("globalDefault") is not True:
         return None
-    other = global_default(c for c in classes if _name(c) != _name(obj))
+    other = global_default(c for c in classes if meta.name(c) != meta.name(obj))
     if other is None:
         return None
-    return f"PriorityClass {_name(other)} is already marked as default. Only one default " \
+    return f"PriorityClass {meta.name(other)} is already marked as default. Only one default " \
            "can exist"
 
 
@@ -140,18 +136,15 @@ def admit(spec: Obj, classes: Mapping[str, Obj]) -> None:
     if not name:
         pc = global_default(classes.values())
         if pc is not None:
-            spec["priorityClassName"] = _name(pc)
-            value, policy = int(pc.get("value") or 0), pc.get("preemptionPolicy")
-        else:
-            value, policy = 0, PREEMPT_LOWER
+            spec["priorityClassName"] = meta.name(pc)
     else:
         pc = classes.get(str(name))
         if pc is None and name in SYSTEM:
-            value, policy = SYSTEM[name]["value"], PREEMPT_LOWER
+            pc = {"value": SYSTEM[name]["value"], "preemptionPolicy": PREEMPT_LOWER}
         elif pc is None:
             raise Forbidden(f"no PriorityClass with name {name} was found")
-        else:
-            value, policy = int(pc.get("value") or 0), pc.get("preemptionPolicy")
+    value, policy = (int(pc.get("value") or 0), pc.get("preemptionPolicy")) if pc is not None \
+        else (0, PREEMPT_LOWER)
     given = spec.get("priority")
     if given is not None and given != value:
         raise Forbidden(f"the integer value of priority ({given}) must not be provided in pod "
