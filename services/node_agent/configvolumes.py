@@ -113,17 +113,13 @@ def payload(plugin: Plugin, source: Obj, obj: Obj | None) -> Payload:
     return out
 
 
-def check_mounts(pod: Obj, container: Obj, can_mount: bool, errors: dict[str, str]) -> None:
-    """ConfigError when ``container`` mounts a configMap or secret volume it cannot be
-    given: under a runtime that cannot mount (``can_mount`` False: the process runtime), or
-    one whose files could not be made (``errors``: volume → why, kubelet's FailedMount
-    words)."""
+def check_mounts(pod: Obj, container: Obj, can_mount: bool) -> None:
+    """ConfigError when ``container`` mounts a configMap or secret volume under a runtime
+    that cannot mount (``can_mount`` False: the process runtime). (One whose files could not
+    be made holds the whole pod back: ``ProcessAgent._mounted``.)"""
     for name, path in mounted(pod, container):
         if not can_mount:
             raise podstatus.ConfigError(
                 f"volumeMount {name} at {path}: the process runtime cannot mount configMap or "
                 "secret volumes (it has no mount namespace); use env or envFrom, or the "
                 "docker runtime")
-        if name in errors:
-            raise podstatus.ConfigError(
-                f'MountVolume.SetUp failed for volume "{name}" : {errors[name]}')

@@ -7,8 +7,9 @@ uid, name and namespace, the container's name and run, and this node's name.
 What it maps from the pod: ``image`` and ``imagePullPolicy`` (no registry is asked when the
 image is present, unless the policy is Always), ``command`` (the entrypoint) and ``args``
 (the command), ``env``, ``workingDir``, ``hostNetwork`` (the engine host's network) or else
-the pod's sandbox (below), ``ports`` with a ``hostPort`` (published on the sandbox), ``hostPath`` and ``emptyDir`` volumes (a volume
-of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
+the pod's sandbox (below), ``ports`` with a ``hostPort`` (published on the sandbox),
+``hostPath`` volumes (their ``mountPropagation`` the bind's) and ``emptyDir`` volumes (a
+volume of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
 the security context (``securitycontext``: user and groups, privileged, capabilities, a
 read-only root, no new privileges, seccomp, sysctls, ``hostPID``, ``hostIPC``), checked
 against the image's user for ``runAsNonRoot`` as kubelet checks it, and a file of the agent's
@@ -68,6 +69,8 @@ SANDBOX = "POD"  # the container name of a pod's sandbox (upper case: no contain
 #: kubelet's default sandbox image (its --pod-infra-container-image)
 INFRA_IMAGE = "registry.k8s.io/pause:3.10"
 EXEC_POLL = 0.05
+# a volumeMount's mountPropagation as a bind's (None: the engine's default, rprivate)
+PROPAGATION = {"HostToContainer": "rslave", "Bidirectional": "rshared"}
 
 
 def container_name(pod: Obj, container: str, run: int) -> str:
@@ -305,7 +308,8 @@ class DockerRuntime(Records):
     # ---- containers ------------------------------------------------------------------------
 
     def _volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[str]:
-        """The container's volumeMounts as the engine's binds (hostPath: the host's path;
+        """The container's volumeMounts as the engine's binds (hostPath: the host's path,
+        with its mountPropagation as the bind's, as kubelet's docker shim gave it;
         emptyDir: an engine volume of the pod's; configMap and secret: the directory the
         agent keeps its files in under the pod's own, ``configvolumes.volume_dir``,
         read-only)."""
@@ -333,6 +337,8 @@ class DockerRuntime(Records):
             if m.get("subPath"):
                 raise OSError(f"volumeMount {name}: subPath is not supported")
             mode = "ro" if m.get("readOnly") else "rw"
+            if source.startswith("/") and m.get("mountPropagation") in PROPAGATION:
+                mode += "," + PROPAGATION[m["mountPropagation"]]  # (a bind, not a volume)
             binds.append(f"{source}:{m.get('mountPath')}:{mode}")
         return binds
 

@@ -30,6 +30,7 @@ from services.node_agent import (
     atomicwriter,
     configvolumes,
     host,
+    hostpath,
     lifecycle,
     logserver,
     podstatus,
@@ -56,6 +57,8 @@ REGISTER_RETRY = 2.0  # seconds between tries to register a Node that is not the
 PULL_BACKOFF_INITIAL = 10.0
 PULL_BACKOFF_MAX = 300.0
 PRESSURE_EVERY = 10.0  # seconds: kubelet's --node-status-update-frequency
+MOUNT_BACKOFF_INITIAL = 0.5  # seconds: the volume manager's first back-off, doubling
+MOUNT_BACKOFF_MAX = 122.0  # to at most 2 min 2 s
 CONFIG_RETRY = 10.0  # seconds: kubelet's pod worker's back-off after a failed sync
 
 PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
@@ -105,6 +108,11 @@ class PodRun:
     # (``ProcessAgent._config_volumes``)
     volumes_from: dict[str, tuple[Obj, Obj | None]] = field(default_factory=dict)
     volume_errors: dict[str, str] = field(default_factory=dict)
+    # the pod's volumes were all set up once (``ProcessAgent._mounted``); until then, when
+    # to try again and the back-off after that
+    mounted: bool = False
+    mount_retry_at: float = 0.0
+    mount_backoff: float = 0.0
 
     def containers(self) -> list[ContainerState]:
         return self.inits + self.mains
@@ -495,6 +503,8 @@ class ProcessAgent:
             if c.running() and c.stop_deadline is not None and now >= c.stop_deadline:
                 self.runtime.signal(c, signal.SIGKILL)
         self._config_volumes(run)
+        if not self._mounted(run, now):
+            return self._report(run, now)
         init_specs = spec.get("initContainers") or []
         initialized = True
         for cspec, c in zip(init_specs, run.inits, strict=False):
@@ -541,6 +551,44 @@ class ProcessAgent:
             run.volume_errors.pop(name, None)
             run.volumes_from[name] = (source, obj)
 
+    def _mounted(self, run: PodRun, now: float) -> bool:
+        """Whether the pod's containers may start, its volumes set up: kubelet's volume
+        manager sets up every volume a container of the pod mounts before the sandbox or any
+        container is made. A hostPath volume that is not of its type (made first for the
+        ``…OrCreate`` types: ``hostpath``), or a configMap or secret volume whose files could
+        not be made, is kubelet's FailedMount Warning, tried again after a back-off that
+        doubles from 0.5 s to 2 min 2 s (the volume manager's); the containers wait as
+        ContainerCreating meanwhile. Once all were set up, a volume that fails later (its
+        Secret deleted) is told the same way, but holds nothing back: its files stay as
+        they were, as kubelet's do."""
+        if now < run.mount_retry_at:
+            return run.mounted
+        spec = run.pod.get("spec") or {}
+        used = {str(m.get("name")) for c in (spec.get("initContainers") or [])
+                + (spec.get("containers") or []) for m in c.get("volumeMounts") or []}
+        failed = {}
+        for v in spec.get("volumes") or []:
+            name = str(v.get("name"))
+            if name not in used:
+                continue
+            why = run.volume_errors.get(name)
+            if why is None and v.get("hostPath") is not None and not run.mounted:
+                source = v.get("hostPath") or {}
+                why = hostpath.check(str(source.get("path") or ""), str(source.get("type") or ""))
+            if why is not None:
+                failed[name] = why
+        if not failed:
+            run.mounted, run.mount_backoff = True, 0.0
+            return True
+        for name, why in failed.items():
+            log.info("pod %s volume %s: %s", meta.key(run.pod), name, why)
+            self._event(run, "Warning", "FailedMount",
+                        f'MountVolume.SetUp failed for volume "{name}" : {why}', None, now)
+        run.mount_backoff = min(2 * run.mount_backoff or MOUNT_BACKOFF_INITIAL,
+                                MOUNT_BACKOFF_MAX)
+        run.mount_retry_at = now + run.mount_backoff
+        return run.mounted
+
     def _maybe_start(self, run: PodRun, cspec: Obj, c: ContainerState, now: float) -> None:
         pod = run.pod
         if c.restart_at is not None and now < c.restart_at:
@@ -561,7 +609,7 @@ class ProcessAgent:
             env = podstatus.container_env(self._addressed(pod, run), cspec,
                                           self.runtime.base_env(), self.sources(pod), skipped)
             words = self.runtime.argv(cspec, env)
-            configvolumes.check_mounts(pod, cspec, self.runtime.mounts, run.volume_errors)
+            configvolumes.check_mounts(pod, cspec, self.runtime.mounts)
         except podstatus.ConfigError as err:
             self._config_error(run, c, err, now)
             return

@@ -23,6 +23,10 @@ DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
+# ``supportedHostPathTypes`` and ``supportedMountPropagations``, as upstream lists them
+HOST_PATH_TYPES = ("", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File",
+                   "FileOrCreate", "Socket")
+MOUNT_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
 VOLUME_SOURCES = (
     "hostPath",
     "emptyDir",
@@ -104,7 +108,9 @@ def _validate_volumes(value: Any, path: str, errs: list[str]) -> set[str]:
                 hp = typed.as_str(body.get("path"), C(vpath, src, "path"), el)
                 if not hp and body.get("path") in (None, ""):
                     el.append(fielderr.required(C(vpath, src, "path")))
-                typed.as_str(body.get("type"), C(vpath, src, "type"), el)
+                elif hp:
+                    el.extend(_no_backsteps(hp, C(vpath, src, "path")))
+                    _check_enum(body.get("type"), C(vpath, src, "type"), HOST_PATH_TYPES, el)
             if src in ("secret", "configMap", "downwardAPI", "projected"):
                 mode = typed.as_int(body.get("defaultMode"), C(vpath, src, "defaultMode"), el)
                 if mode is not None and not 0 <= mode <= 0o777:
@@ -178,8 +184,27 @@ def _validate_env(value: Any, path: str, errs: list[str]) -> None:
         typed.as_map(env.get("valueFrom"), C(epath, "valueFrom"), errs)
 
 
-def _validate_volume_mounts(value: Any, path: str, volumes: set[str], errs: list[str]) -> None:
-    """``ValidateVolumeMounts``: a known volume name, a unique mountPath."""
+def _no_backsteps(value: str, path: str) -> list[str]:
+    """``validatePathNoBacksteps``: no ``..`` among the path's parts."""
+    if ".." in value.split("/"):
+        return [fielderr.invalid(path, value, "must not contain '..'")]
+    return []
+
+
+def _descending(value: str, path: str) -> list[str]:
+    """``validateLocalDescendingPath``: relative, without backsteps."""
+    errs = []
+    if value.startswith("/"):
+        errs.append(fielderr.invalid(path, value, "must be a relative path"))
+    return errs + _no_backsteps(value, path)
+
+
+def _validate_volume_mounts(value: Any, path: str, volumes: set[str], privileged: bool,
+                            errs: list[str]) -> None:
+    """``ValidateVolumeMounts``: a known volume name, a unique mountPath, a subPath (or
+    subPathExpr) inside the volume, a supported mountPropagation, Bidirectional only in a
+    privileged container. (Upstream names the subPath's and the propagation's field under
+    the list, not the item: so do we.)"""
     mount_points: set[str] = set()
     for i, mnt in typed.maps(value, path, errs):
         mpath = fielderr.index(path, i)
@@ -199,7 +224,26 @@ def _validate_volume_mounts(value: Any, path: str, volumes: set[str], errs: list
                 )
             mount_points.add(mount_path or "")
         typed.as_bool(mnt.get("readOnly"), C(mpath, "readOnly"), errs)
-        typed.as_str(mnt.get("subPath"), C(mpath, "subPath"), errs)
+        sub_path = typed.as_str(mnt.get("subPath"), C(mpath, "subPath"), errs)
+        if sub_path:
+            errs.extend(_descending(sub_path, C(path, "subPath")))
+        expr = typed.as_str(mnt.get("subPathExpr"), C(mpath, "subPathExpr"), errs)
+        if expr:
+            if sub_path:
+                errs.append(fielderr.invalid(C(mpath, "subPathExpr"), expr,
+                                             "subPathExpr and subPath are mutually exclusive"))
+            errs.extend(_descending(expr, C(path, "subPathExpr")))
+        propagation = typed.as_str(mnt.get("mountPropagation"), C(path, "mountPropagation"),
+                                   errs)
+        if propagation is not None:
+            if propagation not in MOUNT_PROPAGATIONS:
+                errs.append(fielderr.not_supported(C(path, "mountPropagation"), propagation,
+                                                   MOUNT_PROPAGATIONS))
+            if propagation == "Bidirectional" and not privileged:
+                errs.append(fielderr.forbidden(
+                    C(path, "mountPropagation"),
+                    "Bidirectional mount propagation is available only to privileged "
+                    "containers"))
 
 
 _CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
@@ -303,7 +347,10 @@ def _validate_container_common(
     _validate_ports(ctr.get("ports"), C(path, "ports"), errs)
     _validate_env(ctr.get("env"), C(path, "env"), errs)
     typed.maps(ctr.get("envFrom"), C(path, "envFrom"), errs)
-    _validate_volume_mounts(ctr.get("volumeMounts"), C(path, "volumeMounts"), volumes, errs)
+    security = ctr.get("securityContext")
+    privileged = isinstance(security, dict) and security.get("privileged") is True
+    _validate_volume_mounts(ctr.get("volumeMounts"), C(path, "volumeMounts"), volumes,
+                            privileged, errs)
     _check_enum(ctr.get("imagePullPolicy"), C(path, "imagePullPolicy"), PULL_POLICIES, errs)
     _validate_resources(ctr.get("resources"), C(path, "resources"), errs)
     typed.as_map(ctr.get("securityContext"), C(path, "securityContext"), errs)

@@ -536,6 +536,57 @@ def test_a_secret_volume_is_mounted_read_only_with_its_mode_and_follows_its_secr
     assert main_status(pods(engine)[0])["restartCount"] == 0
 
 
+def test_a_missing_secret_volume_holds_the_pod_and_a_host_mount_reaches_in(
+        engine: Engine) -> None:
+    """A secret volume whose Secret is not there yet is kubelet's FailedMount: nothing of
+    the pod is made, its container waits in ContainerCreating, and it starts once the
+    Secret is there. A hostPath mounted with HostToContainer propagation (a slave bind of
+    a shared mount) sees what the host mounts there after the container started."""
+    host = engine.dir / "host"
+    host.mkdir()
+    subprocess.run(["mount", "--bind", str(host), str(host)], check=True)
+    try:
+        subprocess.run(["mount", "--make-rshared", str(host)], check=True)
+        start(engine)
+        look = ("while :; do grep -q ' /host/sub ' /proc/self/mountinfo && "
+                "echo \"$(cat /etc/creds/token)\" > /srv/marks/seen; sleep 0.2; done")
+        engine.stack.store.apply(named_daemonset("mounter", {
+            "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+            "volumes": [
+                {"name": "srv", "hostPath": {"path": str(engine.dir), "type": "Directory"}},
+                {"name": "host", "hostPath": {"path": str(host), "type": "Directory"}},
+                {"name": "creds", "secret": {"secretName": "late"}}],
+            "containers": [{"name": "app", "image": IMAGE, "command": ["sh", "-c", look],
+                            "volumeMounts": [
+                                {"name": "srv", "mountPath": "/srv"},
+                                {"name": "host", "mountPath": "/host",
+                                 "mountPropagation": "HostToContainer"},
+                                {"name": "creds", "mountPath": "/etc/creds"}]}]}))
+
+        def failed_mount() -> list[dict[str, Any]]:
+            return [e for e in engine.stack.store.list("Event", "default")
+                    if e["reason"] == "FailedMount"]
+
+        (ev,) = wait_for(failed_mount, timeout=90, what="kubelet's FailedMount Warning")
+        assert (ev["type"], ev["message"]) == (
+            "Warning", 'MountVolume.SetUp failed for volume "creds" : secret "late" not found')
+        (pod,) = pods(engine)
+        assert main_status(pod)["state"] == {"waiting": {"reason": "ContainerCreating"}}
+        assert not engine.containers()
+
+        engine.stack.store.apply({"apiVersion": "v1", "kind": "Secret",
+                                  "metadata": {"name": "late", "namespace": "default"},
+                                  "stringData": {"token": "t0k3n"}})
+        wait_for(lambda: engine.running(), timeout=90, what="the container started")
+        (host / "sub").mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(host / "sub")], check=True)
+        seen = engine.dir / "marks" / "seen"
+        wait_for(lambda: seen.exists() and seen.read_text() == "t0k3n\n", timeout=60,
+                 what="the host's later mount seen in the container, with the Secret's file")
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(host)], check=False)
+
+
 FACTS = ('echo user=$(id -u); echo group=$(id -g); echo groups="$(id -G)"; '
          'grep -E "^(CapBnd|CapEff|NoNewPrivs)" /proc/self/status; '
          'touch /x 2>/dev/null && echo root=rw || echo root=ro; '

@@ -14,6 +14,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -422,6 +423,53 @@ def test_a_container_it_cannot_configure_waits_and_says_why(machine: Machine) ->
     pod = machine.stack.pods("default")[0]
     wait_for(lambda: ("Warning", "Failed", f"Error: {why}") in said(machine.stack, pod),
              what="the Failed event")
+
+
+def test_a_host_path_not_of_its_type_holds_the_pod_until_it_is(machine: Machine) -> None:
+    """Kubelet's hostPath types: a DirectoryOrCreate path is made; a Socket that is not
+    there yet is a FailedMount Warning (counted as it repeats) and no container starts,
+    ContainerCreating, until the socket is there."""
+    start(machine, nodes=1)
+    made, sock = machine.dir / "host" / "made", machine.dir / "agent.sock"
+    out = machine.dir / "marks" / "mounted"
+    ds = daemonset(machine, "v1", probe=False, command=[
+        "sh", "-c", f"test -d {made} && test -S {sock} && echo ok > {out}; exec sleep 600"])
+    spec = ds["spec"]["template"]["spec"]
+    spec["volumes"] = [
+        {"name": "made", "hostPath": {"path": str(made), "type": "DirectoryOrCreate"}},
+        {"name": "sock", "hostPath": {"path": str(sock), "type": "Socket"}}]
+    spec["containers"][0]["volumeMounts"] = [{"name": "made", "mountPath": str(made)},
+                                             {"name": "sock", "mountPath": str(sock)}]
+    machine.stack.store.apply(ds)
+
+    def failed_mounts() -> list[dict[str, Any]]:
+        return [e for e in machine.stack.store.list("Event", "default")
+                if e["reason"] == "FailedMount" and (e.get("count") or 1) >= 2]
+
+    (ev,) = wait_for(failed_mounts, timeout=30, what="a repeated FailedMount Warning")
+    assert (ev["type"], ev["message"], ev["source"]["component"]) == (
+        "Warning", f'MountVolume.SetUp failed for volume "sock" : hostPath {sock} '
+        "doesn't exist", "kubelet")
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o755 & ~current_umask()
+    (pod,) = machine.stack.pods("default")
+    assert container_status(pod)["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert not out.exists()
+
+    sock.write_text("")  # a file, not a socket: told in kubelet's words
+    wait_for(lambda: any(e["message"].endswith(f"{sock} is not a socket file, it's a File")
+                         for e in machine.stack.store.list("Event", "default")),
+             timeout=30, what="the type mismatch told")
+    sock.unlink()
+    with contextlib.closing(socket.socket(socket.AF_UNIX)) as server:
+        server.bind(str(sock))
+        wait_for(lambda: out.exists() and out.read_text() == "ok\n", timeout=60,
+                 what="the container started with both paths there")
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Machine) -> None:

@@ -307,6 +307,48 @@ def test_rule4_volume_mounts_must_name_a_volume() -> None:
     ]
 
 
+def test_rule4_host_path_types_and_paths_are_upstreams() -> None:
+    ds = daemonset()
+    pod_spec(ds)["volumes"] = [
+        {"name": "a", "hostPath": {"path": "/var/log", "type": "Dir"}},
+        {"name": "b", "hostPath": {"path": "/var/../etc", "type": "DirectoryOrCreate"}},
+        {"name": "c", "hostPath": {"path": "/run/x.sock", "type": ""}},
+    ]
+    assert validation.validate(ds) == [
+        'spec.template.spec.volumes[0].hostPath.type: Unsupported value: "Dir": supported '
+        'values: "", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", '
+        '"FileOrCreate", "Socket"',
+        "spec.template.spec.volumes[1].hostPath.path: Invalid value: \"/var/../etc\": must "
+        "not contain '..'",
+    ]
+
+
+def test_rule4_mount_propagation_and_sub_paths_are_checked_as_upstream() -> None:
+    ds = daemonset()
+    spec = pod_spec(ds)
+    spec["volumes"] = [{"name": "pods", "hostPath": {"path": "/var/lib/kubelet/pods"}}]
+    mounts = "spec.template.spec.containers[0].volumeMounts"
+    spec["containers"][0]["volumeMounts"] = [
+        {"name": "pods", "mountPath": "/a", "mountPropagation": "Bidirectional"},
+        {"name": "pods", "mountPath": "/b", "mountPropagation": "Shared"},
+        {"name": "pods", "mountPath": "/c", "subPath": "/abs"},
+        {"name": "pods", "mountPath": "/d", "subPath": "x", "subPathExpr": "../$(X)"},
+    ]
+    assert validation.validate(ds) == [
+        f"{mounts}.mountPropagation: Forbidden: Bidirectional mount propagation is available "
+        "only to privileged containers",
+        f'{mounts}.mountPropagation: Unsupported value: "Shared": supported values: '
+        '"Bidirectional", "HostToContainer", "None"',
+        f'{mounts}.subPath: Invalid value: "/abs": must be a relative path',
+        f'{mounts}[3].subPathExpr: Invalid value: "../$(X)": subPathExpr and subPath are '
+        "mutually exclusive",
+        f"{mounts}.subPathExpr: Invalid value: \"../$(X)\": must not contain '..'",
+    ]
+    spec["containers"][0]["securityContext"] = {"privileged": True}
+    del spec["containers"][0]["volumeMounts"][1:]
+    assert validation.validate(ds) == []
+
+
 def test_rule4_node_affinity_operator_must_be_known() -> None:
     ds = daemonset()
     pod_spec(ds)["affinity"] = {
