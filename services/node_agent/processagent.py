@@ -46,6 +46,7 @@ from shared.model import events, meta
 from shared.store import adapters, errors, nodelease, noderequests, nodeserver
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
+from shared.store.recorder import Recorder
 
 log = logging.getLogger("node-agent")
 Obj = dict[str, Any]
@@ -130,10 +131,7 @@ class ProcessAgent:
         self.cfg = cfg
         self.clock = clock
         self.runtime = runtime
-        # the Events to write with this round's commit, each once (a repeat of one not yet
-        # written is counted on it), by their correlator's key
-        self._events: dict[tuple[str, ...], events.Correlated] = {}
-        self._correlator = events.Correlator()
+        self.recorder = Recorder(store)  # (its Events go with each round's commit)
         self._pressure: dict[str, bool] = {}  # the node's pressure conditions, last seen
         self._pressure_at = 0.0
         self._started_told = self._conditions_told = False  # (``_node_events``)
@@ -348,10 +346,10 @@ class ProcessAgent:
                     del self.runs[uid]
                     self._written.pop(uid, None)
         self.runtime.sweep(set(self.runs) | set(self._recorded))
-        told, self._events = list(self._events.values()), {}
-        ops.extend(self._event_op(e) for e in told)
+        told, event_ops = self.recorder.ops(now)
+        ops.extend(event_ops)
         if ops:
-            self._safe(lambda: self._told(told, self._commit(ops)))
+            self._safe(lambda: self.recorder.written(told, self._commit(ops)))
 
     def _node_events(self, old: Obj, new: Obj, now: float) -> None:
         """kubelet's Events of its node's conditions: once this agent starts, then at each
@@ -369,24 +367,6 @@ class ProcessAgent:
             self._node_event("Normal", now_is,
                              f"Node {self.cfg.node_name} status is now: {now_is}", now)
         self._conditions_told = True
-
-    def _event_op(self, told: events.Correlated) -> Op:
-        """The op of an Event: created, or its repeat counted on the one written before."""
-        if told.repeat:
-            return self.store.recount_op(told.event)
-        op = self.store.create_op(told.event, ensure=True)
-        self._correlator.stored(told, op.obj or told.event)
-        return op
-
-    def _told(self, told: list[events.Correlated], results: list[Result]) -> None:
-        """An Event not stored (refused, or a repeat of one removed since) is forgotten by
-        the correlator: the next one like it is created anew."""
-        lost = {res.op.key for res in results if res.op.kind == "Event"
-                and res.status not in (CommitResult.OK, CommitResult.EXISTS,
-                                       CommitResult.QUEUED)}
-        for t in told:
-            if meta.key(t.event) in lost:
-                self._correlator.forget(t)
 
     def _safe(self, fn: Callable[[], object]) -> None:
         try:
@@ -751,11 +731,8 @@ class ProcessAgent:
         self._tell(ev, name, now)
 
     def _tell(self, ev: Obj, about: str, now: float) -> None:
-        """``ev`` (from kubelet on this node) through client-go's correlator
-        (``events.Correlator``): a repeat counts on the one written before (``x5 over 2m``),
-        ten that differ only by message are combined, and each object has a burst of 25,
-        then one per 5 minutes (a crash-looping or unhealthy container would otherwise write
-        one every few seconds for as long as it lasts). Written with this round's commit."""
+        """``ev`` (from kubelet on this node) to the recorder (``shared.store.recorder``:
+        client-go's correlator), written with this round's commit."""
         # named as client-go's recorder names it, the object's name and the time in
         # nanoseconds in hex: lists (sorted by name) and kubectl describe (by time, to the
         # second) show one second's Events in the order they happened (Pulled, Created,
@@ -764,13 +741,7 @@ class ProcessAgent:
         ev["metadata"]["name"] = f"{about}.{self._event_ns:x}"
         ev["source"]["host"] = self.cfg.node_name
         ev["reportingInstance"] = self.cfg.node_name
-        told = self._correlator.correlate(ev, now)
-        if told is None:
-            return
-        first = self._events.get(told.key)
-        if first is not None and not first.repeat:  # its create goes in this round's commit
-            told = events.Correlated(told.event, False, told.key)
-        self._events[told.key] = told
+        self.recorder.tell(ev, now)
 
     @staticmethod
     def _policy(pod: Obj, c: ContainerState) -> str:

@@ -38,11 +38,13 @@ from shared.daemonset import types as t
 from shared.daemonset.messages import StatusMessage
 from shared.eventlog.entry import CommitResult, WriteMode
 from shared.model import meta, podutil
+from shared.model.events import Correlated
 from shared.model.objkey import ObjectKey
 from shared.store import client as store_client
 from shared.store import errors
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
+from shared.store.recorder import Recorder
 
 log = logging.getLogger("reconciler")
 
@@ -100,6 +102,7 @@ class Executor:
         self._fence: store_client.Fence | None = None
         self._record: Callable[[Outcome], Op | None] | None = None
         self._deferred: _DeferredCreate | None = None
+        self.recorder = Recorder(store, prepared=True)
 
     def _read(self, kind: str, key: str) -> Obj | None:
         """A live read; an object stored in the wrong shape fails the step (SyncError, the
@@ -456,7 +459,7 @@ class Executor:
         (``_defer_create``) first in the same commit, all or nothing, else on its own."""
         deferred, self._deferred = self._deferred, None
         try:
-            ops = self._event_ops(snap, events, out)
+            told, ops = self._event_ops(snap, events, out)
         except BaseException:
             if deferred is not None:  # never written: the watcher will not observe it
                 self.expectations.lower(deferred.key, 1, 0)
@@ -464,31 +467,36 @@ class Executor:
         if deferred is not None:
             if len(ops) < COMMIT_OPS:  # the pod and all of them fit in one commit
                 results = self.store.commit([deferred.op, *ops], atomic=True, fence=self._fence)
+                self.recorder.written(told, results)
                 if results[0].ok:
                     _count_writes(results, out)
                     return
             # nothing was written: the pod is created as a sync of several creates would
+            # (its Events told again: the correlator has forgotten those not written, though
+            # their spam filter's tokens stay spent)
             out.created -= 1
             events.remove(deferred.event)
             problems = self._create_batch(deferred.key, snap, deferred.hash_,
                                           [(deferred.create, deferred.create.salt)], events, out)
             if problems:
                 out.errors.insert(deferred.errors_at, "; ".join(problems))
-            ops = self._event_ops(snap, events, out)
-        self._commit(ops, out)
+            told, ops = self._event_ops(snap, events, out)
+        self.recorder.written(told, self._commit(ops, out))
 
-    def _event_ops(self, snap: t.Snapshot, events: list[t.EmitEvent], out: Outcome) -> list[Op]:
-        """The ops of the Events and the decision record, made from ``out`` as it is now."""
+    def _event_ops(self, snap: t.Snapshot, events: list[t.EmitEvent],
+                   out: Outcome) -> tuple[list[Correlated], list[Op]]:
+        """The Events through the recorder (``shared.store.recorder``: a repeat of an
+        earlier sync's counts on its Event) and their ops, then the op of the decision
+        record, made from ``out`` as it is now."""
         ds = snap.ds
-        ops: list[Op] = []
         if events and ds is not None:
-            ops = [self.store.create_op(self.store.stamp(ev, snap.now), ensure=True,
-                                        prepared=True)
-                   for ev in ds_events.event_objects(ds, events, snap.now, snap.position)]
+            for ev in ds_events.event_objects(ds, events, snap.now, snap.position):
+                self.recorder.tell(ev, snap.now)
+        told, ops = self.recorder.ops(snap.now)
         record = self._record(out) if self._record is not None else None
         if record is not None:
             ops.append(record)
-        return ops
+        return told, ops
 
     # ---- helpers -------------------------------------------------------------------------------
 

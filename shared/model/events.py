@@ -109,9 +109,13 @@ class Correlator:
 
     def correlate(self, ev: Obj, now: float) -> Correlated | None:
         """The write for ``ev``, an Event about to be recorded at ``now`` (its name already
-        made); None when the spam filter drops it."""
+        made); None when the spam filter drops it. An Event named as the one written before
+        it (a controller's retried sync names its Events as the first try did) is that one
+        again, to be created if absent, not a repeat."""
         ev, key = self._combine(ev, now)
         before = self._written.get(key)
+        if before is not None and meta.name(before) == meta.name(ev):
+            return Correlated(before, False, key)  # itself again: a retried write of it
         if before is None:
             out = Correlated(ev, False, key)
         else:

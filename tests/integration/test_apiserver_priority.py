@@ -7,7 +7,9 @@ created through the API and for a DaemonSet's pods, whose creates a missing clas
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,14 +117,19 @@ def test_a_daemonsets_pods_are_admitted_with_their_class(api: ApiServer) -> None
     assert [(p["spec"]["priority"], p["spec"]["preemptionPolicy"]) for p in pods] == [
         (1000, "PreemptLowerPriority")] * 2
 
-    def refused() -> list[str]:
-        return [e["message"] for e in api.json("get", "events")["items"]
-                if e["reason"] == "FailedCreate"
-                and e["involvedObject"]["name"] == "refused"]
+    def refused() -> list[dict[str, Any]]:
+        return [e for e in api.json("get", "events")["items"]
+                if e["reason"] == "FailedCreate" and e["involvedObject"]["name"] == "refused"]
 
-    said = wait_for(refused, timeout=30, what="the refused creates' FailedCreate Event")
-    assert said[0] == ('Error creating: pods "refused-" is forbidden: no PriorityClass with '
-                       "name gone was found")
+    # each retry (with backoff) counts on the one Event, as upstream's recorder counts it
+    said = wait_for(lambda: (evs := refused()) and evs[0].get("count", 1) >= 3 and evs,
+                    timeout=30, what="the refused creates' FailedCreate Event, counted")
+    assert len(said) == 1 and said[0]["message"] == (
+        'Error creating: pods "refused-" is forbidden: no PriorityClass with name gone was '
+        "found")
+    described = api.kubectl("describe", "ds", "refused").stdout
+    assert re.search(r"Warning\s+FailedCreate\s+\S+ \(x\d+ over \S+\)\s+daemonset-controller",
+                     described), described
     assert api.json("get", "pods", "-l", "app=refused")["items"] == []
 
     # the class made: the next sync creates the pods

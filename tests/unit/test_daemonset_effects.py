@@ -1,14 +1,16 @@
-"""The pure rules behind what the executor writes: Event aggregation and naming, the
+"""The pure rules behind what the executor writes: Event naming and correlation, the
 ownerReferences change of a claim, the collision-count rule and the status-writer's merge."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from shared.daemonset import claim, events, history, status
 from shared.daemonset.types import EmitEvent, PatchOwner
+from shared.model import events as model_events
 from shared.model import meta
 from tests.unit.daemonset_fixtures import DS_UID, make_ds
 
@@ -20,27 +22,29 @@ def _created(n: int, reason: str = "SuccessfulCreate") -> list[EmitEvent]:
     return [EmitEvent("Normal", reason, f"Created pod: p{i}") for i in range(n)]
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    ([], []),
-    # up to ten of one reason: each on its own
-    (_created(10), [(e, 1) for e in _created(10)]),
-    # eleven: one Event with the count and the last message
-    (_created(11), [(EmitEvent("Normal", "SuccessfulCreate",
-                               "(combined from similar events): Created pod: p10"), 11)]),
-    # grouped by type and reason, in order of each group's first event
-    ([EmitEvent("Warning", "FailedCreate", "x"), *_created(2),
-      EmitEvent("Warning", "FailedCreate", "y")],
-     [(EmitEvent("Warning", "FailedCreate", "x"), 1), (EmitEvent("Warning", "FailedCreate", "y"), 1),
-      (_created(2)[0], 1), (_created(2)[1], 1)]),
-    # one type, two reasons: aggregated apart
-    ([*_created(12), *_created(3, "SuccessfulDelete")],
-     [(EmitEvent("Normal", "SuccessfulCreate",
-                 "(combined from similar events): Created pod: p11"), 12),
-      *[(e, 1) for e in _created(3, "SuccessfulDelete")]]),
-], ids=["none", "ten", "eleven", "groups-in-first-order", "two-reasons"])
-def test_events_of_one_reason_are_combined_past_ten(
-        given: list[EmitEvent], expected: list[tuple[EmitEvent, int]]) -> None:
-    assert events.aggregate(given) == expected
+def test_a_syncs_events_through_the_correlator_combine_past_nine_and_a_retry_is_itself(
+        ) -> None:
+    """What the reconciler's recorder makes of a sync's Events: nine creates each on its
+    own, the tenth on combined with their count; the same sync's Events told again (a
+    retried write) are themselves, not repeats."""
+    ds = make_ds()
+    correlator = model_events.Correlator()
+    told = [correlator.correlate(ev, NOW)
+            for ev in events.event_objects(ds, _created(12), NOW, "5-0")]
+    assert all(t is not None for t in told)
+    written = [t for t in told if t is not None]
+    assert [t.repeat for t in written] == [False] * 10 + [True] * 2
+    assert written[-1].event["message"] == "(combined from similar events): Created pod: p11"
+    assert written[-1].event["count"] == 3  # the tenth, eleventh and twelfth
+    failed = EmitEvent("Warning", "FailedCreate", "Error creating: no")
+    (first,) = events.event_objects(ds, [failed], NOW, "5-0")
+    retried = correlator.correlate(copy.deepcopy(first), NOW)
+    assert retried is not None and not retried.repeat
+    assert correlator.correlate(copy.deepcopy(first), NOW) == retried  # itself again
+    (later,) = events.event_objects(ds, [failed], NOW + 5, "7-0")  # the next sync's
+    repeat = correlator.correlate(later, NOW + 5)
+    assert repeat is not None and repeat.repeat and repeat.event["count"] == 2
+    assert meta.name(repeat.event) == meta.name(first)
 
 
 def test_event_names_follow_the_sync_and_its_messages() -> None:
