@@ -8,8 +8,9 @@ functions never touch a process.
 
 from __future__ import annotations
 
+import decimal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -241,15 +242,59 @@ def env_from(pod: Obj, container: Obj, sources: Sources) -> tuple[dict[str, str]
     return out, warnings
 
 
-def _value_from(pod: Obj, name: str, value_from: Obj, sources: Sources) -> str | None:
-    """One ``valueFrom``: a fieldRef's value, a configMapKeyRef's or secretKeyRef's (None:
-    optional and missing, the variable is left out)."""
+def resource_field_ref(pod: Obj, container: Obj, ref: Obj,
+                       allocatable: Mapping[str, Any]) -> str:
+    """valueFrom.resourceFieldRef, as kubelet gives it (``containerResourceRuntimeValue``):
+    a resource of ``container`` (or of the pod's container ``containerName``) over its
+    ``divisor``, rounded up (cpu in millicores, the others in units); a limit a container
+    does not set is the node's ``allocatable`` (``defaultPodLimitsForDownwardAPI``), a
+    request it does not set 0."""
+    wanted = str(ref.get("containerName") or "")
+    if wanted:
+        spec = pod.get("spec") or {}
+        found = next((c for c in (spec.get("containers") or [])
+                      + (spec.get("initContainers") or []) if c.get("name") == wanted), None)
+        if found is None:
+            raise ConfigError(f"container {wanted} not found")
+        container = found
+    resource = str(ref.get("resource") or "")
+    group, _, name = resource.partition(".")
+    defaulted = name in ("cpu", "memory", "ephemeral-storage")
+    if group not in ("limits", "requests") or not (defaulted or name.startswith("hugepages-")):
+        raise ConfigError(f"unsupported container resource : {resource}")
+    value = ((container.get("resources") or {}).get(group) or {}).get(name)
+    if value is None and group == "limits" and defaulted:
+        value = allocatable.get(name)
+    amount = _amount(value if value is not None else 0)
+    divisor = _amount(ref.get("divisor") or 0) or decimal.Decimal(1)
+    if name == "cpu":  # (MilliValue: rounded up to whole millicores)
+        amount, divisor = (amount * 1000).to_integral_value(decimal.ROUND_CEILING), \
+            (divisor * 1000).to_integral_value(decimal.ROUND_CEILING)
+    else:  # (Value: rounded up to whole units)
+        amount, divisor = amount.to_integral_value(decimal.ROUND_CEILING), \
+            divisor.to_integral_value(decimal.ROUND_CEILING)
+    return str(int((amount / divisor).to_integral_value(decimal.ROUND_CEILING)))
+
+
+def _amount(value: object) -> decimal.Decimal:
+    try:
+        return model_quantity.parse(value).value
+    except ValueError as err:
+        raise ConfigError(f"{err}: {value!r}") from err
+
+
+def _value_from(pod: Obj, container: Obj, name: str, value_from: Obj, sources: Sources,
+                allocatable: Mapping[str, Any]) -> str | None:
+    """One ``valueFrom``: a fieldRef's value, a resourceFieldRef's, a configMapKeyRef's or
+    secretKeyRef's (None: optional and missing, the variable is left out)."""
     if value_from.get("fieldRef"):
         return field_ref(pod, str(value_from["fieldRef"].get("fieldPath") or ""))
+    if value_from.get("resourceFieldRef"):
+        return resource_field_ref(pod, container, value_from["resourceFieldRef"], allocatable)
     source = next((s for s in _SOURCES if value_from.get(s.key_ref)), None)
     if source is None:
-        raise ConfigError(f"env {name}: only valueFrom.fieldRef, configMapKeyRef and "
-                          "secretKeyRef are supported")
+        raise ConfigError(f"env {name}: only valueFrom.fieldRef, resourceFieldRef, "
+                          "configMapKeyRef and secretKeyRef are supported")
     ref = value_from[source.key_ref]
     obj = _found(ref, source, sources)
     if obj is None:
@@ -266,13 +311,16 @@ def _value_from(pod: Obj, name: str, value_from: Obj, sources: Sources) -> str |
 
 def container_env(pod: Obj, container: Obj, base: dict[str, str],
                   sources: Sources = _no_sources,
-                  warnings: list[str] | None = None) -> dict[str, str]:
+                  warnings: list[str] | None = None,
+                  allocatable: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The environment of one container, as kubelet makes it: ``base`` (PATH, HOME), then
     ``envFrom`` (ConfigMaps and Secrets, :func:`env_from`; its warnings of skipped keys
     added to ``warnings``), then ``env`` in order over them, a value expanded against the
-    variables before it, a ``valueFrom`` read from the pod (fieldRef) or a ConfigMap or
-    Secret of its namespace (configMapKeyRef, secretKeyRef, found by ``sources``). A missing
-    ConfigMap, Secret or key that is not optional is a ConfigError in kubelet's words."""
+    variables before it, a ``valueFrom`` read from the pod (fieldRef), from its containers'
+    resources (resourceFieldRef; ``allocatable``: the node's, for limits not set) or from a
+    ConfigMap or Secret of its namespace (configMapKeyRef, secretKeyRef, found by
+    ``sources``). A missing ConfigMap, Secret or key that is not optional is a ConfigError
+    in kubelet's words."""
     env = dict(base)
     variables, skipped = env_from(pod, container, sources)
     env.update(variables)
@@ -283,7 +331,8 @@ def container_env(pod: Obj, container: Obj, base: dict[str, str],
         if item.get("value"):
             env[name] = expand(str(item["value"]), env)
         elif item.get("valueFrom") is not None:
-            value = _value_from(pod, name, item["valueFrom"] or {}, sources)
+            value = _value_from(pod, container, name, item["valueFrom"] or {}, sources,
+                                allocatable or {})
             if value is not None:
                 env[name] = value
         else:

@@ -255,12 +255,18 @@ class ProcessAgent:
         ns = meta.namespace(pod)
         return lambda kind, name: self.cache.get(kind, f"{ns}/{name}")
 
+    def _allocatable(self) -> Obj:
+        """This node's allocatable resources, as its Node says (the limits a container's
+        resourceFieldRef reads when it sets none)."""
+        node = self.cache.get("Node", "/" + self.cfg.node_name) or {}
+        return dict((node.get("status") or {}).get("allocatable") or {})
+
     def _env(self, pod: Obj, cspec: Obj) -> dict[str, str]:
         """The environment a command run beside ``cspec``'s process gets (an exec probe's,
         a caller's): the container's, else (its env cannot be made) the runtime's base."""
         try:
             return podstatus.container_env(pod, cspec, self.runtime.base_env(),
-                                           self.sources(pod))
+                                           self.sources(pod), allocatable=self._allocatable())
         except podstatus.ConfigError:
             return self.runtime.base_env()
 
@@ -587,7 +593,8 @@ class ProcessAgent:
         skipped: list[str] = []  # (envFrom's keys that are no variable names)
         try:
             env = podstatus.container_env(self._addressed(pod, run), cspec,
-                                          self.runtime.base_env(), self.sources(pod), skipped)
+                                          self.runtime.base_env(), self.sources(pod), skipped,
+                                          self._allocatable())
             words = self.runtime.argv(cspec, env)
             configvolumes.check_mounts(pod, cspec, self.runtime.mounts)
         except podstatus.ConfigError as err:

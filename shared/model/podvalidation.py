@@ -180,8 +180,66 @@ def _validate_env(value: Any, path: str, errs: list[str]) -> None:
         name = typed.as_str(env.get("name"), C(epath, "name"), errs)
         if not name and _absent(env.get("name")):
             errs.append(fielderr.required(C(epath, "name")))
-        typed.as_str(env.get("value"), C(epath, "value"), errs)
-        typed.as_map(env.get("valueFrom"), C(epath, "valueFrom"), errs)
+        value = typed.as_str(env.get("value"), C(epath, "value"), errs)
+        value_from = typed.as_map(env.get("valueFrom"), C(epath, "valueFrom"), errs)
+        if value_from is not None:
+            _validate_value_from(value_from, bool(value), C(epath, "valueFrom"), errs)
+
+
+_VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+# ``validContainerResourceFieldPathExpressions`` and its prefixes, the divisors each allows
+RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
+                   "requests.ephemeral-storage", "requests.memory")
+_RESOURCE_FIELD_PREFIXES = ("limits.hugepages-", "requests.hugepages-")
+_BYTE_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
+                  "1Ei")
+_DIVISORS = {"cpu": (("1m", "1"), "cpu resource"), "memory": (_BYTE_DIVISORS, "memory resource"),
+             "ephemeral-storage": (_BYTE_DIVISORS, "local ephemeral storage resource"),
+             "hugepages-": (_BYTE_DIVISORS, "hugepages resource")}
+
+
+def _validate_value_from(value_from: dict[Any, Any], has_value: bool, path: str,
+                         errs: list[str]) -> None:
+    """``validateEnvVarValueFrom``: one source, none beside a ``value``; a resourceFieldRef
+    of a resource the downward API gives, over a divisor it allows."""
+    sources = [k for k in _VALUE_SOURCES if value_from.get(k) is not None]
+    ref = typed.as_map(value_from.get("resourceFieldRef"), C(path, "resourceFieldRef"), errs)
+    if ref is not None:
+        _validate_resource_field(ref, C(path, "resourceFieldRef"), errs)
+    if not sources:
+        errs.append(fielderr.invalid(path, "", "must specify one of: `fieldRef`, "
+                                     "`resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"))
+    elif has_value:
+        errs.append(fielderr.invalid(path, "", "may not be specified when `value` is not empty"))
+    elif len(sources) > 1:
+        errs.append(fielderr.invalid(path, "", "may not have more than one field specified at "
+                                     "a time"))
+
+
+def _validate_resource_field(ref: dict[Any, Any], path: str, errs: list[str]) -> None:
+    """``validateContainerResourceFieldSelector`` (of an env var) and its divisor's check."""
+    resource = typed.as_str(ref.get("resource"), C(path, "resource"), errs) or ""
+    if not resource:
+        errs.append(fielderr.required(C(path, "resource")))
+    elif resource not in RESOURCE_FIELDS and not resource.startswith(_RESOURCE_FIELD_PREFIXES):
+        errs.append(fielderr.not_supported(C(path, "resource"), resource, RESOURCE_FIELDS))
+    divisor = ref.get("divisor")
+    if divisor is None:
+        return
+    try:
+        parsed = quantity.parse(divisor)
+    except ValueError as err:
+        errs.append(fielderr.invalid(C(path, "divisor"), divisor, str(err)))
+        return
+    name = resource.partition(".")[2]
+    allowed = _DIVISORS.get("hugepages-" if name.startswith("hugepages-") else name)
+    if parsed.value != 0 and allowed is not None and parsed.canonical() not in allowed[0]:
+        errs.append(fielderr.invalid(
+            C(path, "divisor"), resource,
+            f"only divisor's values {', '.join(allowed[0][:-1])} and {allowed[0][-1]} are "
+            f"supported with the {allowed[1]}" if len(allowed[0]) == 2 else
+            f"only divisor's values {', '.join(allowed[0])} are supported with the "
+            f"{allowed[1]}"))
 
 
 def _no_backsteps(value: str, path: str) -> list[str]:

@@ -472,6 +472,31 @@ def current_umask() -> int:
     return mask
 
 
+def test_env_from_resource_field_refs_reads_the_limits_or_the_nodes_allocatable(
+        machine: Machine) -> None:
+    """The downward API's resourceFieldRef: a limit the container sets, over its divisor;
+    one it does not set is the node's allocatable (as its Node says)."""
+    (node,) = start(machine, nodes=1)
+    out = machine.dir / "marks" / "resources"
+    ds = daemonset(machine, "v1", probe=False, command=[
+        "sh", "-c", f'echo "$CPU_M $MEM_MI $WEB_CPU" > {out}; exec sleep 600'])
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"cpu": "500m"}}
+    container["env"] += [
+        {"name": "CPU_M", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu",
+                                                             "divisor": "1m"}}},
+        {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                                                              "divisor": "1Mi"}}},
+        {"name": "WEB_CPU", "valueFrom": {"resourceFieldRef": {
+            "resource": "limits.cpu", "containerName": "web"}}}]
+    machine.stack.store.apply(ds)
+    wait_for(lambda: out.exists() and out.read_text().strip(), timeout=30,
+             what=f"the container's environment on {node}")
+    allocatable = machine.stack.store.get("Node", "/" + node)["status"]["allocatable"]
+    memory_ki = int(allocatable["memory"].removesuffix("Ki"))
+    assert out.read_text().split() == ["500", str(-(-memory_ki // 1024)), "1"]
+
+
 def test_env_from_a_configmap_waits_for_it_then_runs_with_its_values(machine: Machine) -> None:
     (node,) = start(machine, nodes=1)
     out = machine.dir / "marks" / "env"

@@ -349,6 +349,42 @@ def test_rule4_mount_propagation_and_sub_paths_are_checked_as_upstream() -> None
     assert validation.validate(ds) == []
 
 
+def test_rule4_env_value_from_has_one_source_and_a_resource_the_downward_api_gives() -> None:
+    ds = daemonset()
+    env = "spec.template.spec.containers[0].env"
+    pod_spec(ds)["containers"][0]["env"] = [
+        {"name": "A", "valueFrom": {}},
+        {"name": "B", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"},
+                                    "resourceFieldRef": {"resource": "limits.cpu"}}},
+        {"name": "D", "valueFrom": {"resourceFieldRef": {"resource": "limits.pods"}}},
+        {"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu",
+                                                         "divisor": "1k"}}},
+        {"name": "F", "valueFrom": {"resourceFieldRef": {"resource": "requests.memory",
+                                                         "divisor": "2Mi"}}},
+        {"name": "G", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu",
+                                                         "divisor": "1000m"}}},
+        {"name": "H", "valueFrom": {"resourceFieldRef": {
+            "resource": "limits.hugepages-2Mi", "divisor": "1Mi", "containerName": "c"}}},
+    ]
+    assert validation.validate(ds) == [
+        f'{env}[0].valueFrom: Invalid value: "": must specify one of: `fieldRef`, '
+        "`resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+        f'{env}[1].valueFrom: Invalid value: "": may not be specified when `value` is not '
+        "empty",
+        f'{env}[2].valueFrom: Invalid value: "": may not have more than one field specified '
+        "at a time",
+        f'{env}[3].valueFrom.resourceFieldRef.resource: Unsupported value: "limits.pods": '
+        'supported values: "limits.cpu", "limits.ephemeral-storage", "limits.memory", '
+        '"requests.cpu", "requests.ephemeral-storage", "requests.memory"',
+        f'{env}[4].valueFrom.resourceFieldRef.divisor: Invalid value: "limits.cpu": only '
+        "divisor's values 1m and 1 are supported with the cpu resource",
+        f'{env}[5].valueFrom.resourceFieldRef.divisor: Invalid value: "requests.memory": only '
+        "divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are "
+        "supported with the memory resource",
+    ]
+
+
 def test_rule4_node_affinity_operator_must_be_known() -> None:
     ds = daemonset()
     pod_spec(ds)["affinity"] = {

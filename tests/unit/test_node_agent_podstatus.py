@@ -140,8 +140,48 @@ def test_env_expands_earlier_variables_and_reads_pod_fields() -> None:
     assert podstatus.argv(container, env) == ["echo", "x-$(NOPE)-$(A)", "n1"]
 
 
+def test_resource_field_refs_read_limits_requests_and_the_nodes_allocatable() -> None:
+    def ref(resource: str, divisor: str | None = None,
+            of: str | None = None) -> dict[str, Any]:
+        r: dict[str, Any] = {"resource": resource}
+        if divisor is not None:
+            r["divisor"] = divisor
+        if of is not None:
+            r["containerName"] = of
+        return {"resourceFieldRef": r}
+
+    container = {"name": "web", "resources": {
+        "limits": {"cpu": "250m", "memory": "64Mi"}, "requests": {"memory": "1500k"}}}
+    side = {"name": "side", "resources": {"requests": {"cpu": "1.5"}}}
+    pod = {**POD, "spec": {**POD["spec"], "containers": [container, side]}}
+    env = [{"name": k, "valueFrom": v} for k, v in {
+        "CPU": ref("limits.cpu"),  # 250m rounded up to a whole core
+        "MILLI": ref("limits.cpu", "1m"),
+        "MEM": ref("limits.memory"),
+        "MIB": ref("limits.memory", "1Mi"),
+        "REQ_MEM_MI": ref("requests.memory", "1Mi"),  # 1.43 MiB, rounded up
+        "REQ_CPU": ref("requests.cpu"),  # none asked for: 0
+        "DISK": ref("limits.ephemeral-storage", "1Gi"),  # none set: the node's
+        "SIDE_CPU": ref("requests.cpu", "1m", of="side"),
+        "SIDE_LIMIT": ref("limits.cpu", of="side"),  # none set: the node's 4 cores
+    }.items()]
+    got = podstatus.container_env(pod, {**container, "env": env}, {},
+                                  allocatable={"cpu": "4", "memory": "8Gi",
+                                               "ephemeral-storage": "100Gi"})
+    assert got == {"CPU": "1", "MILLI": "250", "MEM": str(64 << 20), "MIB": "64",
+                   "REQ_MEM_MI": "2", "REQ_CPU": "0", "DISK": "100", "SIDE_CPU": "1500",
+                   "SIDE_LIMIT": "4"}
+    with pytest.raises(podstatus.ConfigError, match=r"^container gone not found$"):
+        podstatus.container_env(pod, {"env": [{"name": "X", "valueFrom": ref(
+            "limits.cpu", of="gone")}]}, {})
+    with pytest.raises(podstatus.ConfigError,
+                       match=r"^unsupported container resource : limits\.pods$"):
+        podstatus.container_env(pod, {"env": [{"name": "X", "valueFrom": ref(
+            "limits.pods")}]}, {})
+
+
 def test_unsupported_env_sources_are_a_config_error() -> None:
-    for item in ({"name": "R", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+    for item in ({"name": "R", "valueFrom": {"fileKeyRef": {"path": "x"}}},
                  {"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "spec.nope"}}}):
         with pytest.raises(podstatus.ConfigError):
             podstatus.container_env(POD, {"env": [item]}, {})
