@@ -402,6 +402,18 @@ def run_gc(ctx: click.Context, metrics_port: int | None, metrics_bind: str, batc
                    "IPC namespaces its containers share; any image whose own command keeps "
                    "running until it is stopped (ops/build-images.sh builds "
                    "daemonbus-pause:local for machines without a registry).")
+@click.option("--cluster-dns", "cluster_dns", multiple=True, metavar="IP",
+              help="[docker] A DNS server of the cluster (kubelet's --cluster-dns; again for "
+                   "more): pods of dnsPolicy ClusterFirst get them, with the searches of "
+                   "--cluster-domain. Without one they get the host's resolver and a "
+                   "MissingClusterDNS Warning, as kubelet's.")
+@click.option("--cluster-domain", default="", metavar="DOMAIN",
+              help="[docker] The cluster's DNS domain (kubelet's --cluster-domain, e.g. "
+                   "cluster.local): a ClusterFirst pod searches <namespace>.svc.DOMAIN, "
+                   "svc.DOMAIN and DOMAIN first.")
+@click.option("--resolv-conf", default="/etc/resolv.conf", show_default=True,
+              help="[docker] The host's resolver configuration that pods of dnsPolicy "
+                   "Default with a dnsConfig add to (kubelet's --resolv-conf).")
 @click.option("--log-port", type=click.IntRange(min=-1, max=65535), default=10250,
               show_default=True,
               help="[process, docker] Port of the agent's HTTPS endpoint serving its pods' "
@@ -423,7 +435,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                    serve_prefix: str, runtime: str, node_name: str | None, node_ip: str | None,
                    label_specs: tuple[str, ...], taint_specs: tuple[str, ...],
                    run_as: str | None, state_dir: Path | None, backoff_initial: float,
-                   docker_network: str, pod_infra_image: str, log_port: int,
+                   docker_network: str, pod_infra_image: str, cluster_dns: tuple[str, ...],
+                   cluster_domain: str, resolv_conf: str, log_port: int,
                    via_admission: bool,
                    node_lease_duration: float, metrics_resolution: float) -> None:
     """Run a node agent: a simulated kubelet for many nodes (in the spirit of KWOK), or
@@ -448,7 +461,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
     ErrImagePull, then ImagePullBackOff), ports, hostNetwork, hostPath and emptyDir
     volumes, memory and cpu limits; its endpoint serves the engine's logs of them. The
     containers of a pod without hostNetwork share its sandbox's address and localhost
-    (--pod-infra-image).
+    (--pod-infra-image), and its processes with shareProcessNamespace; its dnsPolicy and
+    dnsConfig are kubelet's (--cluster-dns, --cluster-domain).
 
     \b
     Examples:
@@ -481,14 +495,15 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
         name = node_name or host.hostname()
         if problems := syntax.is_dns1123_subdomain(name):
             raise click.BadParameter(f"{name!r}: {problems[0]}", param_hint="--node-name")
-        if node_ip is not None:
-            import ipaddress
+        import ipaddress
 
+        for ip, flag in [(node_ip, "--node-ip"), *((ip, "--cluster-dns") for ip in cluster_dns)]:
             try:
-                ipaddress.ip_address(node_ip)
+                if ip is not None:
+                    ipaddress.ip_address(ip)
             except ValueError:
-                raise click.BadParameter(f"{node_ip!r} is not an IP address",
-                                         param_hint="--node-ip") from None
+                raise click.BadParameter(f"{ip!r} is not an IP address",
+                                         param_hint=flag) from None
         pcfg = processagent.ProcessConfig(
             node_name=name,
             node_ip=node_ip or host.route_ip(config.redis_url(_ctx_opts(ctx)[0]))
@@ -512,7 +527,8 @@ def run_node_agent(ctx: click.Context, metrics_port: int | None, metrics_bind: s
                 raise click.ClickException(f"--runtime docker: no Docker engine answers "
                                            f"(DOCKER_HOST or its local socket): {err}") from None
             rt = dockerrt.DockerRuntime(state, name, client, network=docker_network,
-                                        infra_image=pod_infra_image)
+                                        infra_image=pod_infra_image, cluster_dns=cluster_dns,
+                                        cluster_domain=cluster_domain, resolv_conf=resolv_conf)
         else:
             rt = procs.ProcessRuntime(state, user)
         runner.run_process_agent(*_ctx_opts(ctx), (metrics_port, metrics_bind), pcfg, rt,

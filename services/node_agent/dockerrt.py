@@ -39,7 +39,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,14 @@ import docker.errors
 import docker.utils
 import docker.utils.socket
 
-from services.node_agent import configvolumes, containerlogs, podstatus, probes, securitycontext
+from services.node_agent import (
+    configvolumes,
+    containerlogs,
+    dns,
+    podstatus,
+    probes,
+    securitycontext,
+)
 from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import LOOPBACK, Exit, ImageError, Records, termination_file
 from shared.api import metrics, podexec, podlog
@@ -69,6 +76,7 @@ SANDBOX = "POD"  # the container name of a pod's sandbox (upper case: no contain
 #: kubelet's default sandbox image (its --pod-infra-container-image)
 INFRA_IMAGE = "registry.k8s.io/pause:3.10"
 EXEC_POLL = 0.05
+RESOLV_CONF = "/etc/resolv.conf"  # the host's, as kubelet's --resolv-conf
 # a volumeMount's mountPropagation as a bind's (None: the engine's default, rprivate)
 PROPAGATION = {"HostToContainer": "rslave", "Bidirectional": "rshared"}
 
@@ -111,13 +119,20 @@ class DockerRuntime(Records):
     mounts = True
 
     def __init__(self, state_dir: Path, node_name: str, client: docker.DockerClient,
-                 network: str = "bridge", infra_image: str = INFRA_IMAGE) -> None:
+                 network: str = "bridge", infra_image: str = INFRA_IMAGE,
+                 cluster_dns: Sequence[str] = (), cluster_domain: str = "",
+                 resolv_conf: str = RESOLV_CONF) -> None:
+        """``cluster_dns``, ``cluster_domain``, ``resolv_conf``: kubelet's --cluster-dns,
+        --cluster-domain and --resolv-conf, the DNS its pods get (``dns``)."""
         super().__init__(state_dir)
         self.node = node_name
         self.client = client
         self.api = client.api
         self.network = network
         self.infra_image = infra_image
+        self.cluster_dns = tuple(cluster_dns)
+        self.cluster_domain = cluster_domain
+        self.resolv_conf = resolv_conf
         self._version = f"docker://{client.version().get('Version', '')}"
         self._seen: dict[str, Obj] = {}  # engine id → the engine's summary of the container
         self._pulls: dict[str, Future[str]] = {}  # image → its pull under way
@@ -204,13 +219,31 @@ class DockerRuntime(Records):
         try:
             eid = self._started(name, labels, lambda: self.client.containers.create(
                 image, name=name, labels=labels, detach=True, network=self.network,
-                hostname=hostname, ports=ports or None, ipc_mode="shareable"))
+                hostname=hostname, ports=ports or None, ipc_mode="shareable",
+                **self._dns_options(pod)))
         except docker.errors.DockerException as err:
             raise OSError("Failed to create pod sandbox: "
                           f"{getattr(err, 'explanation', None) or err}") from err
         log.info("pod %s/%s: sandbox %s started", md.get("namespace"), md.get("name"),
                  eid[:12])
         return eid
+
+    def _dns_options(self, pod: Obj) -> Obj:
+        """The engine's DNS options of ``pod`` (its sandbox's, or its containers' on the
+        host's network): ``dns.pod_dns`` over this machine's resolv.conf; none when it is
+        the host's as it is (the engine's own copy of it)."""
+        try:
+            host = dns.parse_resolv_conf(Path(self.resolv_conf).read_text())
+        except OSError:
+            host = dns.PodDNS()
+        found = dns.pod_dns(pod, self.cluster_dns, self.cluster_domain, host)
+        if found is None:
+            return {}
+        return {"dns": list(found.nameservers), "dns_search": list(found.searches),
+                "dns_opt": list(found.options)}
+
+    def dns_fallback(self, pod: Obj) -> bool:
+        return dns.fallback(pod, self.cluster_dns)
 
     def _labels(self, pod: Obj, container: str, run: int) -> dict[str, str]:
         """The labels of a container of ``pod`` (its sandbox's: ``SANDBOX``, run 0)."""
@@ -299,6 +332,11 @@ class DockerRuntime(Records):
         return image
 
     def check_config(self, pod: Obj, container: Obj) -> None:
+        spec = pod.get("spec") or {}
+        if spec.get("shareProcessNamespace") and spec.get("hostNetwork"):
+            raise podstatus.ConfigError(
+                "shareProcessNamespace: the docker runtime shares a pod's processes through "
+                "its sandbox, which a pod on the host's network does not have")
         user = image_user(self._image(container))
         securitycontext.engine_options(pod, container, user)  # (what it cannot give)
         why = securitycontext.non_root_error(pod, container, user)
@@ -358,10 +396,13 @@ class DockerRuntime(Records):
             raise OSError(str(err)) from err
         if spec.get("hostNetwork"):
             options["network_mode"] = "host"
+            options.update(self._dns_options(pod))
         else:
             sandbox = self._sandbox(pod)
-            options["network_mode"] = f"container:{sandbox}"
+            options["network_mode"] = f"container:{sandbox}"  # (its resolv.conf too)
             options.setdefault("ipc_mode", f"container:{sandbox}")  # (unless hostIPC)
+            if spec.get("shareProcessNamespace"):
+                options["pid_mode"] = f"container:{sandbox}"
         if memory is not None:
             options["mem_limit"] = memory
             options["memswap_limit"] = memory

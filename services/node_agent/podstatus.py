@@ -151,6 +151,11 @@ def expand(value: str, env: dict[str, str]) -> str:
     return _REF.sub(sub, value)
 
 
+def pod_ref(pod: Obj) -> str:
+    """How kubelet names a pod in its messages (``format.Pod``): name_namespace(uid)."""
+    return f"{meta.name(pod)}_{meta.namespace(pod)}({meta.uid(pod)})"
+
+
 class ConfigError(ValueError):
     """A container whose configuration cannot be satisfied (kubelet's
     CreateContainerConfigError): it waits with the message, and nothing runs."""
@@ -391,8 +396,7 @@ def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> O
     elif c.terminated is not None and c.restart_at is None:
         state = {"terminated": c.terminated}
     elif c.restart_at is not None:
-        msg = (f"{c.waiting_message} restarting failed container={c.name} "
-               f"pod={meta.name(pod)}_{meta.namespace(pod)}({meta.uid(pod)})")
+        msg = f"{c.waiting_message} restarting failed container={c.name} pod={pod_ref(pod)}"
         state = {"waiting": {"reason": "CrashLoopBackOff", "message": msg}}
     else:
         w: Obj = {"reason": c.waiting_reason or waiting}

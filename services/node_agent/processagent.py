@@ -29,6 +29,7 @@ from services import common
 from services.node_agent import (
     atomicwriter,
     configvolumes,
+    dns,
     host,
     hostpath,
     lifecycle,
@@ -114,6 +115,7 @@ class PodRun:
     mounted: bool = False
     mount_retry_at: float = 0.0
     mount_backoff: float = 0.0
+    dns_told: bool = False  # its DNS's fallback told, if it falls back (``_sandboxed``)
 
     def containers(self) -> list[ContainerState]:
         return self.inits + self.mains
@@ -581,8 +583,7 @@ class ProcessAgent:
             if run.backoff_told.get(c.name) != c.restart_at:  # once per back-off
                 run.backoff_told[c.name] = c.restart_at
                 self._event(run, "Warning", "BackOff", "Back-off restarting failed container "
-                            f"{c.name} in pod {meta.name(pod)}_{meta.namespace(pod)}"
-                            f"({meta.uid(pod)})", c, now)
+                            f"{c.name} in pod {podstatus.pod_ref(pod)}", c, now)
             return
         if c.terminated is not None and c.restart_at is None:
             return  # ended for good (its restartPolicy)
@@ -649,6 +650,12 @@ class ProcessAgent:
         any container); when it cannot be made, ``c`` waits as ContainerCreating and the
         pod is told why in kubelet's FailedCreatePodSandBox Warning, tried again after the
         pod worker's back-off."""
+        if not run.dns_told:  # (kubelet tells it as it makes the pod's sandbox)
+            run.dns_told = True
+            if self.runtime.dns_fallback(run.pod):
+                self._node_event("Warning", "MissingClusterDNS", dns.MISSING, now)
+                self._event(run, "Warning", "MissingClusterDNS",
+                            f'pod: "{podstatus.pod_ref(run.pod)}". {dns.MISSING}', None, now)
         if self.runtime.on_host_network(run.pod):
             return True
         try:

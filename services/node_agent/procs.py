@@ -332,6 +332,9 @@ class ProcessRuntime(Records):
         return FollowedAttach(self, pod, c.name, run, opts, pipe,
                               sizes if opts.tty and sizes.exists() else None)
 
+    def dns_fallback(self, pod: Obj) -> bool:
+        return False  # (its processes use the host's resolver, whatever the pod asks)
+
     def on_host_network(self, pod: Obj) -> bool:
         return True  # every pod: there is no network of pods here
 

@@ -227,6 +227,11 @@ class Runtime(Protocol):
     def on_host_network(self, pod: Obj) -> bool:
         """Whether ``pod`` is on the node's network (its IP the node's)."""
 
+    def dns_fallback(self, pod: Obj) -> bool:
+        """Whether ``pod`` asks for the cluster's DNS and gets the host's for want of one
+        (``dns.fallback``: kubelet's MissingClusterDNS); a runtime whose pods always use
+        the host's resolver says no."""
+
     def sandbox(self, pod: Obj) -> None:
         """Acts: make the sandbox of a pod off the node's network when it has none running
         (it holds the namespaces its containers share and has the pod's IP before any of

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.node_agent.podstatus import ConfigError
+from services.node_agent.podstatus import ConfigError, pod_ref
 
 Obj = dict[str, Any]
 
@@ -103,9 +103,7 @@ def non_root_error(pod: Obj, container: Obj, image_user: str) -> str | None:
     sc = effective(pod, container)
     if not sc.get("runAsNonRoot"):
         return None
-    md = pod.get("metadata") or {}
-    where = (f'(pod: "{md.get("name")}_{md.get("namespace")}({md.get("uid")})", '
-             f'container: {container.get("name")})')
+    where = f'(pod: "{pod_ref(pod)}", container: {container.get("name")})'
     if sc.get("runAsUser") is not None:
         return f"container's runAsUser breaks non-root policy {where}" \
             if sc["runAsUser"] == 0 else None

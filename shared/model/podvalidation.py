@@ -242,6 +242,50 @@ def _validate_resource_field(ref: dict[Any, Any], path: str, errs: list[str]) ->
             f"{allowed[1]}"))
 
 
+MAX_DNS_NAMESERVERS, MAX_DNS_SEARCH_PATHS, MAX_DNS_SEARCH_CHARS = 3, 32, 2048
+
+
+def _validate_dns_config(value: Any, policy: Any, path: str, errs: list[str]) -> None:
+    """``validatePodDNSConfig``: a dnsConfig with a nameserver under the policy None; at most
+    3 nameservers, each an IP; at most 32 searches of 2,048 characters in all, each a DNS
+    subdomain (a trailing dot allowed); each option named."""
+    config = typed.as_map(value, path, errs)
+    if policy == "None":
+        if config is None:
+            errs.append(fielderr.required(path, "must provide `dnsConfig` when `dnsPolicy` is "
+                                                "None"))
+            return
+        if not config.get("nameservers"):
+            errs.append(fielderr.required(C(path, "nameservers"), "must provide at least one "
+                                          "DNS nameserver when `dnsPolicy` is None"))
+            return
+    if config is None:
+        return
+    servers = typed.as_str_list(config.get("nameservers"), C(path, "nameservers"), errs) or []
+    if len(servers) > MAX_DNS_NAMESERVERS:
+        errs.append(fielderr.invalid(C(path, "nameservers"), servers, "must not have more "
+                                     f"than {MAX_DNS_NAMESERVERS} nameservers"))
+    for i, ip in enumerate(servers):
+        errs.extend(fielderr.invalid(fielderr.index(C(path, "nameservers"), i), ip, m)
+                    for m in syntax.is_valid_ip(ip))
+    searches = typed.as_str_list(config.get("searches"), C(path, "searches"), errs) or []
+    if len(searches) > MAX_DNS_SEARCH_PATHS:
+        errs.append(fielderr.invalid(C(path, "searches"), searches, "must not have more than "
+                                     f"{MAX_DNS_SEARCH_PATHS} search paths"))
+    if len(" ".join(searches)) > MAX_DNS_SEARCH_CHARS:
+        errs.append(fielderr.invalid(C(path, "searches"), searches, "must not have more than "
+                                     f"{MAX_DNS_SEARCH_CHARS} characters (including spaces) in "
+                                     "the search list"))
+    for i, search in enumerate(searches):
+        search = search.removesuffix(".")
+        errs.extend(fielderr.invalid(fielderr.index(C(path, "searches"), i), search, m)
+                    for m in syntax.is_dns1123_subdomain(search))
+    for i, option in typed.maps(config.get("options"), C(path, "options"), errs):
+        if not option.get("name"):
+            errs.append(fielderr.required(fielderr.index(C(path, "options"), i),
+                                          "Option.Name must not be empty"))
+
+
 def _no_backsteps(value: str, path: str) -> list[str]:
     """``validatePathNoBacksteps``: no ``..`` among the path's parts."""
     if ".." in value.split("/"):
@@ -531,8 +575,13 @@ def _spec_rest(spec: Any, path: str, errs: list[str]) -> None:
     _check_enum(spec.get("dnsPolicy"), C(path, "dnsPolicy"), DNS_POLICIES, errs)
     metavalidation.validate_labels(spec.get("nodeSelector"), C(path, "nodeSelector"), errs)
     typed.as_map(spec.get("securityContext"), C(path, "securityContext"), errs)
+    if spec.get("shareProcessNamespace") is True and spec.get("hostPID") is True:
+        errs.append(fielderr.invalid(C(path, "shareProcessNamespace"), True,
+                                     "ShareProcessNamespace and HostPID cannot both be enabled"))
     typed.maps(spec.get("imagePullSecrets"), C(path, "imagePullSecrets"), errs)
     errs.append(_PART)  # the affinity's errors go here
+    _validate_dns_config(spec.get("dnsConfig"), spec.get("dnsPolicy"), C(path, "dnsConfig"),
+                         errs)
     _check_name(
         spec.get("serviceAccountName"),
         C(path, "serviceAccountName"),

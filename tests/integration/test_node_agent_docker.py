@@ -37,7 +37,7 @@ import docker
 import pytest
 import yaml
 
-from services.node_agent import dockerrt
+from services.node_agent import dns, dockerrt
 from shared.model import meta
 from shared.model.podutil import is_ready
 from shared.store import nodeserver
@@ -388,10 +388,47 @@ def test_a_pods_containers_share_its_sandboxs_localhost_and_a_new_one_replaces_i
             if e["involvedObject"].get("uid") == uid and e["reason"] == "SandboxChanged"]
     assert [(e["type"], e["message"], e["involvedObject"].get("fieldPath")) for e in told] \
         == [("Normal", "Pod sandbox changed, it will be killed and re-created.", None)]
+    # an agent without --cluster-dns gives a ClusterFirst pod the host's resolver, and
+    # says so once, as kubelet does, about the pod and about its node
+    missing = [e for e in engine.stack.store.list("Event", "default")
+               if e["reason"] == "MissingClusterDNS"]
+    assert sorted((e["involvedObject"]["kind"], e["type"], e["message"]) for e in missing) == [
+        ("Node", "Warning", dns.MISSING),
+        ("Pod", "Warning", f'pod: "{meta.name(pod)}_default({uid})". {dns.MISSING}')]
 
     engine.stack.store.delete("DaemonSet", "default/pair")
     wait_for(lambda: not engine.stack.pods("default"), timeout=60, what="the pod released")
     assert not engine.containers()
+
+
+def test_a_pods_dns_is_the_clusters_with_its_dns_config_and_its_processes_are_shared(
+        engine: Engine) -> None:
+    """With --cluster-dns and --cluster-domain a ClusterFirst pod's resolv.conf names the
+    cluster's server, its searches first, then what its dnsConfig adds; with
+    shareProcessNamespace its containers see each other's processes."""
+    start(engine, "--cluster-dns", "10.96.0.10", "--cluster-domain", "cluster.local")
+    look = ("cp /etc/resolv.conf /srv/marks/resolv.conf; while :; do "
+            "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -q 'sleep 360[1]' && "
+            "echo shared > /srv/marks/pids && break; sleep 0.2; done; sleep infinity")
+    engine.stack.store.apply(named_daemonset("resolver", {
+        "terminationGracePeriodSeconds": 1, "shareProcessNamespace": True,
+        "dnsConfig": {"searches": ["extra.example"],
+                      "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]},
+        "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}}],
+        "containers": [
+            {"name": "sleeper", "image": IMAGE, "command": ["sleep", "3601"]},
+            {"name": "looker", "image": IMAGE, "command": ["sh", "-c", look],
+             "volumeMounts": [{"name": "srv", "mountPath": "/srv"}]}]}))
+    marks = engine.dir / "marks"
+    wait_for(lambda: (marks / "pids").exists(), timeout=90,
+             what="the looker seeing the sleeper's process")
+    conf = dns.parse_resolv_conf((marks / "resolv.conf").read_text())
+    assert conf.nameservers == ("10.96.0.10",)
+    assert conf.searches[:3] == ("default.svc.cluster.local", "svc.cluster.local",
+                                 "cluster.local") and conf.searches[-1] == "extra.example"
+    assert sorted(conf.options) == ["edns0", "ndots:2"]
+    assert not [e for e in engine.stack.store.list("Event", "default")
+                if e["reason"] == "MissingClusterDNS"]
 
 
 def test_a_sandbox_that_cannot_be_made_is_told_and_its_containers_wait(

@@ -385,6 +385,34 @@ def test_rule4_env_value_from_has_one_source_and_a_resource_the_downward_api_giv
     ]
 
 
+def test_rule4_dns_config_and_a_shared_process_namespace_as_upstream_checks_them() -> None:
+    ds = daemonset()
+    spec = pod_spec(ds)
+    spec["dnsPolicy"] = "None"
+    assert validation.validate(ds) == [
+        "spec.template.spec.dnsConfig: Required value: must provide `dnsConfig` when "
+        "`dnsPolicy` is None"]
+    spec["dnsConfig"] = {"searches": ["svc.example."]}
+    assert validation.validate(ds) == [
+        "spec.template.spec.dnsConfig.nameservers: Required value: must provide at least one "
+        "DNS nameserver when `dnsPolicy` is None"]
+    spec["dnsConfig"] = {"nameservers": ["10.0.0.10", "1.1.1.1", "8.8.8.8", "nine"],
+                         "searches": ["ok.example.", "Bad_Domain"], "options": [{"value": "2"}]}
+    spec["shareProcessNamespace"] = True
+    spec["hostPID"] = True
+    dns = "spec.template.spec.dnsConfig"
+    assert validation.validate(ds) == [
+        "spec.template.spec.shareProcessNamespace: Invalid value: true: ShareProcessNamespace "
+        "and HostPID cannot both be enabled",
+        f'{dns}.nameservers: Invalid value: []string{{"10.0.0.10", "1.1.1.1", "8.8.8.8", '
+        '"nine"}: must not have more than 3 nameservers',
+        f'{dns}.nameservers[3]: Invalid value: "nine": must be a valid IP address, (e.g. '
+        "10.9.8.7 or 2001:db8::ffff)",
+        f'{dns}.searches[1]: Invalid value: "Bad_Domain": {DNS1123_SUBDOMAIN_MSG}',
+        f"{dns}.options[0]: Required value: Option.Name must not be empty",
+    ]
+
+
 def test_rule4_node_affinity_operator_must_be_known() -> None:
     ds = daemonset()
     pod_spec(ds)["affinity"] = {
