@@ -21,7 +21,7 @@ from services import common
 from services.node_agent import lifecycle
 from services.node_agent.lifecycle import AgentConfig
 from shared.eventlog.entry import CommitResult, EntryType
-from shared.model import meta
+from shared.model import meta, podutil
 from shared.model.objkey import ObjectKey
 from shared.store import adapters, nodelease, noderequests
 from shared.store.cache import Cache
@@ -45,7 +45,7 @@ class NodeAgent:
         self.clock = clock
         self.cache = Cache(store, ["Node", "Pod"], name="node-agent", decisions=False,
                            own_writes=True, indexes={
-            "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
+            "node": ("Pod", lambda p: [podutil.target_node(p) or ""]),
         })
         self._timers: list[tuple[float, str, str]] = []
         self.leases = adapters.on(store, nodelease.NodeLeases)
@@ -161,7 +161,7 @@ class NodeAgent:
                     ops.append(self.store.status_op(new, obj))
                 heapq.heappush(self._timers, (now + self.cfg.heartbeat, "Node", key))
                 continue
-            node = lifecycle.target_node(obj)
+            node = podutil.target_node(obj) or ""
             if not node or not lifecycle.serves(self.cfg, node):
                 continue
             node_obj = self.cache.get("Node", "/" + node)
@@ -191,5 +191,5 @@ class NodeAgent:
         if self.sender is None:
             return self.store.commit(ops)
         nodes = {ObjectKey.parse(op.key).name if op.kind == "Node" else
-                 lifecycle.target_node(op.obj or {}) for op in ops}
+                 podutil.target_node(op.obj or {}) or "" for op in ops}
         return self.sender.commit(ops, nodes)

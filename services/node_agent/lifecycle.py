@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.api import served
-from shared.model import meta
+from shared.model import meta, podutil
 
 Obj = dict[str, Any]
 
@@ -62,23 +62,6 @@ def serves(cfg: AgentConfig, node_name: str) -> bool:
         return True
     digest = hashlib.blake2b(node_name.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") % cfg.shards == cfg.shard
-
-
-def target_node(pod: Obj) -> str:
-    """spec.nodeName, else the node named by the injected affinity (metadata.name In [x])."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return str(spec["nodeName"])
-    terms = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    ).get("nodeSelectorTerms") or []
-    for term in terms:
-        for req in (term or {}).get("matchFields") or []:
-            if req.get("key") == "metadata.name" and req.get("operator") == "In":
-                values = req.get("values") or []
-                return str(values[0]) if len(values) == 1 else ""
-    return ""
 
 
 def node_ip(node_name: str) -> str:
@@ -160,7 +143,7 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
         return Step()
     phase = status.get("phase") or "Pending"
     if not spec.get("nodeName"):
-        node = target_node(pod)
+        node = podutil.target_node(pod) or ""
         host = node_ip(node)
         ip = host if spec.get("hostNetwork") else pod_ip(node, meta.name(pod))
         new = bind(pod, node, host, ip, stamp)

@@ -43,7 +43,7 @@ from services.node_agent.podstatus import ContainerState
 from services.node_agent.runtime import Exit, ImageError, Runtime
 from shared.api import metrics, podexec
 from shared.eventlog.entry import CommitResult
-from shared.model import events, meta
+from shared.model import events, meta, podutil
 from shared.store import adapters, errors, nodelease, noderequests, nodeserver
 from shared.store.cache import Cache
 from shared.store.client import Op, Result, Store
@@ -142,7 +142,7 @@ class ProcessAgent:
         # docs/security.md)
         self.cache = Cache(store, ["Node", "Pod", "ConfigMap", "Secret"], name="node-agent",
                            decisions=False, indexes={
-            "node": ("Pod", lambda p: [lifecycle.target_node(p)]),
+            "node": ("Pod", lambda p: [podutil.target_node(p) or ""]),
         })
         self.runs: dict[str, PodRun] = {}
         self._recorded: dict[str, dict[str, ContainerState]] = {}

@@ -8,9 +8,9 @@ import urllib.request
 from collections import defaultdict
 from typing import Any
 
-from services.node_agent.lifecycle import target_node
 from shared.daemonset import dsutil
 from shared.model import meta
+from shared.model.podutil import target_node
 from shared.store import codec
 from shared.store.client import Store
 from shared.store.expectations import RedisExpectations
@@ -51,7 +51,7 @@ def owned_pods(store: Store, key: str, *, live_only: bool = True) -> list[Obj]:
 
 
 def nodes_of(pods: list[Obj]) -> list[str]:
-    return sorted(target_node(p) for p in pods)
+    return sorted(target_node(p) or "" for p in pods)
 
 
 def one_per_node(store: Store, key: str, nodes: list[str]) -> bool:

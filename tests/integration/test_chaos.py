@@ -12,9 +12,9 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from services.node_agent.lifecycle import target_node
 from shared.daemonset import dsutil
 from shared.model import meta
+from shared.model.podutil import target_node
 from shared.store import codec
 from shared.store.expectations import RedisExpectations
 from shared.store.workqueue import RedisWorkQueue

@@ -22,10 +22,11 @@ from click.testing import CliRunner
 
 from services.cli import context
 from services.cli.main import cli
-from services.node_agent.lifecycle import new_node, target_node
+from services.node_agent.lifecycle import new_node
 from services.replay import export, rebuild, verify
 from shared.daemonset import manage
 from shared.model import meta, podutil, taints
+from shared.model.podutil import target_node
 from shared.store import codec
 from shared.store.client import Store, connect
 from shared.store.keys import Keys

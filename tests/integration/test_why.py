@@ -18,9 +18,10 @@ from click.testing import CliRunner
 
 from services.cli import context
 from services.cli.main import cli
-from services.node_agent.lifecycle import new_node, target_node
+from services.node_agent.lifecycle import new_node
 from services.replay import why
 from shared.model import meta, nodelifecycle, podutil
+from shared.model.podutil import target_node
 from shared.store import codec
 from shared.store.client import Store
 from shared.store.server import RedisServer
