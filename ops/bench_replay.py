@@ -58,7 +58,7 @@ from shared.daemonset import planner  # noqa: E402
 from shared.daemonset import record as ds_record  # noqa: E402
 from shared.daemonset import types as t  # noqa: E402
 from shared.eventlog.entry import WriteMode  # noqa: E402
-from shared.model import meta  # noqa: E402
+from shared.model import meta, podutil  # noqa: E402
 from shared.store import codec, restore, snapshot  # noqa: E402
 from shared.store.client import Store, connect  # noqa: E402
 from shared.store.keys import Keys  # noqa: E402
@@ -227,7 +227,7 @@ class LogSim:
             if (pod.get("status") or {}).get("phase") == "Running" and \
                     not meta.is_being_deleted(pod):
                 continue
-            node = lifecycle.target_node(pod) or ""
+            node = podutil.target_node(pod) or ""
             step = lifecycle.pod_step(self.agent, pod, f"/{node}" in self.objs["Node"],
                                       self.now)
             if step.delete:

@@ -59,7 +59,7 @@ import bench_rollout
 import benchkit
 from benchkit import NAMESPACE, Cluster, Floor, FloorReading, id_ms
 
-from services.node_agent import lifecycle
+from shared.model import podutil
 from shared.store import codec
 
 DS_KEY = f"{NAMESPACE}/{benchkit.DS_NAME}"
@@ -452,7 +452,7 @@ def processed_twice(c: Cluster) -> Obj:
             labels = md.get("labels") or {}
             revision = str(labels.get("controller-revision-hash") or
                            labels.get("pod-template-generation") or "")
-            pods[(owner, revision, lifecycle.target_node(pod))] += 1
+            pods[(owner, revision, podutil.target_node(pod))] += 1
         elif f[b"k"] == b"DaemonSet" and f[b"t"] == b"DECISION":
             rec = codec.unpack(f[b"o"])
             decisions[(str(rec.get("key", "")), str(rec.get("position", "")))] += 1

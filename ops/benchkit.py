@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from services.node_agent import lifecycle  # noqa: E402
-from shared.model import meta  # noqa: E402
+from shared.model import meta, podutil  # noqa: E402
 from shared.model.kinds import STORED  # noqa: E402
 from shared.model.objkey import ObjectKey  # noqa: E402
 from shared.store import codec, errors, scripts  # noqa: E402
@@ -492,7 +492,7 @@ class Cluster:
                     entry = codec.decode_entry(pos, fields)
                 except errors.CorruptEntryError:
                     continue
-                if lifecycle.target_node(entry.obj) == node:
+                if podutil.target_node(entry.obj) == node:
                     return pos
             self.check_alive()
         raise RuntimeError(f"no pod was created for node {node} within {timeout}s")

@@ -18,10 +18,9 @@ from typing import Any
 
 import yaml
 
-from services.node_agent.lifecycle import target_node
 from shared.daemonset.dsutil import HASH_LABEL
 from shared.model import meta
-from shared.model.podutil import is_ready
+from shared.model.podutil import is_ready, target_node
 from shared.store import codec
 from shared.store.client import Store, connect
 from shared.store.keys import Keys

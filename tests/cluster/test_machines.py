@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from services.node_agent.lifecycle import target_node
 from shared.model import meta
-from shared.model.podutil import is_ready
+from shared.model.podutil import is_ready, target_node
 from tests.cluster.cluster import IMAGE, MACHINES, Cluster
 from tests.integration.stack import wait_for
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.node_agent.lifecycle import target_node
 from shared.model import meta, podutil
+from shared.model.podutil import target_node
 from shared.store.server import RedisServer
 from tests.integration.stack import Stack
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import yaml
 
-from services.node_agent.lifecycle import new_node, target_node
+from services.node_agent.lifecycle import new_node
 from shared.model import meta
-from shared.model.podutil import is_ready
+from shared.model.podutil import is_ready, target_node
 from tests import testdata
 from tests.integration.stack import Stack, wait_for
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.node_agent.lifecycle import target_node
 from shared.model import meta
+from shared.model.podutil import target_node
 from tests.integration import gcstack
 from tests.integration.stack import Stack, wait_for
 

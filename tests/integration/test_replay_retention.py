@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from services.node_agent.lifecycle import new_node, target_node
+from services.node_agent.lifecycle import new_node
 from services.replay import compact, export, logfile, rebuild, verify
 from shared.model import meta, podutil
+from shared.model.podutil import target_node
 from shared.store import codec, snapshot
 from shared.store.cache import Cache
 from shared.store.client import Store, connect

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from services.gc.collector import Collector
-from services.node_agent.lifecycle import new_node, target_node
+from services.node_agent.lifecycle import new_node
 from services.replay import verify
 from services.replay.export import export
 from shared.model import meta, tainteviction
+from shared.model.podutil import target_node
 from shared.store.client import Store, connect
 from shared.store.keys import Keys
 from tests.integration import controller_kit as kit
