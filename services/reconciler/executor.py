@@ -467,13 +467,13 @@ class Executor:
         if deferred is not None:
             if len(ops) < COMMIT_OPS:  # the pod and all of them fit in one commit
                 results = self.store.commit([deferred.op, *ops], atomic=True, fence=self._fence)
-                self.recorder.written(told, results)
                 if results[0].ok:
+                    self.recorder.written(told, results)
                     _count_writes(results, out)
                     return
-            # nothing was written: the pod is created as a sync of several creates would
-            # (its Events told again: the correlator has forgotten those not written, though
-            # their spam filter's tokens stay spent)
+            # nothing was written: the pod is created as a sync of several creates would,
+            # its Events told again
+            self.recorder.unwritten(told)
             out.created -= 1
             events.remove(deferred.event)
             problems = self._create_batch(deferred.key, snap, deferred.hash_,

@@ -191,11 +191,15 @@ _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyR
 RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
                    "requests.ephemeral-storage", "requests.memory")
 _RESOURCE_FIELD_PREFIXES = ("limits.hugepages-", "requests.hugepages-")
-_BYTE_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
-                  "1Ei")
-_DIVISORS = {"cpu": (("1m", "1"), "cpu resource"), "memory": (_BYTE_DIVISORS, "memory resource"),
-             "ephemeral-storage": (_BYTE_DIVISORS, "local ephemeral storage resource"),
-             "hugepages-": (_BYTE_DIVISORS, "hugepages resource")}
+_BYTES = "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei"
+_DIVISORS = {  # a resource's divisors, and upstream's words when another is given
+    "cpu": (("1m", "1"), "only divisor's values 1m and 1 are supported with the cpu resource"),
+    **{name: (tuple(_BYTES.split(", ")),
+              f"only divisor's values {_BYTES} are supported with the {words}")
+       for name, words in (("memory", "memory resource"),
+                           ("ephemeral-storage", "local ephemeral storage resource"),
+                           ("hugepages-", "hugepages resource"))},
+}
 
 
 def _validate_value_from(value_from: dict[Any, Any], has_value: bool, path: str,
@@ -234,12 +238,7 @@ def _validate_resource_field(ref: dict[Any, Any], path: str, errs: list[str]) ->
     name = resource.partition(".")[2]
     allowed = _DIVISORS.get("hugepages-" if name.startswith("hugepages-") else name)
     if parsed.value != 0 and allowed is not None and parsed.canonical() not in allowed[0]:
-        errs.append(fielderr.invalid(
-            C(path, "divisor"), resource,
-            f"only divisor's values {', '.join(allowed[0][:-1])} and {allowed[0][-1]} are "
-            f"supported with the {allowed[1]}" if len(allowed[0]) == 2 else
-            f"only divisor's values {', '.join(allowed[0])} are supported with the "
-            f"{allowed[1]}"))
+        errs.append(fielderr.invalid(C(path, "divisor"), resource, allowed[1]))
 
 
 MAX_DNS_NAMESERVERS, MAX_DNS_SEARCH_PATHS, MAX_DNS_SEARCH_CHARS = 3, 32, 2048

@@ -65,6 +65,14 @@ class Recorder:
         self.correlator.stored(told, op.obj or told.event)
         return op
 
+    def unwritten(self, told: list[events.Correlated]) -> None:
+        """``told``'s ops were not committed at all: the correlator forgets the Events it
+        would have created (told again, they are created anew); a repeat stays counted, as
+        one its spam filter drops does, and the spam filter's tokens stay spent."""
+        for t in told:
+            if not t.repeat:
+                self.correlator.forget(t)
+
     def written(self, told: list[events.Correlated], results: list[Result]) -> None:
         """``told``'s ops were committed with ``results`` (among others'): an Event not
         stored (refused, or a repeat of one removed since) is forgotten by the correlator,
