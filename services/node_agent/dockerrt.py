@@ -8,8 +8,9 @@ What it maps from the pod: ``image`` and ``imagePullPolicy`` (no registry is ask
 image is present, unless the policy is Always), ``command`` (the entrypoint) and ``args``
 (the command), ``env``, ``workingDir``, ``hostNetwork`` (the engine host's network) or else
 the pod's sandbox (below), ``ports`` with a ``hostPort`` (published on the sandbox),
-``hostPath`` volumes (their ``mountPropagation`` the bind's) and ``emptyDir`` volumes (a
-volume of the engine per pod and name, removed with the pod), ``resources.limits`` (memory, cpu),
+``hostPath`` volumes (their ``mountPropagation`` the bind's), ``emptyDir`` volumes (a
+volume of the engine per pod and name, removed with the pod), configMap, secret and
+downwardAPI volumes (``configvolumes``), ``resources.limits`` (memory, cpu),
 the security context (``securitycontext``: user and groups, privileged, capabilities, a
 read-only root, no new privileges, seccomp, sysctls, ``hostPID``, ``hostIPC``), checked
 against the image's user for ``runAsNonRoot`` as kubelet checks it, and a file of the agent's
@@ -348,9 +349,9 @@ class DockerRuntime(Records):
     def _volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[str]:
         """The container's volumeMounts as the engine's binds (hostPath: the host's path,
         with its mountPropagation as the bind's, as kubelet's docker shim gave it;
-        emptyDir: an engine volume of the pod's; configMap and secret: the directory the
-        agent keeps its files in under the pod's own, ``configvolumes.volume_dir``,
-        read-only)."""
+        emptyDir: an engine volume of the pod's; configMap, secret and downwardAPI: the
+        directory the agent keeps its files in under the pod's own,
+        ``configvolumes.volume_dir``, read-only)."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         vols = {str(v.get("name")): v for v in (pod.get("spec") or {}).get("volumes") or []}
         of_objects = configvolumes.object_volumes(pod)
@@ -371,7 +372,7 @@ class DockerRuntime(Records):
                                                            LABEL_NODE: self.node})
             else:
                 raise OSError(f"volume {name}: the docker runtime mounts only hostPath, "
-                              "emptyDir, configMap and secret volumes")
+                              "emptyDir, configMap, secret and downwardAPI volumes")
             if m.get("subPath"):
                 raise OSError(f"volumeMount {name}: subPath is not supported")
             mode = "ro" if m.get("readOnly") else "rw"

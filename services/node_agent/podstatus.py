@@ -161,15 +161,18 @@ class ConfigError(ValueError):
     CreateContainerConfigError): it waits with the message, and nothing runs."""
 
 
-def field_ref(pod: Obj, path: str) -> str:
-    """valueFrom.fieldRef.fieldPath, the downward API's pod fields."""
+def field_ref(pod: Obj, path: str, volume: bool = False) -> str:
+    """valueFrom.fieldRef.fieldPath, the downward API's pod fields (``volume``: a
+    downwardAPI volume's, which has the pod's metadata alone)."""
     md = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     st = pod.get("status") or {}
     simple = {"metadata.name": md.get("name"), "metadata.namespace": md.get("namespace"),
-              "metadata.uid": md.get("uid"), "spec.nodeName": spec.get("nodeName"),
-              "spec.serviceAccountName": spec.get("serviceAccountName"),
-              "status.podIP": st.get("podIP"), "status.hostIP": st.get("hostIP")}
+              "metadata.uid": md.get("uid")}
+    if not volume:
+        simple |= {"spec.nodeName": spec.get("nodeName"),
+                   "spec.serviceAccountName": spec.get("serviceAccountName"),
+                   "status.podIP": st.get("podIP"), "status.hostIP": st.get("hostIP")}
     if path in simple:
         return str(simple[path] or "")
     m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']*)'\]", path)

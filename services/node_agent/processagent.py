@@ -105,10 +105,10 @@ class PodRun:
     # container → when to check again a configuration its image refused (the image is
     # looked at, and its Pulled Event told, once per CONFIG_RETRY, as kubelet's back-off)
     config_retry_at: dict[str, float] = field(default_factory=dict)
-    # configMap and secret volumes (a runtime that mounts them): what each was last made
-    # from (its source and the object the cache held), and why one could not be made
-    # (``ProcessAgent._config_volumes``)
-    volumes_from: dict[str, tuple[Obj, Obj | None]] = field(default_factory=dict)
+    # configMap, secret and downwardAPI volumes (a runtime that mounts them): what each was
+    # last made from (its source and the object the cache held, or the pod's labels and
+    # annotations), and why one could not be made (``ProcessAgent._config_volumes``)
+    volumes_from: dict[str, tuple[Obj, object]] = field(default_factory=dict)
     volume_errors: dict[str, str] = field(default_factory=dict)
     # the pod's volumes were all set up once (``ProcessAgent._mounted``); until then, when
     # to try again and the back-off after that
@@ -511,25 +511,30 @@ class ProcessAgent:
         return self._report(run, now)
 
     def _config_volumes(self, run: PodRun) -> None:
-        """Acts: write the pod's configMap and secret volumes as their objects are now
-        (kubelet updates a mounted ConfigMap's or Secret's files eventually, atomically),
-        under the pod's own directory, once per version of each (the cache holds a new
-        object for each); keep why one could not be made for the containers that mount
-        it."""
+        """Acts: write the pod's configMap, secret and downwardAPI volumes as their objects
+        (the pod's labels and annotations) are now (kubelet updates a mounted ConfigMap's or
+        Secret's files eventually, atomically), under the pod's own directory, once per
+        version of each (the cache holds a new object for each); keep why one could not be
+        made for the containers that mount it."""
         if not self.runtime.mounts:
             return
         ns = meta.namespace(run.pod)
         for name, (plugin, source) in configvolumes.object_volumes(run.pod).items():
-            obj = self.cache.get(plugin.kind,
-                                 f"{ns}/{configvolumes.source_name(plugin, source)}")
+            if plugin is configvolumes.DOWNWARD_API:  # (of the pod itself)
+                obj: Obj | None = run.pod
+                made_of: object = configvolumes.downward_inputs(run.pod)
+            else:
+                obj = made_of = self.cache.get(
+                    plugin.kind, f"{ns}/{configvolumes.source_name(plugin, source)}")
             made = run.volumes_from.get(name)
-            if made is not None and made[1] is obj and made[0] == source:
+            if made is not None and made[0] == source and (made[1] is made_of
+                                                           or made[1] == made_of):
                 continue  # as made (or refused) from this version already
             try:
-                files = configvolumes.payload(plugin, source, obj)
+                files = configvolumes.payload(plugin, source, obj, self._allocatable())
             except podstatus.ConfigError as err:
                 run.volume_errors[name] = str(err)
-                run.volumes_from[name] = (source, obj)
+                run.volumes_from[name] = (source, made_of)
                 continue
             try:  # (a no-op when the files there are these already)
                 atomicwriter.write(configvolumes.volume_dir(run.pod_dir, plugin, name), files)
@@ -537,13 +542,13 @@ class ProcessAgent:
                 run.volume_errors[name] = str(err)  # (tried again next round)
                 continue
             run.volume_errors.pop(name, None)
-            run.volumes_from[name] = (source, obj)
+            run.volumes_from[name] = (source, made_of)
 
     def _mounted(self, run: PodRun, now: float) -> bool:
         """Whether the pod's containers may start, its volumes set up: kubelet's volume
         manager sets up every volume a container of the pod mounts before the sandbox or any
         container is made. A hostPath volume that is not of its type (made first for the
-        ``…OrCreate`` types: ``hostpath``), or a configMap or secret volume whose files could
+        ``…OrCreate`` types: ``hostpath``), or a configMap, secret or downwardAPI volume whose files could
         not be made, is kubelet's FailedMount Warning, tried again after a back-off that
         doubles from 0.5 s to 2 min 2 s (the volume manager's); the containers wait as
         ContainerCreating meanwhile. Once all were set up, a volume that fails later (its
@@ -649,7 +654,9 @@ class ProcessAgent:
         """Whether the pod has its sandbox (made first, as kubelet's sync makes it before
         any container); when it cannot be made, ``c`` waits as ContainerCreating and the
         pod is told why in kubelet's FailedCreatePodSandBox Warning, tried again after the
-        pod worker's back-off."""
+        pod worker's back-off. A pod whose DNS falls back to the host's for want of cluster
+        DNS is told so first, once (kubelet's MissingClusterDNS, about the pod and the
+        node)."""
         if not run.dns_told:  # (kubelet tells it as it makes the pod's sandbox)
             run.dns_told = True
             if self.runtime.dns_fallback(run.pod):

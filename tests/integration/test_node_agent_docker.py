@@ -573,6 +573,45 @@ def test_a_secret_volume_is_mounted_read_only_with_its_mode_and_follows_its_secr
     assert main_status(pods(engine)[0])["restartCount"] == 0
 
 
+def test_a_downward_api_volume_has_the_pods_fields_and_follows_its_labels(
+        engine: Engine) -> None:
+    """A downwardAPI volume's files, as kubelet writes them: the pod's labels (followed
+    as they change, in the running container), its name, a container's cpu limit."""
+    start(engine)
+    look = ('while :; do { cat /etc/podinfo/labels; echo; cat /etc/podinfo/name; echo; '
+            'cat /etc/podinfo/cpu; } > /srv/marks/i.tmp; mv /srv/marks/i.tmp /srv/marks/info; '
+            'sleep 0.2; done')
+    engine.stack.store.apply(named_daemonset("informed", {
+        "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+        "volumes": [{"name": "srv", "hostPath": {"path": str(engine.dir)}},
+                    {"name": "podinfo", "downwardAPI": {"items": [
+                        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "cpu", "resourceFieldRef": {
+                            "containerName": "app", "resource": "limits.cpu",
+                            "divisor": "1m"}}]}}],
+        "containers": [{"name": "app", "image": IMAGE, "command": ["sh", "-c", look],
+                        "resources": {"limits": {"cpu": "300m"}},
+                        "volumeMounts": [{"name": "srv", "mountPath": "/srv"},
+                                         {"name": "podinfo", "mountPath": "/etc/podinfo"}]}]}))
+    seen = engine.dir / "marks" / "info"
+
+    def says() -> list[str]:
+        return seen.read_text().splitlines() if seen.exists() else []
+
+    (pod,) = wait_for(lambda: pods(engine) if says() else None, timeout=90,
+                      what="the downward API's files in the container")
+    *labels, name, cpu = says()
+    assert (name, cpu) == (meta.name(pod), "300")
+    assert labels == sorted(f'{k}="{v}"' for k, v in meta.labels(pod).items())
+    labelled = engine.stack.store.get("Pod", meta.key(pod))
+    labelled["metadata"]["labels"]["zone"] = "a"
+    engine.stack.store.update(labelled)
+    wait_for(lambda: 'zone="a"' in says()[:-2], timeout=60,
+             what=f"the new label in the running container (last: {says()})")
+    assert main_status(pods(engine)[0])["restartCount"] == 0
+
+
 def test_a_missing_secret_volume_holds_the_pod_and_a_host_mount_reaches_in(
         engine: Engine) -> None:
     """A secret volume whose Secret is not there yet is kubelet's FailedMount: nothing of

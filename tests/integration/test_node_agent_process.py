@@ -558,8 +558,8 @@ def test_a_configmap_volume_mount_is_a_config_error_of_the_process_runtime(
     machine.stack.store.apply(ds)
     state = wait_for(lambda: config_error(machine), timeout=30, what="the config error")
     assert state["message"] == ("volumeMount files at /etc/x: the process runtime cannot "
-                                "mount configMap or secret volumes (it has no mount "
-                                "namespace); use env or envFrom, or the docker runtime")
+                                "mount configMap, secret or downwardAPI volumes (it has no "
+                                "mount namespace); use env or envFrom, or the docker runtime")
     assert machine.marks("start") == []  # nothing ran without its files
 
 

@@ -1,4 +1,4 @@
-"""configMap and secret volumes (kubelet's configmap and secret volume plugins' MakePayload)
+"""configMap, secret and downwardAPI volumes (kubelet's volume plugins' MakePayload)
 and the atomic writer's layout and updates (on a temporary directory)."""
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def test_a_secret_volume_holds_its_decoded_data_in_kubelets_words() -> None:
 def test_the_process_runtime_refuses_a_configmap_mount() -> None:
     container = POD["spec"]["containers"][0]
     assert configvolumes.mounted(POD, container) == [("config", "/etc/x"), ("creds", "/etc/c")]
-    with pytest.raises(podstatus.ConfigError, match="cannot mount configMap or secret volumes"):
+    with pytest.raises(podstatus.ConfigError,
+                       match="cannot mount configMap, secret or downwardAPI volumes"):
         configvolumes.check_mounts(POD, container, False)
     configvolumes.check_mounts(POD, container, True)
 
@@ -88,3 +89,32 @@ def test_the_atomic_writer_swaps_data_and_keeps_links_to_what_is_there(tmp_path:
     assert (target / "a").read_bytes() == b"3"
     assert not (target / "d").exists() and not (target / first).exists()  # old version gone
     assert sorted(p.name for p in target.iterdir() if not p.name.startswith("..")) == ["a"]
+
+
+def test_a_downward_api_volume_holds_the_pods_fields_as_kubelet_writes_them() -> None:
+    pod = {"metadata": {"name": "agent-x", "namespace": "logging", "uid": "u-1",
+                        "labels": {"app": "agent", "tier": "node"},
+                        "annotations": {"note": 'say "hi"\n'}},
+           "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "250m"}}}]}}
+    source = {"defaultMode": 0o600, "items": [
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
+        {"path": "meta/name", "fieldRef": {"fieldPath": "metadata.name"}, "mode": 0o644},
+        {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
+        {"path": "cpu_m", "resourceFieldRef": {"containerName": "app", "resource": "limits.cpu",
+                                               "divisor": "1m"}},
+        {"path": "mem", "resourceFieldRef": {"containerName": "app",
+                                             "resource": "limits.memory", "divisor": "1Mi"}},
+    ]}
+    assert configvolumes.payload(configvolumes.DOWNWARD_API, source, pod,
+                                 {"memory": "2Gi"}) == {
+        "labels": (b'app="agent"\ntier="node"', 0o600),
+        "annotations": (b'note="say \\"hi\\"\\n"', 0o600),
+        "meta/name": (b"agent-x", 0o644), "app": (b"agent", 0o600),
+        "cpu_m": (b"250", 0o600), "mem": (b"2048", 0o600)}
+    # a volume has the pod's metadata alone (the node and the pod's IP are env's)
+    with pytest.raises(podstatus.ConfigError, match=r"^unsupported fieldPath: spec\.nodeName$"):
+        configvolumes.payload(configvolumes.DOWNWARD_API, {"items": [
+            {"path": "n", "fieldRef": {"fieldPath": "spec.nodeName"}}]}, pod)
+    assert configvolumes.downward_inputs(pod) == (pod["metadata"]["labels"],
+                                                  pod["metadata"]["annotations"])
