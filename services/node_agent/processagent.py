@@ -548,10 +548,10 @@ class ProcessAgent:
         """Whether the pod's containers may start, its volumes set up: kubelet's volume
         manager sets up every volume a container of the pod mounts before the sandbox or any
         container is made. A hostPath volume that is not of its type (made first for the
-        ``…OrCreate`` types: ``hostpath``), or a configMap, secret or downwardAPI volume whose files could
-        not be made, is kubelet's FailedMount Warning, tried again after a back-off that
-        doubles from 0.5 s to 2 min 2 s (the volume manager's); the containers wait as
-        ContainerCreating meanwhile. Once all were set up, a volume that fails later (its
+        ``…OrCreate`` types: ``hostpath``), or a configMap, secret or downwardAPI volume
+        whose files could not be made, is kubelet's FailedMount Warning, tried again after
+        a back-off that doubles from 0.5 s to 2 min 2 s (the volume manager's); the
+        containers wait as ContainerCreating meanwhile. Once all were set up, a volume that fails later (its
         Secret deleted) is told the same way, but holds nothing back: its files stay as
         they were, as kubelet's do."""
         if now < run.mount_retry_at:
