@@ -551,9 +551,9 @@ class ProcessAgent:
         ``…OrCreate`` types: ``hostpath``), or a configMap, secret or downwardAPI volume
         whose files could not be made, is kubelet's FailedMount Warning, tried again after
         a back-off that doubles from 0.5 s to 2 min 2 s (the volume manager's); the
-        containers wait as ContainerCreating meanwhile. Once all were set up, a volume that fails later (its
-        Secret deleted) is told the same way, but holds nothing back: its files stay as
-        they were, as kubelet's do."""
+        containers wait as ContainerCreating meanwhile. Once all were set up, a volume that
+        fails later (its Secret deleted) is told the same way, but holds nothing back: its
+        files stay as they were, as kubelet's do."""
         if now < run.mount_retry_at:
             return run.mounted
         spec = run.pod.get("spec") or {}
