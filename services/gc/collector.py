@@ -64,6 +64,7 @@ from shared.model import meta, tainteviction
 from shared.store import adapters, codec, errors
 from shared.store.cache import Cache, Change
 from shared.store.client import FOREGROUND, ORPHAN, Op, Result, Store
+from shared.store.recorder import Recorder
 from shared.store.residue import BUSY, GONE, RedisResidue
 
 log = logging.getLogger("gc")
@@ -107,6 +108,7 @@ class Collector:
         self.deleted = 0
         self.evicted = 0
         self.evict_at: dict[str, float] = {}  # node → its next toleration deadline
+        self.recorder = Recorder(store, prepared=True)  # (the taint eviction controller's)
         self.backoff_gc_at = clock() + BACKOFF_GC_EVERY  # next expiry of backoff entries
         self._stop = threading.Event()
 
@@ -398,15 +400,15 @@ class Collector:
             if op is None:
                 continue
             ops.append(op)
-            ev = model_events.event(pod, "Normal", tainteviction.EVENT_REASON,
-                                    tainteviction.event_message(pod), now=now,
-                                    salt=f"{position}|{now}",
-                                    component=tainteviction.COMPONENT)
-            ops.append(self.store.create_op(self.store.stamp(ev, now), ensure=True,
-                                            prepared=True))
+            self.recorder.tell(model_events.event(
+                pod, "Normal", tainteviction.EVENT_REASON, tainteviction.event_message(pod),
+                now=now, salt=f"{position}|{now}", component=tainteviction.COMPONENT), now)
+        told, event_ops = self.recorder.ops(now)
         record = tainteviction.make_record(decision, position, now)
-        ops.append(Op.record("Node", f"/{decision.node}", record.to_map()))
-        for res in self.store.commit(ops):
+        ops += [*event_ops, Op.record("Node", f"/{decision.node}", record.to_map())]
+        results = self.store.commit(ops)
+        self.recorder.written(told, results)
+        for res in results:
             if res.ok and res.op.kind == "Pod":
                 COLLECTED.labels("Pod", "taint-eviction").inc()
                 self.evicted += 1

@@ -24,8 +24,9 @@ from shared.model import events as model_events
 from shared.model import meta, nodelifecycle, taints
 from shared.store import adapters, errors
 from shared.store.cache import Cache
-from shared.store.client import Op, Store
+from shared.store.client import Op, Result, Store
 from shared.store.nodelease import LeaseWatch, NodeLeases
+from shared.store.recorder import Recorder
 
 log = logging.getLogger("gc")
 LEASE_ROLE = "node-lifecycle"
@@ -50,6 +51,7 @@ class NodeLifecycle:
         self.settings = settings
         self.cfg = nodelifecycle.Config(settings.monitor_grace, settings.startup_grace)
         self.leases = adapters.on(store, NodeLeases)
+        self.recorder = Recorder(store, prepared=True)  # (the controller's own, as upstream's)
         self._start()
         self.next_at = 0.0
         self.leading = False
@@ -96,19 +98,23 @@ class NodeLifecycle:
                                         salt=f"{meta.resource_version(old)}|{now}",
                                         component=COMPONENT)
                 ev["metadata"]["namespace"] = "default"  # a cluster object's Events' namespace
-                ops.append(self.store.create_op(self.store.stamp(ev, now), ensure=True,
-                                                prepared=True))
+                self.recorder.tell(ev, now)
+        told, event_ops = self.recorder.ops(now)
+        ops += event_ops
+        results: list[Result] = []
         for i in range(0, len(ops), BATCH):
-            for res in self.store.commit(ops[i:i + BATCH]):
-                if res.ok and res.op.kind == "Node":
-                    went = res.op.key.lstrip("/") in lost
-                    if went:
-                        LOST.inc()
-                    log.info("node %s: %staints now %s", res.op.key.lstrip("/"),
-                             "Ready True -> Unknown (its agent went quiet); " if went else "",
-                             ", ".join(_taints(res.op.obj)) or "none")
-                elif not res.ok:  # a conflict: the next look decides from the newer version
-                    log.info("node lifecycle: %s %s: %s", res.op.kind, res.op.key, res.status)
+            results += self.store.commit(ops[i:i + BATCH])
+        self.recorder.written(told, results)
+        for res in results:
+            if res.ok and res.op.kind == "Node":
+                went = res.op.key.lstrip("/") in lost
+                if went:
+                    LOST.inc()
+                log.info("node %s: %staints now %s", res.op.key.lstrip("/"),
+                         "Ready True -> Unknown (its agent went quiet); " if went else "",
+                         ", ".join(_taints(res.op.obj)) or "none")
+            elif not res.ok:  # a conflict: the next look decides from the newer version
+                log.info("node lifecycle: %s %s: %s", res.op.kind, res.op.key, res.status)
 
 
 def _taints(node: meta.Obj | None) -> list[str]:

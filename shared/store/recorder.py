@@ -7,9 +7,10 @@ long as it lasts, and a DaemonSet fanning out to 50,000 nodes one per batch of c
 
 The Events of one write (a node agent's round, a controller's sync) are gathered
 (``tell``) and written with it (``ops``); what was not stored is then forgotten
-(``written``), so the next one like it is created anew. Each process keeps its own
-correlator, as each of upstream's does: a DaemonSet synced by two reconciler-workers in
-turn counts its repeats on one Event per worker."""
+(``written``), so the next one like it is created anew. Each controller keeps its own
+correlator, as each of upstream's does (the node agent's kubelet, the reconciler's
+DaemonSet controller, the gc's node lifecycle and taint eviction controllers): a DaemonSet
+synced by two reconciler-workers in turn counts its repeats on one Event per worker."""
 
 from __future__ import annotations
 
