@@ -604,9 +604,12 @@ def test_a_downward_api_volume_has_the_pods_fields_and_follows_its_labels(
     *labels, name, cpu = says()
     assert (name, cpu) == (meta.name(pod), "300")
     assert labels == sorted(f'{k}="{v}"' for k, v in meta.labels(pod).items())
-    labelled = engine.stack.store.get("Pod", meta.key(pod))
-    labelled["metadata"]["labels"]["zone"] = "a"
-    engine.stack.store.update(labelled)
+
+    def labelled(p: dict[str, Any]) -> dict[str, Any]:
+        return {**p, "metadata": {**p["metadata"],
+                                  "labels": {**p["metadata"]["labels"], "zone": "a"}}}
+
+    engine.stack.store.mutate("Pod", meta.key(pod), labelled)  # (the agent writes it too)
     wait_for(lambda: 'zone="a"' in says()[:-2], timeout=60,
              what=f"the new label in the running container (last: {says()})")
     assert main_status(pods(engine)[0])["restartCount"] == 0
