@@ -250,6 +250,13 @@ def env_from(pod: Obj, container: Obj, sources: Sources) -> tuple[dict[str, str]
     return out, warnings
 
 
+def container_spec(pod: Obj, name: str) -> Obj:
+    """The spec of the (init) container ``name`` of ``pod`` (empty: none of that name)."""
+    spec = pod.get("spec") or {}
+    return next((s for s in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                 if s.get("name") == name), {})
+
+
 def resource_field_ref(pod: Obj, container: Obj, ref: Obj,
                        allocatable: Mapping[str, Any]) -> str:
     """valueFrom.resourceFieldRef, as kubelet gives it (``containerResourceRuntimeValue``):
@@ -259,12 +266,9 @@ def resource_field_ref(pod: Obj, container: Obj, ref: Obj,
     request it does not set 0."""
     wanted = str(ref.get("containerName") or "")
     if wanted:
-        spec = pod.get("spec") or {}
-        found = next((c for c in (spec.get("containers") or [])
-                      + (spec.get("initContainers") or []) if c.get("name") == wanted), None)
-        if found is None:
+        container = container_spec(pod, wanted)
+        if not container:
             raise ConfigError(f"container {wanted} not found")
-        container = found
     resource = str(ref.get("resource") or "")
     group, _, name = resource.partition(".")
     defaulted = name in ("cpu", "memory", "ephemeral-storage")

@@ -67,13 +67,6 @@ PROBE_NAMES = {"startupProbe": "Startup", "readinessProbe": "Readiness",
                "livenessProbe": "Liveness"}  # as kubelet's Unhealthy events name them
 
 
-def container_spec(pod: Obj, name: str) -> Obj:
-    """The spec of the (init) container ``name`` of ``pod`` (empty: none of that name)."""
-    spec = pod.get("spec") or {}
-    return next((s for s in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                 if s.get("name") == name), {})
-
-
 @dataclass(frozen=True)
 class ProcessConfig:
     node_name: str
@@ -233,7 +226,7 @@ class ProcessAgent:
             if run is not None and not run.gone else None
         if run is None or c is None or not c.running():
             raise podexec.ExecError(f'container not found ("{name}")')
-        cspec = container_spec(run.pod, name)
+        cspec = podstatus.container_spec(run.pod, name)
         return c, self._env(run.pod, cspec), str(cspec.get("workingDir") or "")
 
     def running_containers(self) -> list[tuple[Obj, list[ContainerState]]]:
@@ -462,7 +455,7 @@ class ProcessAgent:
             term = podstatus.terminated_state(ended.code, ended.signal, c.started_at, now, cid,
                                               reason=ended.reason)
             message = runtime.termination_message(self.runtime, run.pod_dir, run.pod,
-                                                  container_spec(run.pod, c.name), c,
+                                                  podstatus.container_spec(run.pod, c.name), c,
                                                   term["exitCode"])
             if message:
                 term["message"] = message
@@ -554,8 +547,9 @@ class ProcessAgent:
         containers wait as ContainerCreating meanwhile. Once all were set up, a volume that
         fails later (its Secret deleted) is told the same way, but holds nothing back: its
         files stay as they were, as kubelet's do."""
-        if now < run.mount_retry_at:
-            return run.mounted
+        if now < run.mount_retry_at or (run.mounted and not run.volume_errors
+                                         and not run.mount_backoff):
+            return run.mounted  # (waiting out a back-off, or all set up and nothing failed)
         spec = run.pod.get("spec") or {}
         used = {str(m.get("name")) for c in (spec.get("initContainers") or [])
                 + (spec.get("containers") or []) for m in c.get("volumeMounts") or []}
