@@ -22,9 +22,9 @@ from services import config
 from shared.api import served
 
 ROLES = ("admin", "edit", "view")
-NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach", "pods/eviction",
-                                 "pods/exec", "pods/portforward", "events",
-                                 "controllerrevisions"})
+NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
+                                 "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
+                                 "pods/portforward", "events", "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
                   "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
                   "/version", "/version/")

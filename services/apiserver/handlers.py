@@ -1,7 +1,8 @@
 """The REST verbs on stored objects: get, list, create, update, patch, delete,
-deletecollection, the ``/status`` subresource and pod eviction. Acts: every read is the
-view (``Store.snapshot`` / ``get``), every write the store's one commit, as the request's
-user (``Store.as_writer``), so the log names who made each change.
+deletecollection, the ``/status`` and ``/ephemeralcontainers`` subresources and pod
+eviction. Acts: every read is the view (``Store.snapshot`` / ``get``), every write the
+store's one commit, as the request's user (``Store.as_writer``), so the log names who made
+each change.
 
 The functions here run in a worker thread (the store is synchronous); ``app`` calls them
 through the executor. Each returns ``(HTTP code, document)`` or raises ApiError.
@@ -302,10 +303,7 @@ def update(store: Store, t: Target, body: Obj, dry: bool,
         if t.sub == "finalize":
             left = store.finalize(obj, dry=dry)
             return 200, with_type(left if left is not None else obj)
-        if t.sub == "status":
-            out = store.update_status(obj, dry=dry)
-        else:
-            out = store.update(obj, dry=dry)
+        out = _update_of(store, t, obj, dry, replace=True)
     except errors.StoreError as err:
         raise st.from_store(err) from err
     return 200, with_type(out)
@@ -363,14 +361,23 @@ def _commit_update(store: Store, t: Target, new: Obj, pinned: bool, dry: bool) -
     the resourceVersion the client gave). Its uid is no precondition (upstream's patcher
     names none): one the patch changes is refused as immutable."""
     try:
-        return store.update_status(new, dry=dry, replace=False) if t.sub == "status" else \
-            store.update(new, dry=dry, replace=False)
+        return _update_of(store, t, new, dry, replace=False)
     except errors.ConflictError as err:
         if pinned:
             raise st.from_store(err) from err
         return None
     except errors.StoreError as err:
         raise st.from_store(err) from err
+
+
+def _update_of(store: Store, t: Target, obj: Obj, dry: bool, replace: bool) -> Obj:
+    """The store's update of what ``t`` names: the object, its status, or a pod's
+    ephemeral containers. Raises StoreError."""
+    if t.sub == "status":
+        return store.update_status(obj, dry=dry, replace=replace)
+    if t.sub == "ephemeralcontainers":
+        return store.update_ephemeral(obj, dry=dry, replace=replace)
+    return store.update(obj, dry=dry, replace=replace)
 
 
 def _too_many_conflicts(t: Target) -> st.ApiError:

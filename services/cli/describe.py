@@ -96,6 +96,9 @@ def pod(p: Obj, evs: list[Obj], now: float) -> str:
         sec.containers(w, "Init Containers", spec["initContainers"],
                    st.get("initContainerStatuses"), "")
     sec.containers(w, "Containers", spec.get("containers") or [], st.get("containerStatuses"), "")
+    if spec.get("ephemeralContainers"):
+        sec.containers(w, "Ephemeral Containers", spec["ephemeralContainers"],
+                       st.get("ephemeralContainerStatuses"), "")
     conds = [c for c in st.get("conditions") or [] if isinstance(c, dict)]
     if conds:
         w.write(0, "Conditions:\n  Type\tStatus\n")

@@ -16,6 +16,7 @@ import click
 
 from services.cli import context
 from services.cli.errors import CliError
+from shared.api import podlog
 from shared.model import meta
 
 Obj = dict[str, Any]
@@ -128,10 +129,7 @@ def logs(env: context.CliEnv, target: str, namespace: str | None, container: str
 def _container_id(pod: Obj, cname: str, previous: bool) -> str:
     """The containerID of the run asked for: the current one (running or ended), or the
     one before its last restart."""
-    status = pod.get("status") or {}
-    cstatus: Obj = next((c for c in (status.get("initContainerStatuses") or []) +
-                         (status.get("containerStatuses") or []) if c.get("name") == cname),
-                        {})
+    cstatus: Obj = podlog.container_status(pod, cname) or {}
     if previous:
         return str(((cstatus.get("lastState") or {}).get("terminated") or {})
                    .get("containerID") or "")

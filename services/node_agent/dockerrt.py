@@ -178,10 +178,15 @@ class DockerRuntime(Records):
     def _running_sandbox(self, pod: Obj) -> Obj | None:
         """The engine's summary of the pod's running sandbox, as of this round's ``refresh``
         (or made since), if it has one."""
+        return self._running(pod, SANDBOX)
+
+    def _running(self, pod: Obj, name: str) -> Obj | None:
+        """The engine's summary of the pod's running container ``name`` (or its sandbox), as
+        of this round's ``refresh`` (or made since), if it has one."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         for s in self._seen.values():
             labels = s.get("Labels") or {}
-            if labels.get(LABEL_UID) == uid and labels.get(LABEL_CONTAINER) == SANDBOX \
+            if labels.get(LABEL_UID) == uid and labels.get(LABEL_CONTAINER) == name \
                     and s.get("State") == "running":
                 return s
         return None
@@ -404,6 +409,12 @@ class DockerRuntime(Records):
             options.setdefault("ipc_mode", f"container:{sandbox}")  # (unless hostIPC)
             if spec.get("shareProcessNamespace"):
                 options["pid_mode"] = f"container:{sandbox}"
+        target = container.get("targetContainerName")
+        if target:  # (an ephemeral container: in its target's PID namespace)
+            running = self._running(pod, str(target))
+            if running is None:
+                raise OSError(f'the target container "{target}" is not running')
+            options["pid_mode"] = f"container:{running['Id']}"
         if memory is not None:
             options["mem_limit"] = memory
             options["memswap_limit"] = memory

@@ -158,7 +158,23 @@ def pod_step(cfg: AgentConfig, pod: Obj, node_exists: bool, now: float) -> Step:
         new = _evolve(pod)
         _run(cfg, new, stamp)
         return Step(update=new)
+    if spec.get("ephemeralContainers") and phase == "Running":
+        told = status.get("ephemeralContainerStatuses") or []
+        if len(told) < len(spec["ephemeralContainers"]):
+            new = _evolve(pod)
+            new["status"]["ephemeralContainerStatuses"] = _ephemerals(spec, told, stamp)
+            return Step(update=new)
     return Step()
+
+
+def _ephemerals(spec: Obj, told: list[Obj], stamp: str) -> list[Obj]:
+    """The statuses of a running pod's ephemeral containers (``kubectl debug``'s): those
+    reported, and each added since as running from ``stamp``."""
+    known = {s.get("name") for s in told}
+    return told + [{"name": c.get("name"), "image": c.get("image"), "imageID": "",
+                    "ready": False, "restartCount": 0, "state": {"running": {"startedAt": stamp}},
+                    "lastState": {}}
+                   for c in spec["ephemeralContainers"] if c.get("name") not in known]
 
 
 def bind(pod: Obj, node: str, host_ip: str, ip: str, stamp: str) -> Obj:

@@ -34,6 +34,7 @@ class ContainerState:
 
     name: str
     init: bool = False
+    ephemeral: bool = False  # an ephemeral container (``kubectl debug``): never restarted
     pid: int = 0
     create_time: float = 0.0  # the process's start time as the OS has it (psutil)
     container_id: str = ""  # process://<pid> or docker://<id> of the current run
@@ -81,7 +82,8 @@ class ContainerState:
 
 _NUMBER = (int, float)
 _RECORD_TYPES: dict[str, tuple[type, ...]] = {
-    "init": (bool,), "pid": (int,), "create_time": _NUMBER, "started_at": (*_NUMBER, type(None)),
+    "init": (bool,), "ephemeral": (bool,), "pid": (int,), "create_time": _NUMBER,
+    "started_at": (*_NUMBER, type(None)),
     "restart_count": (int,), "terminated": (dict, type(None)),
     "last_terminated": (dict, type(None)), "backoff": _NUMBER,
     "restart_at": (*_NUMBER, type(None)), "waiting_reason": (str,), "waiting_message": (str,),
@@ -250,11 +252,22 @@ def env_from(pod: Obj, container: Obj, sources: Sources) -> tuple[dict[str, str]
     return out, warnings
 
 
+CONTAINER_KINDS = ("initContainers", "containers", "ephemeralContainers")
+"""A pod spec's lists of containers."""
+
+
 def container_spec(pod: Obj, name: str) -> Obj:
-    """The spec of the (init) container ``name`` of ``pod`` (empty: none of that name)."""
+    """The spec of the (init, ephemeral) container ``name`` of ``pod`` (empty: none of that
+    name; a name is one container's of any kind)."""
     spec = pod.get("spec") or {}
-    return next((s for s in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    return next((s for key in CONTAINER_KINDS for s in spec.get(key) or []
                  if s.get("name") == name), {})
+
+
+def spec_key(c: ContainerState) -> str:
+    """The list of a pod's spec that has ``c`` (an Event's ``fieldPath`` names it)."""
+    return "initContainers" if c.init else \
+        "ephemeralContainers" if c.ephemeral else "containers"
 
 
 def resource_field_ref(pod: Obj, container: Obj, ref: Obj,
@@ -417,6 +430,8 @@ def _container_status(spec: Obj, c: ContainerState, waiting: str, pod: Obj) -> O
                 "started": (c.started or c.init) and c.running(),
                 "state": state,
                 "lastState": {"terminated": last} if last else {}}
+    if c.ephemeral:  # (never ready, no startup: kubelet reports neither)
+        del out["started"]
     if cid:
         out["containerID"] = cid
     return out
@@ -466,10 +481,13 @@ def _condition(old: list[Obj], type_: str, ok: bool, stamp: str, reason: str = "
 
 
 def pod_status(pod: Obj, inits: list[ContainerState], mains: list[ContainerState],
-               now: float) -> Obj:
+               now: float, ephemerals: list[ContainerState] | None = None) -> Obj:
     """Decides: the status a kubelet reports for ``pod`` now. Fields it does not own
     (hostIP, podIP, startTime) are kept; a condition keeps its lastTransitionTime while its
-    status holds, so an unchanged pod yields an equal status (and nothing is written)."""
+    status holds, so an unchanged pod yields an equal status (and nothing is written).
+    ``ephemerals`` (``kubectl debug``'s containers) are reported in
+    ``ephemeralContainerStatuses`` and count for nothing else: neither the phase nor
+    readiness."""
     spec = pod.get("spec") or {}
     old = dict(pod.get("status") or {})
     conds = list(old.get("conditions") or [])
@@ -502,4 +520,9 @@ def pod_status(pod: Obj, inits: list[ContainerState], mains: list[ContainerState
         status["initContainerStatuses"] = [
             _container_status(init_specs.get(c.name, {}), c, "PodInitializing", pod)
             for c in inits]
+    if ephemerals:
+        specs = {str(c.get("name")): c for c in spec.get("ephemeralContainers") or []}
+        status["ephemeralContainerStatuses"] = [
+            _container_status(specs.get(c.name, {}), c, "ContainerCreating", pod)
+            for c in ephemerals]
     return status

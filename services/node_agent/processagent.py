@@ -109,9 +109,11 @@ class PodRun:
     mount_retry_at: float = 0.0
     mount_backoff: float = 0.0
     dns_told: bool = False  # its DNS's fallback told, if it falls back (``_sandboxed``)
+    # its ephemeral containers (``kubectl debug``), as the pod's spec adds them
+    ephemerals: list[ContainerState] = field(default_factory=list)
 
     def containers(self) -> list[ContainerState]:
-        return self.inits + self.mains
+        return self.inits + self.mains + self.ephemerals
 
 
 class ProcessAgent:
@@ -384,11 +386,13 @@ class ProcessAgent:
         spec = pod.get("spec") or {}
         left = self._recorded.pop(uid, {})
 
-        def states(key: str, init: bool) -> list[ContainerState]:
-            return [left.get(str(c.get("name"))) or ContainerState(str(c.get("name")), init=init)
+        def states(key: str, init: bool, ephemeral: bool = False) -> list[ContainerState]:
+            return [left.get(str(c.get("name")))
+                    or ContainerState(str(c.get("name")), init=init, ephemeral=ephemeral)
                     for c in spec.get(key) or []]
         run = PodRun(uid, pod, self.runtime.pod_dir(pod), states("initContainers", True),
-                     states("containers", False))
+                     states("containers", False),
+                     ephemerals=states("ephemeralContainers", False, True))
         now = self.clock()
         for c in run.containers():
             t = c.terminated
@@ -486,6 +490,7 @@ class ProcessAgent:
         self._config_volumes(run)
         if not self._mounted(run, now):
             return self._report(run, now)
+        self._start_ephemerals(run, now)
         init_specs = spec.get("initContainers") or []
         initialized = True
         for cspec, c in zip(init_specs, run.inits, strict=False):
@@ -502,6 +507,20 @@ class ProcessAgent:
                     self._maybe_start(run, cspec, c, now)
         self._probe(run, now)
         return self._report(run, now)
+
+    def _start_ephemerals(self, run: PodRun, now: float) -> None:
+        """Start the ephemeral containers the pod's spec added since (``kubectl debug``),
+        each once: kubelet starts them whether or not the pod's init containers are done,
+        and never restarts one (its policy is Never)."""
+        specs = (run.pod.get("spec") or {}).get("ephemeralContainers") or []
+        known = {c.name for c in run.ephemerals}
+        run.ephemerals += [ContainerState(str(cspec.get("name")), ephemeral=True)
+                           for cspec in specs if cspec.get("name") not in known]
+        by_name = {c.name: c for c in run.ephemerals}
+        for cspec in specs:
+            c = by_name[str(cspec.get("name"))]
+            if not c.running():
+                self._maybe_start(run, cspec, c, now)
 
     def _config_volumes(self, run: PodRun) -> None:
         """Acts: write the pod's configMap, secret and downwardAPI volumes as their objects
@@ -731,8 +750,7 @@ class ProcessAgent:
                           message, now=now, salt=f"{c.name if c else reason}|{now}",
                           component="kubelet")
         if c is not None:
-            ev["involvedObject"]["fieldPath"] = \
-                f"spec.{'initContainers' if c.init else 'containers'}{{{c.name}}}"
+            ev["involvedObject"]["fieldPath"] = f"spec.{podstatus.spec_key(c)}{{{c.name}}}"
         self._tell(ev, meta.name(run.pod), now)
 
     def _node_event(self, type_: str, reason: str, message: str, now: float) -> None:
@@ -761,7 +779,9 @@ class ProcessAgent:
     @staticmethod
     def _policy(pod: Obj, c: ContainerState) -> str:
         """The restart policy of one container: init containers restart only when they
-        fail, unless the pod's policy is Never."""
+        fail, unless the pod's policy is Never; an ephemeral container never does."""
+        if c.ephemeral:
+            return "Never"
         policy = str((pod.get("spec") or {}).get("restartPolicy") or "Always")
         return policy if not c.init or policy == "Never" else "OnFailure"
 
@@ -848,7 +868,7 @@ class ProcessAgent:
 
     def _report(self, run: PodRun, now: float) -> list[Op]:
         pod = run.pod
-        status = podstatus.pod_status(pod, run.inits, run.mains, now)
+        status = podstatus.pod_status(pod, run.inits, run.mains, now, run.ephemerals)
         # the node's address as it is now (a machine may come back with another one), and
         # the pod's (``_pod_ip``)
         ip = self._pod_ip(run.pod, run.containers())

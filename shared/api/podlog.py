@@ -168,10 +168,20 @@ def options(q: Mapping[str, str]) -> LogOptions:
 
 
 def container_names(pod: Obj) -> list[str]:
-    """Init containers, then containers (``VisitContainers``' order)."""
+    """Init containers, containers, then ephemeral containers (``VisitContainers``'
+    order)."""
     spec = pod.get("spec") or {}
-    return [str(c.get("name")) for c in (spec.get("initContainers") or []) +
-            (spec.get("containers") or [])]
+    return [str(c.get("name")) for key in ("initContainers", "containers",
+                                           "ephemeralContainers")
+            for c in spec.get(key) or []]
+
+
+def container_status(pod: Obj, name: str) -> Obj | None:
+    """The status of the (init, ephemeral) container ``name`` of ``pod``, if it has one."""
+    status = pod.get("status") or {}
+    return next((c for key in ("initContainerStatuses", "containerStatuses",
+                               "ephemeralContainerStatuses")
+                 for c in status.get(key) or [] if c.get("name") == name), None)
 
 
 def pick_container(pod: Obj, name: str) -> str:
@@ -205,9 +215,7 @@ def pick_run(pod: Obj, container: str, previous: bool) -> int:
     restart)."""
     if not (pod.get("spec") or {}).get("nodeName"):
         raise LogError(f"pod {meta.name(pod)} does not have a host assigned")
-    status = pod.get("status") or {}
-    cs = next((c for c in (status.get("initContainerStatuses") or []) +
-               (status.get("containerStatuses") or []) if c.get("name") == container), None)
+    cs = container_status(pod, container)
     pod_name = meta.name(pod)
     if cs is None:
         if previous:

@@ -47,6 +47,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(kinds.NODE, subresources=(("status", "Node", ("get", "patch", "update")),)),
     Resource(kinds.POD, categories=("all",),
              subresources=(("attach", "PodAttachOptions", ("create", "get")),
+                           ("ephemeralcontainers", "Pod", ("get", "patch", "update")),
                            ("eviction", "Eviction", ("create",)),
                            ("exec", "PodExecOptions", ("create", "get")),
                            ("log", "Pod", ("get",)),

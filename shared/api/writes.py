@@ -29,7 +29,7 @@ from shared.daemonset import status as ds_status
 from shared.eventlog import wire as encoding
 from shared.eventlog.entry import WriteMode
 from shared.model import defaults as model_defaults
-from shared.model import errors, kinds, meta, priority, quantity, syntax
+from shared.model import errors, kinds, meta, podupdate, priority, quantity, syntax
 from shared.model import validation as model_validation
 
 Obj = dict[str, Any]
@@ -119,7 +119,11 @@ def check_size(obj: Obj) -> None:
 
 def check(obj: Obj, old: Obj | None = None) -> None:
     """Validate ``obj`` (an update of ``old``), and its size: InvalidError or TooLargeError."""
-    problems = model_validation.validate(obj, old)
+    _refuse(obj, model_validation.validate(obj, old))
+
+
+def _refuse(obj: Obj, problems: list[str]) -> None:
+    """InvalidError for ``problems`` of ``obj``, else for its size (TooLargeError)."""
     if problems:
         raise errors.InvalidError(str(obj.get("kind")), meta.name(obj), problems)
     try:
@@ -271,7 +275,7 @@ def prepare_create(given: Any, now: float, created: str | None = None,
     obj = decoded(with_namespace(obj))
     if allocate is not None:
         allocate(obj, None)
-    check(obj)
+    _refuse(obj, model_validation.validate(obj) + model_validation.validate_pod_create(obj))
     md = obj["metadata"]
     for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
         md.pop(f, None)
@@ -486,6 +490,31 @@ def status_update(obj: Obj, old: Obj) -> Write:
     elif kind == "Namespace":
         check(new, old)
     return Write(WriteMode.UPDATE, new, Trust.STATUS, meta.resource_version(old))
+
+
+def ephemeral_update(obj: Obj, old: Obj) -> Write:
+    """A pod's ``/ephemeralcontainers`` subresource (upstream's
+    podEphemeralContainersStrategy): ``old`` as stored with ``obj``'s
+    ``spec.ephemeralContainers`` alone, defaulted, validated as any pod and by the
+    subresource's rule (an ephemeral container is only ever added: none removed or changed,
+    ``ValidatePodEphemeralContainersUpdate``). Its precondition: ``obj``'s resourceVersion
+    if it names one, else ``old``'s."""
+    check_version(obj, old)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    new = copy.deepcopy(old)
+    new_spec = new.setdefault("spec", {})
+    if spec.get("ephemeralContainers") is None:
+        new_spec.pop("ephemeralContainers", None)
+    else:
+        new_spec["ephemeralContainers"] = copy.deepcopy(encoding.plain(
+            spec["ephemeralContainers"]))
+        canonical_quantities(new)
+        new = model_defaults.default(new)
+    problems = model_validation.validate_pod(new)
+    podupdate.validate_ephemeral_update(new.get("spec"), old.get("spec"), problems)
+    _refuse(new, problems)
+    return Write(WriteMode.UPDATE, new, Trust.USER, meta.resource_version(old))
 
 
 def system_status(new: Obj, old: Obj) -> Write:

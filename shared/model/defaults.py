@@ -176,6 +176,15 @@ def _default_container(ctr: Any) -> None:
             port["protocol"] = "TCP"
 
 
+def default_container(ctr: Any) -> Any:
+    """A container (regular, init or ephemeral) defaulted as in a pod's spec
+    (``SetDefaults_Container``, ``SetDefaults_EphemeralContainer``), on a deep copy.
+    Decides only."""
+    out = copy.deepcopy(ctr)
+    _default_container(out)
+    return out
+
+
 def _default_pod_spec(spec: Any) -> None:
     """``SetDefaults_PodSpec`` and its containers, in place."""
     if not isinstance(spec, dict):
@@ -195,7 +204,8 @@ def _default_pod_spec(spec: Any) -> None:
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")
     if isinstance(account, str) and account:
         spec["serviceAccountName"] = spec["serviceAccount"] = account
-    for field in ("initContainers", "containers"):
+    # (``SetDefaults_EphemeralContainer``: an ephemeral container's are a container's)
+    for field in ("initContainers", "containers", "ephemeralContainers"):
         containers = spec.get(field)
         for ctr in containers if isinstance(containers, list) else []:
             _default_container(ctr)

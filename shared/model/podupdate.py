@@ -10,8 +10,11 @@ negative) and, while the pod is gated, additions to its ``nodeSelector``. Anythi
 
 The rule is that of a user's update of the main resource (the registry's ValidateUpdate):
 status writes and the node agent's binding (``spec.nodeName``) go through another path and
-are not checked here. Functions append to ``errs`` and never raise; they expect defaulted
-specs, as the API server holds both the stored object and the request's.
+are not checked here. Ephemeral containers are not among what it may change: only the
+``pods/ephemeralcontainers`` subresource adds them, under its own rule
+(:func:`validate_ephemeral_update`: added, never removed nor changed). Functions append
+to ``errs`` and never raise; they expect defaulted specs, as the API server holds both the
+stored object and the request's.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import difflib
 import json
 from typing import Any
 
-from shared.model import fielderr, syntax, typed
+from shared.model import defaults, fielderr, syntax, typed
 
 C = fielderr.child
 
@@ -196,3 +199,32 @@ def validate_spec_update(new: Any, old: Any, path: str, errs: list[str]) -> None
     munged = _munged(new, old)
     if _semantic(munged) != _semantic(old):
         errs.append(fielderr.forbidden(path, FORBIDDEN_PREFIX + "\n" + spec_diff(old, munged)))
+
+
+EPHEMERAL_PATH = C("spec", "ephemeralContainers")
+
+
+def validate_ephemeral_update(new: Any, old: Any, errs: list[str]) -> None:
+    """The rule of ``ValidatePodEphemeralContainersUpdate`` (the ``pods/ephemeralcontainers``
+    subresource) for ``new`` over ``old``, both a pod's spec: ephemeral containers may only
+    be added; each of ``old``'s must still be in ``new`` (found by name: a patch need not
+    keep their order) and unchanged, the two compared defaulted (``defaults``), with a diff
+    of them when they differ. The rest of the pod (its metadata and spec validation, what
+    else changed) is the caller's. Decides only."""
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return  # a wrong type: reported by the spec's validation
+    found = {ctr.get("name") or "": ctr for ctr in _list(new, "ephemeralContainers")
+             if isinstance(ctr, dict)}
+    for was in _list(old, "ephemeralContainers"):
+        name = (was.get("name") or "") if isinstance(was, dict) else None
+        if not isinstance(name, str):
+            continue  # a wrong type: reported by the spec's validation
+        if name not in found:
+            errs.append(fielderr.forbidden(EPHEMERAL_PATH, "existing ephemeral containers "
+                                           f"{fielderr.go_quote(name)} may not be removed\n"))
+            continue
+        before, after = defaults.default_container(was), defaults.default_container(found[name])
+        if _semantic(before) != _semantic(after):
+            errs.append(fielderr.forbidden(
+                EPHEMERAL_PATH, f"existing ephemeral containers {fielderr.go_quote(name)} may "
+                f"not be changed\n{spec_diff(before, after)}"))

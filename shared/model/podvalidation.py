@@ -1,9 +1,9 @@
 """Validation of Pod specs and pod templates (core ``ValidatePodSpec``, a subset). Pure.
 
 The checks kept are those that matter to a DaemonSet controller and its simulated kubelet:
-containers (names, images, ports, mounts, policies), volumes, restart/DNS policy, node
-selector, node affinity and tolerations (:mod:`shared.model.schedvalidation`), and the
-name-like fields. Messages and paths follow
+containers (names, images, ports, mounts, policies; and ephemeral containers' own rules),
+volumes, restart/DNS policy, node selector, node affinity and tolerations
+(:mod:`shared.model.schedvalidation`), and the name-like fields. Messages and paths follow
 upstream. Fields the Pod defaulter always fills (restartPolicy, dnsPolicy, imagePullPolicy,
 terminationMessagePolicy, port protocol) are accepted when absent: validation is meant for
 defaulted objects, and an absent value would be defaulted to a valid one.
@@ -375,7 +375,8 @@ def _resource_value(name: str, amount: quantity.Quantity, path: str, errs: list[
     """``ValidateResourceQuantityValue``: not negative; a whole number of an extended
     resource."""
     if amount.value < 0:
-        errs.append(fielderr.invalid(path, amount.canonical(), "must be greater than or equal to 0"))
+        errs.append(fielderr.invalid(path, amount.canonical(),
+                                     "must be greater than or equal to 0"))
     if _extended(name) and amount.value != amount.value.to_integral_value():
         errs.append(fielderr.invalid(path, amount.canonical(), "must be an integer"))
 
@@ -492,6 +493,72 @@ def _validate_containers(
     return items
 
 
+def _names(items: list[tuple[int, dict[Any, Any]]]) -> list[str]:
+    """The names of containers (an absent one ``""``, as Go reads it; one of the wrong type
+    left out: it is reported)."""
+    names = (c.get("name") for _, c in items)
+    return [n or "" for n in names if n is None or isinstance(n, str)]
+
+
+EPHEMERAL_FORBIDDEN = ("ports", "resources", "resizePolicy", "restartPolicy", "livenessProbe",
+                       "readinessProbe", "startupProbe", "lifecycle")
+"""The fields of ``EphemeralContainerCommon`` outside upstream's
+``allowedEphemeralContainerFields``, in the struct's order (the order of their errors)."""
+
+_EPHEMERAL_DETAIL = "cannot be set for an Ephemeral Container"
+_RESOURCE_PARTS = ("limits", "requests", "claims")
+
+
+def _is_set(name: str, value: Any) -> bool:
+    """Whether an ephemeral container's field ``name`` differs from its Go zero value, as
+    ``validateFieldAllowList`` tells (``reflect.DeepEqual`` with the zero value): a list or
+    a pointer once given, even empty (``[]`` decodes to a non-nil slice); ``resources``, a
+    struct, when one of its parts is given."""
+    if name == "resources" and isinstance(value, dict):
+        return any(value.get(part) is not None for part in _RESOURCE_PARTS)
+    return value is not None
+
+
+def _validate_ephemeral_containers(value: Any, path: str, volumes: set[str], others: list[str],
+                                   errs: list[str]) -> None:
+    """``validateEphemeralContainers``: each ephemeral container checked like any container
+    (``validateContainerCommon``) and its image without surrounding spaces
+    (``validateContainerOnlyForPod``, checked in templates too, as upstream does); its name
+    unique among every container of the pod (``others``: the regular and init containers'
+    names); its ``targetContainerName`` naming a regular or init container; none of the
+    fields upstream's allow-list leaves out (ports, resources, probes, lifecycle, …) and no
+    volume mount's ``subPath`` or ``subPathExpr``: an ephemeral container is for debugging,
+    nothing the pod may rely on, and it must not coerce a tool into writing to the host."""
+    items = typed.maps(value, path, errs)
+    targets, names = set(others), set(others)
+    for i, ctr in items:
+        cpath = fielderr.index(path, i)
+        _validate_container_with([ctr, sorted(volumes)], cpath, errs)
+        image = ctr.get("image")
+        if isinstance(image, str) and image.strip() != image:
+            errs.append(fielderr.invalid(C(cpath, "image"), image,
+                                         "must not have leading or trailing whitespace"))
+        target = typed.as_str(ctr.get("targetContainerName"), C(cpath, "targetContainerName"),
+                              errs)
+        for f in ("stdin", "stdinOnce", "tty"):
+            typed.as_bool(ctr.get(f), C(cpath, f), errs)
+        name = ctr.get("name")
+        if isinstance(name, str) or name is None:
+            if (name or "") in names:
+                errs.append(fielderr.duplicate(C(cpath, "name"), name or ""))
+            names.add(name or "")
+        if target and target not in targets:
+            errs.append(fielderr.not_found(C(cpath, "targetContainerName"), target))
+        errs.extend(fielderr.forbidden(C(cpath, f), _EPHEMERAL_DETAIL)
+                    for f in EPHEMERAL_FORBIDDEN if _is_set(f, ctr.get(f)))
+        mounts = ctr.get("volumeMounts")
+        for j, mnt in enumerate(mounts if isinstance(mounts, list) else []):
+            for f in ("subPath", "subPathExpr"):
+                if isinstance(mnt, dict) and isinstance(mnt.get(f), str) and mnt[f]:
+                    errs.append(fielderr.forbidden(
+                        C(fielderr.index(C(cpath, "volumeMounts"), j), f), _EPHEMERAL_DETAIL))
+
+
 # ---- pod spec and template -------------------------------------------------------------
 
 
@@ -550,9 +617,12 @@ def _spec_rest(spec: Any, path: str, errs: list[str]) -> None:
     volumes = _validate_volumes(spec.get("volumes"), C(path, "volumes"), errs)
     containers = _validate_containers(spec.get("containers"), C(path, "containers"), volumes, errs)
     regular = {str(c["name"]) for _, c in containers if isinstance(c.get("name"), str)}
-    _validate_containers(
+    inits = _validate_containers(
         spec.get("initContainers"), C(path, "initContainers"), volumes, errs, others=regular
     )
+    _validate_ephemeral_containers(spec.get("ephemeralContainers"),
+                                   C(path, "ephemeralContainers"), volumes,
+                                   _names(containers) + _names(inits), errs)
     host_network = typed.as_bool(spec.get("hostNetwork"), C(path, "hostNetwork"), errs)
     if host_network:
         for i, ctr in containers:

@@ -10,9 +10,9 @@ Validation expects defaulted objects (the API server defaults before it validate
 (``ValidateDaemonSet``, spec §a.5): 10. metadata; 1. selector syntax; 2. selector matches the
 template labels; 3. no empty selector; 4. pod template (restartPolicy Always, no
 activeDeadlineSeconds); 5. minReadySeconds and templateGeneration non-negative; 6-9. update
-strategy; then 5. revisionHistoryLimit non-negative. On update (``old`` given): metadata identity, the
-internal ``spec.templateGeneration`` rules when both objects carry that field, and the
-immutable selector (apps/v1).
+strategy; then 5. revisionHistoryLimit non-negative. On update (``old`` given): metadata
+identity, the internal ``spec.templateGeneration`` rules when both objects carry that field,
+and the immutable selector (apps/v1).
 """
 
 from __future__ import annotations
@@ -348,7 +348,8 @@ _POD_PHASE = C("status", "phase")
 _POD_TEXT = tuple((f, C("status", f)) for f in ("hostIP", "podIP", "startTime", "reason",
                                                  "message"))
 _POD_LISTS = tuple((f, C("status", f)) for f in ("conditions", "containerStatuses",
-                                                  "initContainerStatuses"))
+                                                  "initContainerStatuses",
+                                                  "ephemeralContainerStatuses"))
 
 
 def _validate_node_status(value: Any, errs: list[str]) -> None:
@@ -457,6 +458,21 @@ def validate_pod(obj: Any, old: Any = None) -> list[str]:
         )
         podupdate.validate_spec_update(obj.get("spec"), old.get("spec"), "spec", errs)
     return errs
+
+
+def validate_pod_create(obj: Any) -> list[str]:
+    """The rule ``ValidatePodCreate`` adds to a new pod's validation (``validate_pod``):
+    no ephemeral containers, which only the ``pods/ephemeralcontainers`` subresource adds
+    to an existing pod. Only a user's create must be checked with it, never a stored pod (a
+    read, a controller's metadata change, the node agent's writes), which may carry
+    ephemeral containers once added; anything but a Pod has no such rule. Decides only."""
+    if not isinstance(obj, dict) or obj.get("kind") != kinds.POD.kind:
+        return []
+    spec = obj.get("spec")
+    ephemeral = spec.get("ephemeralContainers") if isinstance(spec, dict) else None
+    if isinstance(ephemeral, list) and ephemeral:
+        return [fielderr.forbidden(C("spec", "ephemeralContainers"), "cannot be set on create")]
+    return []
 
 
 def validate_controller_revision(obj: Any, old: Any = None) -> list[str]:

@@ -482,6 +482,14 @@ class Store:
             writes.check_uid(obj, old)
         return self._write(writes.status_update(obj, old), old, dry)
 
+    def update_ephemeral(self, obj: Obj, dry: bool = False, replace: bool = True) -> Obj:
+        """A pod's /ephemeralcontainers subresource (``writes.ephemeral_update``): the stored
+        pod with ``obj``'s ephemeral containers; ``replace``: as for :meth:`update`."""
+        old = self.get(str(obj.get("kind")), meta.key(obj))
+        if replace:
+            writes.check_uid(obj, old)
+        return self._write(writes.ephemeral_update(obj, old), old, dry)
+
     def finalize(self, obj: Obj, dry: bool = False) -> Obj | None:
         """A Namespace's ``/finalize`` subresource (``writes.finalize_update``; a PUT: its
         uid is a precondition, as :meth:`update`'s): the object as left, or None when that

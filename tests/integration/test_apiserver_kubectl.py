@@ -8,6 +8,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -358,21 +359,68 @@ def test_kubectl_apply_of_a_list_validates_its_items_with_the_v2_document(
                                                 "version": "v1"}]
 
 
-def test_kubectl_debug_says_ephemeral_containers_are_not_served(api: ApiServer,
-                                                                 stack: Stack) -> None:
-    """A path the server does not serve is a 404 Status with empty details, as upstream's
-    reads to a client: kubectl debug reads them to tell a missing subresource from a
-    missing pod (it crashed on a Status without them)."""
+def test_kubectl_debug_adds_an_ephemeral_container_that_is_only_ever_added(
+        api: ApiServer, stack: Stack) -> None:
+    """``kubectl debug POD``: kubectl patches the pod's ``ephemeralcontainers``
+    subresource (a strategic merge patch, the answer read as protobuf); the simulated node
+    reports the container running, and kubectl describes it. Through the subresource an
+    ephemeral container is only added, never removed or changed, and the pod's own updates
+    cannot touch them (upstream's rules and words)."""
     api.kubectl("apply", "-f", str(FLUENTD))
     _ready_pods(stack, "kube-system", 1)
     pod = api.kubectl("get", "pods", "-n", "kube-system", "-o", "name").stdout.split()[0]
-    out = api.kubectl("debug", "-n", "kube-system", pod, "--image=busybox",
-                      "--profile=general", check=False)
-    assert out.returncode == 1, out.stderr
-    assert "panic" not in out.stderr
-    assert out.stderr.strip().endswith(
-        'ephemeral containers are disabled for this cluster (error from server: "the server '
-        'could not find the requested resource")')
+    name = pod.removeprefix("pod/")
+    out = api.kubectl("debug", "-n", "kube-system", pod, "--image=busybox", "-c", "dbg",
+                      "--target=fluentd-elasticsearch", "--profile=general")
+    assert "panic" not in out.stderr and "disabled" not in out.stderr, out.stderr
+    path = f"/api/v1/namespaces/kube-system/pods/{name}"
+
+    def reported() -> dict[str, Any] | None:
+        got = stack.store.get("Pod", f"kube-system/{name}")
+        told = (got.get("status") or {}).get("ephemeralContainerStatuses") or []
+        return got if told and "running" in told[0]["state"] else None
+
+    got = wait_for(reported, timeout=30, what="the ephemeral container reported running")
+    (ec,) = got["spec"]["ephemeralContainers"]
+    assert (ec["name"], ec["image"], ec["targetContainerName"]) == (
+        "dbg", "busybox", "fluentd-elasticsearch")
+    assert ec["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
+    assert ec["terminationMessagePath"] == "/dev/termination-log"  # defaulted
+    assert got["status"]["phase"] == "Running"
+    described = api.kubectl("describe", pod, "-n", "kube-system").stdout
+    assert re.search(r"^Ephemeral Containers:\n  dbg:\n", described, re.M), described
+    code, body = api.request("GET", path + "/ephemeralcontainers")
+    assert (code, body["kind"], body["spec"]["ephemeralContainers"][0]["name"]) == (
+        200, "Pod", "dbg")
+
+    strategic = {"Content-Type": "application/strategic-merge-patch+json"}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    code, body = api.request("PATCH", path + "/ephemeralcontainers",
+                             {"spec": {"ephemeralContainers": [
+                                 {"name": "dbg2", "image": "busybox",
+                                  "ports": [{"containerPort": 80}]}]}}, headers=strategic)
+    assert (code, body["reason"]) == (422, "Invalid"), body
+    # (the patch's element first: upstream's merge orders a list so without $setElementOrder)
+    assert "spec.ephemeralContainers[0].ports: Forbidden: cannot be set for an Ephemeral " \
+        "Container" in body["message"], body["message"]
+    code, body = api.request("PATCH", path + "/ephemeralcontainers",
+                             {"spec": {"ephemeralContainers": []}}, headers=merge)
+    assert code == 422 and 'existing ephemeral containers "dbg" may not be removed' in \
+        body["message"], body
+    code, body = api.request("PATCH", path + "/ephemeralcontainers",
+                             {"spec": {"ephemeralContainers": [
+                                 {"name": "dbg", "image": "busybox:2"}]}}, headers=strategic)
+    assert code == 422 and 'existing ephemeral containers "dbg" may not be changed' in \
+        body["message"], body
+    code, body = api.request("PATCH", path, {"spec": {"ephemeralContainers": [
+        {"name": "dbg3", "image": "busybox"}]}}, headers=strategic)
+    assert code == 422 and "pod updates may not change fields other than" in \
+        body["message"], body
+    out = api.kubectl("debug", "-n", "kube-system", pod, "--image=busybox", "-c", "dbg4",
+                      "--profile=general", user="viewer", check=False)
+    assert out.returncode == 1 and "forbidden" in out.stderr, out.stderr
+    assert [c["name"] for c in stack.store.get("Pod", f"kube-system/{name}")["spec"][
+        "ephemeralContainers"]] == ["dbg"]  # nothing of the refused written
     code, body = api.request("GET", "/api/v1/namespaces/kube-system/pods/x/nothing")
     assert (code, body["reason"], body["details"]) == (404, "NotFound", {})
 

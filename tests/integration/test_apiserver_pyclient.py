@@ -222,6 +222,43 @@ def test_create_read_patch_and_watch_of_pods(core: client.CoreV1Api) -> None:
         codec.id_tuple(listed.metadata.resource_version)
 
 
+def test_an_ephemeral_container_through_the_python_client(core: client.CoreV1Api) -> None:
+    """The client's ephemeralcontainers calls: a patch adds one (defaulted), a read gives the
+    pod, a replace that drops it is refused, a pod cannot be created with one; the node
+    reports it running."""
+    ns = "py-debug"
+    core.create_namespaced_pod(ns, _bare_pod("debugged", ns))
+    added = core.patch_namespaced_pod_ephemeralcontainers("debugged", ns, {"spec": {
+        "ephemeralContainers": [{"name": "dbg", "image": "busybox:1.37",
+                                 "targetContainerName": "main", "stdin": True}]}})
+    assert isinstance(added, client.V1Pod)
+    (ec,) = added.spec.ephemeral_containers
+    assert (ec.name, ec.target_container_name, ec.stdin, ec.termination_message_policy) == (
+        "dbg", "main", True, "File")
+    read = core.read_namespaced_pod_ephemeralcontainers("debugged", ns)
+    assert read.spec.ephemeral_containers == added.spec.ephemeral_containers
+    read.spec.ephemeral_containers = []
+    read.metadata.resource_version = None  # (no precondition: the node writes its status)
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_pod_ephemeralcontainers("debugged", ns, read)
+    assert err.value.status == 422
+    assert 'existing ephemeral containers "dbg" may not be removed' in \
+        json.loads(err.value.body)["message"]
+    born = _bare_pod("born-debugged", ns)
+    born["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox:1.37"}]
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, born)
+    assert (err.value.status, json.loads(err.value.body)["details"]["causes"]) == (422, [
+        {"reason": "FieldValueForbidden", "message": "Forbidden: cannot be set on create",
+         "field": "spec.ephemeralContainers"}])
+
+    def running() -> client.V1ContainerStatus | None:
+        told = core.read_namespaced_pod("debugged", ns).status.ephemeral_container_statuses
+        return told[0] if told and told[0].state.running else None
+
+    assert wait_for(running, timeout=30, what="the ephemeral container running").name == "dbg"
+
+
 def test_an_eviction_names_the_pod_it_evicts(core: client.CoreV1Api) -> None:
     ns = "py-evict"
     core.create_namespaced_pod(ns, _bare_pod("evicted", ns))

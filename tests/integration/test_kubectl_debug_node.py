@@ -94,3 +94,46 @@ def test_kubectl_debug_node_attached_with_the_netadmin_profile(engine: docker_ki
              timeout=90, what="the debugging pod run to its end")
     assert "attached" in out.stderr.splitlines()  # its stderr on kubectl's
     assert sorted(api.kubectl("logs", name).stdout.splitlines()) == ["attached", "typed 42"]
+
+
+def test_kubectl_debug_attaches_an_ephemeral_container_in_its_targets_processes(
+        engine: docker_kit.Engine, tmp_path: Path) -> None:
+    """``kubectl debug POD -i --target``: kubectl adds an ephemeral container through the
+    pod's ``ephemeralcontainers`` subresource, the docker agent starts it in the target
+    container's PID namespace (it sees the target's process), kubectl attaches to it; once
+    it ends it is not restarted, and it counts for nothing of the pod's readiness."""
+    docker_kit.start(engine)
+    api = ApiServer(engine.stack, tmp_path)
+    api.start()
+    engine.stack.store.apply(docker_kit.named_daemonset("target", {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": docker_kit.IMAGE,
+                        "command": ["sleep", "3602"]}]}))
+
+    def running() -> dict[str, Any] | None:
+        found = [p for p in docker_kit.pods(engine) if meta.name(p).startswith("target-")
+                 and "running" in docker_kit.main_status(p).get("state", {})]
+        return found[0] if found else None
+
+    name = meta.name(wait_for(running, timeout=90, what="the target pod running"))
+    out = api.kubectl("debug", name, "-i", "-c", "dbg", f"--image={docker_kit.IMAGE}",
+                      "--target=app", "--profile=general", "--", "sh",
+                      input="cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; exit\n",
+                      timeout=120)
+    assert "sleep 3602" in out.stdout, (out.stdout, out.stderr)
+
+    def ended() -> dict[str, Any] | None:
+        (p,) = [p for p in docker_kit.pods(engine) if meta.name(p) == name]
+        told = (p.get("status") or {}).get("ephemeralContainerStatuses") or [{}]
+        return p if "terminated" in told[0].get("state", {}) else None
+
+    pod = wait_for(ended, timeout=60, what="the ephemeral container ended")
+    (ec,) = pod["spec"]["ephemeralContainers"]
+    assert (ec["name"], ec["targetContainerName"], ec["stdin"]) == ("dbg", "app", True)
+    (told,) = pod["status"]["ephemeralContainerStatuses"]
+    assert (told["restartCount"], told["ready"], told["state"]["terminated"]["exitCode"]) == (
+        0, False, 0)
+    assert pod["status"]["phase"] == "Running"
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
+    assert "sleep 3602" in api.kubectl("logs", name, "-c", "dbg").stdout
+    assert len(engine.containers(**{"io.kubernetes.container.name": "dbg"})) == 1  # not again

@@ -30,7 +30,7 @@ import yaml
 
 from services.node_agent import logshim
 from shared.api import podlog
-from shared.model import meta
+from shared.model import errors, meta
 from shared.model.podutil import is_ready
 from shared.store.server import free_port
 from tests.integration.stack import Stack, wait_for
@@ -672,6 +672,51 @@ def test_a_process_that_ended_while_its_agent_was_away_is_started_again(
     assert cs["lastState"]["terminated"]["reason"] == "ContainerStatusUnknown"
     assert meta.uid(ready_pods(machine.stack)[a]) == meta.uid(pod)
     assert [p.pid for p in machine.processes()] != [victim.pid]
+
+
+def test_an_ephemeral_container_runs_once_and_not_again_when_its_agent_restarts(
+        machine: Machine) -> None:
+    """A container added through the pod's ephemeralcontainers subresource (``kubectl
+    debug``) runs once: it is not restarted when it ends, nor started again by a
+    restarted agent; the pod stays Ready throughout."""
+    (a,) = start(machine, nodes=1)
+    store = machine.stack.store
+    machine.stack.store.apply(daemonset(machine, "v1"))
+    pod = wait_for(lambda: ready_pods(machine.stack).get(a), timeout=60, what="pod Ready")
+    key = meta.key(pod)
+    debug = {"name": "dbg", "image": "busybox",
+             "command": ["sh", "-c", f"touch {machine.dir}/marks/dbg.ran.$$; exit 3"]}
+
+    def add() -> dict[str, Any] | None:
+        current = store.get("Pod", key)
+        with contextlib.suppress(errors.ConflictError):  # (the agent writes its status)
+            return store.update_ephemeral({**current, "spec": {
+                **current["spec"], "ephemeralContainers": [debug]}})
+        return None
+
+    wait_for(add, what="the ephemeral container added")
+
+    def ended() -> dict[str, Any] | None:
+        now = store.get("Pod", key)
+        told = (now.get("status") or {}).get("ephemeralContainerStatuses") or [{}]
+        return told[0] if "terminated" in told[0].get("state", {}) else None
+
+    told = wait_for(ended, timeout=30, what="the ephemeral container ended")
+    assert (told["state"]["terminated"]["exitCode"], told["restartCount"]) == (3, 0)
+    assert ("Normal", "Started", "Started container dbg") in said(machine.stack, pod)
+    assert len(machine.marks("ran")) == 1
+    machine.stack.kill(f"agent-{a}")
+    before = meta.resource_version(store.get("Pod", key))
+    machine.agent(a)
+
+    def synced() -> dict[str, Any] | None:  # (a restarted agent probes readiness afresh:
+        now = ready_pods(machine.stack).get(a)  # the pod's status is written again)
+        return now if now and meta.resource_version(now) != before else None
+
+    wait_for(synced, timeout=60, what="the restarted agent's report")
+    assert len(machine.marks("ran")) == 1  # not started again
+    assert ended() == told
+    assert container_status(ready_pods(machine.stack)[a])["restartCount"] == 0
 
 
 def test_agent_sigkilled_mid_rollout_leaves_no_duplicate_and_no_orphan(

@@ -127,6 +127,23 @@ def test_init_containers_and_ports_are_defaulted() -> None:
     assert out["containers"][0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
 
 
+def test_ephemeral_containers_get_a_containers_defaults() -> None:
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "x:1"}],
+        "ephemeralContainers": [{"name": "debugger", "image": "busybox"},
+                                {"name": "pinned", "image": "busybox:1.36",
+                                 "env": [{"name": "N", "valueFrom": {
+                                     "fieldRef": {"fieldPath": "metadata.name"}}}]}]}}
+    debugger, pinned = defaults.default_pod(pod)["spec"]["ephemeralContainers"]
+    assert debugger == {"name": "debugger", "image": "busybox", "imagePullPolicy": "Always",
+                        "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File"}
+    assert pinned["imagePullPolicy"] == "IfNotPresent"
+    assert pinned["env"][0]["valueFrom"]["fieldRef"]["apiVersion"] == "v1"
+    assert defaults.default_container(pod["spec"]["ephemeralContainers"][0]) == debugger
+    assert "imagePullPolicy" not in pod["spec"]["ephemeralContainers"][0]  # a copy
+
+
 def test_toleration_operators_are_left_as_given() -> None:
     ds = minimal_ds()
     tols = [
@@ -259,7 +276,8 @@ def test_probes_hooks_field_selectors_and_volumes_get_core_v1_defaults() -> None
             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
         {"name": "token", "projected": {"sources": [
             {"serviceAccountToken": {"path": "t"}},
-            {"downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}},
+            {"downwardAPI": {"items": [
+                {"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}},
     ]
     out = defaults.default_daemonset(ds)
     ctr = out["spec"]["template"]["spec"]["containers"][0]

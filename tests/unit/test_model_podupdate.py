@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from shared.api import writes
-from shared.model import errors, validation
+from shared.model import defaults, errors, podupdate, validation
 
 Obj = dict[str, Any]
 FORBIDDEN = ("spec: Forbidden: pod updates may not change fields other than "
@@ -115,3 +115,70 @@ def test_only_an_update_is_checked_not_a_new_pod_nor_the_node_agents_binding() -
     assert bound.obj["spec"]["nodeName"] == "node-2"
     assert validation.validate_pod(moved, pod) != []
 
+
+
+# ---- ephemeral containers ------------------------------------------------------------------
+
+EPHEMERAL = "spec.ephemeralContainers: Forbidden: existing ephemeral containers "
+DEBUGGER = {"name": "debugger", "image": "busybox:1", "targetContainerName": "c"}
+
+
+def debugged_pod(*ephemeral: Obj) -> Obj:
+    """A stored pod with the ephemeral containers given, defaulted (as the subresource
+    stores them: a pod may not be created with any)."""
+    pod = stored_pod()
+    pod["spec"]["ephemeralContainers"] = [defaults.default_container(e) for e in ephemeral]
+    return pod
+
+
+def ephemeral_errors(old: Obj, new_ephemeral: list[Any]) -> list[str]:
+    new = copy.deepcopy(old["spec"])
+    new["ephemeralContainers"] = new_ephemeral
+    errs: list[str] = []
+    podupdate.validate_ephemeral_update(new, old["spec"], errs)
+    return errs
+
+
+def test_ephemeral_containers_may_be_added_in_any_order_as_given_or_defaulted() -> None:
+    old = debugged_pod(DEBUGGER, {"name": "other", "image": "busybox:1"})
+    kept = copy.deepcopy(old["spec"]["ephemeralContainers"])
+    added = {"name": "third", "image": "busybox:1"}
+    assert ephemeral_errors(old, [added, *reversed(kept)]) == []
+    assert ephemeral_errors(old, [dict(DEBUGGER), {"name": "other", "image": "busybox:1"}]) \
+        == []  # compared defaulted
+    assert ephemeral_errors(debugged_pod(), [added]) == []
+
+
+def test_an_ephemeral_container_may_not_be_removed() -> None:
+    old = debugged_pod(DEBUGGER, {"name": "other", "image": "busybox:1"})
+    assert ephemeral_errors(old, [old["spec"]["ephemeralContainers"][1]]) == [
+        EPHEMERAL + '"debugger" may not be removed\n']
+    assert ephemeral_errors(old, []) == [EPHEMERAL + '"debugger" may not be removed\n',
+                                         EPHEMERAL + '"other" may not be removed\n']
+
+
+def test_an_ephemeral_container_may_not_be_changed_and_the_error_shows_how() -> None:
+    old = debugged_pod(DEBUGGER)
+    [problem] = ephemeral_errors(old, [{**DEBUGGER, "image": "busybox:2"}])
+    assert problem.startswith(EPHEMERAL + '"debugger" may not be changed\n')
+    changed = [line for line in problem.splitlines() if line.startswith(("-", "+"))]
+    assert changed == ['-  "image": "busybox:1",', '+  "image": "busybox:2",']
+
+
+def test_a_pod_update_may_not_change_its_ephemeral_containers() -> None:
+    old = debugged_pod(DEBUGGER)
+    kept = old["spec"]["ephemeralContainers"]
+    for change, shown in (([], '+  "ephemeralContainers": [],'),
+                          ([*kept, {"name": "e", "image": "x:1"}], '+      "name": "e",'),
+                          ([{**kept[0], "stdin": True}], '+      "stdin": true,')):
+        new = copy.deepcopy(old)
+        new["spec"]["ephemeralContainers"] = change
+        with pytest.raises(errors.InvalidError) as err:
+            writes.update(new, old)
+        [problem] = err.value.causes
+        assert problem.startswith(FORBIDDEN)
+        assert shown in problem.splitlines()
+    same = copy.deepcopy(old)
+    same["spec"]["containers"][0]["image"] = "agent:2"
+    assert writes.update(same, old).obj["spec"]["ephemeralContainers"] == \
+        old["spec"]["ephemeralContainers"]

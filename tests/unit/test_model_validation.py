@@ -875,3 +875,159 @@ def test_unknown_fields_are_fine() -> None:
     ds["spec"]["someFutureField"] = {"x": [1, 2]}
     pod_spec(ds)["containers"][0]["someFutureField"] = True
     assert validation.validate(ds) == []
+
+
+# ---- ephemeral containers ------------------------------------------------------------------
+
+
+EPH = "spec.ephemeralContainers"
+
+
+def debugged_pod(*ephemeral: Obj, **spec: Any) -> Obj:
+    """A defaulted pod with a container ``c``, an init container ``i``, a volume ``logs``
+    and the ephemeral containers given (as the subresource would store them)."""
+    pod: Obj = defaults.default({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"containers": [{"name": "c", "image": "x:1"}],
+                 "initContainers": [{"name": "i", "image": "x:1"}],
+                 "volumes": [{"name": "logs", "emptyDir": {}}],
+                 "ephemeralContainers": list(ephemeral), **spec},
+    })
+    return pod
+
+
+def test_a_pod_with_valid_ephemeral_containers_has_no_errors() -> None:
+    pod = debugged_pod(
+        {"name": "debugger", "image": "busybox:1", "targetContainerName": "c", "stdin": True,
+         "tty": True, "command": ["sh"], "env": [{"name": "A", "value": "1"}],
+         "volumeMounts": [{"name": "logs", "mountPath": "/logs"}],
+         "securityContext": {"privileged": True}, "resources": {}},
+        {"name": "debugger-2", "image": "busybox:1", "targetContainerName": "i"})
+    assert validation.validate(pod) == []
+    assert validation.validate_pod(pod) == []  # a read of a stored pod: no create rule
+
+
+def test_ephemeral_containers_are_validated_like_containers() -> None:
+    pod = debugged_pod(
+        {"name": "Bad_Name", "volumeMounts": [{"name": "nope", "mountPath": "/x"}],
+         "env": [{"value": "1"}], "imagePullPolicy": "Sometimes"})
+    assert validation.validate(pod) == [
+        f'{EPH}[0].name: Invalid value: "Bad_Name": {DNS1123_LABEL_MSG}',
+        f"{EPH}[0].image: Required value",
+        f"{EPH}[0].env[0].name: Required value",
+        f'{EPH}[0].volumeMounts[0].name: Not found: "nope"',
+        f'{EPH}[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: '
+        '"Always", "IfNotPresent", "Never"',
+    ]
+
+
+def test_ephemeral_container_names_are_unique_across_every_container() -> None:
+    pod = debugged_pod({"name": "c", "image": "x:1"}, {"name": "i", "image": "x:1"},
+                       {"name": "e", "image": "x:1"}, {"name": "e", "image": "x:1"})
+    assert validation.validate(pod) == [
+        f'{EPH}[0].name: Duplicate value: "c"',
+        f'{EPH}[1].name: Duplicate value: "i"',
+        f'{EPH}[3].name: Duplicate value: "e"',
+    ]
+
+
+def test_ephemeral_container_targets_a_regular_or_init_container() -> None:
+    pod = debugged_pod({"name": "e", "image": "x:1"},
+                       {"name": "f", "image": "x:1", "targetContainerName": "e"},
+                       {"name": "g", "image": "x:1", "targetContainerName": "nope"})
+    assert validation.validate(pod) == [
+        f'{EPH}[1].targetContainerName: Not found: "e"',
+        f'{EPH}[2].targetContainerName: Not found: "nope"',
+    ]
+
+
+def test_ephemeral_container_may_not_set_what_upstreams_allow_list_leaves_out() -> None:
+    probe = {"exec": {"command": ["true"]}}
+    pod = debugged_pod({"name": "e", "image": "x:1", "lifecycle": {}, "startupProbe": probe,
+                        "readinessProbe": probe, "livenessProbe": probe,
+                        "restartPolicy": "Always",
+                        "resizePolicy": [{"resourceName": "cpu",
+                                          "restartPolicy": "NotRequired"}],
+                        "resources": {"limits": {"cpu": "1"}},
+                        "ports": [{"containerPort": 80}]})
+    forbidden = ["ports", "resources", "resizePolicy", "restartPolicy", "livenessProbe",
+                 "readinessProbe", "startupProbe", "lifecycle"]  # the struct's order
+    assert validation.validate(pod) == [
+        f"{EPH}[0].{f}: Forbidden: cannot be set for an Ephemeral Container"
+        for f in forbidden]
+
+
+@pytest.mark.parametrize(("field", "value", "refused"), [
+    ("ports", [], True),  # a non-nil slice is not Go's zero value
+    ("ports", None, False),
+    ("resources", {}, False),  # the struct's zero value
+    ("resources", {"requests": {}}, True),
+    ("lifecycle", {}, True),  # a non-nil pointer
+    ("restartPolicy", None, False),
+])
+def test_ephemeral_container_field_counts_as_set_when_go_would_not_read_it_as_zero(
+        field: str, value: Any, refused: bool) -> None:
+    pod = debugged_pod({"name": "e", "image": "x:1", field: value})
+    expected = f"{EPH}[0].{field}: Forbidden: cannot be set for an Ephemeral Container"
+    assert validation.validate(pod) == ([expected] if refused else [])
+
+
+def test_ephemeral_container_volume_mounts_may_not_use_sub_paths() -> None:
+    pod = debugged_pod({"name": "e", "image": "x:1", "volumeMounts": [
+        {"name": "logs", "mountPath": "/a"},
+        {"name": "logs", "mountPath": "/b", "subPath": "x"},
+        {"name": "logs", "mountPath": "/c", "subPathExpr": "$(X)"},
+    ]})
+    assert validation.validate(pod) == [
+        f"{EPH}[0].volumeMounts[1].subPath: Forbidden: cannot be set for an Ephemeral Container",
+        f"{EPH}[0].volumeMounts[2].subPathExpr: Forbidden: cannot be set for an Ephemeral "
+        "Container",
+    ]
+
+
+def test_ephemeral_container_image_has_no_surrounding_spaces_and_fields_their_types() -> None:
+    pod = debugged_pod({"name": "e", "image": " x:1", "targetContainerName": 3, "stdin": "yes",
+                        "stdinOnce": 1, "tty": None},
+                       {"name": "f", "image": "x:1"}, "not-a-container")  # type: ignore[arg-type]
+    assert validation.validate(pod) == [
+        f'{EPH}[2]: Invalid value: "not-a-container": must be of type object',
+        f'{EPH}[0].image: Invalid value: " x:1": must not have leading or trailing whitespace',
+        f"{EPH}[0].targetContainerName: Invalid value: 3: must be of type string",
+        f'{EPH}[0].stdin: Invalid value: "yes": must be of type boolean',
+        f"{EPH}[0].stdinOnce: Invalid value: 1: must be of type boolean",
+    ]
+    pod["spec"]["ephemeralContainers"] = {"name": "e"}
+    assert validation.validate(pod) == [
+        f'{EPH}: Invalid value: map[string]string{{"name":"e"}}: must be of type array']
+
+
+def test_ephemeral_containers_are_checked_after_init_containers() -> None:
+    pod = debugged_pod({"name": "e", "image": "x:1", "ports": [{"containerPort": 80}]},
+                       restartPolicy="Sometimes")
+    pod["spec"]["initContainers"][0]["image"] = ""
+    assert validation.validate(pod) == [
+        "spec.initContainers[0].image: Required value",
+        f"{EPH}[0].ports: Forbidden: cannot be set for an Ephemeral Container",
+        'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
+        '"OnFailure", "Never"',
+    ]
+
+
+def test_a_pod_template_still_refuses_ephemeral_containers_and_checks_them() -> None:
+    ds = daemonset()
+    pod_spec(ds)["ephemeralContainers"] = [{"name": "c", "image": "x:1"}]
+    assert validation.validate(ds) == [
+        'spec.template.spec.ephemeralContainers[0].name: Duplicate value: "c"',
+        "spec.template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed "
+        "in pod template",
+    ]
+
+
+def test_a_pod_may_not_be_created_with_ephemeral_containers() -> None:
+    pod = debugged_pod({"name": "e", "image": "x:1"})
+    assert validation.validate_pod_create(pod) == [
+        "spec.ephemeralContainers: Forbidden: cannot be set on create"]
+    assert validation.validate_pod(pod) == []  # not the rule of any read or later write
+    assert validation.shape_errors("Pod", pod) == []
+    assert validation.validate_pod_create(debugged_pod()) == []  # an empty list is none
+    assert validation.validate_pod_create(daemonset()) == []  # only a Pod's rule

@@ -34,6 +34,20 @@ def test_unbound_pod_is_bound_to_its_affinity_node_and_ready_at_once_without_del
     assert step.update["status"]["podIP"] and step.update["status"]["hostIP"]
 
 
+def test_a_running_pod_reports_an_ephemeral_container_added_to_it_running() -> None:
+    running = pod_step(AgentConfig(), pod(), node_exists=True, now=NOW).update
+    assert running is not None and pod_step(AgentConfig(), running, True, NOW + 1).update is None
+    debugged = {**running, "spec": {**running["spec"], "ephemeralContainers": [
+        {"name": "dbg", "image": "busybox"}]}}
+    step = pod_step(AgentConfig(), debugged, node_exists=True, now=NOW + 2)
+    assert step.update is not None
+    (told,) = step.update["status"]["ephemeralContainerStatuses"]
+    assert (told["name"], told["image"], told["ready"]) == ("dbg", "busybox", False)
+    assert told["state"] == {"running": {"startedAt": meta.format_time(NOW + 2)}}
+    assert step.update["status"]["containerStatuses"] == running["status"]["containerStatuses"]
+    assert pod_step(AgentConfig(), step.update, True, NOW + 3).update is None  # told once
+
+
 def test_ready_delay_keeps_pod_pending_until_due() -> None:
     cfg = AgentConfig(ready_delay=5)
     bound = pod_step(cfg, pod(), node_exists=True, now=NOW)

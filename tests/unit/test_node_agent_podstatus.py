@@ -111,6 +111,35 @@ def test_completed_containers_succeed_under_on_failure() -> None:
     assert podstatus.pod_status(pod, [], [c], 6.0)["phase"] == "Succeeded"
 
 
+def test_an_ephemeral_container_is_reported_apart_and_counts_for_nothing_else() -> None:
+    main = ContainerState("web", pid=5, started_at=100.0, ready=True, started=True)
+    debug = ContainerState("dbg", ephemeral=True)
+    pod = {**POD, "spec": {**POD["spec"], "ephemeralContainers": [
+        {"name": "dbg", "image": "busybox", "targetContainerName": "web"}]}}
+    st = podstatus.pod_status(pod, [], [main], 101.0, [debug])
+    (told,) = st["ephemeralContainerStatuses"]
+    assert (told["name"], told["image"], told["state"]) == (
+        "dbg", "busybox", {"waiting": {"reason": "ContainerCreating"}})
+    assert [c["name"] for c in st["containerStatuses"]] == ["web"]
+    crash(debug, 102.0, policy="Never", code=7)  # ended: never restarted, never unready
+    st = podstatus.pod_status(pod, [], [main], 103.0, [debug])
+    (told,) = st["ephemeralContainerStatuses"]
+    assert told["state"]["terminated"]["exitCode"] == 7 and told["restartCount"] == 0
+    assert "started" not in told and told["ready"] is False
+    assert st["phase"] == "Running"
+    assert all(x["status"] == "True" for x in st["conditions"])
+    assert podstatus.container_spec(pod, "dbg")["targetContainerName"] == "web"
+    assert podstatus.spec_key(debug) == "ephemeralContainers"
+    assert "ephemeralContainerStatuses" not in podstatus.pod_status(POD, [], [main], 104.0)
+
+
+def test_a_container_record_keeps_that_it_is_ephemeral() -> None:
+    debug = ContainerState("dbg", ephemeral=True, pid=3)
+    assert ContainerState.from_record(debug.to_record()).ephemeral is True
+    with pytest.raises(ValueError):
+        ContainerState.from_record({**debug.to_record(), "ephemeral": "yes"})
+
+
 def test_an_unchanged_pod_reports_an_equal_status() -> None:
     c = ContainerState("web", pid=5, started_at=100.0, ready=True, started=True)
     first = podstatus.pod_status(POD, [], [c], 101.0)
