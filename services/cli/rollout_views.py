@@ -16,7 +16,7 @@ from services.cli import printers
 from services.cli import sections as sec
 from shared.daemonset import conditions, dsutil
 from shared.daemonset import history as ds_history
-from shared.model import labels, meta, rolloutopts
+from shared.model import labels, meta, podutil, rolloutopts
 
 Obj = dict[str, Any]
 
@@ -238,7 +238,7 @@ def set_images(pod_spec: Obj, images: dict[str, str]) -> list[str]:
     problems = []
     for name, image in images.items():
         found = False
-        for section in ("initContainers", "containers", "ephemeralContainers"):
+        for section in podutil.CONTAINER_LISTS:
             for c in pod_spec.get(section) or []:
                 if isinstance(c, dict) and (name == "*" or c.get("name") == name):
                     c["image"] = image

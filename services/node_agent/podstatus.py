@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shared.model import configmap, meta
+from shared.model import configmap, meta, podutil
 from shared.model import quantity as model_quantity
 
 Obj = dict[str, Any]
@@ -252,15 +252,11 @@ def env_from(pod: Obj, container: Obj, sources: Sources) -> tuple[dict[str, str]
     return out, warnings
 
 
-CONTAINER_KINDS = ("initContainers", "containers", "ephemeralContainers")
-"""A pod spec's lists of containers."""
-
-
 def container_spec(pod: Obj, name: str) -> Obj:
     """The spec of the (init, ephemeral) container ``name`` of ``pod`` (empty: none of that
     name; a name is one container's of any kind)."""
     spec = pod.get("spec") or {}
-    return next((s for key in CONTAINER_KINDS for s in spec.get(key) or []
+    return next((s for key in podutil.CONTAINER_LISTS for s in spec.get(key) or []
                  if s.get("name") == name), {})
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.model import meta, syntax
+from shared.model import meta, podutil, syntax
 
 Obj = dict[str, Any]
 
@@ -171,17 +171,14 @@ def container_names(pod: Obj) -> list[str]:
     """Init containers, containers, then ephemeral containers (``VisitContainers``'
     order)."""
     spec = pod.get("spec") or {}
-    return [str(c.get("name")) for key in ("initContainers", "containers",
-                                           "ephemeralContainers")
-            for c in spec.get(key) or []]
+    return [str(c.get("name")) for key in podutil.CONTAINER_LISTS for c in spec.get(key) or []]
 
 
 def container_status(pod: Obj, name: str) -> Obj | None:
     """The status of the (init, ephemeral) container ``name`` of ``pod``, if it has one."""
     status = pod.get("status") or {}
-    return next((c for key in ("initContainerStatuses", "containerStatuses",
-                               "ephemeralContainerStatuses")
-                 for c in status.get(key) or [] if c.get("name") == name), None)
+    return next((c for key in podutil.STATUS_LISTS for c in status.get(key) or []
+                 if c.get("name") == name), None)
 
 
 def pick_container(pod: Obj, name: str) -> str:

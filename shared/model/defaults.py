@@ -205,7 +205,7 @@ def _default_pod_spec(spec: Any) -> None:
     if isinstance(account, str) and account:
         spec["serviceAccountName"] = spec["serviceAccount"] = account
     # (``SetDefaults_EphemeralContainer``: an ephemeral container's are a container's)
-    for field in ("initContainers", "containers", "ephemeralContainers"):
+    for field in podutil.CONTAINER_LISTS:
         containers = spec.get(field)
         for ctr in containers if isinstance(containers, list) else []:
             _default_container(ctr)

@@ -18,6 +18,12 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 
 BEST_EFFORT, BURSTABLE, GUARANTEED = "BestEffort", "Burstable", "Guaranteed"
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+"""A pod spec's lists of containers, in upstream's ``VisitContainers`` order (a name is one
+container's of any of them)."""
+STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+"""A pod status's lists of container statuses, in the same order."""
+
 _QOS_RESOURCES = ("cpu", "memory")
 
 _ZERO_TIME = float("-inf")  # a missing creationTimestamp sorts first, like Go's zero time
