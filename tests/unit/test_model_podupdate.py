@@ -116,7 +116,6 @@ def test_only_an_update_is_checked_not_a_new_pod_nor_the_node_agents_binding() -
     assert validation.validate_pod(moved, pod) != []
 
 
-
 # ---- ephemeral containers ------------------------------------------------------------------
 
 EPHEMERAL = "spec.ephemeralContainers: Forbidden: existing ephemeral containers "
@@ -182,3 +181,31 @@ def test_a_pod_update_may_not_change_its_ephemeral_containers() -> None:
     same["spec"]["containers"][0]["image"] = "agent:2"
     assert writes.update(same, old).obj["spec"]["ephemeralContainers"] == \
         old["spec"]["ephemeralContainers"]
+
+
+def test_the_subresource_takes_only_the_ephemeral_containers_of_its_request() -> None:
+    """``writes.ephemeral_update``: the stored pod with the request's ephemeral containers,
+    defaulted; what else the request changes is not taken; a stale resourceVersion is a
+    Conflict, a field an ephemeral container may not set Invalid; a pod created with one is
+    refused."""
+    old = stored_pod()
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"changed": "yes"}
+    new["spec"]["containers"][0]["image"] = "agent:2"
+    new["spec"]["ephemeralContainers"] = [dict(DEBUGGER)]
+    write = writes.ephemeral_update(new, old)
+    assert write.obj["spec"]["ephemeralContainers"] == [defaults.default_container(DEBUGGER)]
+    assert write.obj["metadata"] == old["metadata"]
+    assert write.obj["spec"]["containers"] == old["spec"]["containers"]
+    assert write.expected == "5-0"
+    stale = {**new, "metadata": {**new["metadata"], "resourceVersion": "4-0"}}
+    with pytest.raises(errors.ConflictError):
+        writes.ephemeral_update(stale, old)
+    with pytest.raises(errors.InvalidError) as err:
+        writes.ephemeral_update({**new, "spec": {**new["spec"], "ephemeralContainers": [
+            {**DEBUGGER, "ports": [{"containerPort": 80}]}]}}, old)
+    assert err.value.causes == ["spec.ephemeralContainers[0].ports: Forbidden: cannot be set "
+                                "for an Ephemeral Container"]
+    with pytest.raises(errors.InvalidError) as err:
+        writes.create({**old, "metadata": {"name": "q"}, "spec": new["spec"]}, 0.0)
+    assert err.value.causes == ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
