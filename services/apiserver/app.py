@@ -36,6 +36,7 @@ from services.apiserver import (
     podexec,
     podlog,
     podportforward,
+    podproxy,
     protobuf,
     requests,
     tables,
@@ -560,7 +561,8 @@ def _rules(user: auth.User, _spec: Obj) -> Obj:
             for r in served.RESOURCES:
                 if r.info.plural not in rule.but:
                     by_group.setdefault(r.info.group, []).extend(
-                        [r.info.plural, *(f"{r.info.plural}/{sub[0]}" for sub in r.subresources)])
+                        [r.info.plural, *(f"{r.info.plural}/{sub[0]}" for sub in r.subresources
+                                          if f"{r.info.plural}/{sub[0]}" not in rule.but)])
         for name in sorted(rule.resources or ()):
             resource = next(r for r in served.RESOURCES
                             if r.info.plural == name.split("/", 1)[0])
@@ -650,6 +652,9 @@ def make_app(state: State) -> web.Application:
     app.router.add_route("*", podexec.PATH, podexec.handler(state, _user))
     app.router.add_route("*", podexec.ATTACH_PATH, podexec.handler(state, _user, "attach"))
     app.router.add_route("*", podportforward.PATH, podportforward.handler(state, _user))
+    proxy = podproxy.handler(state, _user)
+    app.router.add_route("*", podproxy.PATH, proxy)
+    app.router.add_route("*", podproxy.PATH_WITH_REST, proxy)
     app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)
     app.router.add_route("*", "/apis/{group}/{version}{rest:(/.*)?}", grouped)
 

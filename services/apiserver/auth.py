@@ -24,7 +24,8 @@ from shared.api import served
 ROLES = ("admin", "edit", "view")
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
                                  "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
-                                 "pods/portforward", "events", "controllerrevisions"})
+                                 "pods/portforward", "pods/proxy", "events",
+                                 "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
                   "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
                   "/version", "/version/")
@@ -96,13 +97,14 @@ class Rule:
     verbs: frozenset[str] | None
     resources: frozenset[str] | None
     namespaced_only: bool = False
-    #: with ``resources`` None: every resource but these (and their subresources)
+    #: with ``resources`` None: every resource but these (a resource with its
+    #: subresources, or one subresource: ``pods/proxy``)
     but: frozenset[str] = frozenset()
 
     def allows(self, verb: str, resource: str, namespaced: bool) -> bool:
         return ((self.verbs is None or verb in self.verbs)
                 and (self.resources is None or resource in self.resources)
-                and resource.split("/", 1)[0] not in self.but
+                and resource.split("/", 1)[0] not in self.but and resource not in self.but
                 and (namespaced or not self.namespaced_only))
 
 
@@ -110,7 +112,8 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "admin": (Rule(None, None),),
     "edit": (Rule(served.READ_VERBS, None),
              Rule(served.WRITE_VERBS, NAMESPACED_WRITABLE, True)),
-    "view": (Rule(served.READ_VERBS, None, but=frozenset({"secrets"})),),
+    # (upstream's view reads no Secret and reaches into no pod: no pods/proxy)
+    "view": (Rule(served.READ_VERBS, None, but=frozenset({"secrets", "pods/proxy"})),),
 }
 """The one role table: ``authorize`` (every request, SelfSubjectAccessReview) and
 SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""

@@ -52,6 +52,8 @@ RESOURCES: tuple[Resource, ...] = (
                            ("exec", "PodExecOptions", ("create", "get")),
                            ("log", "Pod", ("get",)),
                            ("portforward", "PodPortForwardOptions", ("create", "get")),
+                           ("proxy", "PodProxyOptions",
+                            ("create", "delete", "get", "patch", "update")),
                            ("status", "Pod", ("get", "patch", "update")))),
     Resource(kinds.EVENT),
     Resource(kinds.DAEMONSET, categories=("all",),

@@ -1,0 +1,103 @@
+"""``/api/v1/namespaces/{namespace}/pods/{name}[:{port}]/proxy[/{path}]`` (``kubectl get
+--raw``, ``kubectl proxy``, the Python client's ``connect_*_namespaced_pod_proxy*``): an
+HTTP request to a port of a pod, sent on through the port-forward endpoint of the node agent
+running it (one connection per request, ``podlog.open_stream``) and its answer relayed back
+as it comes. The rules (the target, the request sent on, the answer's head) are
+``shared.api.podproxy``'s. Acts.
+
+Registered by ``app.make_app`` before the generic resource routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from services.apiserver import auth, podlog
+from services.apiserver import status as st
+from shared.api import podproxy as rules
+from shared.api import portforward
+from shared.api.podlog import LogError
+from shared.store import nodeserver
+
+log = logging.getLogger(__name__)
+PATH = "/api/v1/namespaces/{namespace}/pods/{name}/proxy"
+PATH_WITH_REST = PATH + "/{rest:.*}"
+ANSWER_TIMEOUT = 60.0  # for the head of the pod's answer
+CHUNK = 64 * 1024
+
+
+def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
+            ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        verb = rules.VERBS.get(request.method)
+        ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
+                                       verb or "get", "proxy")
+        try:
+            name, _ = rules.target(name_port)
+        except rules.ProxyError as err:
+            raise st.bad_request(str(err)) from err
+        pod = await podlog.read_pod(state, ns, name)
+        try:
+            _, port = rules.target(name_port, pod)
+            rules.check_pod(pod)
+            ep = await state.run(nodeserver.endpoint, state.store,
+                                 str(pod["spec"]["nodeName"]), "proxy")
+        except (rules.ProxyError, LogError) as err:
+            raise st.bad_request(str(err)) from err
+        body = await request.read()  # (within the application's request-body limit)
+        try:
+            head = rules.request_head(request.method, rules.rest_of(request.raw_path),
+                                      request.headers.items(), f"{name}:{port}", len(body))
+        except rules.ProxyError as err:
+            raise st.bad_request(str(err)) from err
+        try:
+            reader, writer = await podlog.open_stream(
+                ep, portforward.request_path(pod, port), "proxy")
+        except st.ApiError as err:  # (the agent's words: nothing listens there, ...)
+            raise st.ApiError("ServiceUnavailable",
+                              f"error trying to reach service: {err}") from err
+        resp: web.StreamResponse | None = None
+        try:
+            writer.write(head + body)
+            await writer.drain()
+            status, headers = await _answer_head(reader, name, port)
+            resp = web.StreamResponse(status=status)
+            for key, value in headers:
+                resp.headers.add(key, value)
+            await resp.prepare(request)
+            if request.method != "HEAD":
+                while chunk := await reader.read(CHUNK):
+                    await resp.write(chunk)
+            await resp.write_eof()
+            return resp
+        except (ConnectionResetError, OSError, ssl.SSLError) as err:
+            log.info("proxy to pod %s/%s port %d ended: %s", ns, name, port, err)
+            if resp is not None:
+                return resp  # (the answer was under way: it ends short, as the pod's did)
+            raise st.ApiError("ServiceUnavailable",
+                              f"error trying to reach service: {err}") from err
+        finally:
+            with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+                podlog.cut(writer)
+
+    return serve
+
+
+async def _answer_head(reader: asyncio.StreamReader, name: str,
+                       port: int) -> tuple[int, list[tuple[str, str]]]:
+    """The status and headers of the pod's answer (its head within the reader's limit, 64
+    KiB); ServiceUnavailable when there is none, as upstream's proxy says it."""
+    try:
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_TIMEOUT)
+        return rules.parse_head(answer[:-4])
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError) as err:
+        raise st.ApiError("ServiceUnavailable", f"error trying to reach service: pod {name} "
+                          f"port {port} gave no HTTP answer") from err
+    except rules.ProxyError as err:
+        raise st.ApiError("ServiceUnavailable", f"error trying to reach service: {err}") from err
