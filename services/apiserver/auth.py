@@ -24,8 +24,8 @@ from shared.api import served
 ROLES = ("admin", "edit", "view")
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
                                  "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
-                                 "pods/portforward", "pods/proxy", "events",
-                                 "controllerrevisions"})
+                                 "pods/portforward", "pods/proxy", "services/proxy",
+                                 "events", "controllerrevisions"})
 DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
                   "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
                   "/version", "/version/")
@@ -112,8 +112,9 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "admin": (Rule(None, None),),
     "edit": (Rule(served.READ_VERBS, None),
              Rule(served.WRITE_VERBS, NAMESPACED_WRITABLE, True)),
-    # (upstream's view reads no Secret and reaches into no pod: no pods/proxy)
-    "view": (Rule(served.READ_VERBS, None, but=frozenset({"secrets", "pods/proxy"})),),
+    # (upstream's view reads no Secret and reaches into no pod: no pods/ or services/proxy)
+    "view": (Rule(served.READ_VERBS, None,
+                  but=frozenset({"secrets", "pods/proxy", "services/proxy"})),),
 }
 """The one role table: ``authorize`` (every request, SelfSubjectAccessReview) and
 SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""

@@ -40,17 +40,18 @@ class State(Protocol):
 
 
 def checked(request: web.Request, user: auth.User, methods: tuple[str, ...], verb: str,
-            subresource: str) -> tuple[str, str]:
-    """The namespace and name of the pod of a request for ``pods/<subresource>`` by one of
-    ``methods``, which ``user`` may ``verb``; MethodNotAllowed or Forbidden otherwise."""
+            subresource: str, resource: str = "pods") -> tuple[str, str]:
+    """The namespace and name of the pod (or of the ``resource``) of a request for
+    ``pods/<subresource>`` by one of ``methods``, which ``user`` may ``verb``;
+    MethodNotAllowed or Forbidden otherwise."""
     ns, name = request.match_info["namespace"], request.match_info["name"]
     if request.method not in methods:
         raise st.ApiError("MethodNotAllowed", "the server does not allow this method on "
                           "the requested resource")
-    if not auth.authorize(user, verb, f"pods/{subresource}", True):
-        raise st.ApiError("Forbidden", f'pods "{name}" is forbidden: User "{user.name}" '
-                          f'cannot {verb} resource "pods/{subresource}" in API group "" in the '
-                          f'namespace "{ns}"', {"name": name, "kind": "pods"})
+    if not auth.authorize(user, verb, f"{resource}/{subresource}", True):
+        raise st.ApiError("Forbidden", f'{resource} "{name}" is forbidden: User "{user.name}" '
+                          f'cannot {verb} resource "{resource}/{subresource}" in API group "" '
+                          f'in the namespace "{ns}"', {"name": name, "kind": resource})
     return ns, name
 
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -23,6 +24,7 @@ from services.apiserver import status as st
 from shared.api import podproxy as rules
 from shared.api import portforward
 from shared.api.podlog import LogError
+from shared.model import meta
 from shared.store import nodeserver
 
 log = logging.getLogger(__name__)
@@ -30,10 +32,14 @@ PATH = "/api/v1/namespaces/{namespace}/pods/{name}/proxy"
 PATH_WITH_REST = PATH + "/{rest:.*}"
 ANSWER_TIMEOUT = 60.0  # for the head of the pod's answer
 CHUNK = 64 * 1024
+SERVICE_PATH = "/api/v1/namespaces/{namespace}/services/{name}/proxy"
+SERVICE_PATH_WITH_REST = SERVICE_PATH + "/{rest:.*}"
+Obj = dict[str, Any]
 
 
 def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """``pods/proxy``: the request to the pod's port it names."""
     async def serve(request: web.Request) -> web.StreamResponse:
         verb = rules.VERBS.get(request.method)
         ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
@@ -45,48 +51,84 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         pod = await podlog.read_pod(state, ns, name)
         try:
             _, port = rules.target(name_port, pod)
-            rules.check_pod(pod)
-            ep = await state.run(nodeserver.endpoint, state.store,
-                                 str(pod["spec"]["nodeName"]), "proxy")
-        except (rules.ProxyError, LogError) as err:
-            raise st.bad_request(str(err)) from err
-        body = await request.read()  # (within the application's request-body limit)
-        try:
-            head = rules.request_head(request.method, rules.rest_of(request.raw_path),
-                                      request.headers.items(), f"{name}:{port}", len(body))
         except rules.ProxyError as err:
             raise st.bad_request(str(err)) from err
-        try:
-            reader, writer = await podlog.open_stream(
-                ep, portforward.request_path(pod, port), "proxy")
-        except st.ApiError as err:  # (the agent's words: nothing listens there, ...)
-            raise st.ApiError("ServiceUnavailable",
-                              f"error trying to reach service: {err}") from err
-        resp: web.StreamResponse | None = None
-        try:
-            writer.write(head + body)
-            await writer.drain()
-            status, headers = await _answer_head(reader, name, port)
-            resp = web.StreamResponse(status=status)
-            for key, value in headers:
-                resp.headers.add(key, value)
-            await resp.prepare(request)
-            if request.method != "HEAD":
-                while chunk := await reader.read(CHUNK):
-                    await resp.write(chunk)
-            await resp.write_eof()
-            return resp
-        except (ConnectionResetError, OSError, ssl.SSLError) as err:
-            log.info("proxy to pod %s/%s port %d ended: %s", ns, name, port, err)
-            if resp is not None:
-                return resp  # (the answer was under way: it ends short, as the pod's did)
-            raise st.ApiError("ServiceUnavailable",
-                              f"error trying to reach service: {err}") from err
-        finally:
-            with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
-                podlog.cut(writer)
+        return await _relay(request, state, pod, port)
 
     return serve
+
+
+def service_handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
+                    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """``services/proxy``: the request to one of the service's Ready pods, on the port its
+    service port's targetPort names."""
+    async def serve(request: web.Request) -> web.StreamResponse:
+        verb = rules.VERBS.get(request.method)
+        ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
+                                       verb or "get", "proxy", "services")
+        try:
+            name, port_text = rules.split_target(name_port)
+        except rules.ProxyError as err:
+            raise st.bad_request(str(err)) from err
+        svc = await state.run(state.store.try_get, "Service", f"{ns}/{name}")
+        if svc is None:
+            raise st.not_found("Service", name)
+        pods = await state.run(state.store.list, "Pod", ns)
+        try:
+            pod, port = rules.service_backend(svc, port_text, pods)
+        except rules.Unavailable as err:
+            raise st.ApiError("ServiceUnavailable", str(err)) from err
+        return await _relay(request, state, pod, port)
+
+    return serve
+
+
+async def _relay(request: web.Request, state: podlog.State, pod: Obj,
+                 port: int) -> web.StreamResponse:
+    """Acts: ``request`` sent on to ``port`` of ``pod`` through its node agent, and the
+    pod's answer relayed back as it comes."""
+    ns, name = meta.namespace(pod), meta.name(pod)
+    try:
+        rules.check_pod(pod)
+        ep = await state.run(nodeserver.endpoint, state.store,
+                             str(pod["spec"]["nodeName"]), "proxy")
+    except (rules.ProxyError, LogError) as err:
+        raise st.bad_request(str(err)) from err
+    body = await request.read()  # (within the application's request-body limit)
+    try:
+        head = rules.request_head(request.method, rules.rest_of(request.raw_path),
+                                  request.headers.items(), f"{name}:{port}", len(body))
+    except rules.ProxyError as err:
+        raise st.bad_request(str(err)) from err
+    try:
+        reader, writer = await podlog.open_stream(
+            ep, portforward.request_path(pod, port), "proxy")
+    except st.ApiError as err:  # (the agent's words: nothing listens there, ...)
+        raise st.ApiError("ServiceUnavailable",
+                          f"error trying to reach service: {err}") from err
+    resp: web.StreamResponse | None = None
+    try:
+        writer.write(head + body)
+        await writer.drain()
+        status, headers = await _answer_head(reader, name, port)
+        resp = web.StreamResponse(status=status)
+        for key, value in headers:
+            resp.headers.add(key, value)
+        await resp.prepare(request)
+        if request.method != "HEAD":
+            while chunk := await reader.read(CHUNK):
+                await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+    except (ConnectionResetError, OSError, ssl.SSLError) as err:
+        log.info("proxy to pod %s/%s port %d ended: %s", ns, name, port, err)
+        if resp is not None:
+            return resp  # (the answer was under way: it ends short, as the pod's did)
+        raise st.ApiError("ServiceUnavailable",
+                          f"error trying to reach service: {err}") from err
+    finally:
+        with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+            podlog.cut(writer)
 
 
 async def _answer_head(reader: asyncio.StreamReader, name: str,

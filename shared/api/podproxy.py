@@ -1,7 +1,8 @@
 """HTTP requests proxied to a pod's port (``pods/proxy``: ``kubectl get --raw
 /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH``, ``kubectl proxy``, the Python client's
-``connect_*_namespaced_pod_proxy*``), the API's rules (pure): the pod and port the request
-names, the request sent on to the pod, and the answer's head read back.
+``connect_*_namespaced_pod_proxy*``) or to a service's (``services/proxy``: one of its Ready
+pods), the API's rules (pure): the pod and port the request names, the request sent on to
+the pod, and the answer's head read back.
 
 Upstream's API server proxies such a request to the pod's IP; daemonbus's reaches the pod
 through the port-forward endpoint of the node agent running it (``shared.api.portforward``),
@@ -13,12 +14,13 @@ behind, as a proxy must not hand a user's token to a pod.
 
 from __future__ import annotations
 
+import random
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from shared.api import portforward
-from shared.model import meta
+from shared.model import meta, podutil
 
 Obj = dict[str, Any]
 
@@ -43,10 +45,27 @@ class ProxyError(Exception):
     """A request that cannot be proxied (upstream answers 400 BadRequest)."""
 
 
+class Unavailable(ProxyError):
+    """A service with nowhere to send the request (upstream answers 503
+    ServiceUnavailable)."""
+
+
 def target(name_port: str, pod: Obj | None = None) -> tuple[str, int]:
     """Decides: the pod's name and the port a proxy path's ``NAME[:PORT]`` (or
     ``SCHEME:NAME:PORT``) names; without a port, the first port of the pod's first container
-    that has one, else 80 (upstream's ``ResourceLocation``). Only ``http`` is served."""
+    that has one, else 80 (upstream's ``ResourceLocation``)."""
+    name, port = split_target(name_port)
+    if port:
+        try:
+            return name, portforward.parse_port(port)
+        except portforward.ForwardError as err:
+            raise ProxyError(str(err)) from err
+    return name, default_port(pod) if pod is not None else DEFAULT_PORT
+
+
+def split_target(name_port: str) -> tuple[str, str]:
+    """Decides: the name and the port's text of ``NAME[:PORT]`` or ``SCHEME:NAME:PORT``
+    (upstream's ``SplitSchemeNamePort``); only ``http`` is served."""
     parts = name_port.split(":")
     if len(parts) == 3:
         scheme, name, port = parts
@@ -58,12 +77,58 @@ def target(name_port: str, pod: Obj | None = None) -> tuple[str, int]:
         raise ProxyError(f"invalid request {name_port!r}")
     if not name:
         raise ProxyError(f"invalid request {name_port!r}")
-    if port:
-        try:
-            return name, portforward.parse_port(port)
-        except portforward.ForwardError as err:
-            raise ProxyError(str(err)) from err
-    return name, default_port(pod) if pod is not None else DEFAULT_PORT
+    return name, port
+
+
+def service_backend(svc: Obj, port_text: str, pods: Iterable[Obj],
+                    pick: Callable[[list[tuple[Obj, int]]], tuple[Obj, int]] = random.choice,
+                    ) -> tuple[Obj, int]:
+    """Decides: a pod of ``svc`` and its port for a request to the service's port
+    ``port_text`` (its number or name; none: the port without a name), as upstream's
+    service proxy picks one of its endpoints: the service's port, then a Ready pod its
+    selector selects (not being deleted, on a node) whose ``targetPort`` resolves (a number,
+    or a container port of that name; none: the port's own number); ``pick`` chooses among
+    them. Unavailable when there is none, in upstream's words."""
+    name = meta.name(svc)
+    spec = svc.get("spec") or {}
+    ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+    if port_text.isdigit():
+        found = next((p for p in ports if p.get("port") == int(port_text)), None)
+        if found is None:
+            raise Unavailable(f'no service port {port_text} found for service "{name}"')
+    else:
+        found = next((p for p in ports if (p.get("name") or "") == port_text), None)
+    selector = spec.get("selector")
+    candidates: list[tuple[Obj, int]] = []
+    if found is not None and isinstance(selector, dict) and selector:
+        for pod in pods:
+            labels = meta.labels(pod)
+            if any(labels.get(k) != v for k, v in selector.items()) \
+                    or meta.is_being_deleted(pod) or not podutil.is_ready(pod) \
+                    or not podutil.node_name(pod):
+                continue
+            port = _target_port(pod, found)
+            if port is not None:
+                candidates.append((pod, port))
+    if not candidates:
+        raise Unavailable(f'no endpoints available for service "{name}"')
+    return pick(candidates)
+
+
+def _target_port(pod: Obj, service_port: Obj) -> int | None:
+    """The pod's port a service port's ``targetPort`` names (the endpoints controller's
+    ``FindPort``): a number as it is, a name a container port's; none: the port's own."""
+    target = service_port.get("targetPort")
+    if target is None or target == "":
+        target = service_port.get("port")
+    if isinstance(target, int):
+        return target if 0 < target < 65536 else None
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for p in c.get("ports") or []:
+            if isinstance(p, dict) and p.get("name") == target \
+                    and isinstance(p.get("containerPort"), int):
+                return int(p["containerPort"])
+    return None
 
 
 def default_port(pod: Obj) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client, config
 
 from shared.model import meta
+from shared.model.podutil import is_ready
 from shared.store.server import free_port
 from tests.integration.controller_kit import daemonset as daemonset_of
 from tests.integration.stack import wait_for
@@ -129,3 +130,37 @@ def test_a_request_through_the_pods_proxy_reaches_its_server_and_its_answer_retu
     assert code == 200
     code, missing = api.request("GET", "/api/v1/namespaces/default/pods/nope:80/proxy/")
     assert (code, missing["reason"]) == (404, "NotFound")
+
+
+def test_a_request_through_a_services_proxy_reaches_one_of_its_ready_pods(
+        machine: Machine, tmp_path: Path) -> None:
+    """``services/NAME:PORT/proxy``: the service's port (by number or name) and its
+    targetPort (here a container port's name) lead to a Ready pod its selector selects;
+    none there, or no such port, is upstream's 503."""
+    port = free_port()
+    api, _node, pod = running_pod(machine, tmp_path, daemonset(machine, port))
+    wait_for(lambda: listening(port), timeout=30, what="the pod's server listening")
+
+    def service(name: str, selector: dict[str, str]) -> None:
+        code, made = api.request("POST", "/api/v1/namespaces/default/services", {
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": selector, "ports": [
+                {"name": "web", "port": 80, "targetPort": "http"}]}})
+        assert code == 201, made
+
+    service("echo", {"app": "echo"})
+    service("nobody", {"app": "nothing"})
+    wait_for(lambda: is_ready(machine.stack.store.get("Pod", meta.key(pod))),
+             what="the pod Ready (an endpoint of its service)")
+    base = "/api/v1/namespaces/default/services"
+    got = json.loads(api.kubectl("get", "--raw", f"{base}/echo:80/proxy/by/number").stdout)
+    assert (got["path"], got["headers"]["host"]) == ("/by/number", f"{meta.name(pod)}:{port}")
+    assert json.loads(api.kubectl("get", "--raw", f"{base}/echo:web/proxy/by/name")
+                      .stdout)["path"] == "/by/name"
+    code, refused = api.request("GET", f"{base}/echo:81/proxy/")
+    assert (code, refused["message"]) == (503, 'no service port 81 found for service "echo"')
+    code, refused = api.request("GET", f"{base}/nobody:80/proxy/")
+    assert (code, refused["message"]) == (503, 'no endpoints available for service "nobody"')
+    code, refused = api.request("GET", f"{base}/echo:80/proxy/", token="viewer")
+    assert code == 403 and 'cannot get resource "services/proxy"' in refused["message"]
+

@@ -72,3 +72,41 @@ def test_the_answers_head_gives_its_status_and_headers_but_the_hop_by_hop_ones()
                 b"HTTP/1.1 200 OK\r\n spaced: x", b"HTTP/1.1 200 OK\r\nContent-Length: -1"):
         with pytest.raises(podproxy.ProxyError):
             podproxy.parse_head(bad)
+
+
+def service(selector: dict[str, str] | None, *ports: dict[str, object]) -> dict[str, object]:
+    return {"metadata": {"name": "svc", "namespace": "d"},
+            "spec": {"selector": selector, "ports": list(ports)}}
+
+
+def endpoint_pod(name: str, ready: bool = True, **extra: object) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "d", "labels": {"app": "x"}, **extra},
+            "spec": {"nodeName": "n1", "containers": [
+                {"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]},
+            "status": {"conditions": [{"type": "Ready",
+                                       "status": "True" if ready else "False"}]}}
+
+
+def test_a_services_backend_is_a_ready_pod_it_selects_on_its_target_port() -> None:
+    svc = service({"app": "x"}, {"name": "web", "port": 80, "targetPort": "http"},
+                  {"name": "raw", "port": 81, "targetPort": 9000}, {"name": "same", "port": 82})
+    pods = [endpoint_pod("a", ready=False), endpoint_pod("b"),
+            endpoint_pod("gone", deletionTimestamp="2026-01-01T00:00:00Z"),
+            {**endpoint_pod("other"), "metadata": {"name": "other", "labels": {"app": "y"}}}]
+
+    def only(options: list[tuple[dict[str, object], int]]) -> tuple[dict[str, object], int]:
+        assert len(options) == 1
+        return options[0]
+
+    for text, port in (("80", 8080), ("web", 8080), ("81", 9000), ("raw", 9000), ("82", 82)):
+        pod, got = podproxy.service_backend(svc, text, pods, only)
+        assert (pod["metadata"]["name"], got) == ("b", port)  # type: ignore[index]
+    with pytest.raises(podproxy.Unavailable, match='no service port 83 found for service "svc"'):
+        podproxy.service_backend(svc, "83", pods, only)
+    for no_endpoint in ((svc, "", pods),  # no port without a name
+                        (svc, "80", pods[:1]),  # none Ready
+                        (service(None, {"port": 80}), "80", pods),  # no selector
+                        (service({"app": "x"}, {"port": 80, "targetPort": "nope"}), "80",
+                         pods)):  # no container port of that name
+        with pytest.raises(podproxy.Unavailable, match='no endpoints available for service'):
+            podproxy.service_backend(*no_endpoint, only)
