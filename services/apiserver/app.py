@@ -655,7 +655,8 @@ def make_app(state: State) -> web.Application:
     proxy = podproxy.handler(state, _user)
     app.router.add_route("*", podproxy.PATH, proxy)
     app.router.add_route("*", podproxy.PATH_WITH_REST, proxy)
-    service_proxy = podproxy.service_handler(state, _user)
+    service_proxy = podproxy.service_handler(
+        state, _user, lambda ns: state.cache.current("Pod", lambda o: meta.namespace(o) == ns))
     app.router.add_route("*", podproxy.SERVICE_PATH, service_proxy)
     app.router.add_route("*", podproxy.SERVICE_PATH_WITH_REST, service_proxy)
     app.router.add_route("*", "/api/v1{rest:(/.*)?}", core)

@@ -2,7 +2,8 @@
 --raw``, ``kubectl proxy``, the Python client's ``connect_*_namespaced_pod_proxy*``): an
 HTTP request to a port of a pod, sent on through the port-forward endpoint of the node agent
 running it (one connection per request, ``podlog.open_stream``) and its answer relayed back
-as it comes. The rules (the target, the request sent on, the answer's head) are
+as it comes; ``.../services/{name}[:{port}]/proxy[/{path}]`` the same to one of a Service's
+Ready pods. The rules (the target, the request sent on, the answer's head) are
 ``shared.api.podproxy``'s. Acts.
 
 Registered by ``app.make_app`` before the generic resource routes.
@@ -59,9 +60,11 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
 
 
 def service_handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
+                    pods_of: Callable[[str], list[Obj]],
                     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """``services/proxy``: the request to one of the service's Ready pods, on the port its
-    service port's targetPort names."""
+    """``services/proxy``: the request to one of the service's Ready pods (among
+    ``pods_of(namespace)``: the watch cache's, not a read of every pod from the store), on
+    the port its service port's targetPort names."""
     async def serve(request: web.Request) -> web.StreamResponse:
         verb = rules.VERBS.get(request.method)
         ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
@@ -73,9 +76,8 @@ def service_handler(state: podlog.State, user_of: Callable[[web.Request], auth.U
         svc = await state.run(state.store.try_get, "Service", f"{ns}/{name}")
         if svc is None:
             raise st.not_found("Service", name)
-        pods = await state.run(state.store.list, "Pod", ns)
         try:
-            pod, port = rules.service_backend(svc, port_text, pods)
+            pod, port = rules.service_backend(svc, port_text, pods_of(ns))
         except rules.Unavailable as err:
             raise st.ApiError("ServiceUnavailable", str(err)) from err
         return await _relay(request, state, pod, port)
@@ -96,8 +98,9 @@ async def _relay(request: web.Request, state: podlog.State, pod: Obj,
         raise st.bad_request(str(err)) from err
     body = await request.read()  # (within the application's request-body limit)
     try:
+        host = str((pod.get("status") or {}).get("podIP") or name)  # (upstream's: the pod's)
         head = rules.request_head(request.method, rules.rest_of(request.raw_path),
-                                  request.headers.items(), f"{name}:{port}", len(body))
+                                  request.headers.items(), f"{host}:{port}", len(body))
     except rules.ProxyError as err:
         raise st.bad_request(str(err)) from err
     try:

@@ -80,7 +80,7 @@ def test_a_request_through_the_pods_proxy_reaches_its_server_and_its_answer_retu
     # the path decoded and encoded again, the query as it came (upstream's Path, RawQuery)
     code, raw = api.request("GET", f"{base}:{port}/proxy/a%2Fb/x%20y?q=%26%20")
     assert (code, raw["path"]) == (200, "/a/b/x%20y?q=%26%20")
-    assert got["headers"]["host"] == f"{name}:{port}"
+    assert got["headers"]["host"] == f"{pod['status']['podIP']}:{port}"  # (upstream's)
     assert "authorization" not in got["headers"]  # the caller's token is the API server's
     # no port: the pod's first container port
     assert json.loads(api.kubectl("get", "--raw", f"{base}/proxy").stdout)["path"] == "/"
@@ -154,7 +154,8 @@ def test_a_request_through_a_services_proxy_reaches_one_of_its_ready_pods(
              what="the pod Ready (an endpoint of its service)")
     base = "/api/v1/namespaces/default/services"
     got = json.loads(api.kubectl("get", "--raw", f"{base}/echo:80/proxy/by/number").stdout)
-    assert (got["path"], got["headers"]["host"]) == ("/by/number", f"{meta.name(pod)}:{port}")
+    assert (got["path"], got["headers"]["host"]) == ("/by/number",
+                                                     f"{pod['status']['podIP']}:{port}")
     assert json.loads(api.kubectl("get", "--raw", f"{base}/echo:web/proxy/by/name")
                       .stdout)["path"] == "/by/name"
     code, refused = api.request("GET", f"{base}/echo:81/proxy/")
