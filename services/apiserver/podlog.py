@@ -42,7 +42,7 @@ class State(Protocol):
 def checked(request: web.Request, user: auth.User, methods: tuple[str, ...], verb: str,
             subresource: str, resource: str = "pods") -> tuple[str, str]:
     """The namespace and name of the pod (or of the ``resource``) of a request for
-    ``pods/<subresource>`` by one of ``methods``, which ``user`` may ``verb``;
+    ``<resource>/<subresource>`` by one of ``methods``, which ``user`` may ``verb``;
     MethodNotAllowed or Forbidden otherwise."""
     ns, name = request.match_info["namespace"], request.match_info["name"]
     if request.method not in methods:

@@ -27,7 +27,7 @@ Obj = dict[str, Any]
 VERBS = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
          "PATCH": "patch", "DELETE": "delete"}
 """The verb a request of each method is authorised as (upstream's request info for a
-``connect`` of ``pods/proxy``)."""
+``connect`` of ``pods/proxy`` or ``services/proxy``)."""
 
 DEFAULT_PORT = 80
 
@@ -141,8 +141,8 @@ def default_port(pod: Obj) -> int:
 
 
 def check_pod(pod: Obj) -> None:
-    """Decides: whether ``pod`` can be proxied to (it runs on a node); ProxyError
-    otherwise, in upstream's words."""
+    """Decides: whether ``pod`` can be proxied to (it runs on a node, not ended); ProxyError
+    otherwise (upstream's words for a pod without a node)."""
     if not (pod.get("spec") or {}).get("nodeName"):
         raise ProxyError(f"pod {meta.name(pod)} does not have a host assigned")
     phase = (pod.get("status") or {}).get("phase")
@@ -152,9 +152,10 @@ def check_pod(pod: Obj) -> None:
 
 def rest_of(raw_path: str) -> str:
     """The path and query a proxy request's raw path names after
-    ``/api/v1/namespaces/NS/pods/NAME/proxy``, as the pod is to get them: the path decoded
-    and encoded again as Go encodes a URL's path (an encoded ``/`` is one; ``/`` when none),
-    the query as it came (upstream's proxy sets the location's Path and RawQuery)."""
+    ``/api/v1/namespaces/NS/pods/NAME/proxy`` (or ``services``), as the pod is to get them:
+    the path decoded and encoded again as Go encodes a URL's path (an encoded ``/`` is one;
+    ``/`` when none), the query as it came (upstream's proxy sets the location's Path and
+    RawQuery)."""
     parts = raw_path.split("/", 7)
     rest = parts[7][len("proxy"):] if len(parts) == 8 else ""
     path, sep, query = rest.partition("?")

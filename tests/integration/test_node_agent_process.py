@@ -704,6 +704,8 @@ def test_an_ephemeral_container_runs_once_and_not_again_when_its_agent_restarts(
     told = wait_for(ended, timeout=30, what="the ephemeral container ended")
     assert (told["state"]["terminated"]["exitCode"], told["restartCount"]) == (3, 0)
     assert ("Normal", "Started", "Started container dbg") in said(machine.stack, pod)
+    assert "spec.ephemeralContainers{dbg}" in {e["involvedObject"].get("fieldPath")
+                                               for e in store.list("Event", "default")}
     assert len(machine.marks("ran")) == 1
     machine.stack.kill(f"agent-{a}")
     before = meta.resource_version(store.get("Pod", key))
