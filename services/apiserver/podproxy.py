@@ -46,12 +46,12 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
                                        verb or "get", "proxy")
         try:
-            name, _ = rules.target(name_port)
+            name, port_text = rules.split_target(name_port)
         except rules.ProxyError as err:
             raise st.bad_request(str(err)) from err
         pod = await podlog.read_pod(state, ns, name)
         try:
-            _, port = rules.target(name_port, pod)
+            port = rules.pod_port(port_text, pod)
         except rules.ProxyError as err:
             raise st.bad_request(str(err)) from err
         return await _relay(request, state, pod, port)

@@ -137,12 +137,12 @@ def _downward(source: Obj, pod: Obj, allocatable: Obj) -> Payload:
     or ``resourceFieldRef`` (of its ``containerName``), with its mode or ``defaultMode``."""
     default = source.get("defaultMode")
     mode = DEFAULT_MODE if default is None else int(default)
+    labels, annotations = downward_inputs(pod)
     out: Payload = {}
     for item in source.get("items") or []:
         field_ref, resource_ref = item.get("fieldRef"), item.get("resourceFieldRef")
         if field_ref:
             path = str(field_ref.get("fieldPath") or "")
-            labels, annotations = downward_inputs(pod)
             whole = {"metadata.labels": labels, "metadata.annotations": annotations}.get(path)
             value = _format_map(whole) if whole is not None else \
                 podstatus.field_ref(pod, path, volume=True)

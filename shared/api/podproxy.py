@@ -50,17 +50,16 @@ class Unavailable(ProxyError):
     ServiceUnavailable)."""
 
 
-def target(name_port: str, pod: Obj | None = None) -> tuple[str, int]:
-    """Decides: the pod's name and the port a proxy path's ``NAME[:PORT]`` (or
-    ``SCHEME:NAME:PORT``) names; without a port, the first port of the pod's first container
-    that has one, else 80 (upstream's ``ResourceLocation``)."""
-    name, port = split_target(name_port)
-    if port:
+def pod_port(port_text: str, pod: Obj) -> int:
+    """Decides: the port of ``pod`` a proxy path's port text (``split_target``'s) names;
+    none, the first port of the pod's first container that has one, else 80 (upstream's
+    ``ResourceLocation``)."""
+    if port_text:
         try:
-            return name, portforward.parse_port(port)
+            return portforward.parse_port(port_text)
         except portforward.ForwardError as err:
             raise ProxyError(str(err)) from err
-    return name, default_port(pod) if pod is not None else DEFAULT_PORT
+    return default_port(pod)
 
 
 def split_target(name_port: str) -> tuple[str, str]:
@@ -141,10 +140,12 @@ def default_port(pod: Obj) -> int:
 
 
 def check_pod(pod: Obj) -> None:
-    """Decides: whether ``pod`` can be proxied to (it runs on a node, not ended); ProxyError
-    otherwise (upstream's words for a pod without a node)."""
-    if not (pod.get("spec") or {}).get("nodeName"):
-        raise ProxyError(f"pod {meta.name(pod)} does not have a host assigned")
+    """Decides: whether ``pod`` can be proxied to (it runs on a node, as port-forward's
+    ``check_pod`` says in upstream's words, and has not ended); ProxyError otherwise."""
+    try:
+        portforward.check_pod(pod)
+    except portforward.ForwardError as err:
+        raise ProxyError(str(err)) from err
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):
         raise ProxyError(f"pod {meta.name(pod)} is not running (phase {phase})")

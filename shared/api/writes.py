@@ -509,8 +509,7 @@ def ephemeral_update(obj: Obj, old: Obj) -> Write:
     else:
         new_spec["ephemeralContainers"] = copy.deepcopy(encoding.plain(
             spec["ephemeralContainers"]))
-        canonical_quantities(new)
-        new = model_defaults.default(new)
+        new = decoded(new)
     problems = model_validation.validate_pod(new)
     podupdate.validate_ephemeral_update(new.get("spec"), old.get("spec"), problems)
     _refuse(new, problems)

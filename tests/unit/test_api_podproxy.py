@@ -7,6 +7,13 @@ import pytest
 
 from shared.api import podproxy
 
+
+def target(text: str, pod: dict[str, object]) -> tuple[str, int]:
+    """The pod's name and port a proxy path names, as the handler reads them."""
+    name, port = podproxy.split_target(text)
+    return name, podproxy.pod_port(port, pod)
+
+
 POD = {"metadata": {"name": "web-x"}, "spec": {"nodeName": "n1", "containers": [
     {"name": "a"}, {"name": "b", "ports": [{"containerPort": 9100}, {"containerPort": 1}]}]}}
 
@@ -18,17 +25,17 @@ POD = {"metadata": {"name": "web-x"}, "spec": {"nodeName": "n1", "containers": [
     (":web-x:82", ("web-x", 82)),
 ])
 def test_the_target_is_the_pod_and_its_port(text: str, expected: tuple[str, int]) -> None:
-    assert podproxy.target(text, POD) == expected
+    assert target(text, POD) == expected
 
 
 def test_a_pod_without_ports_is_reached_on_80_and_a_bad_target_is_refused() -> None:
-    assert podproxy.target("p", {"spec": {"containers": [{"name": "a"}]}}) == ("p", 80)
-    assert podproxy.target("p") == ("p", 80)
+    assert target("p", {"spec": {"containers": [{"name": "a"}]}}) == ("p", 80)
+    assert target("p", {}) == ("p", 80)
     for bad, why in (("https:p:443", "only http"), ("p:http", 'unable to parse "http"'),
                      ("p:0", 'port "0" must be > 0'), (":80", "invalid request"),
                      ("a:b:c:d", "invalid request")):
         with pytest.raises(podproxy.ProxyError, match=why):
-            podproxy.target(bad, POD)
+            target(bad, POD)
 
 
 def test_only_a_running_pod_on_a_node_is_proxied_to() -> None:
