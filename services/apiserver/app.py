@@ -47,7 +47,7 @@ from services.apiserver import status as st
 from services.apiserver.requests import Target
 from services.apiserver.watchcache import WatchCache
 from shared import settings
-from shared.api import decode, namespaces, served
+from shared.api import decode, namespaces, rbac, served
 from shared.api import patch as api_patch
 from shared.model import kinds, meta
 from shared.store import codec, errors
@@ -78,6 +78,11 @@ class State:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
+
+    def decide(self, user: auth.User, req: rbac.Request, namespaced: bool) -> str | None:
+        """Why ``user`` may make ``req`` (``auth.decide``, with the RBAC objects of the watch
+        cache); None: it may not."""
+        return auth.decide(user, req, namespaced, self.cache.objects)
 
     def namespace(self, name: str) -> Obj | None:
         """The Namespace ``name`` as served (None: there is none)."""
@@ -302,7 +307,10 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     verb = requests.verb(request.method, t, request.query)
     request[VERB_KEY], request[RESOURCE_KEY] = verb, t.resource_name
     user = _user(request)
-    if not auth.authorize(user, verb, t.resource_name, t.resource.info.namespaced):
+    info = t.resource.info
+    if state.decide(user, rbac.Request(verb, info.group, info.plural, t.sub or "",
+                                       t.namespace or "", t.name or ""),
+                    info.namespaced) is None:
         raise _forbidden(user, verb, t)
     # a namespaced kind across all namespaces (``/api/v1/pods``) is read-only, as upstream's:
     # a write or a collection delete there is 405, never every namespace's at once
@@ -498,10 +506,11 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
 
 
 async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Response:
-    """The reviews any user may post about itself, answered from its token and the role
-    table (``auth.RULES``): SelfSubjectAccessReview (may the caller do what it asks about?
-    ``kubectl auth can-i``), SelfSubjectRulesReview (what may it do? ``kubectl auth can-i
-    --list``) and SelfSubjectReview (who is it? ``kubectl auth whoami``)."""
+    """The reviews any user may post about itself, answered from its token, the role
+    table (``auth.RULES``) and the store's RBAC bindings: SelfSubjectAccessReview (may
+    the caller do what it asks about? ``kubectl auth can-i``), SelfSubjectRulesReview
+    (what may it do? ``kubectl auth can-i --list``) and SelfSubjectReview (who is it?
+    ``kubectl auth whoami``)."""
     by_plural = dict(discovery.REVIEWS[gv])
     if len(parts) != 1 or parts[0] not in by_plural:
         raise st.no_such_path()
@@ -515,69 +524,56 @@ async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Respon
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise st.bad_request(f"spec: Invalid value: the spec of a {kind} must be an object")
-    body["status"] = _ANSWERS[kind](_user(request), spec)
+    body["status"] = _ANSWERS[kind](request.app[STATE_KEY], _user(request), spec)
     body["apiVersion"], body["kind"] = gv, kind
     return respond(body, 201)
 
 
-def _whoami(user: auth.User, _spec: Obj) -> Obj:
-    """The caller as the authenticator saw it (upstream's token file users are in the group
-    every authenticated user is in), its role as an extra attribute (none: an impersonated
-    user the token file does not name)."""
-    return {"userInfo": {"username": user.name, "groups": ["system:authenticated"],
+def _whoami(_state: State, user: auth.User, _spec: Obj) -> Obj:
+    """The caller as the authenticator saw it (its groups: every authenticated user's, a
+    ServiceAccount's, or those impersonated), its role as an extra attribute (none: an
+    impersonated user the token file does not name)."""
+    return {"userInfo": {"username": user.name, "groups": list(user.groups),
                          "extra": {"daemonbus.io/role": [user.role]} if user.role else {}}}
 
 
-def _may(user: auth.User, spec: Obj) -> Obj:
+def _may(state: State, user: auth.User, spec: Obj) -> Obj:
     attrs = spec.get("resourceAttributes")
     if isinstance(attrs, dict):
         resource, group = str(attrs.get("resource") or ""), str(attrs.get("group") or "")
         found = discovery.resource(discovery.group_version(group), resource)
-        if attrs.get("subresource"):
-            resource += "/" + str(attrs["subresource"])
-        resource = served.rbac_name(group, resource)
-        namespaced = found.info.namespaced if found else bool(attrs.get("namespace"))
-        allowed = auth.authorize(user, str(attrs.get("verb") or ""), resource, namespaced)
+        req = rbac.Request(str(attrs.get("verb") or ""), group, resource,
+                           str(attrs.get("subresource") or ""),
+                           str(attrs.get("namespace") or ""), str(attrs.get("name") or ""))
+        namespaced = found.info.namespaced if found else bool(req.namespace)
     else:
-        allowed = auth.may_get_url(user, str((spec.get("nonResourceAttributes") or {})
-                                             .get("verb") or "get"))
+        urls = spec.get("nonResourceAttributes") or {}
+        req = rbac.Request(str(urls.get("verb") or "get"), path=str(urls.get("path") or ""))
+        namespaced = False
+    reason = state.decide(user, req, namespaced)
     # a denial gives no reason, as upstream's RBAC (kubectl prints a reason after "no")
-    return {"allowed": True, "reason": f"user {user.name} has role {user.role}"} \
-        if allowed else {"allowed": False}
+    return {"allowed": True, "reason": reason} if reason is not None else {"allowed": False}
 
 
-def _rules(user: auth.User, _spec: Obj) -> Obj:
-    """The caller's rules as upstream's rule resolver lists them: one resource rule per
-    grant and API group, the access reviews every user may post, and the non-resource
-    URLs."""
-    resource_rules: list[Obj] = []
-    for rule in auth.RULES.get(user.role, ()):
-        verbs = ["*"] if rule.verbs is None else sorted(rule.verbs)
-        if rule.resources is None and not rule.but:
-            resource_rules.append({"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]})
-            continue
-        by_group: dict[str, list[str]] = {}
-        if rule.resources is None:  # every resource but some
-            for r in served.RESOURCES:
-                if r.info.plural not in rule.but:
-                    by_group.setdefault(r.info.group, []).extend(
-                        [r.info.plural, *(f"{r.info.plural}/{sub[0]}" for sub in r.subresources
-                                          if f"{r.info.plural}/{sub[0]}" not in rule.but)])
-        for name in sorted(rule.resources or ()):
-            resource = next(r for r in served.RESOURCES
-                            if r.info.plural == name.split("/", 1)[0])
-            by_group.setdefault(resource.info.group, []).append(name)
-        resource_rules += [{"verbs": verbs, "apiGroups": [group], "resources": sorted(names)}
-                           for group, names in sorted(by_group.items())]
+def _rules(state: State, user: auth.User, spec: Obj) -> Obj:
+    """The caller's rules in ``spec.namespace`` as upstream's rule resolver lists them:
+    its role's, one resource rule per grant and API group, then those of the bindings that
+    name it (their roles' rules as they are), the access reviews every user may post, and
+    the non-resource URLs."""
+    resource_rules = auth.policy_rules(auth.RULES.get(user.role, ()))
+    urls = auth.url_rules(auth.may_get_url(user, "*"))
+    for grant in rbac.grants(state.cache.objects, user.name, user.groups,
+                             str(spec.get("namespace") or ""), auth.builtin_role):
+        for rule in grant.rules:
+            if isinstance(rule, dict):
+                (urls if rule.get("nonResourceURLs") else resource_rules).append(rule)
     for gv, reviews in discovery.REVIEWS.items():
         resource_rules.append({"verbs": ["create"], "apiGroups": [gv.partition("/")[0]],
                                "resources": [plural for plural, _kind in reviews]})
-    urls = [{"verbs": ["*"], "nonResourceURLs": ["*"]}] if auth.may_get_url(user, "*") \
-        else [{"verbs": ["get"], "nonResourceURLs": list(auth.DISCOVERY_URLS)}]
     return {"resourceRules": resource_rules, "nonResourceRules": urls, "incomplete": False}
 
 
-_ANSWERS: dict[str, Callable[[auth.User, Obj], Obj]] = {
+_ANSWERS: dict[str, Callable[[State, auth.User, Obj], Obj]] = {
     "SelfSubjectAccessReview": _may, "SelfSubjectRulesReview": _rules,
     "SelfSubjectReview": _whoami}
 

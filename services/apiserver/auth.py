@@ -1,4 +1,5 @@
-"""Who is asking, and may they: bearer tokens from a token file, three roles.
+"""Who is asking, and may they: bearer tokens from a token file, three roles, and the RBAC
+objects in the store on top of them.
 
 The token file has one ``token,user,role`` line per user (``#`` starts a comment), in the
 spirit of kube-apiserver's ``--token-auth-file``. Roles follow the upstream user-facing
@@ -8,19 +9,28 @@ evictions) and runs commands in pods, but not Nodes and not status subresources;
 may do everything. There is no
 anonymous access: a request without a known token is 401. ``authorize`` decides (pure);
 ``TokenFile`` reads the file.
+
+What a user's role does not grant, the store's RoleBindings and ClusterRoleBindings may
+(``shared.api.rbac``: to the user's name, its groups, or the ServiceAccount it is); a
+binding to the ClusterRole ``cluster-admin``, ``admin``, ``edit`` or ``view``, which are not
+stored, grants what the role table gives the role of that name (``cluster-admin``: admin's;
+``admin``: everything inside a namespace and view's reads). ``decide`` asks both.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services import config
-from shared.api import served
+from shared.api import rbac, served
 
+Obj = dict[str, Any]
 ROLES = ("admin", "edit", "view")
 NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
                                  "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
@@ -41,6 +51,7 @@ class TokenFileError(ValueError):
 class User:
     name: str
     role: str
+    groups: tuple[str, ...] = (rbac.AUTHENTICATED,)
 
 
 def parse_tokens(text: str, source: str = "token file") -> dict[str, User]:
@@ -120,12 +131,78 @@ RULES: dict[str, tuple[Rule, ...]] = {
 SelfSubjectRulesReview (``kubectl auth can-i --list``) read it."""
 
 
+CLUSTER_ROLES: dict[str, tuple[Rule, ...]] = {
+    "cluster-admin": RULES["admin"], "admin": (Rule(None, None, True), *RULES["view"]),
+    "edit": RULES["edit"], "view": RULES["view"]}
+"""The built-in ClusterRoles a binding may name without their objects, by the role table."""
+
+
+def _granted(rules: tuple[Rule, ...], verb: str, resource: str, namespaced: bool) -> bool:
+    return any(rule.allows(verb, resource, namespaced) for rule in rules)
+
+
+def policy_rules(rules: tuple[Rule, ...]) -> list[Obj]:
+    """The role table's ``rules`` as RBAC PolicyRules, as upstream's rule resolver lists a
+    role's: one per grant and API group, every resource named where a grant is of every
+    resource but some, or of the namespaced ones only."""
+    out: list[Obj] = []
+    for rule in rules:
+        verbs = ["*"] if rule.verbs is None else sorted(rule.verbs)
+        if rule.resources is None and not rule.but and not rule.namespaced_only:
+            out.append({"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]})
+            continue
+        by_group: dict[str, list[str]] = {}
+        if rule.resources is None:  # every resource but some
+            for r in served.RESOURCES:
+                if r.info.plural not in rule.but and (r.info.namespaced
+                                                      or not rule.namespaced_only):
+                    by_group.setdefault(r.info.group, []).extend(
+                        [r.info.plural, *(f"{r.info.plural}/{sub[0]}" for sub in r.subresources
+                                          if f"{r.info.plural}/{sub[0]}" not in rule.but)])
+        for name in sorted(rule.resources or ()):
+            resource = next(r for r in served.RESOURCES
+                            if r.info.plural == name.split("/", 1)[0])
+            by_group.setdefault(resource.info.group, []).append(name)
+        out += [{"verbs": verbs, "apiGroups": [group], "resources": sorted(names)}
+                for group, names in sorted(by_group.items())]
+    return out
+
+
+def url_rules(everything: bool) -> list[Obj]:
+    """The PolicyRules of the URLs outside the resources: every verb on every one, or
+    ``get`` of those every user may get."""
+    return [{"verbs": ["*"], "nonResourceURLs": ["*"]}] if everything \
+        else [{"verbs": ["get"], "nonResourceURLs": list(DISCOVERY_URLS)}]
+
+
+@functools.cache
+def builtin_role(name: str) -> list[Obj] | None:
+    """The rules of the built-in ClusterRole ``name`` (None: it is not one), by the role
+    table (not to be modified)."""
+    rules = CLUSTER_ROLES.get(name)
+    return None if rules is None else \
+        [*policy_rules(rules), *url_rules(name == "cluster-admin")]
+
+
+def decide(user: User, req: rbac.Request, namespaced: bool, objects: rbac.Objects,
+           ) -> str | None:
+    """Why ``user`` may make ``req`` (of a kind that is ``namespaced`` or not): its role,
+    else a binding of the store's ``objects`` (upstream's RBAC reason); None when neither
+    grants it. Decides."""
+    resource = served.rbac_name(req.group, f"{req.resource}/{req.subresource}"
+                                if req.subresource else req.resource)
+    if (authorize(user, req.verb, resource, namespaced) if req.resource
+            else may_get_url(user, req.verb)):
+        return f"user {user.name} has role {user.role}"
+    return rbac.allows(objects, user.name, user.groups, req, builtin_role)
+
+
 def authorize(user: User, verb: str, resource: str, namespaced: bool) -> bool:
     """Whether ``user`` may ``verb`` on ``resource`` (``daemonsets``, ``daemonsets/status``,
     ``pods/eviction``; ``*`` for any: only a rule for every verb or resource grants it).
     A user without a role (one impersonated that the token file does not name) may do
     nothing. Decides."""
-    return any(rule.allows(verb, resource, namespaced) for rule in RULES.get(user.role, ()))
+    return _granted(RULES.get(user.role, ()), verb, resource, namespaced)
 
 
 class ImpersonationError(Exception):
@@ -133,33 +210,40 @@ class ImpersonationError(Exception):
 
 
 IMPERSONATE_USER = "Impersonate-User"
+IMPERSONATE_GROUP = "Impersonate-Group"
 NO_ROLE = ""
 
 
 def impersonate(user: User, headers: Mapping[str, str], users: Iterable[User]) -> User:
     """Whom a request of ``user`` acts as, by upstream's impersonation headers (``kubectl
-    --as NAME``): ``user`` without them; with ``Impersonate-User``, the user it names, with
-    the role the token file (``users``) gives that name first, or none. Only an admin may
-    impersonate. Groups, uids and extras are not (roles here are given per user): that is
-    refused rather than ignored, so a request never runs with more than it asked for.
+    --as NAME [--as-group G]...``): ``user`` without them; with ``Impersonate-User``, the
+    user it names, with the role the token file (``users``) gives that name first, or none;
+    in the groups the ``Impersonate-Group`` headers name (a multidict's every one), else in
+    those an authenticated user of that name is in (a ServiceAccount's, for
+    ``system:serviceaccount:NS:NAME``); every one in ``system:authenticated``. RBAC's
+    bindings may name either. Only an admin may impersonate. Uids and extras are not: that
+    is refused rather than ignored, so a request never runs with more than it asked for.
     Decides; raises ImpersonationError."""
+    groups = [v for k, v in headers.items() if k.lower() == IMPERSONATE_GROUP.lower()]
     others = sorted(h for h in headers if h.lower().startswith("impersonate-")
-                    and h.lower() != IMPERSONATE_USER.lower())
+                    and h.lower() not in (IMPERSONATE_USER.lower(), IMPERSONATE_GROUP.lower()))
     name = headers.get(IMPERSONATE_USER)
-    if name is None and not others:
+    if name is None and not others and not groups:
         return user
     if not name:
-        raise ImpersonationError(f"{others[0] if name is None else IMPERSONATE_USER} needs "
+        first = others[0] if others else IMPERSONATE_GROUP
+        raise ImpersonationError(f"{first if name is None else IMPERSONATE_USER} needs "
                                  f"a user's name in an {IMPERSONATE_USER} header")
     if user.role != "admin":
         raise ImpersonationError(f'users "{name}" is forbidden: User "{user.name}" cannot '
                                  'impersonate resource "users" in API group "" at the '
                                  "cluster scope")
     if others:
-        raise ImpersonationError(f"impersonating groups, uids or extras ({others[0]}) is not "
-                                 "supported: roles are given per user (token file)")
+        raise ImpersonationError(f"impersonating uids or extras ({others[0]}) is not "
+                                 "supported: only a user and its groups")
     role = next((u.role for u in users if u.name == name), NO_ROLE)
-    return User(name, role)
+    return User(name, role, tuple(dict.fromkeys([*groups, rbac.AUTHENTICATED])) if groups
+                else rbac.groups_of(name))
 
 
 def may_get_url(user: User, verb: str) -> bool:

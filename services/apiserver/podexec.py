@@ -49,7 +49,7 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         user = user_of(request)
         # a WebSocket's GET asks for what a POST would: create (upstream's
         # AuthorizePodWebsocketUpgradeCreatePermission)
-        ns, name = podlog.checked(request, user, ("GET", "POST"), "create", subresource)
+        ns, name = podlog.checked(request, state, user, ("GET", "POST"), "create", subresource)
         try:
             query = rules.parse_query(request.query_string)
             opts = rules.attach_options(query) if attach else rules.options(query)

@@ -26,6 +26,7 @@ from aiohttp import web
 from services.apiserver import auth
 from services.apiserver import status as st
 from shared.api import podlog as rules
+from shared.api import rbac
 from shared.store import nodeserver
 from shared.store.client import Store
 
@@ -38,17 +39,20 @@ class State(Protocol):
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
+    def decide(self, user: auth.User, req: rbac.Request, namespaced: bool) -> str | None: ...
 
-def checked(request: web.Request, user: auth.User, methods: tuple[str, ...], verb: str,
-            subresource: str, resource: str = "pods") -> tuple[str, str]:
+
+def checked(request: web.Request, state: State, user: auth.User, methods: tuple[str, ...],
+            verb: str, subresource: str, resource: str = "pods") -> tuple[str, str]:
     """The namespace and name of the pod (or of the ``resource``) of a request for
-    ``<resource>/<subresource>`` by one of ``methods``, which ``user`` may ``verb``;
-    MethodNotAllowed or Forbidden otherwise."""
+    ``<resource>/<subresource>`` by one of ``methods``, which ``user`` may ``verb``
+    (``state.decide``); MethodNotAllowed or Forbidden otherwise."""
     ns, name = request.match_info["namespace"], request.match_info["name"]
     if request.method not in methods:
         raise st.ApiError("MethodNotAllowed", "the server does not allow this method on "
                           "the requested resource")
-    if not auth.authorize(user, verb, f"{resource}/{subresource}", True):
+    if state.decide(user, rbac.Request(verb, "", resource, subresource, ns, name),
+                    True) is None:
         raise st.ApiError("Forbidden", f'{resource} "{name}" is forbidden: User "{user.name}" '
                           f'cannot {verb} resource "{resource}/{subresource}" in API group "" '
                           f'in the namespace "{ns}"', {"name": name, "kind": resource})
@@ -66,7 +70,7 @@ async def read_pod(state: State, ns: str, name: str) -> dict[str, Any]:
 def handler(state: State, user_of: Callable[[web.Request], auth.User],
             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def serve(request: web.Request) -> web.StreamResponse:
-        ns, name = checked(request, user_of(request), ("GET",), "get", "log")
+        ns, name = checked(request, state, user_of(request), ("GET",), "get", "log")
         try:
             opts = rules.options(request.query)
         except rules.LogError as err:

@@ -49,7 +49,7 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         user = user_of(request)
         # a WebSocket's GET asks for what a POST would (upstream's
         # AuthorizePodWebsocketUpgradeCreatePermission)
-        ns, name = podlog.checked(request, user, ("GET", "POST"), "create", "portforward")
+        ns, name = podlog.checked(request, state, user, ("GET", "POST"), "create", "portforward")
         pod = await podlog.read_pod(state, ns, name)
         try:
             rules.check_pod(pod)

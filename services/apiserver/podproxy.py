@@ -43,7 +43,7 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
     """``pods/proxy``: the request to the pod's port it names."""
     async def serve(request: web.Request) -> web.StreamResponse:
         verb = rules.VERBS.get(request.method)
-        ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
+        ns, name_port = podlog.checked(request, state, user_of(request), tuple(rules.VERBS),
                                        verb or "get", "proxy")
         try:
             name, port_text = rules.split_target(name_port)
@@ -67,7 +67,7 @@ def service_handler(state: podlog.State, user_of: Callable[[web.Request], auth.U
     the port its service port's targetPort names."""
     async def serve(request: web.Request) -> web.StreamResponse:
         verb = rules.VERBS.get(request.method)
-        ns, name_port = podlog.checked(request, user_of(request), tuple(rules.VERBS),
+        ns, name_port = podlog.checked(request, state, user_of(request), tuple(rules.VERBS),
                                        verb or "get", "proxy", "services")
         try:
             name, port_text = rules.split_target(name_port)

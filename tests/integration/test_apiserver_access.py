@@ -6,6 +6,7 @@ namespace's deletion taking its own with it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,61 @@ def test_only_admin_writes_them_and_every_user_reads_them(api: ApiServer) -> Non
                        check=False).stdout == "no\n"
     assert api.kubectl("get", "sa", "-o", "name", user="viewer").stdout == \
         "serviceaccount/agent\n"
+
+
+def test_bindings_grant_what_their_roles_allow(api: ApiServer, tmp_path: Path) -> None:
+    """RBAC as upstream's: a ServiceAccount (here impersonated, ``kubectl --as``) may do
+    what the bindings naming it grant, in the namespace of a RoleBinding only, and nothing
+    more; a binding's deletion takes it back."""
+    api.kubectl("create", "namespace", "logs")
+    path = tmp_path / "bundle.yaml"
+    path.write_text(yaml.safe_dump_all(bundle("logs")))
+    api.kubectl("apply", "-f", str(path))
+    sa = "system:serviceaccount:logs:fluentd"
+
+    def can(*args: str) -> str:
+        return api.kubectl("auth", "can-i", *args, "--as", sa, check=False).stdout
+
+    assert can("list", "pods", "-A") == "yes\n"  # the ClusterRoleBinding's ClusterRole
+    assert can("watch", "namespaces") == "yes\n"
+    assert can("delete", "pods", "-n", "logs") == "no\n"
+    assert can("update", "leases.coordination.k8s.io", "-n", "logs") == "yes\n"  # RoleBinding
+    assert can("update", "leases.coordination.k8s.io", "-n", "default") == "no\n"
+    pods = api.kubectl("get", "pods", "-A", "-o", "name", "--as", sa).stdout
+    assert pods.startswith("pod/fluentd-elasticsearch-"), pods
+    assert api.kubectl("get", "secrets", "-n", "logs", "--as", sa, check=False).stderr == (
+        'Error from server (Forbidden): secrets is forbidden: User '
+        '"system:serviceaccount:logs:fluentd" cannot list resource "secrets" in API group "" '
+        'in the namespace "logs"\n')
+    listed = api.kubectl("auth", "can-i", "--list", "-n", "logs", "--as", sa).stdout
+    assert re.search(r"^pods\s+\[\]\s+\[\]\s+\[get list watch\]$", listed, re.M), listed
+    assert re.search(r"^leases\.coordination\.k8s\.io\s+\[\]\s+\[\]\s+\[get update\]$",
+                     listed, re.M), listed
+    whoami = api.kubectl("auth", "whoami", "--as", sa).stdout
+    assert "[system:serviceaccounts system:serviceaccounts:logs system:authenticated]" in whoami
+
+    # a built-in ClusterRole, bound in one namespace
+    assert can("list", "daemonsets", "-n", "kube-system") == "no\n"
+    api.kubectl("create", "rolebinding", "see", "--clusterrole=view",
+                "--serviceaccount=logs:fluentd", "-n", "kube-system")
+    wait_for(lambda: can("list", "daemonsets", "-n", "kube-system") == "yes\n",
+             what="the RoleBinding to view to grant")
+    assert can("list", "daemonsets", "-n", "default") == "no\n"
+    assert can("get", "secrets", "-n", "kube-system") == "no\n"  # view reads no Secret
+    assert can("create", "daemonsets", "-n", "kube-system") == "no\n"
+    api.kubectl("delete", "clusterrolebinding", "fluentd")
+    wait_for(lambda: can("list", "pods", "-A") == "no\n", what="the deletion to take it back")
+
+
+def test_a_group_impersonated_gets_its_bindings(api: ApiServer) -> None:
+    api.kubectl("create", "clusterrolebinding", "ops", "--clusterrole=edit", "--group=ops")
+    assert api.kubectl("auth", "can-i", "create", "daemonsets", "--as", "someone",
+                       check=False).stdout == "no\n"
+    assert wait_for(lambda: api.kubectl("auth", "can-i", "create", "daemonsets", "--as",
+                                        "someone", "--as-group", "ops",
+                                        check=False).stdout == "yes\n")
+    assert api.kubectl("auth", "can-i", "create", "daemonsets", "--as", "someone",
+                       "--as-group", "dev", check=False).stdout == "no\n"
 
 
 def test_the_python_client_reads_and_writes_them(api: ApiServer) -> None:

@@ -279,8 +279,8 @@ def test_kubectl_advertises_an_extended_resource_through_the_node_status(
 
 def test_kubectl_as_impersonates_a_user_for_an_admin_only(api: ApiServer, stack: Stack) -> None:
     """``kubectl --as``: an admin acts as the user named, with that user's role (none for a
-    name the token file lacks); anyone else is refused; groups are refused, not ignored
-    (the headers were ignored: every --as ran as the admin)."""
+    name the token file lacks); anyone else is refused; uids and extras are refused, not
+    ignored (the headers were ignored: every --as ran as the admin)."""
     whoami = api.kubectl("auth", "whoami", "--as", "editor").stdout
     assert re.search(r"Username\s+editor\b", whoami) and "[edit]" in whoami
     assert api.kubectl("auth", "can-i", "patch", "nodes/status", "--as", "editor",
@@ -291,8 +291,8 @@ def test_kubectl_as_impersonates_a_user_for_an_admin_only(api: ApiServer, stack:
     assert api.kubectl("get", "pods", "--as", "admin", user="editor", check=False).stderr == (
         'Error from server (Forbidden): users "admin" is forbidden: User "editor" cannot '
         'impersonate resource "users" in API group "" at the cluster scope\n')
-    grouped = api.kubectl("get", "pods", "--as", "admin", "--as-group", "ops", check=False)
-    assert grouped.returncode == 1 and "(Forbidden): impersonating groups" in grouped.stderr
+    uid = api.kubectl("get", "pods", "--as", "admin", "--as-uid", "1", check=False)
+    assert uid.returncode == 1 and "(Forbidden): impersonating uids" in uid.stderr
     api.kubectl("apply", "-f", str(FLUENTD), "--as", "editor")  # the log names whom it acted as
     lines = why.why_changes(stack.store, "DaemonSet", "kube-system/fluentd-elasticsearch")
     assert any("ADDED" in line and "by user editor" in line for line in lines), lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from multidict import CIMultiDict
 
 from services.apiserver import auth, handlers, listing, protobuf, requests, status
 from services.apiserver.status import ApiError
@@ -276,15 +277,29 @@ def test_impersonation_is_an_admins_and_takes_the_named_users_role() -> None:
     assert auth.impersonate(admin, {}, users) is admin
     assert auth.impersonate(admin, {"Impersonate-User": "ed"}, users) == ed
     stranger = auth.impersonate(admin, {"Impersonate-User": "stranger"}, users)
-    assert stranger == auth.User("stranger", auth.NO_ROLE)
+    assert stranger == auth.User("stranger", auth.NO_ROLE, ("system:authenticated",))
     assert not auth.authorize(stranger, "list", "pods", True)
     assert auth.may_get_url(stranger, "get")  # discovery, as every authenticated user
     with pytest.raises(auth.ImpersonationError, match='User "ed" cannot impersonate'):
         auth.impersonate(ed, {"Impersonate-User": "admin"}, users)
-    for header in ("Impersonate-Group", "Impersonate-Uid", "Impersonate-Extra-Scopes"):
+    for header in ("Impersonate-Uid", "Impersonate-Extra-Scopes"):
         with pytest.raises(auth.ImpersonationError):  # refused, never ignored
             auth.impersonate(admin, {"Impersonate-User": "ed", header: "x"}, users)
         with pytest.raises(auth.ImpersonationError):
             auth.impersonate(admin, {header: "x"}, users)
+    with pytest.raises(auth.ImpersonationError, match="needs a user's name"):
+        auth.impersonate(admin, {"Impersonate-Group": "ops"}, users)
     with pytest.raises(auth.ImpersonationError):
         auth.impersonate(admin, {"Impersonate-User": ""}, users)
+
+
+def test_an_impersonated_user_is_in_the_groups_named_else_its_own() -> None:
+    admin = auth.User("admin", "admin")
+    sa = auth.impersonate(admin, {"Impersonate-User": "system:serviceaccount:logs:fluentd"},
+                          [admin])
+    assert sa.role == auth.NO_ROLE and sa.groups == (
+        "system:serviceaccounts", "system:serviceaccounts:logs", "system:authenticated")
+    headers = CIMultiDict([("Impersonate-User", "sam"), ("Impersonate-Group", "ops"),
+                           ("Impersonate-Group", "dev")])  # --as-group twice
+    assert auth.impersonate(admin, headers, [admin]).groups == (
+        "ops", "dev", "system:authenticated")
