@@ -39,6 +39,7 @@ from services.apiserver import (
     podproxy,
     protobuf,
     requests,
+    satokens,
     tables,
     watch,
     watchcache,
@@ -72,6 +73,7 @@ class State:
     store: Store
     cache: WatchCache
     tokens: auth.TokenFile
+    issuer: satokens.Issuer
     pool: ThreadPoolExecutor
     server_address: str
 
@@ -171,7 +173,9 @@ async def auth_middleware(request: web.Request,
     if request.path in UNAUTHENTICATED_PATHS or fleet.is_public(request.path):
         return await handler(request)
     state = request.app[STATE_KEY]
-    user = state.tokens.authenticate(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    user = state.tokens.authenticate(header) or \
+        state.issuer.authenticate(header, state.cache.objects)
     if user is None:
         raise st.ApiError("Unauthorized", "Unauthorized")
     try:
@@ -488,6 +492,10 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
     if verb == "create":
         if t.sub == "eviction":
             return await state.run(handlers.evict, store, t, body, dry)
+        if t.sub == "token":  # a TokenRequest: nothing is written; read as a list reads
+            assert t.namespace is not None and t.name is not None
+            await _caught_up(state, store, {})
+            return 201, state.issuer.answer(t.namespace, t.name, body, state.cache.objects)
         if t.name is not None:
             raise st.ApiError("MethodNotAllowed", "POST is not supported on an object")
         md = body.get("metadata") if isinstance(body, dict) else None

@@ -93,6 +93,8 @@ def _api_resource(r: served.Resource) -> list[Obj]:
                   "namespaced": info.namespaced, "kind": kind, "verbs": list(verbs)}
         if sub == "eviction":
             s.update(group="policy", version="v1")
+        elif sub == "token":
+            s.update(group="authentication.k8s.io", version="v1")
         subs.append(s)
     return [out, *subs]
 

@@ -1,11 +1,12 @@
 """The protobuf wire format: decoding the few request bodies kubectl sends as Kubernetes
 protobuf (its typed clients do: ``auth can-i`` posts a SelfSubjectAccessReview, ``auth
-can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``drain`` an
-Eviction, or with ``--disable-eviction`` a pod's delete with DeleteOptions, ``create
-namespace`` a Namespace, ``create configmap`` a ConfigMap, ``create secret`` a Secret,
-``create service``, ``create serviceaccount``, ``create role`` and the RBAC group's other
-kinds (``protokinds``), ``debug node/...``, ``debug --copy-to`` and ``run`` a Pod) into the
-JSON shape of the same object, which then takes the path a JSON body takes.
+can-i --list`` a SelfSubjectRulesReview, ``auth whoami`` a SelfSubjectReview, ``create
+token`` a TokenRequest, ``drain`` an Eviction, or with ``--disable-eviction`` a pod's
+delete with DeleteOptions, ``create namespace`` a Namespace, ``create configmap`` a
+ConfigMap, ``create secret`` a Secret, ``create service``, ``create serviceaccount``,
+``create role`` and the RBAC group's other kinds (``protokinds``), ``debug node/...``,
+``debug --copy-to`` and ``run`` a Pod) into the JSON shape of the same object, which then
+takes the path a JSON body takes.
 Decides (pure). Answers go out as JSON, which those clients accept (but for the OpenAPI v2
 document, below).
 
@@ -122,6 +123,21 @@ def _eviction(f: Fields) -> Obj:
     return out
 
 
+def _token_request(f: Fields) -> Obj:
+    """1 metadata, 2 spec: 1 audiences (repeated), 3 boundObjectRef {1 kind, 2 apiVersion,
+    3 name, 4 uid}, 4 expirationSeconds (``kubectl create token``)."""
+    raw = _msg(f, 2)
+    spec: Obj = {"audiences": [v.decode("utf-8", "replace") for v in raw.get(1, [])
+                               if isinstance(v, bytes)]}
+    if 4 in raw:
+        seconds = raw[4][-1]
+        spec["expirationSeconds"] = seconds - (1 << 64) if seconds >= 1 << 63 else seconds
+    if 3 in raw:
+        spec["boundObjectRef"] = {k: v for k, v in _strings(_msg(raw, 3), {
+            1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}).items() if v}
+    return {"metadata": _meta(_msg(f, 1)), "spec": spec}
+
+
 def _namespace(f: Fields) -> Obj:
     out: Obj = {"metadata": _meta(_msg(f, 1))}
     finalizers = _msg(f, 2).get(1)
@@ -180,6 +196,7 @@ DECODERS: dict[str, Callable[[Fields], Obj]] = {
     "SelfSubjectReview": _self_review,
     "Eviction": _eviction,
     "DeleteOptions": _delete_options,
+    "TokenRequest": _token_request,
 }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from services import common, config
-from services.apiserver import app, auth, tls
+from services.apiserver import app, auth, satokens, tls
 from services.apiserver.watchcache import WatchCache
 from shared.api import served
 from shared.model import kinds, meta, priority
@@ -53,6 +53,7 @@ class Options:
     token_file: Path | None = None
     tls: bool = True
     cert_dir: Path | None = None
+    service_account_key_file: Path | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -76,6 +77,20 @@ def ensure_token_file(path: Path) -> Path:
     return path
 
 
+def pki_dir(opts: Options) -> Path:
+    return opts.cert_dir or config.apiserver_dir() / "pki"
+
+
+def issuer(opts: Options) -> satokens.Issuer:
+    """The issuer of ServiceAccount tokens, its key made when missing; raises
+    ConfigError."""
+    try:
+        return satokens.Issuer(satokens.load_key(opts.service_account_key_file
+                                                 or pki_dir(opts) / "sa.key"))
+    except satokens.SigningKeyError as err:
+        raise ConfigError(str(err)) from err
+
+
 def settle(opts: Options) -> tuple[auth.TokenFile, ssl.SSLContext | None, Path | None]:
     """The token file, the TLS context and the CA file of ``opts``; raises ConfigError."""
     use_tls = opts.tls
@@ -89,23 +104,23 @@ def settle(opts: Options) -> tuple[auth.TokenFile, ssl.SSLContext | None, Path |
         raise ConfigError(str(err)) from err
     if not use_tls:
         return tokens, None, None
-    ca, crt, key = tls.ensure_serving(opts.cert_dir or config.apiserver_dir() / "pki",
-                                      opts.bind)
+    ca, crt, key = tls.ensure_serving(pki_dir(opts), opts.bind)
     return tokens, tls.server_context(crt, key), ca
 
 
 def run(redis_url: str | None, prefix: str | None, opts: Options,
         metrics: common.Metrics = (None, common.METRICS_BIND)) -> None:
     tokens, context, _ca = settle(opts)  # refuse unsafe options before anything starts
+    signer = issuer(opts)
     common.setup_logging("apiserver")
     common.tune_gc(streaming=True)
     common.serve_metrics(*metrics)
     store = common.open_store(redis_url, prefix)
-    asyncio.run(_main(store, tokens, context, opts))
+    asyncio.run(_main(store, tokens, context, opts, signer))
 
 
 async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext | None,
-                opts: Options) -> None:
+                opts: Options, signer: satokens.Issuer) -> None:
     assert isinstance(store, Store)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -113,7 +128,7 @@ async def _main(store: object, tokens: auth.TokenFile, context: ssl.SSLContext |
         loop.add_signal_handler(sig, stop.set)
     cache = WatchCache(store, served.STORED_KINDS)
     scheme = "https" if context else "http"
-    state = app.State(store=store, cache=cache, tokens=tokens,
+    state = app.State(store=store, cache=cache, tokens=tokens, issuer=signer,
                       pool=ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="store"),
                       server_address=f"{opts.bind}:{opts.port}")
     log.info("apiserver %s://%s:%d (%d users)", scheme, opts.bind, opts.port,

@@ -580,9 +580,15 @@ def run_node_admission(ctx: click.Context, metrics_port: int | None, metrics_bin
 @click.option("--cert-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where the CA and serving certificate live "
                    "(default: $DAEMONBUS_HOME/apiserver/pki).")
+@click.option("--service-account-key-file", type=click.Path(path_type=Path, dir_okay=False),
+              default=None,
+              help="The P-256 EC private key (PEM) that signs and checks ServiceAccount tokens "
+                   "(kubectl create token); made if missing. Give every API server of a "
+                   "cluster the same one. Default: sa.key in the --cert-dir.")
 @click.pass_context
 def run_apiserver(ctx: click.Context, metrics_port: int | None, metrics_bind: str, bind: str,
-                  port: int, token_file: Path | None, tls: bool, cert_dir: Path | None) -> None:
+                  port: int, token_file: Path | None, tls: bool, cert_dir: Path | None,
+                  service_account_key_file: Path | None) -> None:
     """Serve the Kubernetes API for daemonbus objects, so kubectl and client libraries
     work unchanged (see `daemonbus kubeconfig`). Stateless: run as many as you like.
 
@@ -594,7 +600,8 @@ def run_apiserver(ctx: click.Context, metrics_port: int | None, metrics_bind: st
     from services.apiserver import server
 
     opts = server.Options(bind=bind, port=port, token_file=token_file, tls=tls,
-                          cert_dir=cert_dir)
+                          cert_dir=cert_dir,
+                          service_account_key_file=service_account_key_file)
     try:
         server.run(*_ctx_opts(ctx), opts, (metrics_port, metrics_bind))
     except server.ConfigError as err:

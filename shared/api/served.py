@@ -63,7 +63,9 @@ RESOURCES: tuple[Resource, ...] = (
              subresources=(("proxy", "ServiceProxyOptions",
                             ("create", "delete", "get", "patch", "update")),
                            ("status", "Service", ("get", "patch", "update")))),
-    *(Resource(info) for info in kinds.USER_KINDS if info is not kinds.SERVICE),
+    Resource(kinds.SERVICE_ACCOUNT, subresources=(("token", "TokenRequest", ("create",)),)),
+    *(Resource(info) for info in kinds.USER_KINDS
+      if info not in (kinds.SERVICE, kinds.SERVICE_ACCOUNT)),
     Resource(kinds.LEASE, verbs=("get", "list")),
     Resource(metrics.NODE_METRICS, verbs=("get", "list")),
     Resource(metrics.POD_METRICS, verbs=("get", "list")),
