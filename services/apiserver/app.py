@@ -238,6 +238,15 @@ async def version(_request: web.Request) -> web.Response:
     return respond(discovery.SERVER_VERSION)
 
 
+async def openid_configuration(_request: web.Request) -> web.Response:
+    return respond(satokens.openid_configuration())
+
+
+async def jwks(request: web.Request) -> web.Response:
+    return web.Response(body=orjson.dumps(satokens.jwks(request.app[STATE_KEY].issuer)),
+                        content_type="application/jwk-set+json")
+
+
 def _cache(request: web.Request) -> WatchCache:
     return request.app[STATE_KEY].cache
 
@@ -514,25 +523,34 @@ async def _write(request: web.Request, state: State, store: Store, t: Target,
 
 
 async def _review(request: web.Request, gv: str, parts: list[str]) -> web.Response:
-    """The reviews any user may post about itself, answered from its token, the role
-    table (``auth.RULES``) and the store's RBAC bindings: SelfSubjectAccessReview (may
-    the caller do what it asks about? ``kubectl auth can-i``), SelfSubjectRulesReview
-    (what may it do? ``kubectl auth can-i --list``) and SelfSubjectReview (who is it?
-    ``kubectl auth whoami``)."""
+    """The reviews, answered from the token file and its role table (``auth.RULES``), the
+    ServiceAccount tokens' issuer and the store's RBAC bindings. Any user may post those
+    of itself: SelfSubjectAccessReview (may the caller do what it asks about? ``kubectl
+    auth can-i``), SelfSubjectRulesReview (what may it do? ``kubectl auth can-i --list``)
+    and SelfSubjectReview (who is it? ``kubectl auth whoami``); a user granted their
+    ``create``, those of others: TokenReview (who is this token?) and SubjectAccessReview
+    (may this user do this?), as a proxy in front of a service asks (kube-rbac-proxy,
+    Vault)."""
     by_plural = dict(discovery.REVIEWS[gv])
     if len(parts) != 1 or parts[0] not in by_plural:
         raise st.no_such_path()
     if request.method != "POST":
         raise st.ApiError("MethodNotAllowed", f"the server does not allow this method on "
                           f"the requested resource ({request.method.lower()} {parts[0]})")
-    kind = by_plural[parts[0]]
+    kind, user, state = by_plural[parts[0]], _user(request), request.app[STATE_KEY]
+    group = gv.partition("/")[0]
+    if parts[0] not in discovery.SELF and \
+            state.decide(user, rbac.Request("create", group, parts[0]), False) is None:
+        raise st.ApiError("Forbidden", f'{parts[0]}.{group} is forbidden: User "{user.name}" '
+                          f'cannot create resource "{parts[0]}" in API group "{group}" at '
+                          "the cluster scope", {"group": group, "kind": parts[0]})
     body = await _body(request)
     if not isinstance(body, dict) or body.get("kind", kind) != kind:
         raise st.bad_request(f"the body must be a {kind}")
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise st.bad_request(f"spec: Invalid value: the spec of a {kind} must be an object")
-    body["status"] = _ANSWERS[kind](request.app[STATE_KEY], _user(request), spec)
+    body["status"] = _ANSWERS[kind](state, user, spec)
     body["apiVersion"], body["kind"] = gv, kind
     return respond(body, 201)
 
@@ -577,13 +595,64 @@ def _rules(state: State, user: auth.User, spec: Obj) -> Obj:
                 (urls if rule.get("nonResourceURLs") else resource_rules).append(rule)
     for gv, reviews in discovery.REVIEWS.items():
         resource_rules.append({"verbs": ["create"], "apiGroups": [gv.partition("/")[0]],
-                               "resources": [plural for plural, _kind in reviews]})
+                               "resources": [plural for plural, _kind in reviews
+                                             if plural in discovery.SELF]})
     return {"resourceRules": resource_rules, "nonResourceRules": urls, "incomplete": False}
+
+
+def _token_review(state: State, _user: auth.User, spec: Obj) -> Obj:
+    """Who a token is (a user of the token file, for the API server's audience; a
+    ServiceAccount token, for the audiences asked, else the API server's), as upstream's
+    TokenReview answers; an unknown token is not an error but ``authenticated: false``."""
+    token = spec.get("token")
+    asked = spec.get("audiences") or list(satokens.AUDIENCES)
+    if not isinstance(token, str) or not token:
+        raise _review_invalid("TokenReview", "authentication.k8s.io", "spec.token: Required "
+                              "value: token must not be empty")
+    if not isinstance(asked, list) or not all(isinstance(a, str) for a in asked):
+        raise st.bad_request("spec.audiences: must be a list of strings")
+    found = state.issuer.identify(token, state.cache.objects, audiences=asked)
+    if found is None and set(asked) & set(satokens.AUDIENCES):
+        user = state.tokens.authenticate(f"Bearer {token}")
+        if user is not None:  # the token file's: for the API server alone
+            found = ({"username": user.name, "groups": list(user.groups)},
+                     [a for a in asked if a in satokens.AUDIENCES])
+    if found is None:
+        return {"authenticated": False, "user": {}, "error": "invalid bearer token"}
+    info, held = found
+    return {"authenticated": True, "user": info, "audiences": held}
+
+
+def _review_invalid(kind: str, group: str, problem: str) -> st.ApiError:
+    return st.ApiError("Invalid", f'{kind}.{group} "" is invalid: {problem}',
+                       {"group": group, "kind": kind, "causes": [st.cause(problem)]})
+
+
+def _may_another(state: State, _user: auth.User, spec: Obj) -> Obj:
+    """Whether the user a SubjectAccessReview names (by name, with its token file role if
+    it has one, and in exactly the groups named) may do what it asks about, as
+    ``kubectl auth can-i`` would answer that user."""
+    name, groups = spec.get("user") or "", spec.get("groups") or []
+    if not isinstance(name, str) or not isinstance(groups, list) or \
+            not all(isinstance(g, str) for g in groups):
+        raise st.bad_request("spec.user must be a string and spec.groups a list of strings")
+    if not name and not groups:
+        raise _review_invalid("SubjectAccessReview", "authorization.k8s.io",
+                              'spec.user: Invalid value: "": at least one of user or group '
+                              "must be specified")
+    if ("resourceAttributes" in spec) == ("nonResourceAttributes" in spec):
+        raise _review_invalid("SubjectAccessReview", "authorization.k8s.io",
+                              "spec.resourceAttributes: Invalid value: \"null\": exactly one "
+                              "of nonResourceAttributes or resourceAttributes must be "
+                              "specified")
+    role = next((u.role for u in state.tokens.users.values() if u.name == name), auth.NO_ROLE)
+    return _may(state, auth.User(name, role, tuple(groups)), spec)
 
 
 _ANSWERS: dict[str, Callable[[State, auth.User, Obj], Obj]] = {
     "SelfSubjectAccessReview": _may, "SelfSubjectRulesReview": _rules,
-    "SelfSubjectReview": _whoami}
+    "SelfSubjectReview": _whoami, "TokenReview": _token_review,
+    "SubjectAccessReview": _may_another}
 
 
 # ---- the fleet view (/ui) -----------------------------------------------------------------
@@ -637,6 +706,8 @@ def make_app(state: State) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", root)
     app.router.add_get("/version", version)
+    app.router.add_get(satokens.OPENID_CONFIGURATION, openid_configuration)
+    app.router.add_get(satokens.JWKS, jwks)
     app.router.add_get("/api", api_root)
     app.router.add_get("/apis", apis_root)
     app.router.add_get("/apis/{group}", api_group)

@@ -36,11 +36,12 @@ NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
                                  "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
                                  "pods/portforward", "pods/proxy", "services/proxy",
                                  "events", "controllerrevisions"})
-DISCOVERY_URLS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/healthz/*", "/livez",
-                  "/livez/*", "/metrics", "/openapi", "/openapi/*", "/readyz", "/readyz/*",
-                  "/version", "/version/")
+DISCOVERY_URLS = ("/.well-known/openid-configuration", "/api", "/api/*", "/apis", "/apis/*",
+                  "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/openapi",
+                  "/openapi/*", "/openid/v1/jwks", "/readyz", "/readyz/*", "/version",
+                  "/version/")
 """What every user may ``get`` outside the resources (upstream's ``system:discovery``, with
-its health checks and ``/metrics``)."""
+its health checks, ``/metrics`` and the ServiceAccount issuer's discovery)."""
 
 
 class TokenFileError(ValueError):

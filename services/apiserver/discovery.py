@@ -22,12 +22,16 @@ SERVER_VERSION = {"major": _MAJOR, "minor": _MINOR, "gitVersion": served.VERSION
 
 AUTHZ_GROUP_VERSION = "authorization.k8s.io/v1"
 ACCESS_REVIEWS = (("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-                  ("selfsubjectrulesreviews", "SelfSubjectRulesReview"))
+                  ("selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+                  ("subjectaccessreviews", "SubjectAccessReview"))
 AUTHN_GROUP_VERSION = "authentication.k8s.io/v1"
-SELF_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"),)
-"""The reviews every user may post (``kubectl auth can-i``, ``auth whoami``), by group
-version: (plural, kind)."""
-REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: SELF_REVIEWS}
+AUTHN_REVIEWS = (("selfsubjectreviews", "SelfSubjectReview"), ("tokenreviews", "TokenReview"))
+REVIEWS = {AUTHZ_GROUP_VERSION: ACCESS_REVIEWS, AUTHN_GROUP_VERSION: AUTHN_REVIEWS}
+"""The reviews, by group version: (plural, kind)."""
+SELF = frozenset({"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"})
+"""The reviews every user may post, of itself (``kubectl auth can-i``, ``auth whoami``);
+the others (of a token, of another user) only those granted their ``create`` may post
+(upstream's ``system:auth-delegator``)."""
 _GROUPS = dict(sorted({
     **{gv.partition("/")[0]: gv.partition("/")[2] for gv in REVIEWS},
     **{r.info.group: r.info.version for r in served.RESOURCES if r.info.group}}.items()))

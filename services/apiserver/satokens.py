@@ -188,18 +188,17 @@ class Issuer:
                            "expirationTimestamp": meta.format_time(now + seconds)}}
 
     def _claims(self, token: str) -> Obj | None:
-        """The claims of ``token`` when this key signed it for this issuer and one of the
-        API server's audiences; None otherwise (its times are checked by the caller)."""
+        """The claims of ``token`` when this key signed it for this issuer; None otherwise
+        (its audiences and times are the caller's to check)."""
         found = self.verified.get(token)
         if found is not None:
             self.verified.move_to_end(token)
             return found
         try:
-            claims = jwt.decode(token, self.public, algorithms=["ES256"], audience=AUDIENCES,
-                                issuer=ISSUER, options={"verify_exp": False,
-                                                        "verify_nbf": False,
-                                                        "verify_iat": False,
-                                                        "require": ["exp", "sub"]})
+            claims = jwt.decode(token, self.public, algorithms=["ES256"], issuer=ISSUER,
+                                options={"verify_aud": False, "verify_exp": False,
+                                         "verify_nbf": False, "verify_iat": False,
+                                         "require": ["exp", "sub"]})
         except jwt.PyJWTError:
             return None
         if not isinstance(claims.get(CLAIMS), dict):
@@ -209,19 +208,22 @@ class Issuer:
             self.verified.popitem(last=False)
         return claims
 
-    def authenticate(self, header: str | None, objects: rbac.Objects,
-                     now: float | None = None) -> auth.User | None:
-        """The ServiceAccount user of an ``Authorization: Bearer <token>`` header whose
-        token this issuer made and that still holds (see the module's docstring); None
-        otherwise."""
-        if not header or not header.startswith("Bearer ") or header.count(".") != 2:
-            return None
-        claims = self._claims(header[len("Bearer "):].strip())
+    def identify(self, token: str, objects: rbac.Objects, now: float | None = None,
+                 audiences: tuple[str, ...] | list[str] = AUDIENCES,
+                 ) -> tuple[Obj, list[str]] | None:
+        """Who ``token`` is, as a TokenReview's ``userInfo`` (its ServiceAccount's name,
+        uid and groups, and as upstream's extras the object it is bound to and its id),
+        and which of ``audiences`` it is for; None when it is no one (see the module's
+        docstring)."""
+        claims = self._claims(token) if token.count(".") == 2 else None
         if claims is None:
             return None
+        aud = claims.get("aud")
+        aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        held = [a for a in audiences if a in aud]
         now = time.time() if now is None else now
         exp, nbf = claims.get("exp"), claims.get("nbf", 0)
-        if not isinstance(exp, int) or not isinstance(nbf, int) or exp <= now \
+        if not held or not isinstance(exp, int) or not isinstance(nbf, int) or exp <= now \
                 or nbf > now + DELETED_GRACE:
             return None
         private = claims[CLAIMS]
@@ -230,16 +232,60 @@ class Issuer:
         if not isinstance(sa_ref, dict) or not _holds(objects, "ServiceAccount", ns, sa_ref,
                                                       now):
             return None
+        extra: dict[str, list[str]] = {}
         for kind in BOUND:
             ref = private.get(kind.lower())
+            if ref is None:
+                continue
+            if not isinstance(ref, dict):
+                return None
             if kind != "Node" or "pod" not in private:  # a pod's node is named, not bound
-                if ref is not None and not (isinstance(ref, dict) and _holds(
-                        objects, kind, "" if kind == "Node" else ns, ref, now)):
+                if not _holds(objects, kind, "" if kind == "Node" else ns, ref, now):
                     return None
+            if kind != "Secret":
+                for field in ("name", "uid"):
+                    if ref.get(field):
+                        extra[f"authentication.kubernetes.io/{kind.lower()}-{field}"] = \
+                            [str(ref[field])]
         user = str(claims.get("sub") or "")
         if user != rbac.service_account_user(ns, str(sa_ref.get("name") or "")):
             return None
-        return auth.User(user, auth.NO_ROLE, rbac.groups_of(user))
+        if claims.get("jti"):
+            extra["authentication.kubernetes.io/credential-id"] = [f"JTI={claims['jti']}"]
+        return {"username": user, "uid": str(sa_ref.get("uid") or ""),
+                "groups": list(rbac.groups_of(user)), "extra": extra}, held
+
+    def authenticate(self, header: str | None, objects: rbac.Objects,
+                     now: float | None = None) -> auth.User | None:
+        """The ServiceAccount user of an ``Authorization: Bearer <token>`` header whose
+        token this issuer made for the API server and that still holds; None
+        otherwise."""
+        if not header or not header.startswith("Bearer "):
+            return None
+        found = self.identify(header[len("Bearer "):].strip(), objects, now)
+        if found is None:
+            return None
+        info = found[0]
+        return auth.User(info["username"], auth.NO_ROLE, tuple(info["groups"]))
+
+
+OPENID_CONFIGURATION = "/.well-known/openid-configuration"
+JWKS = "/openid/v1/jwks"
+
+
+def openid_configuration() -> Obj:
+    """The issuer's OpenID discovery document, as upstream serves it: where its keys are,
+    so that a system outside the cluster checks its tokens itself (a cloud's workload
+    identity, Vault's JWT auth)."""
+    return {"issuer": ISSUER, "jwks_uri": ISSUER + JWKS,
+            "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"]}
+
+
+def jwks(issuer: Issuer) -> Obj:
+    """The public keys that check the tokens (a JSON Web Key Set of the one key)."""
+    key = jwt.algorithms.ECAlgorithm.to_jwk(issuer.public, as_dict=True)
+    return {"keys": [{**key, "kid": issuer.kid, "use": "sig", "alg": "ES256"}]}
 
 
 def _holds(objects: rbac.Objects, kind: str, namespace: str, ref: Obj, now: float) -> bool:

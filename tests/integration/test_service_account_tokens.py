@@ -7,7 +7,9 @@ first's tokens."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -117,3 +119,54 @@ def test_the_python_client_asks_for_a_token_and_uses_it(api: ApiServer) -> None:
         core.list_namespaced_secret("logs")
     assert err.value.status == 403
     assert json.loads(err.value.body)["message"].startswith(f'secrets is forbidden: User "{SA}"')
+
+
+def test_a_delegate_reviews_tokens_and_access_and_the_issuer_publishes_its_keys(
+        api: ApiServer, tmp_path: Path) -> None:
+    """TokenReview and SubjectAccessReview, as a proxy in front of an agent's metrics asks
+    (kube-rbac-proxy), for one granted their create; the issuer's OpenID discovery and
+    keys, with which a system outside the cluster checks a token itself."""
+    token = api.kubectl("create", "token", "fluentd", "-n", "logs").stdout.strip()
+    vault = api.kubectl("create", "token", "fluentd", "-n", "logs", "--audience",
+                        "vault").stdout.strip()
+    review = tmp_path / "review.json"
+
+    def post(doc: dict[str, object], *args: str) -> subprocess.CompletedProcess[str]:
+        review.write_text(json.dumps(doc))
+        return api.kubectl("create", "-f", str(review), "-o", "json", *args, check=False)
+
+    def token_review(t: str, audiences: list[str] | None = None) -> Any:
+        spec: dict[str, object] = {"token": t, **({"audiences": audiences} if audiences else {})}
+        got = post({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                    "spec": spec})
+        return json.loads(got.stdout)["status"]
+
+    assert token_review(token)["user"]["username"] == SA
+    assert token_review(vault)["authenticated"] is False  # not for the API server
+    assert token_review(vault, ["vault"])["audiences"] == ["vault"]
+    assert token_review("nonsense") == {"authenticated": False, "user": {},
+                                        "error": "invalid bearer token"}
+    sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+           "spec": {"user": SA, "groups": ["system:serviceaccounts"],
+                    "resourceAttributes": {"verb": "list", "resource": "pods",
+                                           "namespace": "logs"}}}
+    assert json.loads(post(sar).stdout)["status"] == {
+        "allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "reader" of '
+        'ClusterRole "reader" to ServiceAccount "fluentd/logs"'}
+    denied = post(sar, "--token", token)  # the ServiceAccount may not review others
+    assert ('subjectaccessreviews.authorization.k8s.io is forbidden: User "'
+            f'{SA}" cannot create resource "subjectaccessreviews" in API group '
+            '"authorization.k8s.io" at the cluster scope') in denied.stderr, denied.stderr
+    api.kubectl("create", "clusterrole", "delegate", "--verb=create",
+                "--resource=tokenreviews.authentication.k8s.io,"
+                "subjectaccessreviews.authorization.k8s.io")
+    api.kubectl("create", "clusterrolebinding", "delegate", "--clusterrole=delegate",
+                "--serviceaccount=logs:fluentd")
+    wait_for(lambda: post(sar, "--token", token).returncode == 0,
+             what="the binding to let the ServiceAccount review")
+    config_doc = json.loads(api.kubectl("get", "--raw", "/.well-known/openid-configuration",
+                                        "--token", token).stdout)
+    assert config_doc["issuer"] == "https://kubernetes.default.svc.cluster.local"
+    keys = json.loads(api.kubectl("get", "--raw", "/openid/v1/jwks").stdout)["keys"]
+    claims = jwt.decode(vault, jwt.PyJWK(keys[0]).key, algorithms=["ES256"], audience="vault")
+    assert claims["sub"] == SA

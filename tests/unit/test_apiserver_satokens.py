@@ -161,3 +161,25 @@ def test_the_signing_key_is_made_once_private_and_must_be_p256(tmp_path: Path) -
     (tmp_path / "junk.key").write_text("junk")
     with pytest.raises(satokens.SigningKeyError, match="cannot use"):
         satokens.load_key(tmp_path / "junk.key")
+
+
+def test_a_token_for_other_audiences_is_identified_for_those_only(
+        issuer: satokens.Issuer) -> None:
+    objects = world()
+    token = token_of(issuer, objects, {"audiences": ["vault", "other"]})
+    info, held = issuer.identify(token, objects, now=NOW + 1, audiences=["vault"]) or ({}, [])
+    assert held == ["vault"] and info["username"] == "system:serviceaccount:logs:fluentd"
+    assert info["uid"] == "uid-ServiceAccount-fluentd"
+    assert list(info["extra"]) == ["authentication.kubernetes.io/credential-id"]
+    assert issuer.identify(token, objects, now=NOW + 1) is None  # not the API server's
+
+
+def test_the_published_keys_check_the_tokens(issuer: satokens.Issuer) -> None:
+    token = token_of(issuer, world())
+    [key] = satokens.jwks(issuer)["keys"]
+    assert key["kid"] == issuer.kid and key["alg"] == "ES256" and "d" not in key  # public
+    claims = jwt.decode(token, jwt.PyJWK(key).key, algorithms=["ES256"],
+                        audience=satokens.ISSUER,
+                        options={"verify_exp": False, "verify_iat": False, "verify_nbf": False})
+    assert claims["sub"] == "system:serviceaccount:logs:fluentd"
+    assert satokens.openid_configuration()["jwks_uri"] == satokens.ISSUER + "/openid/v1/jwks"
