@@ -196,7 +196,7 @@ def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
     info = t.resource.info
     plural = info.qualified_plural
     what = f'{plural} "{t.name}"' if t.name else plural
-    where = f' in the namespace "{t.namespace}"' if t.namespace else ""
+    where = f' in the namespace "{t.namespace}"' if t.namespace else " at the cluster scope"
     res = f"{info.plural}/{t.sub}" if t.sub else info.plural  # (unqualified: its group follows)
     return st.ApiError("Forbidden", f'{what} is forbidden: User "{user.name}" cannot {verb} '
                        f'resource "{res}" in API group "{info.group}"{where}',

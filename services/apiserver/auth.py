@@ -14,7 +14,11 @@ What a user's role does not grant, the store's RoleBindings and ClusterRoleBindi
 (``shared.api.rbac``: to the user's name, its groups, or the ServiceAccount it is); a
 binding to the ClusterRole ``cluster-admin``, ``admin``, ``edit`` or ``view``, which are not
 stored, grants what the role table gives the role of that name (``cluster-admin``: admin's;
-``admin``: everything inside a namespace and view's reads). ``decide`` asks both.
+``admin``: everything inside a namespace and view's reads). ``decide`` asks both. No binding
+grants a write of the access objects themselves (Roles, ClusterRoles and their bindings):
+upstream lets one through only when the writer holds every permission it would grant (its
+escalation check), which daemonbus does not make; here only the token file's admins write
+them, so no one grants more than an admin gave.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from services import config
 from shared.api import rbac, served
+from shared.model import kinds
 
 Obj = dict[str, Any]
 ROLES = ("admin", "edit", "view")
@@ -195,6 +200,8 @@ def decide(user: User, req: rbac.Request, namespaced: bool, objects: rbac.Object
     if (authorize(user, req.verb, resource, namespaced) if req.resource
             else may_get_url(user, req.verb)):
         return f"user {user.name} has role {user.role}"
+    if req.group == kinds.RBAC_GROUP and req.verb not in served.READ_VERBS:
+        return None  # no escalation through a binding: see the module's docstring
     return rbac.allows(objects, user.name, user.groups, req, builtin_role)
 
 

@@ -198,6 +198,26 @@ def test_bindings_grant_what_their_roles_allow(api: ApiServer, tmp_path: Path) -
     wait_for(lambda: can("list", "pods", "-A") == "no\n", what="the deletion to take it back")
 
 
+def test_no_binding_lets_a_user_grant_itself_more(api: ApiServer) -> None:
+    """Even bound to cluster-admin, a ServiceAccount may not write the access objects: it
+    would grant more than an admin gave (upstream's escalation check guards that; here only
+    the token file's admins write them)."""
+    sa = "system:serviceaccount:default:ops"
+    api.kubectl("create", "clusterrolebinding", "ops", "--clusterrole=cluster-admin",
+                "--serviceaccount=default:ops")
+    wait_for(lambda: api.kubectl("auth", "can-i", "delete", "nodes", "--as", sa,
+                                 check=False).stdout == "yes\n", what="the binding to grant")
+    assert api.kubectl("auth", "can-i", "create", "clusterrolebindings", "--as", sa,
+                       check=False).stdout == "no\n"
+    refused = api.kubectl("create", "clusterrolebinding", "more", "--clusterrole=view",
+                          "--user=mallory", "--as", sa, check=False)
+    assert refused.stderr == (
+        'error: failed to create clusterrolebinding: clusterrolebindings.rbac.authorization.'
+        f'k8s.io is forbidden: User "{sa}" cannot create resource "clusterrolebindings" in '
+        'API group "rbac.authorization.k8s.io" at the cluster scope\n'), refused.stderr
+    assert api.kubectl("get", "clusterrolebinding", "more", check=False).returncode == 1
+
+
 def test_a_group_impersonated_gets_its_bindings(api: ApiServer) -> None:
     api.kubectl("create", "clusterrolebinding", "ops", "--clusterrole=edit", "--group=ops")
     assert api.kubectl("auth", "can-i", "create", "daemonsets", "--as", "someone",

@@ -180,3 +180,17 @@ def test_a_users_role_comes_first_and_gives_its_reason() -> None:
                        {}) is None
     assert auth.decide(viewer, Request("get", "metrics.k8s.io", "pods", namespace="a"), True,
                        {}) is not None
+
+
+def test_no_binding_grants_a_write_of_the_access_objects() -> None:
+    """A ServiceAccount bound to cluster-admin may do anything but write Roles, ClusterRoles
+    and their bindings (it would grant itself or others more than an admin gave)."""
+    objects = store(binding("ClusterRoleBinding", "b", ("ClusterRole", "cluster-admin"),
+                            [SA_SUBJECT]))
+    assert decide(objects, Request("delete", "", "pods", namespace="a", name="p")) is not None
+    assert decide(objects, Request("list", RBAC, "clusterrolebindings"), False) is not None
+    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+        assert decide(objects, Request(verb, RBAC, "clusterrolebindings"), False) is None
+        assert decide(objects, Request(verb, RBAC, "roles", namespace="a")) is None
+    admin = auth.User("root", "admin")  # the token file's admin writes them
+    assert auth.decide(admin, Request("create", RBAC, "clusterroles"), False, {}) is not None
