@@ -192,15 +192,15 @@ def _user(request: web.Request) -> auth.User:
     return user
 
 
-def _forbidden(user: auth.User, verb: str, t: Target) -> st.ApiError:
-    info = t.resource.info
+def _forbidden(user: auth.User, verb: str, info: kinds.KindInfo, namespace: str | None,
+               name: str | None, sub: str | None = None) -> st.ApiError:
     plural = info.qualified_plural
-    what = f'{plural} "{t.name}"' if t.name else plural
-    where = f' in the namespace "{t.namespace}"' if t.namespace else " at the cluster scope"
-    res = f"{info.plural}/{t.sub}" if t.sub else info.plural  # (unqualified: its group follows)
+    what = f'{plural} "{name}"' if name else plural
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    res = f"{info.plural}/{sub}" if sub else info.plural  # (unqualified: its group follows)
     return st.ApiError("Forbidden", f'{what} is forbidden: User "{user.name}" cannot {verb} '
                        f'resource "{res}" in API group "{info.group}"{where}',
-                       {"name": t.name or "", "group": info.group, "kind": info.plural})
+                       {"name": name or "", "group": info.group, "kind": info.plural})
 
 
 async def _body(request: web.Request, fields: handlers.FieldCheck | None = None) -> Any:
@@ -324,7 +324,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if state.decide(user, rbac.Request(verb, info.group, info.plural, t.sub or "",
                                        t.namespace or "", t.name or ""),
                     info.namespaced) is None:
-        raise _forbidden(user, verb, t)
+        raise _forbidden(user, verb, info, t.namespace, t.name, t.sub)
     # a namespaced kind across all namespaces (``/api/v1/pods``) is read-only, as upstream's:
     # a write or a collection delete there is 405, never every namespace's at once
     if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs) or (
@@ -666,24 +666,57 @@ async def ui_file(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type=ctype, headers=fleet.PAGE_HEADERS)
 
 
+def _may_read(state: State, user: auth.User, kind: str, namespace: str = "",
+              name: str = "") -> None:
+    """Forbidden unless ``user`` may read the ``kind`` object ``namespace/name`` (no name:
+    list them) through the API: what a fleet answer shows of it, it may not show to one
+    who may not."""
+    info = kinds.by_kind(kind)
+    if info is None:
+        raise st.ApiError("Forbidden", f'User "{user.name}" may not read {kind} entries')
+    verb = "get" if name else "list"
+    namespace = namespace if info.namespaced else ""
+    if state.decide(user, rbac.Request(verb, info.group, info.plural, namespace=namespace,
+                                       name=name), info.namespaced) is None:
+        raise _forbidden(user, verb, info, namespace, name)
+
+
 async def ui_api(request: web.Request) -> web.Response:
-    """The fleet view's read-only answers (services.apiserver.fleet), for any role."""
+    """The fleet view's read-only answers (services.apiserver.fleet), each for a user who
+    may read through the API what it shows: the DaemonSet's (or pod's) namespace, its
+    nodes, its revisions, the kind of a log entry."""
     state = request.app[STATE_KEY]
-    store = state.store.as_writer(_user(request).name)
+    user = _user(request)
+    store = state.store.as_writer(user.name)
     q = dict(request.query)
     what = request.match_info["what"]
     request[VERB_KEY], request[RESOURCE_KEY] = "get", "ui/" + what.split("/", 1)[0]
+    ns, name = q.get("namespace") or "", q.get("name") or ""
     if what == "why":
+        kind = {"pod": "Pod", "daemonset": "DaemonSet", "node": "DaemonSet"}.get(
+            q.get("kind") or "", "DaemonSet")
+        _may_read(state, user, kind, ns, name)
+        if q.get("kind") == "node":
+            _may_read(state, user, "Node", name=q.get("node") or "")
+        _may_read(state, user, "Pod", ns)  # its pods, as the answer tells of them
         return respond(await state.run(fleet.why_answer, store, q))
     if what.startswith("log/"):
-        return respond(await state.run(fleet.log_entry, store, what[len("log/"):]))
+        entry = await state.run(fleet.log_entry, store, what[len("log/"):])
+        entry_ns, _, entry_name = str(entry.get("key") or "").rpartition("/")
+        _may_read(state, user, str(entry.get("kind") or ""), entry_ns, entry_name)
+        return respond(entry)
+    if what == "action" and q.get("node"):  # cordon, uncordon
+        _may_read(state, user, "Node", name=q["node"])
+    elif what in ("placement", "history", "action", "progress"):
+        _may_read(state, user, "DaemonSet", ns, name)
     if what == "placement":
+        _may_read(state, user, "Node")
         nodes = state.cache.current("Node", lambda _o: True)
         return respond(await state.run(fleet.placement_answer, store, nodes, q))
     if what == "history":
-        ns = fleet.NAME.match(q.get("namespace") or "")
-        revisions = state.cache.current(
-            "ControllerRevision", lambda o: ns is not None and meta.namespace(o) == ns[0])
+        _may_read(state, user, "ControllerRevision", ns)
+        revisions = state.cache.current("ControllerRevision",
+                                        lambda o: bool(ns) and meta.namespace(o) == ns)
         return respond(await state.run(fleet.history_answer, store, revisions, q))
     if what == "action":
         return respond(await state.run(fleet.action_plan, store, q))

@@ -113,6 +113,31 @@ def test_page_is_static_and_every_answer_needs_a_token(api: ApiServer) -> None:
     assert code == 400 and doc["reason"] == "BadRequest"
 
 
+def test_an_answer_shows_only_what_the_user_may_read_through_the_api(
+        api: ApiServer, applied: str) -> None:
+    """A fleet answer is the API's read of what it shows: a log entry of a Secret is no
+    viewer's (as ``kubectl get secret`` is not), and a ServiceAccount that nothing grants
+    reads nothing of a DaemonSet, its placement, history or log."""
+    api.kubectl("create", "secret", "generic", "fleet-s", "--from-literal=k=v")
+    entry = api.json("get", "secret", "fleet-s")["metadata"]["resourceVersion"]
+    assert api.request("GET", f"/ui/api/log/{entry}")[1]["kind"] == "Secret"  # an admin
+    code, doc = api.request("GET", f"/ui/api/log/{entry}", token="viewer")
+    assert code == 403 and doc["message"] == (
+        'secrets "fleet-s" is forbidden: User "viewer" cannot get resource "secrets" in API '
+        'group "" in the namespace "default"'), doc
+    ds_entry = api.json("get", "ds", DS)["metadata"]["resourceVersion"]
+    assert api.request("GET", f"/ui/api/log/{ds_entry}", token="viewer")[0] == 200
+    api.kubectl("create", "serviceaccount", "nobody")
+    token = api.kubectl("create", "token", "nobody").stdout.strip()
+    for path in (f"/ui/api/why?kind=daemonset&namespace={NS}&name={DS}",
+                 f"/ui/api/placement?namespace={NS}&name={DS}",
+                 f"/ui/api/history?namespace={NS}&name={DS}",
+                 f"/ui/api/progress?namespace={NS}&name={DS}", f"/ui/api/log/{ds_entry}"):
+        code, doc = api.request("GET", path, token=token)
+        assert code == 403 and "system:serviceaccount:default:nobody" in doc["message"], path
+        assert api.request("GET", path, token="viewer")[0] == 200, path
+
+
 def test_grid_shows_a_cell_per_node_after_an_apply(api: ApiServer, chromium: Any,
                                                    applied: str) -> None:
     with _open(chromium, api, "viewer") as page:
