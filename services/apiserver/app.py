@@ -251,9 +251,14 @@ def _cache(request: web.Request) -> WatchCache:
     return request.app[STATE_KEY].cache
 
 
-async def metrics(_request: web.Request) -> web.Response:
+async def metrics(request: web.Request) -> web.Response:
     """``/metrics``: this server's Prometheus metrics, as ``kubectl get --raw /metrics``
-    reads upstream's."""
+    reads upstream's, for those allowed (``auth.may_get_url``, or a binding)."""
+    user = _user(request)
+    if request.app[STATE_KEY].decide(user, rbac.Request("get", path=request.path),
+                                     False) is None:
+        raise st.ApiError("Forbidden", f'forbidden: User "{user.name}" cannot get path '
+                          f'"{request.path}"', {})
     return web.Response(body=prometheus_client.generate_latest(),
                         headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
 
@@ -587,7 +592,7 @@ def _rules(state: State, user: auth.User, spec: Obj) -> Obj:
     name it (their roles' rules as they are), the access reviews every user may post, and
     the non-resource URLs."""
     resource_rules = auth.policy_rules(auth.RULES.get(user.role, ()))
-    urls = auth.url_rules(auth.may_get_url(user, "*"))
+    urls = auth.user_url_rules(user)
     for grant in rbac.grants(state.cache.objects, user.name, user.groups,
                              str(spec.get("namespace") or ""), auth.builtin_role):
         for rule in grant.rules:

@@ -41,12 +41,16 @@ NAMESPACED_WRITABLE = frozenset({"daemonsets", "pods", "pods/attach",
                                  "pods/ephemeralcontainers", "pods/eviction", "pods/exec",
                                  "pods/portforward", "pods/proxy", "services/proxy",
                                  "events", "controllerrevisions"})
-DISCOVERY_URLS = ("/.well-known/openid-configuration", "/api", "/api/*", "/apis", "/apis/*",
-                  "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/openapi",
-                  "/openapi/*", "/openid/v1/jwks", "/readyz", "/readyz/*", "/version",
-                  "/version/")
-"""What every user may ``get`` outside the resources (upstream's ``system:discovery``, with
-its health checks, ``/metrics`` and the ServiceAccount issuer's discovery)."""
+PUBLIC_URLS = ("/.well-known/openid-configuration", "/api", "/api/*", "/apis", "/apis/*",
+               "/healthz", "/healthz/*", "/livez", "/livez/*", "/openapi", "/openapi/*",
+               "/openid/v1/jwks", "/readyz", "/readyz/*", "/version", "/version/")
+"""What every authenticated user may ``get`` outside the resources (upstream's
+``system:discovery`` and ``system:public-info-viewer``, and the ServiceAccount issuer's
+discovery)."""
+DISCOVERY_URLS = (*PUBLIC_URLS, "/metrics")
+"""What every user of the token file may ``get`` outside the resources: those and the
+server's ``/metrics`` (a ServiceAccount reads them if a binding grants it, as upstream's
+``system:monitoring``)."""
 
 
 class TokenFileError(ValueError):
@@ -174,11 +178,16 @@ def policy_rules(rules: tuple[Rule, ...]) -> list[Obj]:
     return out
 
 
-def url_rules(everything: bool) -> list[Obj]:
+def url_rules(everything: bool, urls: tuple[str, ...] = DISCOVERY_URLS) -> list[Obj]:
     """The PolicyRules of the URLs outside the resources: every verb on every one, or
-    ``get`` of those every user may get."""
+    ``get`` of ``urls``."""
     return [{"verbs": ["*"], "nonResourceURLs": ["*"]}] if everything \
-        else [{"verbs": ["get"], "nonResourceURLs": list(DISCOVERY_URLS)}]
+        else [{"verbs": ["get"], "nonResourceURLs": list(urls)}]
+
+
+def user_url_rules(user: User) -> list[Obj]:
+    """``url_rules`` of ``user`` (``may_get_url``'s)."""
+    return url_rules(user.role == "admin", DISCOVERY_URLS if user.role else PUBLIC_URLS)
 
 
 @functools.cache
@@ -198,7 +207,7 @@ def decide(user: User, req: rbac.Request, namespaced: bool, objects: rbac.Object
     resource = served.rbac_name(req.group, f"{req.resource}/{req.subresource}"
                                 if req.subresource else req.resource)
     if (authorize(user, req.verb, resource, namespaced) if req.resource
-            else may_get_url(user, req.verb)):
+            else may_get_url(user, req.verb, req.path)):
         return f"user {user.name} has role {user.role}"
     if req.group == kinds.RBAC_GROUP and req.verb not in served.READ_VERBS:
         return None  # no escalation through a binding: see the module's docstring
@@ -254,10 +263,12 @@ def impersonate(user: User, headers: Mapping[str, str], users: Iterable[User]) -
                 else rbac.groups_of(name))
 
 
-def may_get_url(user: User, verb: str) -> bool:
-    """Whether ``user`` may ``verb`` a non-resource URL (discovery, OpenAPI, health): every
-    user ``get``s, an admin anything. Decides."""
-    return user.role == "admin" or verb == "get"
+def may_get_url(user: User, verb: str, path: str) -> bool:
+    """Whether ``user`` may ``verb`` the non-resource URL ``path`` (discovery, OpenAPI,
+    health, metrics): an admin anything, a user of the token file ``get`` of any, anyone
+    ``get`` of the ``PUBLIC_URLS``. Decides."""
+    req = rbac.Request(verb, path=path)
+    return any(rbac.rule_allows(rule, req) for rule in user_url_rules(user))
 
 
 def new_token() -> str:

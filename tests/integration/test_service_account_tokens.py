@@ -170,3 +170,19 @@ def test_a_delegate_reviews_tokens_and_access_and_the_issuer_publishes_its_keys(
     keys = json.loads(api.kubectl("get", "--raw", "/openid/v1/jwks").stdout)["keys"]
     claims = jwt.decode(vault, jwt.PyJWK(keys[0]).key, algorithms=["ES256"], audience="vault")
     assert claims["sub"] == SA
+
+
+def test_a_service_account_reads_discovery_but_metrics_only_when_granted(
+        api: ApiServer) -> None:
+    token = api.kubectl("create", "token", "fluentd", "-n", "logs").stdout.strip()
+    assert "apps/v1" in api.kubectl("api-versions", "--token", token).stdout
+    refused = api.kubectl("get", "--raw", "/metrics", "--token", token, check=False)
+    assert refused.stderr == (f'Error from server (Forbidden): forbidden: User "{SA}" cannot '
+                              'get path "/metrics"\n'), refused.stderr
+    assert api.kubectl("get", "--raw", "/metrics", user="viewer").returncode == 0
+    api.kubectl("create", "clusterrole", "scraper", "--verb=get", "--non-resource-url=/metrics")
+    api.kubectl("create", "clusterrolebinding", "scraper", "--clusterrole=scraper",
+                "--serviceaccount=logs:fluentd")
+    wait_for(lambda: "apiserver_" in api.kubectl("get", "--raw", "/metrics", "--token", token,
+                                                 check=False).stdout,
+             what="the binding to let the ServiceAccount scrape")

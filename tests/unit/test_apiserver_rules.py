@@ -246,8 +246,9 @@ def test_an_access_review_list_names_each_grant() -> None:
     assert auth.authorize(edit, "get", "*", True)  # a read rule covers every resource
     assert not auth.authorize(edit, "*", "daemonsets", True)  # no rule for every verb
     assert auth.authorize(auth.User("a", "admin"), "*", "*", False)
-    assert auth.may_get_url(auth.User("v", "view"), "get")
-    assert not auth.may_get_url(auth.User("v", "view"), "post")
+    assert auth.may_get_url(auth.User("v", "view"), "get", "/metrics")
+    assert not auth.may_get_url(auth.User("v", "view"), "post", "/api")
+    assert auth.may_get_url(auth.User("a", "admin"), "post", "/anything")
 
 
 def test_the_view_at_a_position_undoes_the_events_after_it() -> None:
@@ -279,7 +280,8 @@ def test_impersonation_is_an_admins_and_takes_the_named_users_role() -> None:
     stranger = auth.impersonate(admin, {"Impersonate-User": "stranger"}, users)
     assert stranger == auth.User("stranger", auth.NO_ROLE, ("system:authenticated",))
     assert not auth.authorize(stranger, "list", "pods", True)
-    assert auth.may_get_url(stranger, "get")  # discovery, as every authenticated user
+    assert auth.may_get_url(stranger, "get", "/apis/apps")  # discovery, as every user's
+    assert not auth.may_get_url(stranger, "get", "/metrics")  # no role: a binding's
     with pytest.raises(auth.ImpersonationError, match='User "ed" cannot impersonate'):
         auth.impersonate(ed, {"Impersonate-User": "admin"}, users)
     for header in ("Impersonate-Uid", "Impersonate-Extra-Scopes"):
