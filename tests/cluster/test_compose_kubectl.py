@@ -31,3 +31,11 @@ def test_kubectl_applies_and_reads_through_the_compose_api_server(cluster: Clust
     assert "successfully rolled out" in status.stdout
     again = kube("apply", "-f", "-", stdin=manifest)
     assert again.stdout.strip() == "daemonset.apps/agent unchanged", again.stderr
+    # a ServiceAccount's token, signed by the key the API server keeps in its home volume
+    assert kube("create", "serviceaccount", "ci", "-n", "cluster-kubectl").returncode == 0
+    token = kube("create", "token", "ci", "-n", "cluster-kubectl")
+    assert token.returncode == 0, token.stderr
+    whoami = kube("auth", "whoami", "--token", token.stdout.strip())
+    assert "system:serviceaccount:cluster-kubectl:ci" in whoami.stdout, whoami.stderr
+    denied = kube("get", "ds", "-n", "cluster-kubectl", "--token", token.stdout.strip())
+    assert "cannot list resource \"daemonsets\"" in denied.stderr, denied.stderr
