@@ -192,17 +192,6 @@ def _user(request: web.Request) -> auth.User:
     return user
 
 
-def _forbidden(user: auth.User, verb: str, info: kinds.KindInfo, namespace: str | None,
-               name: str | None, sub: str | None = None) -> st.ApiError:
-    plural = info.qualified_plural
-    what = f'{plural} "{name}"' if name else plural
-    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-    res = f"{info.plural}/{sub}" if sub else info.plural  # (unqualified: its group follows)
-    return st.ApiError("Forbidden", f'{what} is forbidden: User "{user.name}" cannot {verb} '
-                       f'resource "{res}" in API group "{info.group}"{where}',
-                       {"name": name or "", "group": info.group, "kind": info.plural})
-
-
 async def _body(request: web.Request, fields: handlers.FieldCheck | None = None) -> Any:
     """The decoded body (JSON under the input bounds of ``shared.api.decode``, or the
     protobuf kubectl sends for a few kinds); duplicate keys go to ``fields`` (a 400 under
@@ -329,7 +318,7 @@ async def _resource(request: web.Request, gv: str, rest: str) -> web.StreamRespo
     if state.decide(user, rbac.Request(verb, info.group, info.plural, t.sub or "",
                                        t.namespace or "", t.name or ""),
                     info.namespaced) is None:
-        raise _forbidden(user, verb, info, t.namespace, t.name, t.sub)
+        raise st.denied(user.name, verb, info, t.namespace, t.name, t.sub)
     # a namespaced kind across all namespaces (``/api/v1/pods``) is read-only, as upstream's:
     # a write or a collection delete there is 405, never every namespace's at once
     if verb not in (t.resource.verbs if t.sub is None else t.sub_verbs) or (
@@ -683,7 +672,7 @@ def _may_read(state: State, user: auth.User, kind: str, namespace: str = "",
     namespace = namespace if info.namespaced else ""
     if state.decide(user, rbac.Request(verb, info.group, info.plural, namespace=namespace,
                                        name=name), info.namespaced) is None:
-        raise _forbidden(user, verb, info, namespace, name)
+        raise st.denied(user.name, verb, info, namespace, name)
 
 
 async def ui_api(request: web.Request) -> web.Response:

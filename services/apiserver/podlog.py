@@ -27,6 +27,7 @@ from services.apiserver import auth
 from services.apiserver import status as st
 from shared.api import podlog as rules
 from shared.api import rbac
+from shared.model import kinds
 from shared.store import nodeserver
 from shared.store.client import Store
 
@@ -53,9 +54,8 @@ def checked(request: web.Request, state: State, user: auth.User, methods: tuple[
                           "the requested resource")
     if state.decide(user, rbac.Request(verb, "", resource, subresource, ns, name),
                     True) is None:
-        raise st.ApiError("Forbidden", f'{resource} "{name}" is forbidden: User "{user.name}" '
-                          f'cannot {verb} resource "{resource}/{subresource}" in API group "" '
-                          f'in the namespace "{ns}"', {"name": name, "kind": resource})
+        raise st.denied(user.name, verb, kinds.SERVICE if resource == "services" else kinds.POD,
+                        ns, name, subresource)
     return ns, name
 
 

@@ -83,17 +83,29 @@ def load_key(path: Path) -> ec.EllipticCurvePrivateKey:
     return found
 
 
-def _invalid(problem: str) -> st.ApiError:
-    return st.ApiError("Invalid", f'TokenRequest.authentication.k8s.io "" is invalid: '
-                       f"{problem}", {"group": "authentication.k8s.io",
+def _invalid(problem: str, name: str = "") -> st.ApiError:
+    return st.ApiError("Invalid", f'TokenRequest.authentication.k8s.io "{name}" is invalid: '
+                       f"{problem}", {"name": name, "group": "authentication.k8s.io",
                                       "kind": "TokenRequest", "causes": [st.cause(problem)]})
 
 
-def _spec(body: Any) -> tuple[list[str], int, Obj | None]:
+def _same_names(body: Obj, namespace: str, name: str) -> None:
+    """Invalid (upstream's words) when the request's metadata names another ServiceAccount
+    than its path. Decides."""
+    md = body.get("metadata") or {}
+    given_name, given_ns = (md.get("name"), md.get("namespace")) if isinstance(md, dict) \
+        else (None, None)
+    if given_name and given_name != name:
+        raise _invalid(f'metadata.name: Invalid value: "{given_name}": must match the service '
+                       "account name if specified", name)
+    if given_ns and given_ns != namespace:
+        raise _invalid(f'metadata.namespace: Invalid value: "{given_ns}": must match the '
+                       "service account namespace if specified", name)
+
+
+def _spec(body: Obj) -> tuple[list[str], int, Obj | None]:
     """The audiences, expirationSeconds and boundObjectRef a TokenRequest asks for, its
     defaults filled in; BadRequest or Invalid (upstream's words) otherwise. Decides."""
-    if not isinstance(body, dict) or body.get("kind", "TokenRequest") != "TokenRequest":
-        raise st.bad_request("the body must be a TokenRequest")
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise st.bad_request("spec: the spec of a TokenRequest must be an object")
@@ -160,10 +172,13 @@ class Issuer:
         ``objects``, answered: its spec with defaults and its status with the token and
         when it expires. Raises ApiError as upstream answers."""
         now = time.time() if now is None else now
-        audiences, seconds, ref = _spec(body)
+        if not isinstance(body, dict) or body.get("kind", "TokenRequest") != "TokenRequest":
+            raise st.bad_request("the body must be a TokenRequest")
+        _same_names(body, namespace, name)  # in upstream's order: names, the account, spec
         sa = objects.get("ServiceAccount", {}).get(f"{namespace}/{name}")
         if sa is None:
             raise st.not_found("ServiceAccount", name)
+        audiences, seconds, ref = _spec(body)
         private: Obj = {"namespace": namespace,
                         "serviceaccount": {"name": name, "uid": meta.uid(sa)}}
         if ref is not None:

@@ -121,6 +121,20 @@ def forbidden(kind: str, name: str, why: str, causes: list[Obj] | None = None) -
     return ApiError("Forbidden", f'{plural} "{name}" is forbidden: {why}', details)
 
 
+def denied(user: str, verb: str, info: kinds.KindInfo, namespace: str | None,
+           name: str | None, sub: str | None = None) -> ApiError:
+    """The 403 of a request the authorizer refuses, in upstream's words: ``<resource>
+    "<name>" is forbidden: User "<user>" cannot <verb> resource "<plural>[/<sub>]" in API
+    group "<group>" in the namespace "<ns>"`` (or ``at the cluster scope``)."""
+    plural = info.qualified_plural
+    what = f'{plural} "{name}"' if name else plural
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    res = f"{info.plural}/{sub}" if sub else info.plural  # (unqualified: its group follows)
+    return ApiError("Forbidden", f'{what} is forbidden: User "{user}" cannot {verb} '
+                    f'resource "{res}" in API group "{info.group}"{where}',
+                    {"name": name or "", "group": info.group, "kind": info.plural})
+
+
 def from_store(err: errors.StoreError) -> ApiError:
     """The Status of a store error, as upstream's registry would answer."""
     kind = str(getattr(err, "kind", ""))

@@ -118,9 +118,12 @@ def _label_match(role: Obj, selector: Any) -> bool:
         return False
 
 
-def cluster_role_rules(objects: Objects, name: str) -> list[Any] | None:
+def cluster_role_rules(objects: Objects, name: str,
+                       seen: frozenset[str] = frozenset()) -> list[Any] | None:
     """The rules of the ClusterRole ``name`` (None: there is none), aggregated as upstream's
-    controller aggregates them when it has an ``aggregationRule``."""
+    controller aggregates them when it has an ``aggregationRule`` (a role it selects that
+    aggregates in turn brings those it selects; ``seen``: the roles on the way, so a cycle
+    ends)."""
     roles = objects.get("ClusterRole", {})
     role = roles.get(f"/{name}")
     if role is None:
@@ -129,10 +132,13 @@ def cluster_role_rules(objects: Objects, name: str) -> list[Any] | None:
     chosen = agg.get("clusterRoleSelectors") if isinstance(agg, dict) else None
     if not isinstance(chosen, list):
         return list(role.get("rules") or [])
-    return [rule for other in roles.values() if other is not role
-            and other.get("aggregationRule") is None
-            and any(_label_match(other, s) for s in chosen)
-            for rule in other.get("rules") or []]
+    seen = seen | {name}
+    out: list[Any] = []
+    for key, other in roles.items():
+        other_name = key[1:]
+        if other_name not in seen and any(_label_match(other, s) for s in chosen):
+            out += cluster_role_rules(objects, other_name, seen) or []
+    return out
 
 
 Builtin = Callable[[str], list[Any] | None]

@@ -69,7 +69,10 @@ def test_log_cut_back_mid_rollout_every_process_resyncs_and_the_rollout_converge
     stack.store.apply(ds)
     wait_for(lambda: _updated(stack) >= 8, timeout=60, interval=0.01,
              what="a fifth of the nodes updated")
-    tip_at_cut = stack.store.log_tip()  # then the file's size: it holds this entry
+    tip_at_cut = stack.store.log_tip()  # then the file's size once it holds this entry:
+    # under everysec a busy Redis may put off writing its buffer for up to two seconds
+    wait_for(lambda: tip_at_cut.encode() in aof.incr_file().read_bytes(), timeout=10,
+             interval=0.01, what="the append-only file to hold the tip")
     cut_at = aof.aof_size()
     wait_for(lambda: _updated(stack) >= 24, timeout=60, interval=0.01,
              what="more than half of the nodes updated")

@@ -129,6 +129,14 @@ def test_an_aggregated_cluster_role_has_the_rules_of_those_its_selectors_match()
         binding("ClusterRoleBinding", "b", ("ClusterRole", "monitoring"), [SA_SUBJECT]))
     assert allows(objects, Request("watch", "", "pods")) is not None
     assert allows(objects, Request("get", "", "secrets", namespace="a", name="s")) is None
+    # one it selects that aggregates in turn brings its own; a cycle ends
+    chained = {**objects, "ClusterRole": {
+        **objects["ClusterRole"],
+        "/middle": {"kind": "ClusterRole", "metadata": {"name": "middle", "namespace": "",
+                                                        "labels": {"agg": "mon"}},
+                    "aggregationRule": {"clusterRoleSelectors": [
+                        {"matchLabels": {"agg": "other"}}, {"matchLabels": {"agg": "mon"}}]}}}}
+    assert allows(chained, Request("get", "", "secrets", namespace="a", name="s")) is not None
 
 
 def test_service_account_user_names_and_groups() -> None:

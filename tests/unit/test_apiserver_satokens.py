@@ -91,6 +91,19 @@ def test_a_bad_token_request_is_refused_in_upstreams_words(issuer: satokens.Issu
         issuer.answer("logs", "fluentd", {"spec": spec}, objects, now=NOW)
 
 
+def test_a_token_request_naming_another_service_account_is_refused(
+        issuer: satokens.Issuer) -> None:
+    for md, message in (({"name": "other"}, 'TokenRequest.authentication.k8s.io "fluentd" is '
+                         'invalid: metadata.name: Invalid value: "other": must match the '
+                         "service account name if specified"),
+                        ({"namespace": "kube-system"}, "must match the service account "
+                         "namespace if specified")):
+        with pytest.raises(ApiError, match=message):
+            issuer.answer("logs", "fluentd", {"metadata": md}, world(), now=NOW)
+    same = {"metadata": {"name": "fluentd", "namespace": "logs"}}
+    assert issuer.answer("logs", "fluentd", same, world(), now=NOW)["status"]["token"]
+
+
 def test_a_token_for_a_service_account_that_does_not_exist_is_a_404(
         issuer: satokens.Issuer) -> None:
     with pytest.raises(ApiError) as err:
