@@ -639,7 +639,7 @@ def _may_another(state: State, _user: auth.User, spec: Obj) -> Obj:
                               "spec.resourceAttributes: Invalid value: \"null\": exactly one "
                               "of nonResourceAttributes or resourceAttributes must be "
                               "specified")
-    role = next((u.role for u in state.tokens.users.values() if u.name == name), auth.NO_ROLE)
+    role = auth.role_of(name, state.tokens.users.values())
     return _may(state, auth.User(name, role, tuple(groups)), spec)
 
 

@@ -258,9 +258,15 @@ def impersonate(user: User, headers: Mapping[str, str], users: Iterable[User]) -
     if others:
         raise ImpersonationError(f"impersonating uids or extras ({others[0]}) is not "
                                  "supported: only a user and its groups")
-    role = next((u.role for u in users if u.name == name), NO_ROLE)
-    return User(name, role, tuple(dict.fromkeys([*groups, rbac.AUTHENTICATED])) if groups
+    return User(name, role_of(name, users),
+                tuple(dict.fromkeys([*groups, rbac.AUTHENTICATED])) if groups
                 else rbac.groups_of(name))
+
+
+def role_of(name: str, users: Iterable[User]) -> str:
+    """The role the token file's ``users`` give the user ``name`` first; none when it names
+    no such user."""
+    return next((u.role for u in users if u.name == name), NO_ROLE)
 
 
 def may_get_url(user: User, verb: str, path: str) -> bool:

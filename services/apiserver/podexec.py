@@ -28,7 +28,6 @@ from services.apiserver import status as st
 from shared.api import podexec as rules
 from shared.api import spdy
 from shared.api.podlog import LogError
-from shared.store import nodeserver
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
@@ -61,10 +60,9 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
                                              "attach to" if attach else "exec into")
             path = rules.request_path(pod, container, opts)
             checking = rules.request_path(pod, container, opts, check=True)
-            ep = await state.run(nodeserver.endpoint, state.store,
-                                 str(pod["spec"]["nodeName"]), "exec")
-        except (rules.ExecError, LogError) as err:
+        except (rules.ExecError, LogError) as err:  # (an attach's request_path: pick_run)
             raise st.bad_request(str(err)) from err
+        ep = await podlog.node_endpoint(state, pod, "exec")
         what = "attaches to" if attach else f"runs {' '.join(opts.command)!r} in"
         if upgrade.wants_spdy(request):
             protocol = upgrade.choose(request, rules.SPDY_PROTOCOLS)

@@ -59,6 +59,18 @@ def checked(request: web.Request, state: State, user: auth.User, methods: tuple[
     return ns, name
 
 
+async def node_endpoint(state: State, pod: dict[str, Any],
+                        serves: str = "logs") -> rules.Endpoint:
+    """The endpoint of the node agent running ``pod`` (``nodeserver.endpoint``, which says
+    what the node ``serves`` none of); BadRequest in its words when there is none."""
+    try:
+        ep: rules.Endpoint = await state.run(nodeserver.endpoint, state.store,
+                                             str(pod["spec"]["nodeName"]), serves)
+    except rules.LogError as err:
+        raise st.bad_request(str(err)) from err
+    return ep
+
+
 async def read_pod(state: State, ns: str, name: str) -> dict[str, Any]:
     pod = await state.run(state.store.try_get, "Pod", f"{ns}/{name}")
     if pod is None:
@@ -79,10 +91,9 @@ def handler(state: State, user_of: Callable[[web.Request], auth.User],
         try:
             container = rules.pick_container(pod, opts.container)
             run = rules.pick_run(pod, container, opts.previous)
-            ep = await state.run(nodeserver.endpoint, state.store,
-                                 str(pod["spec"]["nodeName"]))
         except rules.LogError as err:
             raise st.bad_request(str(err)) from err
+        ep = await node_endpoint(state, pod)
         return await _proxy(request, ep, rules.request_path(pod, container, run, opts))
 
     return serve

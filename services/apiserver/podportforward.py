@@ -31,8 +31,7 @@ from services.apiserver import auth, podlog, upgrade
 from services.apiserver import status as st
 from shared.api import podexec, spdy
 from shared.api import portforward as rules
-from shared.api.podlog import Endpoint, LogError
-from shared.store import nodeserver
+from shared.api.podlog import Endpoint
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/portforward"
@@ -53,10 +52,9 @@ def handler(state: podlog.State, user_of: Callable[[web.Request], auth.User],
         pod = await podlog.read_pod(state, ns, name)
         try:
             rules.check_pod(pod)
-            ep = await state.run(nodeserver.endpoint, state.store,
-                                 str(pod["spec"]["nodeName"]), "port forwarding")
-        except (rules.ForwardError, LogError) as err:
+        except rules.ForwardError as err:
             raise st.bad_request(str(err)) from err
+        ep = await podlog.node_endpoint(state, pod, "port forwarding")
         target = _Target(ep, pod)
         if upgrade.wants_spdy(request):
             if upgrade.choose(request, (rules.STREAM_PROTOCOL,)) is None:

@@ -24,9 +24,7 @@ from services.apiserver import auth, podlog
 from services.apiserver import status as st
 from shared.api import podproxy as rules
 from shared.api import portforward
-from shared.api.podlog import LogError
 from shared.model import meta
-from shared.store import nodeserver
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/namespaces/{namespace}/pods/{name}/proxy"
@@ -92,10 +90,9 @@ async def _relay(request: web.Request, state: podlog.State, pod: Obj,
     ns, name = meta.namespace(pod), meta.name(pod)
     try:
         rules.check_pod(pod)
-        ep = await state.run(nodeserver.endpoint, state.store,
-                             str(pod["spec"]["nodeName"]), "proxy")
-    except (rules.ProxyError, LogError) as err:
+    except rules.ProxyError as err:
         raise st.bad_request(str(err)) from err
+    ep = await podlog.node_endpoint(state, pod, "proxy")
     body = await request.read()  # (within the application's request-body limit)
     try:
         host = str((pod.get("status") or {}).get("podIP") or name)  # (upstream's: the pod's)
